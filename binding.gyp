@@ -1,0 +1,25 @@
+{
+  "targets": [
+    {
+      "target_name": "cuda_stream_pool",
+      "sources": [
+        "src/native/addon.cc",
+        "src/native/loader.cc",
+        "src/native/check.cc",
+        "src/native/context.cc",
+        "src/native/device.cc",
+        "src/native/stream.cc",
+        "src/native/event.cc",
+        "src/native/completion.cc",
+        "src/native/module.cc",
+        "src/native/pool.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "libraries": ["-ldl"]
+    }
+  ]
+}

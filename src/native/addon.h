@@ -1,0 +1,28 @@
+// Per-environment state (one per main thread or worker): every JS reference the addon holds lives here.
+// See STYLE.md section 4: process-wide state is only the driver table, contexts, pools, guards and counters.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+
+namespace csp {
+
+struct Channel;  // completion.h
+
+struct AddonData {
+  Napi::FunctionReference error_factory;  // (kind, ...) => Error, set by JS at load
+  std::shared_ptr<Channel> channel;       // host function -> JS thread hand-off, created by completionInit
+  int environment_id = 0;                 // process-unique, names this thread as a lease holder
+
+  static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
+};
+
+// Each concept file adds its functions to the exports object.
+void register_device(Napi::Env env, Napi::Object exports);
+void register_stream(Napi::Env env, Napi::Object exports);
+void register_event(Napi::Env env, Napi::Object exports);
+void register_completion(Napi::Env env, Napi::Object exports);
+void register_module(Napi::Env env, Napi::Object exports);
+void register_pool(Napi::Env env, Napi::Object exports);
+
+}  // namespace csp

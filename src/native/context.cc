@@ -1,0 +1,45 @@
+// Primary context per device, retained once and never released (see DESIGN.md "Layers: context").
+#include "context.h"
+
+#include <mutex>
+
+#include "check.h"
+#include "loader.h"
+
+namespace csp {
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_mutex;
+CUcontext g_contexts[kMaxDevices] = {};
+
+CUcontext retained(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_contexts[device]) {
+    CUdevice dev = 0;
+    check(drv().cuDeviceGet(&dev, device), "cuDeviceGet", device);
+    CUcontext ctx = nullptr;
+    check(drv().cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", device);
+    g_contexts[device] = ctx;
+  }
+  return g_contexts[device];
+}
+}  // namespace
+
+void make_current(int device) {
+  require_driver();
+  if (device < 0 || device >= load_driver().device_count || device >= kMaxDevices)
+    throw CudaFailure{CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet", "device " + std::to_string(device)};
+  CUcontext ctx = retained(device);
+  check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
+}
+
+bool make_current_quiet(int device) {
+  try {
+    make_current(device);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace csp

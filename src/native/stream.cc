@@ -1,0 +1,127 @@
+// Streams: create, borrow, query, synchronize, wait, destroy. Runs on: any JS thread (main or worker).
+#include "stream.h"
+
+#include "addon.h"
+#include "context.h"
+#include "event.h"
+#include "loader.h"
+
+namespace csp {
+
+const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
+
+StreamBox::~StreamBox() { destroy(); }
+
+void StreamBox::destroy() {
+  std::unique_lock<std::shared_mutex> lock(mutex);
+  if (destroyed) return;
+  destroyed = true;
+  if (!owned) return;
+  // Finalizers and destroy after a fault must not throw: see DESIGN.md "device faults".
+  if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
+  live().streams--;
+}
+
+std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority) {
+  make_current(device);
+  auto box = std::make_shared<StreamBox>();
+  box->device = device;
+  check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
+        "device " + std::to_string(device));
+  box->owned = true;
+  live().streams++;
+  return box;
+}
+
+namespace {
+
+std::string describe(const StreamBox& box) { return "device " + std::to_string(box.device); }
+
+// streamCreate(device, nonBlocking, priority) -> box
+Napi::Value stream_create(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  int priority = info[2].As<Napi::Number>().Int32Value();
+  return wrap_box(info.Env(), create_stream(device, flags, priority));
+}
+
+// streamBorrow(device, handle: bigint) -> box that never destroys the driver stream
+Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  make_current(device);
+  auto box = std::make_shared<StreamBox>();
+  box->device = device;
+  box->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
+  return wrap_box(info.Env(), box);
+}
+
+// streamInfo(box) -> { handle, id, priority, nonBlocking } as the driver reports them
+Napi::Value stream_info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "info");
+  make_current(box->device);
+  unsigned long long id = 0;
+  int priority = 0;
+  unsigned flags = 0;
+  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, describe(*box));
+  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, describe(*box));
+  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, describe(*box));
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("handle", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
+  out.Set("id", Napi::BigInt::New(env, static_cast<uint64_t>(id)));
+  out.Set("priority", priority);
+  out.Set("nonBlocking", (flags & CU_STREAM_NON_BLOCKING) != 0);
+  return out;
+}
+
+// streamStatus(box) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure; never throws a CUDA error,
+// so the poll behind every wait can use it. Throws DestroyedError for a destroyed box.
+Napi::Value stream_status(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "query");
+  make_current(box->device);
+  CUresult r = drv().cuStreamQuery(box->handle);
+  check_quiet(r, box->device);
+  return Napi::Number::New(info.Env(), r);
+}
+
+// streamSynchronize(box): blocks the calling thread until the stream's work is done.
+Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "synchronizeSync");
+  make_current(box->device);
+  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, describe(*box));
+  return info.Env().Undefined();
+}
+
+// streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work.
+Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  auto event = unwrap_box<EventBox>(info[1]);
+  Use<StreamBox> use(*box, "Stream", "waitEvent");
+  Use<EventBox> use_event(*event, "Event", "waitEvent");
+  make_current(box->device);
+  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
+  return info.Env().Undefined();
+}
+
+// streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
+Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<StreamBox>(info[0])->destroy();
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void register_stream(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamCreate", Napi::Function::New<js_entry<stream_create>>(env, "streamCreate"));
+  exports.Set("streamBorrow", Napi::Function::New<js_entry<stream_borrow>>(env, "streamBorrow"));
+  exports.Set("streamInfo", Napi::Function::New<js_entry<stream_info>>(env, "streamInfo"));
+  exports.Set("streamStatus", Napi::Function::New<js_entry<stream_status>>(env, "streamStatus"));
+  exports.Set("streamSynchronize", Napi::Function::New<js_entry<stream_synchronize>>(env, "streamSynchronize"));
+  exports.Set("streamWaitEvent", Napi::Function::New<js_entry<stream_wait_event>>(env, "streamWaitEvent"));
+  exports.Set("streamDestroy", Napi::Function::New<js_entry<stream_destroy>>(env, "streamDestroy"));
+}
+
+}  // namespace csp
