@@ -18,6 +18,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_completion(env, exports);
   register_module(env, exports);
   register_pool(env, exports);
+  register_memory(env, exports);
+  register_nvrtc(env, exports);
   return exports;
 }
 

@@ -24,5 +24,7 @@ void register_event(Napi::Env env, Napi::Object exports);
 void register_completion(Napi::Env env, Napi::Object exports);
 void register_module(Napi::Env env, Napi::Object exports);
 void register_pool(Napi::Env env, Napi::Object exports);
+void register_memory(Napi::Env env, Napi::Object exports);
+void register_nvrtc(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

@@ -19,7 +19,10 @@ struct Driver {
   X(cuLaunchHostFunc) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload)                    \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)                    \
-  X(cuOccupancyMaxPotentialBlockSize)
+  X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
+  X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
+  X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
+  X(cuMemPoolTrimTo) X(cuMemGetInfo)
 // CUDA 12.4+, used only to list a module's kernels in error messages; null on older drivers.
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName)
 #define CSP_DECLARE(name) decltype(&::name) name = nullptr;

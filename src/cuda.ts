@@ -1,0 +1,59 @@
+// Process-wide facts about the CUDA driver: whether it can be used, why not, its version, live-object counts.
+import { native } from './native.js';
+import { CudaUnavailableError } from './errors.js';
+
+let state: ReturnType<typeof native.driverState> | undefined;
+
+/** Opens the driver on first use (cuInit, about 200 ms), then answers from memory. */
+export function driverState() {
+  state ??= native.driverState();
+  return state;
+}
+
+/** Throws {@link CudaUnavailableError} unless the driver loaded and has a device. */
+export function requireCuda(): void {
+  const s = driverState();
+  if (!s.available) throw new CudaUnavailableError(s.reason ?? 'unknown reason');
+}
+
+/** Live-object counts, process-wide (all threads), counted at the native wrappers. */
+export interface LiveObjects {
+  /** Streams created by this library and not yet destroyed (owned streams and pool streams). */
+  streams: number;
+  /** Events created by this library and not yet destroyed. */
+  events: number;
+  /** Loaded modules not yet unloaded. */
+  modules: number;
+  /** Bytes of device memory allocated through `DeviceBuffer` and not yet freed. */
+  deviceBytes: number;
+  /** Bytes held by live `PinnedBuffer`s (not the library's idle pinned cache). */
+  pinnedBytes: number;
+}
+
+/** Facts about the CUDA driver in this process. Reading any of them opens the driver on first use; none throws.
+ *
+ * @example
+ * ```ts
+ * import { cuda } from 'cuda-stream-pool';
+ * if (!cuda.available) console.error(cuda.unavailableReason);
+ * ```
+ */
+export const cuda = {
+  /** True when libcuda (CUDA 12.0 or newer) loaded, cuInit succeeded and at least one device is visible. */
+  get available(): boolean {
+    return driverState().available;
+  },
+  /** Why CUDA cannot be used: what was tried, what failed, what to do. `undefined` when available. */
+  get unavailableReason(): string | undefined {
+    return driverState().reason;
+  },
+  /** The driver's CUDA version as cuDriverGetVersion reports it (for example 13000 for 13.0); `undefined` when
+   * the driver library could not be opened. */
+  get driverVersion(): number | undefined {
+    return driverState().driverVersion;
+  },
+  /** Counts of live objects, process-wide across threads. Never opens the driver. */
+  liveObjects(): LiveObjects {
+    return native.liveObjects();
+  },
+};

@@ -1,0 +1,154 @@
+// CUDA events: markers recorded on a stream, for ordering between streams and for timing.
+import { native, NOT_READY, type Box } from './native.js';
+import { Device, resolveDevice } from './device.js';
+import { DestroyedError } from './errors.js';
+import { waitFor } from './completion.js';
+import { Stream, streamBox, type WaitOptions } from './stream.js';
+import { invalidType, invalidValue, validateBoolean, validateOptions, validateSignal } from './validate.js';
+
+/** Options for {@link Event.create}. */
+export interface EventOptions {
+  /** The device, as a `Device` or an ordinal. @defaultValue 0 */
+  device?: Device | number;
+  /** Record timestamps so that {@link Event.elapsedMs} works; off makes recording and waiting cheaper
+   * (CU_EVENT_DISABLE_TIMING when false). @defaultValue false */
+  timing?: boolean;
+  /** `synchronizeSync()` sleeps in the kernel instead of spinning on a CPU core (CU_EVENT_BLOCKING_SYNC).
+   * @defaultValue false */
+  blockingSync?: boolean;
+}
+
+let boxOf: (event: Event, method: string) => Box;
+
+/** A CUDA event. Owns its `CUevent` (cuEventDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer when
+ * forgotten). An event that was never recorded counts as complete.
+ * Thread-safety: safe against concurrent calls from the thread that has it; not shared with workers.
+ *
+ * @example
+ * ```ts
+ * using start = Event.create({ timing: true }), end = Event.create({ timing: true });
+ * start.record(stream); kernel.launch({ grid, block, stream }); end.record(stream);
+ * await end.synchronize();
+ * console.log(Event.elapsedMs(start, end));
+ * ```
+ */
+export class Event {
+  #box: Box;
+  #destroyed = false;
+  #recorded = false;
+  /** The device the event belongs to. */
+  readonly device: Device;
+  /** Whether the event records timestamps (`options.timing`). */
+  readonly timing: boolean;
+
+  private constructor(box: Box, device: Device, timing: boolean) {
+    this.#box = box;
+    this.device = device;
+    this.timing = timing;
+  }
+
+  static {
+    boxOf = (event, method) => event.#use(method);
+  }
+
+  #use(method: string): Box {
+    if (this.#destroyed) throw new DestroyedError('Event', method);
+    return this.#box;
+  }
+
+  /** Creates an event. @throws {@link CudaUnavailableError} without a GPU; `TypeError` for bad options.
+   * Wraps: cuEventCreate. Lifetime: owned; `destroy()` or `using`. */
+  static create(options?: EventOptions): Event {
+    const o = validateOptions<EventOptions>(options, 'options', 'Event', ['device', 'timing', 'blockingSync']);
+    const timing = o.timing === undefined ? false : validateBoolean(o.timing, 'options.timing');
+    const blockingSync = o.blockingSync === undefined ? false : validateBoolean(o.blockingSync, 'options.blockingSync');
+    const device = resolveDevice(o.device);
+    return new Event(native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
+  }
+
+  /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves
+   * the marker. @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
+  record(stream: Stream): this {
+    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    const box = this.#use('record');
+    if (stream.device !== this.device)
+      throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
+    native.eventRecord(box, streamBox(stream, 'recordEvent'));
+    this.#recorded = true;
+    return this;
+  }
+
+  /** True when the recorded work is done (or the event was never recorded). Never blocks.
+   * @throws {@link CudaError} when the recorded work failed. Wraps: cuEventQuery. */
+  query(): boolean {
+    const status = native.eventStatus(this.#use('query'));
+    if (status === 0) return true;
+    if (status === NOT_READY) return false;
+    throw native.cudaError(status, 'cuEventQuery', `device ${this.device.ordinal}`);
+  }
+
+  /** Resolves once the recorded work is done, without blocking the event loop (a host function on a private stream
+   * that waits for the event, backed by a 250 ms poll). Rejects as {@link Stream.synchronize} does. */
+  synchronize(options?: WaitOptions): Promise<void> {
+    try {
+      const o = validateOptions<WaitOptions>(options, 'options', 'synchronize', ['signal']);
+      const signal = validateSignal(o.signal, 'options.signal');
+      const box = this.#use('synchronize');
+      return waitFor(
+        {
+          device: this.device.ordinal,
+          status: () => native.eventStatus(box),
+          notify: (token) => native.eventNotify(box, token),
+          call: 'cuEventSynchronize',
+          detail: `device ${this.device.ordinal}`,
+        },
+        signal,
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Blocks the calling thread (and its event loop) until the recorded work is done; prefer
+   * {@link Event.synchronize}. Wraps: cuEventSynchronize. */
+  synchronizeSync(): void {
+    native.eventSynchronize(this.#use('synchronizeSync'));
+  }
+
+  /** Milliseconds between two recorded events (resolution about 0.5 µs).
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE if either event has timing off or was never recorded;
+   * {@link CudaError} `CUDA_ERROR_NOT_READY` if either is not complete yet (the one place NOT_READY is an error).
+   * Wraps: cuEventElapsedTime. */
+  static elapsedMs(start: Event, end: Event): number {
+    for (const [name, event] of [['start', start], ['end', end]] as const) {
+      if (!(event instanceof Event)) throw invalidType(name, 'an Event', event);
+      event.#use('elapsedMs');
+      if (!event.timing) throw invalidValue(name, 'was created with timing off; create it with { timing: true }.');
+      if (!event.#recorded) throw invalidValue(name, 'was never recorded; call event.record(stream) first.');
+    }
+    return native.eventElapsed(start.#box, end.#box);
+  }
+
+  /** True after `destroy()`. */
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /** Destroys the event (cuEventDestroy); waits already queued on it still work. Idempotent; never throws after a
+   * device fault. */
+  destroy(): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    native.eventDestroy(this.#box);
+  }
+
+  /** Same as {@link Event.destroy}. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+}
+
+/** The native box of a live event. @throws {@link DestroyedError}. @internal */
+export function eventBox(event: Event, method: string): Box {
+  return boxOf(event, method);
+}

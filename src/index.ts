@@ -1,0 +1,8 @@
+// The public API of cuda-stream-pool. See DESIGN.md "Public surface".
+export { cuda, type LiveObjects } from './cuda.js';
+export { Device, type ComputeCapability, type StreamPriorityRange } from './device.js';
+export { Stream, type StreamOptions, type WaitOptions } from './stream.js';
+export { Event, type EventOptions } from './event.js';
+export { currentStream, withStream } from './scope.js';
+export { Module, Kernel, type ParamType, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes } from './module.js';
+export { CudaError, CudaUnavailableError, DestroyedError, CompileError } from './errors.js';

@@ -1,0 +1,66 @@
+// The addon binding: loaded once per thread (main or worker), typed here so the rest of the TS layer sees plain
+// functions. Mechanism only: arguments are validated by the callers. See DESIGN.md "Layers".
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+import { makeNativeError } from './errors.js';
+
+/** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
+export type Box = { readonly __box: unique symbol };
+
+export interface NativeBinding {
+  environmentId: number;
+  setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
+  driverState(): { available: boolean; reason: string | undefined; driverVersion: number | undefined; deviceCount: number };
+  deviceInfo(ordinal: number): {
+    name: string; major: number; minor: number; multiprocessorCount: number; asyncEngineCount: number;
+    memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
+  };
+  deviceFault(ordinal: number): number;
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number };
+  cudaError(code: number, call: string, detail: string): Error;
+
+  streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
+  streamBorrow(device: number, handle: bigint): Box;
+  streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
+  streamStatus(stream: Box): number;
+  streamSynchronize(stream: Box): void;
+  streamWaitEvent(stream: Box, event: Box): void;
+  streamDestroy(stream: Box): void;
+
+  eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
+  eventRecord(event: Box, stream: Box): void;
+  eventStatus(event: Box): number;
+  eventSynchronize(event: Box): void;
+  eventElapsed(start: Box, end: Box): number;
+  eventDestroy(event: Box): void;
+
+  completionInit(dispatch: (token: number) => void): void;
+  completionRef(): void;
+  completionUnref(): void;
+  streamNotify(stream: Box, token: number): void;
+  eventNotify(event: Box, token: number): void;
+
+  moduleLoad(device: number, image: Uint8Array): Promise<Box>;
+  moduleUnload(module: Box): void;
+  moduleFunctionNames(module: Box): string[];
+  moduleGetFunction(module: Box, name: string): Box;
+  kernelAttributes(kernel: Box): { registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number };
+  kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number): { minGridSize: number; blockSize: number };
+  kernelSetMaxDynamicSharedMemory(kernel: Box, bytes: number): void;
+  kernelLaunch(kernel: Box, stream: Box, grid: number[], block: number[], sharedMemBytes: number, params: Uint8Array, count: number, shape: string): void;
+}
+
+/** The package root (two levels above dist/src). */
+export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const require = createRequire(import.meta.url);
+const nodeGypBuild = require('node-gyp-build') as (dir: string) => NativeBinding;
+
+/** The addon for this thread. Loading never touches the driver; the driver opens on first use. */
+export const native: NativeBinding = nodeGypBuild(packageRoot);
+native.setErrorFactory(makeNativeError);
+
+/** CUDA_ERROR_NOT_READY: a status ("still working"), never an error. */
+export const NOT_READY = 600;

@@ -1,0 +1,28 @@
+// The current stream: scoped per async context (AsyncLocalStorage), else the device's per-thread default stream.
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+import { type Device, resolveDevice } from './device.js';
+import { Stream } from './stream.js';
+import { invalidType, validateFunction } from './validate.js';
+
+const scope = new AsyncLocalStorage<Stream>();
+
+/** The stream that work without an explicit stream goes to: the innermost `withStream`/`pool.run` scope's stream
+ * (when `device` is given, only if it is on that device), else the calling thread's per-thread default stream of
+ * `device` (default 0). Follows async context: correct across awaits, in nested and concurrent scopes.
+ * @throws {@link DestroyedError} never here; using a lease's stream after its lease ended throws it.
+ * {@link CudaUnavailableError} without a GPU when no scope is active. */
+export function currentStream(device?: Device | number): Stream {
+  const scoped = scope.getStore();
+  if (scoped && (device === undefined || scoped.device === resolveDevice(device, 'device'))) return scoped;
+  return Stream.perThread(device);
+}
+
+/** Runs `fn(stream)` with `stream` as {@link currentStream} for everything `fn` does, across awaits; returns what
+ * `fn` returns (a promise stays a promise). The scope ends when `fn` returns or its promise settles.
+ * Follows: PyTorch's stream guard, scoped instead of global. */
+export function withStream<T>(stream: Stream, fn: (stream: Stream) => T): T {
+  if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+  validateFunction(fn, 'fn');
+  return scope.run(stream, fn, stream);
+}

@@ -1,0 +1,255 @@
+// CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
+// See Note [handle guard] in src/native/box.h for why destroy is safe across threads.
+import { native, NOT_READY, type Box } from './native.js';
+import { Device, resolveDevice } from './device.js';
+import { DestroyedError } from './errors.js';
+import { waitFor } from './completion.js';
+import { Event, eventBox } from './event.js';
+import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions, validateSignal } from './validate.js';
+
+/** Options for {@link Stream.create}. */
+export interface StreamOptions {
+  /** The device, as a `Device` or an ordinal. @defaultValue 0 */
+  device?: Device | number;
+  /** True: the stream never synchronizes implicitly with the legacy default stream (CU_STREAM_NON_BLOCKING).
+   * @defaultValue true */
+  nonBlocking?: boolean;
+  /** The priority; lower numbers are higher priorities. Any integer: the driver clamps it into
+   * `device.streamPriorityRange`, and `stream.priority` reports the effective value.
+   * @defaultValue the device's least priority (0 on current GPUs) */
+  priority?: number;
+}
+
+/** Options for waits: `{ signal }` aborts the wait (not the GPU work), rejecting with `signal.reason`. */
+export interface WaitOptions {
+  /** Aborts the wait; the promise rejects with `signal.reason`. The GPU work goes on. */
+  signal?: AbortSignal;
+}
+
+type Kind = 'owned' | 'borrowed' | 'pool';
+
+const LEGACY = 1n; // CU_STREAM_LEGACY
+const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
+const perThreadStreams = new Map<number, Stream>();
+const legacyStreams = new Map<number, Stream>();
+
+let boxOf: (stream: Stream, method: string) => Box;
+let makeStream: (box: Box, device: Device, kind: Kind) => Stream;
+let retireStream: (stream: Stream, why: string) => void;
+
+/** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
+ *
+ * Lifetime: `Stream.create` owns its stream (cuStreamDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer
+ * when forgotten). `Stream.legacy`, `Stream.perThread` and `Stream.fromHandle` borrow theirs: `destroy()` only
+ * retires the wrapper. Streams of a `StreamPool` die with their pool (`destroy()` on one is a `TypeError`). After
+ * destroy every method throws {@link DestroyedError}, in any thread, and the handle never reaches the driver again.
+ *
+ * Thread-safety: a stream may be used from any thread that has it (pool streams are shared with workers); every
+ * method is safe against concurrent calls from other threads, including a concurrent destroy.
+ *
+ * @example
+ * ```ts
+ * using stream = Stream.create();
+ * kernel.launch({ grid: 1024, block: 256, stream }, buffer, n);
+ * await stream.synchronize();
+ * ```
+ */
+export class Stream {
+  #box: Box;
+  #kind: Kind;
+  #retired: string | undefined;
+  /** The device whose primary context the stream belongs to. */
+  readonly device: Device;
+  /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
+   * destroy. For interoperation with other CUDA libraries; never 0n. */
+  readonly handle: bigint;
+  /** The driver's unique stream id (cuStreamGetId); unlike `handle`, never reused within the process. */
+  readonly id: bigint;
+  /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
+  readonly priority: number;
+  /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
+  readonly nonBlocking: boolean;
+
+  private constructor(box: Box, device: Device, kind: Kind) {
+    this.#box = box;
+    this.#kind = kind;
+    this.device = device;
+    const info = native.streamInfo(box);
+    this.handle = info.handle;
+    this.id = info.id;
+    this.priority = info.priority;
+    this.nonBlocking = info.nonBlocking;
+  }
+
+  static {
+    boxOf = (stream, method) => stream.#use(method);
+    makeStream = (box, device, kind) => new Stream(box, device, kind);
+    retireStream = (stream, why) => {
+      stream.#retired ??= why;
+    };
+  }
+
+  #use(method: string): Box {
+    if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
+    return this.#box;
+  }
+
+  /** Creates a stream that this object owns.
+   * @throws {@link CudaUnavailableError} without a GPU; `TypeError`/`RangeError` for bad options; {@link CudaError}
+   * when the driver cannot create a stream.
+   * Wraps: cuStreamCreateWithPriority. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
+   * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
+  static create(options?: StreamOptions): Stream {
+    const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority']);
+    const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
+    const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+    const device = resolveDevice(o.device);
+    return new Stream(native.streamCreate(device.ordinal, nonBlocking, priority), device, 'owned');
+  }
+
+  /** The legacy default stream of `device` (CU_STREAM_LEGACY), which synchronizes with every blocking stream.
+   * Borrowed: `destroy()` retires this wrapper only. The same object on every call in a thread.
+   * The library never enqueues its own work on it; waits on it go through an event. */
+  static legacy(device?: Device | number): Stream {
+    return borrowedOnce(legacyStreams, LEGACY, resolveDevice(device, 'device'));
+  }
+
+  /** The calling thread's per-thread default stream of `device` (CU_STREAM_PER_THREAD): each thread (main or
+   * worker) gets its own. Borrowed; the same object on every call in a thread. This is what
+   * {@link currentStream} returns outside any scope. */
+  static perThread(device?: Device | number): Stream {
+    return borrowedOnce(perThreadStreams, PER_THREAD, resolveDevice(device, 'device'));
+  }
+
+  /** Wraps a stream created elsewhere (another CUDA library). Borrowed: the caller keeps the stream alive until
+   * this wrapper is destroyed and every use of it is done; `destroy()` never destroys the driver stream.
+   * The handle is trusted: the driver gives no way to check it, so it must belong to `device`.
+   * @param handle - a `CUstream` as a bigint; 0n is rejected (use {@link Stream.legacy}).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-bigint, ERR_INVALID_ARG_VALUE for 0n. */
+  static fromHandle(handle: bigint, device?: Device | number): Stream {
+    if (typeof handle !== 'bigint') throw invalidType('handle', 'a bigint', handle, typeof handle === 'number' ? 'Pass BigInt(value).' : '');
+    if (handle === 0n) throw invalidValue('handle', 'must not be 0n: 0 is ambiguous; use Stream.legacy() or Stream.perThread().');
+    if (handle < 0n || handle >= 2n ** 64n) throw invalidValue('handle', `must be a CUstream value from 1n to 2n ** 64n - 1n; received ${handle}n.`);
+    const d = resolveDevice(device, 'device');
+    return new Stream(native.streamBorrow(d.ordinal, handle), d, 'borrowed');
+  }
+
+  /** True when all work queued so far is done; false while any is pending. Never blocks.
+   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed. Wraps: cuStreamQuery. */
+  query(): boolean {
+    const status = native.streamStatus(this.#use('query'));
+    if (status === 0) return true;
+    if (status === NOT_READY) return false;
+    throw native.cudaError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
+  }
+
+  /** Resolves once all work queued on the stream so far is done, without blocking the event loop. Settles at once
+   * when the stream is idle; otherwise a host function (cuLaunchHostFunc) wakes this thread, backed by a poll every
+   * 250 ms. Rejects with {@link CudaError} when the work failed (within 1 s of a sticky device fault), with
+   * `signal.reason` when aborted, and with {@link DestroyedError} when called after destroy. A stream destroyed
+   * while the wait is pending still settles when its queued work completes.
+   * Thread-safety: any thread. Wraps: cuStreamQuery, cuLaunchHostFunc. */
+  synchronize(options?: WaitOptions): Promise<void> {
+    try {
+      const o = validateOptions<WaitOptions>(options, 'options', 'synchronize', ['signal']);
+      const signal = validateSignal(o.signal, 'options.signal');
+      const box = this.#use('synchronize');
+      return waitFor(
+        {
+          device: this.device.ordinal,
+          status: () => native.streamStatus(box),
+          notify: (token) => native.streamNotify(box, token),
+          call: 'cuStreamSynchronize',
+          detail: `device ${this.device.ordinal}, stream ${this.id}`,
+        },
+        signal,
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
+   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy.
+   * Wraps: cuStreamSynchronize. */
+  synchronizeSync(): void {
+    native.streamSynchronize(this.#use('synchronizeSync'));
+  }
+
+  /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once.
+   * A never-recorded event is complete, so nothing waits. Wraps: cuStreamWaitEvent. */
+  waitEvent(event: Event): void {
+    if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
+    native.streamWaitEvent(this.#use('waitEvent'), eventBox(event, 'waitEvent'));
+  }
+
+  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
+   * Records a private event on `other` (cuEventRecord, cuStreamWaitEvent). */
+  waitStream(other: Stream): void {
+    if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
+    const box = this.#use('waitStream');
+    if (other.device !== this.device)
+      throw invalidValue('other', `is on device ${other.device.ordinal}, but this stream is on device ${this.device.ordinal}.`);
+    const marker = Event.create({ device: this.device });
+    try {
+      marker.record(other);
+      native.streamWaitEvent(box, eventBox(marker, 'waitStream'));
+    } finally {
+      marker.destroy();
+    }
+  }
+
+  /** Records `event` (or a new event, timing off) on this stream and returns it; the event completes when the work
+   * queued so far is done. Wraps: cuEventRecord. Lifetime: a new event is owned by the caller. */
+  recordEvent(event?: Event): Event {
+    this.#use('recordEvent');
+    const target = event ?? Event.create({ device: this.device });
+    target.record(this);
+    return target;
+  }
+
+  /** True after `destroy()` (or, for a lease's stream, after the lease ended). */
+  get destroyed(): boolean {
+    return this.#retired !== undefined;
+  }
+
+  /** Owned: destroys the stream (cuStreamDestroy); work already queued still completes, and pending
+   * `synchronize()` promises settle when it does. Borrowed: retires this wrapper only. Idempotent; never throws
+   * after a device fault. @throws `TypeError` for a stream of a `StreamPool` (pool streams die with their pool). */
+  destroy(): void {
+    if (this.#kind === 'pool' && this.#retired === undefined)
+      throw invalidValue('stream', 'belongs to a StreamPool; pool streams are destroyed with their pool (pool.destroy()).');
+    if (this.#retired !== undefined) return;
+    this.#retired = 'was destroyed';
+    native.streamDestroy(this.#box);
+  }
+
+  /** Same as {@link Stream.destroy}. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+}
+
+function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device): Stream {
+  let stream = cache.get(device.ordinal);
+  if (!stream || stream.destroyed) {
+    stream = makeStream(native.streamBorrow(device.ordinal, handle), device, 'borrowed');
+    cache.set(device.ordinal, stream);
+  }
+  return stream;
+}
+
+/** The native box of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
+export function streamBox(stream: Stream, method: string): Box {
+  return boxOf(stream, method);
+}
+
+/** Wraps a native stream box (pool streams, lease views). @internal */
+export function wrapStream(box: Box, device: Device, kind: Kind): Stream {
+  return makeStream(box, device, kind);
+}
+
+/** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */
+export function retire(stream: Stream, why: string): void {
+  retireStream(stream, why);
+}

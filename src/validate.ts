@@ -1,0 +1,95 @@
+// Argument validators: one per shape, messages in three parts (the quoted name, what is accepted, what was
+// received), Node's error classes and codes. See STYLE.md section 6.
+
+type Coded<E extends Error> = E & { code: string };
+
+function describe(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n (bigint)`;
+  if (typeof value === 'string') return `${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)} (string)`;
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'object') return `an instance of ${(value as object).constructor?.name ?? 'Object'}`;
+  if (typeof value === 'function') return `function ${(value as { name?: string }).name || '(anonymous)'}`;
+  return `${String(value)} (${typeof value})`;
+}
+
+function coded<E extends Error>(error: E, code: string, caller: Function): Coded<E> {
+  const out = error as Coded<E>;
+  out.code = code;
+  Object.defineProperty(out, 'name', { value: `${error.constructor.name} [${code}]`, configurable: true });
+  Error.captureStackTrace(out, caller);
+  // Node prints `${name}: ${message}`; keep `name` the class name afterwards, as Node's own errors do.
+  void out.stack;
+  Object.defineProperty(out, 'name', { value: error.constructor.name, configurable: true });
+  return out;
+}
+
+/** `TypeError` ERR_INVALID_ARG_TYPE: `name` must be `expected`; received `value`. */
+export function invalidType(name: string, expected: string, value: unknown, hint = '', caller: Function = invalidType) {
+  return coded(new TypeError(`"${name}" must be ${expected}; received ${describe(value)}.${hint ? ` ${hint}` : ''}`), 'ERR_INVALID_ARG_TYPE', caller);
+}
+
+/** `RangeError` ERR_OUT_OF_RANGE: `name` must be `accepted`; received `value`. */
+export function outOfRange(name: string, accepted: string, value: unknown, hint = '', caller: Function = outOfRange) {
+  return coded(new RangeError(`"${name}" must be ${accepted}; received ${describe(value)}.${hint ? ` ${hint}` : ''}`), 'ERR_OUT_OF_RANGE', caller);
+}
+
+/** `TypeError` ERR_INVALID_ARG_VALUE: `name` `problem`. */
+export function invalidValue(name: string, problem: string, caller: Function = invalidValue) {
+  return coded(new TypeError(`"${name}" ${problem}`), 'ERR_INVALID_ARG_VALUE', caller);
+}
+
+/** Checks an integer in [min, max]; returns it. */
+export function validateInteger(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number') throw invalidType(name, 'an integer', value, typeof value === 'bigint' ? 'Pass Number(value).' : '', validateInteger);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw outOfRange(name, `an integer from ${min} to ${max}`, value, '', validateInteger);
+  return value;
+}
+
+/** Checks a boolean; returns it. */
+export function validateBoolean(value: unknown, name: string): boolean {
+  if (typeof value !== 'boolean') throw invalidType(name, 'a boolean', value, '', validateBoolean);
+  return value;
+}
+
+/** Checks a function; returns it. */
+export function validateFunction<F extends Function>(value: unknown, name: string): F {
+  if (typeof value !== 'function') throw invalidType(name, 'a function', value, '', validateFunction);
+  return value as F;
+}
+
+/** Checks an optional AbortSignal. */
+export function validateSignal(value: unknown, name: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw invalidType(name, 'an AbortSignal', value, '', validateSignal);
+  return value;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1]!.toLowerCase() === b[j - 1]!.toLowerCase() ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length]!;
+}
+
+/** Checks that `options` is undefined or a plain object whose keys are all in `allowed`; unknown keys get
+ * ERR_INVALID_ARG_VALUE with "did you mean" for a near miss. Returns the options (an empty object for undefined). */
+export function validateOptions<T extends object>(options: unknown, name: string, owner: string, allowed: readonly string[]): Partial<T> {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object' || Array.isArray(options))
+    throw invalidType(name, 'an object', options, '', validateOptions);
+  for (const key of Object.keys(options)) {
+    if (allowed.includes(key)) continue;
+    const near = allowed.find((candidate) => editDistance(candidate, key) <= Math.max(1, Math.floor(candidate.length / 4)));
+    throw invalidValue(`${name}.${key}`, `is not ${/^[aeiou]/i.test(owner) ? 'an' : 'a'} ${owner} option; ${near ? `did you mean "${near}"?` : `the options are ${allowed.map((k) => `"${k}"`).join(', ')}.`}`, validateOptions);
+  }
+  return options as Partial<T>;
+}

@@ -1,0 +1,41 @@
+// Shared helpers for GPU suites: the skip reason, the test kernels, device-side timestamps.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { cuda, Module, type Kernel } from 'cuda-stream-pool';
+
+/** `{ skip }` for GPU tests: false with a GPU, else the visible reason (npm run test:gpu fails on any skip). */
+export const gpu: { skip: string | false } = {
+  skip: cuda.available ? false : `needs a CUDA GPU: ${cuda.unavailableReason}`,
+};
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** The repository root, from dist/test/support. */
+export const repositoryRoot = path.resolve(here, '..', '..', '..');
+
+let loaded: Promise<Module> | undefined;
+
+/** The test kernels (test/kernels/test-kernels.cu), loaded once per thread on device 0. */
+export async function testKernels(): Promise<{
+  module: Module;
+  spin: Kernel; // (ns: u64, stamps: ptr or 0n)
+  empty: Kernel;
+  writeInvalid: Kernel; // (address: u64)
+  fillU32: Kernel; // (out: ptr, value: u32, n: u32)
+}> {
+  loaded ??= Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
+  const module = await loaded;
+  return {
+    module,
+    spin: module.getFunction('spin', ['u64', 'ptr']),
+    empty: module.getFunction('empty', []),
+    writeInvalid: module.getFunction('write_invalid', ['u64']),
+    fillU32: module.getFunction('fill_u32', ['ptr', 'u32', 'u32']),
+  };
+}
+
+/** True when the closed intervals [a0, a1] and [b0, b1] overlap. */
+export function overlaps(a: readonly [bigint, bigint], b: readonly [bigint, bigint]): boolean {
+  return a[0] < b[1] && b[0] < a[1];
+}

@@ -1,0 +1,59 @@
+// Runs every suite in dist/test with node:test, one file at a time (each GPU file is its own CUDA context).
+//   node dist/test/support/run-tests.js         skips allowed, reasons printed (CI without a GPU)
+//   node dist/test/support/run-tests.js --gpu   any skip fails the run (the GPU machine)
+// Extra arguments are test file name filters (substrings).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+const noSkips = args.includes('--gpu');
+const filters = args.filter((a) => !a.startsWith('--'));
+
+function findTests(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return entry.name === 'support' ? [] : findTests(full);
+    return entry.name.endsWith('.test.js') ? [full] : [];
+  });
+}
+
+const files = findTests(testDir)
+  .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
+  .sort();
+if (files.length === 0) {
+  console.error(`no test files match ${filters.join(', ')}`);
+  process.exit(1);
+}
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-tests-'));
+const tap = path.join(scratch, 'report.tap');
+const result = spawnSync(
+  process.execPath,
+  [
+    '--expose-gc',
+    '--test',
+    '--test-concurrency=1',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    '--test-reporter=tap',
+    `--test-reporter-destination=${tap}`,
+    ...files,
+  ],
+  { stdio: 'inherit' },
+);
+const report = readFileSync(tap, 'utf8');
+rmSync(scratch, { recursive: true, force: true });
+const count = (name: string) => Number(report.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+const passed = count('pass');
+const failed = count('fail');
+const skipped = count('skipped');
+const skips = report.split('\n').filter((line) => /# SKIP/.test(line)).map((line) => line.trim());
+console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped`);
+if (noSkips && skipped > 0) {
+  console.error(`--gpu: ${skipped} test(s) skipped, which fails this run:\n  ${skips.join('\n  ')}`);
+  process.exit(1);
+}
+process.exit(result.status === 0 && failed === 0 ? 0 : 1);
