@@ -14,7 +14,8 @@
         "src/native/module.cc",
         "src/native/pool.cc",
         "src/native/memory.cc",
-        "src/native/nvrtc.cc"
+        "src/native/nvrtc.cc",
+        "src/native/bench.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],

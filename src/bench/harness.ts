@@ -1,0 +1,67 @@
+// Timing helpers shared by every benchmark: per-call costs as a median and spread over several runs, and the
+// result rows that `cuda-stream-pool bench micro` prints beside their native baselines.
+
+/** One timed quantity: the median and the 10th/90th percentiles over `runs` runs. */
+export interface Sample {
+  median: number;
+  p10: number;
+  p90: number;
+  runs: number;
+}
+
+/** A micro-benchmark row: what was measured, its value, and the baseline from the same run it is compared with. */
+export interface MicroResult {
+  /** What one call does, for example 'pool.getStream()'. */
+  name: string;
+  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, or 'GB/s'. */
+  unit: 'ns' | 'µs' | 'GB/s';
+  value: Sample;
+  /** The baseline's name, for example 'cuStreamCreate+cuStreamDestroy (C++ loop)'. */
+  baselineName?: string;
+  baseline?: Sample;
+  /** value / baseline for costs (lower is better), baseline / value inverted for throughput; see `better`. */
+  ratio?: number;
+  /** Whether a ratio below 1 ('lower') or above 1 ('higher') is better. */
+  better?: 'lower' | 'higher';
+  /** The target in words, for example '≤ 50 ns and ≥ 80× cheaper than create+destroy'. */
+  target?: string;
+  /** Whether the target was met, when there is one. */
+  met?: boolean;
+}
+
+function percentile(sorted: number[], q: number): number {
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
+}
+
+/** Summarizes values (any unit) as median and 10th/90th percentiles. */
+export function summarize(values: number[]): Sample {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { median: percentile(sorted, 0.5), p10: percentile(sorted, 0.1), p90: percentile(sorted, 0.9), runs: values.length };
+}
+
+/** Nanoseconds per call of a synchronous `fn`, over `runs` runs of `iterations` calls each, after one warm-up run. */
+export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 9): Sample {
+  const perCall: number[] = [];
+  for (let r = -1; r < runs; r++) {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < iterations; i++) fn(i);
+    const ns = Number(process.hrtime.bigint() - start) / iterations;
+    if (r >= 0) perCall.push(ns);
+  }
+  return summarize(perCall);
+}
+
+/** Nanoseconds per call of an async `fn` awaited in sequence, as {@link timeSync}. */
+export async function timeAsync(fn: (i: number) => Promise<unknown>, iterations: number, runs = 9): Promise<Sample> {
+  const perCall: number[] = [];
+  for (let r = -1; r < runs; r++) {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < iterations; i++) await fn(i);
+    const ns = Number(process.hrtime.bigint() - start) / iterations;
+    if (r >= 0) perCall.push(ns);
+  }
+  return summarize(perCall);
+}
