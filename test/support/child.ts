@@ -1,0 +1,34 @@
+// Runs a snippet of ESM in a child Node.js process (lifecycle, fault and no-GPU tests), importing the package by name.
+import { spawn } from 'node:child_process';
+
+import { repositoryRoot } from './gpu.js';
+
+export interface ChildResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+}
+
+/** Runs `source` as an ES module from the repository root, with `env` added to this process's environment. */
+export function runChild(source: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<ChildResult> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', source], {
+      cwd: repositoryRoot,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, durationMs: performance.now() - started });
+    });
+  });
+}

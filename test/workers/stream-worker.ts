@@ -1,0 +1,41 @@
+// Worker for test/stream.test.ts. workerData.mode:
+//  'use'       create a stream, spin, synchronize, report the stream id, exit
+//  'sync-loop' call synchronizeSync() on its own streams in a loop until told to stop, report the count
+//  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)
+import { parentPort, workerData } from 'node:worker_threads';
+
+import { Stream } from 'cuda-stream-pool';
+import { MS, testKernels } from '../support/gpu.js';
+
+const { spin } = await testKernels();
+const mode = (workerData as { mode: string }).mode;
+if (mode === 'use') {
+  const stream = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream }, 5n * MS, 0n);
+  await stream.synchronize();
+  parentPort!.postMessage({ id: stream.id.toString(), idle: stream.query() });
+  stream.destroy();
+} else if (mode === 'sync-loop') {
+  const streams = [Stream.create(), Stream.create()];
+  let stop = false;
+  let count = 0;
+  parentPort!.on('message', () => (stop = true));
+  parentPort!.postMessage('started');
+  while (!stop) {
+    for (const stream of streams) {
+      spin.launch({ grid: 1, block: 1, stream }, 1n * MS, 0n);
+      stream.synchronizeSync();
+      count++;
+    }
+    await new Promise((resolve) => setImmediate(resolve)); // lets the stop message in
+  }
+  parentPort!.postMessage({ count });
+  for (const stream of streams) stream.destroy();
+} else if (mode === 'pending') {
+  const streams = Array.from({ length: 4 }, () => Stream.create());
+  for (const stream of streams) {
+    spin.launch({ grid: 1, block: 1, stream }, 500n * MS, 0n);
+    void stream.synchronize();
+  }
+  parentPort!.postMessage('queued');
+}
