@@ -296,3 +296,23 @@ test('an error from the driver is a CudaError with name, code, call and sticky',
     return true;
   });
 });
+
+test('forgotten streams and events are destroyed by their finalizers', gpu, async () => {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  assert.ok(gc, 'the test runner passes --expose-gc');
+  const before = cuda.liveObjects();
+  (() => {
+    for (let i = 0; i < 100; i++) {
+      Stream.create();
+      Event.create();
+    }
+  })();
+  assert.equal(cuda.liveObjects().streams, before.streams + 100);
+  assert.equal(cuda.liveObjects().events, before.events + 100);
+  for (let i = 0; i < 20 && cuda.liveObjects().streams > before.streams; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(cuda.liveObjects().streams, before.streams);
+  assert.equal(cuda.liveObjects().events, before.events);
+});
