@@ -1,16 +1,18 @@
-// Modules (PTX, CUBIN or fatbin loaded into a device's context) and their kernels.
+// Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
+// with arguments checked against a signature. Mechanism in src/native/module.cc; see DESIGN.md "Public surface".
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
-import { asKernelPointer, isKernelPointer } from './kernel-argument.js';
+import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
- * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers, `'i64'`/`'u64'` for 64-bit
- * integers (a bigint or a safe integer), `'f32'`/`'f64'` for `float`/`double`. */
+ * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
+ * narrower integers and `bool`), `'i64'`/`'u64'` for 64-bit integers (a bigint or a safe integer), `'f32'`/`'f64'`
+ * for `float`/`double`. */
 export type ParamType = 'ptr' | 'i32' | 'u32' | 'i64' | 'u64' | 'f32' | 'f64';
 const PARAM_TYPES: readonly ParamType[] = ['ptr', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'];
 
@@ -19,47 +21,83 @@ export type Dim3 = number | [number] | [number, number] | [number, number, numbe
 
 /** Options for {@link Module.load}. */
 export interface ModuleLoadOptions {
-  /** The device whose context loads the module. @defaultValue 0 */
+  /** The device whose primary context loads the module. @defaultValue 0 */
   device?: Device | number;
 }
 
 /** Options for {@link Kernel.launch}. */
 export interface LaunchOptions {
-  /** Blocks in the grid; each dimension from 1 to the device limit (2**31 - 1 in x, 65535 in y and z). */
+  /** Blocks in the grid: each dimension an integer from 1; the device's limits (2**31 - 1 in x, 65535 in y and z on
+   * current GPUs) are checked by the driver. */
   grid: Dim3;
-  /** Threads per block; the product at most 1024 (and at most `kernel.attributes.maxThreadsPerBlock`). */
+  /** Threads per block: each dimension an integer from 1. The driver checks the product against the kernel's
+   * `attributes.maxThreadsPerBlock` (at most 1024) and each dimension against the device (1024, 1024, 64). */
   block: Dim3;
-  /** Dynamic shared memory per block in bytes. @defaultValue 0 */
+  /** Dynamic shared memory per block in bytes, from 0 to 2**32 - 1; above 48 KiB only after
+   * {@link Kernel.setMaxDynamicSharedMemory}. @defaultValue 0 */
   sharedMemBytes?: number;
-  /** The stream to launch on. @defaultValue {@link currentStream}(kernel's device) */
+  /** The stream to launch on; must be on the kernel's device. @defaultValue {@link currentStream}(kernel's device) */
   stream?: Stream;
 }
 
-/** Attributes of a compiled kernel (cuFuncGetAttribute). */
+/** Options for {@link Kernel.maxPotentialBlockSize}. */
+export interface MaxPotentialBlockSizeOptions {
+  /** Dynamic shared memory each block will use, in bytes. @defaultValue 0 */
+  dynamicSharedMemBytes?: number;
+  /** The largest block size to consider, in threads; 0 for no limit beyond the kernel's. @defaultValue 0 */
+  blockSizeLimit?: number;
+}
+
+/** What the compiled kernel uses and allows (cuFuncGetAttribute). */
 export interface KernelAttributes {
   /** Registers per thread. */
   registers: number;
-  /** The most threads per block this kernel can be launched with. */
+  /** The most threads per block this kernel can be launched with (its registers and `__launch_bounds__` count). */
   maxThreadsPerBlock: number;
-  /** Statically allocated shared memory per block, bytes. */
+  /** Statically allocated shared memory per block, in bytes. */
   staticSharedMemBytes: number;
-  /** Local memory per thread, bytes. */
+  /** Local memory per thread, in bytes. */
   localMemBytes: number;
+  /** The most dynamic shared memory per block a launch may ask for now, in bytes: 48 KiB minus the static shared
+   * memory until {@link Kernel.setMaxDynamicSharedMemory} raises it (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
+  maxDynamicSharedMemBytes: number;
+}
+
+const ELF_MAGIC = [0x7f, 0x45, 0x4c, 0x46]; // a CUBIN is an ELF file
+const FATBIN_MAGIC = [0x50, 0xed, 0x55, 0xba]; // 0xBA55ED50, little-endian
+
+function startsWith(bytes: Uint8Array, magic: readonly number[]): boolean {
+  return bytes.byteLength >= magic.length && magic.every((b, i) => bytes[i] === b);
 }
 
 let moduleBoxOf: (module: Module, method: string) => Box;
+let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) => Module;
 
-/** A module loaded into a device's primary context. Owns it: `unload()`, `[Symbol.dispose]`, or a finalizer when
- * forgotten (cuModuleUnload). Kernels of an unloaded module throw {@link DestroyedError}.
- * Thread-safety: any thread that has it; not shared with workers (load the same image there). */
+/** A module loaded into a device's primary context: owns it (cuModuleUnload on `unload()`, `[Symbol.dispose]`, or by a
+ * finalizer when forgotten). Kernels are looked up by their `extern "C"` names with {@link Module.getFunction}.
+ *
+ * Lifetime: owned; kernels keep the module object reachable; after `unload()` every kernel method throws
+ * {@link DestroyedError} and the handle never reaches the driver again. Thread-safety: usable from the thread that
+ * loaded it; not shared with workers (a worker loads the same `ptx`/`cubin` again, which is cheap).
+ *
+ * @example
+ * ```ts
+ * using module = await Module.load(readFileSync('kernels.ptx', 'utf8'));
+ * const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+ * fill.launch({ grid: Math.ceil(n / 256), block: 256, stream }, buffer, 7, n);
+ * ```
+ */
 export class Module {
   #box: Box;
   #unloaded = false;
   /** The device the module is loaded on. */
   readonly device: Device;
-  /** The PTX text it was loaded from (or compiled to), when there was one; keep it to cache a compile. */
+  /** The PTX text the module was loaded from or compiled to, when there was one. Keep it (or `cubin`) to cache a
+   * compile: `Module.load(module.ptx)` in a later run or another thread skips NVRTC. */
   readonly ptx: string | undefined;
-  /** The CUBIN it was loaded from (or compiled to), when there was one. */
+  /** The binary image the module was loaded from or compiled to: a CUBIN (from `Program.compile` for the device's
+   * own architecture), or a fatbin given to `Module.load`. Loading it again skips every compiler. A copy: changing
+   * the caller's array after `Module.load` changes nothing here. */
   readonly cubin: Uint8Array | undefined;
 
   private constructor(box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
@@ -71,6 +109,7 @@ export class Module {
 
   static {
     moduleBoxOf = (module, method) => module.#use(method);
+    makeModule = (box, device, ptx, cubin) => new Module(box, device, ptx, cubin);
   }
 
   #use(method: string): Box {
@@ -78,50 +117,63 @@ export class Module {
     return this.#box;
   }
 
-  /** Loads a module from PTX text (JIT-compiled by the driver for this device), a CUBIN or a fatbin, off the JS
-   * thread. @throws (rejects) {@link CudaError} with the JIT log for a bad image; {@link CudaUnavailableError}
-   * without a GPU; `TypeError` for a wrong image type. Wraps: cuModuleLoadDataEx. */
+  /** Loads a module off the JS thread from PTX text (JIT-compiled by the driver for the device, cached by the driver
+   * across runs), a CUBIN, or a fatbin. A `Uint8Array` that is neither a CUBIN (ELF) nor a fatbin is read as PTX
+   * text (UTF-8).
+   * @param image - PTX as a string, or the bytes of a CUBIN, fatbin or PTX file; copied, so it may change afterwards.
+   * @throws (rejects) `TypeError` ERR_INVALID_ARG_TYPE for another type of image, ERR_INVALID_ARG_VALUE for an empty
+   * one; {@link CudaUnavailableError} without a usable driver or GPU; {@link CudaError} from cuModuleLoadDataEx for
+   * an image the driver rejects (`CUDA_ERROR_INVALID_PTX`, `CUDA_ERROR_NO_BINARY_FOR_GPU`, ...), with the JIT log.
+   * Wraps: cuModuleLoadDataEx. Thread-safety: any thread. Lifetime: the caller owns the module. */
   static async load(image: string | Uint8Array, options?: ModuleLoadOptions): Promise<Module> {
     const o = validateOptions<ModuleLoadOptions>(options, 'options', 'Module.load', ['device']);
     let bytes: Uint8Array;
     let ptx: string | undefined;
     let cubin: Uint8Array | undefined;
     if (typeof image === 'string') {
+      if (image.length === 0) throw invalidValue('image', 'is an empty string; pass PTX text, a CUBIN or a fatbin.');
       ptx = image;
-      bytes = new TextEncoder().encode(`${image}\0`); // the driver reads PTX up to its NUL
+      bytes = new TextEncoder().encode(image);
     } else if (image instanceof Uint8Array) {
       if (image.byteLength === 0) throw invalidValue('image', 'is empty; pass PTX text, a CUBIN or a fatbin.');
-      cubin = new Uint8Array(image);
-      bytes = cubin;
+      bytes = new Uint8Array(image); // a copy: the caller may reuse its array while the load runs
+      if (startsWith(bytes, ELF_MAGIC) || startsWith(bytes, FATBIN_MAGIC)) cubin = bytes;
+      else ptx = new TextDecoder().decode(bytes).replace(/\0+$/, '');
     } else {
-      throw invalidType('image', 'a string (PTX) or a Uint8Array (CUBIN or fatbin)', image);
+      throw invalidType('image', 'a string (PTX) or a Uint8Array (CUBIN, fatbin or PTX)', image);
     }
     requireCuda();
-    const device = resolveDevice(o.device);
-    return new Module(await native.moduleLoad(device.ordinal, bytes), device, ptx, cubin);
+    return loadModule(bytes, resolveDevice(o.device), ptx, cubin);
   }
 
-  /** The kernel named `name` (its `extern "C"` name, or the mangled C++ name), launched with arguments of the types
-   * in `signature`. @throws {@link CudaError} CUDA_ERROR_NOT_FOUND naming the kernel and the module's kernels;
-   * `TypeError` for a bad signature. Wraps: cuModuleGetFunction. */
+  /** The kernel whose `extern "C"` name is `name` (a C++ kernel without `extern "C"` has a mangled name: declare
+   * kernels `extern "C"`), launched with arguments of the types in `signature`. Creates nothing on the device.
+   * Where the driver can tell (CUDA 12.4 or newer), `signature` is checked against the kernel's parameters: their
+   * number, and each size (`'ptr'`, `'f32'` and `'f64'` exactly, integers at most the type's width).
+   * @param signature - the parameter types in order, for example `['ptr', 'f32', 'u32']`.
+   * @throws {@link CudaError} CUDA_ERROR_NOT_FOUND naming the kernel and listing the module's kernels;
+   * `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a bad name or signature, or a signature that does
+   * not match the kernel's parameters; {@link DestroyedError} after `unload()`.
+   * Wraps: cuModuleGetFunction, cuFuncGetParamInfo. */
   getFunction(name: string, signature: readonly ParamType[]): Kernel {
-    if (typeof name !== 'string' || name === '') throw invalidType('name', 'a non-empty string', name);
-    if (!Array.isArray(signature)) throw invalidType('signature', `an array of ${PARAM_TYPES.map((t) => `'${t}'`).join(', ')}`, signature);
-    signature.forEach((type, i) => {
-      if (!PARAM_TYPES.includes(type)) throw invalidValue(`signature[${i}]`, `must be one of ${PARAM_TYPES.map((t) => `'${t}'`).join(', ')}; received ${JSON.stringify(type)}.`);
-    });
+    if (typeof name !== 'string') throw invalidType('name', 'a string (the kernel\'s extern "C" name)', name);
+    if (name === '' || name.includes('\0')) throw invalidValue('name', `must be a kernel name without NUL characters; received ${JSON.stringify(name)}.`);
+    const types = validateSignature(signature);
     const box = this.#use('getFunction');
+    let kernelBox: Box;
     try {
-      return new Kernel(native.moduleGetFunction(box, name), this, name, [...signature]);
+      kernelBox = native.moduleGetFunction(box, name);
     } catch (error) {
-      if (error instanceof CudaError && error.name === 'CUDA_ERROR_NOT_FOUND') {
-        const names = native.moduleFunctionNames(box);
-        error.message += names.length
-          ? `; the module's kernels are: ${names.join(', ')}`
-          : '; check the extern "C" name of the kernel';
-      }
-      throw error;
+      if (!(error instanceof CudaError) || error.name !== 'CUDA_ERROR_NOT_FOUND') throw error;
+      const names = native.moduleFunctionNames(box);
+      const known = names.length
+        ? `; the module's kernels are ${names.map((n) => `"${n}"`).join(', ')}`
+        : '; check that the kernel is declared extern "C" (C++ names are mangled)';
+      throw new CudaError(error.code, error.name, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
     }
+    const sizes = native.kernelParamSizes(kernelBox);
+    if (sizes) checkParamSizes(sizes, types, name);
+    return new Kernel(kernelBox, this, name, types);
   }
 
   /** True after `unload()`. */
@@ -129,8 +181,9 @@ export class Module {
     return this.#unloaded;
   }
 
-  /** Unloads the module (cuModuleUnload) once no call of this thread uses it; idempotent; never throws after a
-   * device fault. Kernels launched before keep running. */
+  /** Unloads the module (cuModuleUnload) and retires its kernels; idempotent; never throws after a device fault.
+   * The driver may wait for work on the device before it frees the code, so unload once the module's launches are
+   * done, not on a hot path. Wraps: cuModuleUnload. */
   unload(): void {
     if (this.#unloaded) return;
     this.#unloaded = true;
@@ -143,41 +196,188 @@ export class Module {
   }
 }
 
-const MAX_GRID = [2 ** 31 - 1, 65535, 65535];
-const MAX_BLOCK = [1024, 1024, 64];
-
-function dims(value: unknown, name: string, limits: number[]): number[] {
-  const list = typeof value === 'number' ? [value] : value;
-  if (!Array.isArray(list) || list.length < 1 || list.length > 3)
-    throw invalidType(name, 'a number or an array [x], [x, y] or [x, y, z]', value);
-  const out = [1, 1, 1];
-  list.forEach((d, i) => {
-    out[i] = validateInteger(d, list === value ? `${name}[${i}]` : name, 1, limits[i]!);
-  });
-  return out;
+/** Loads checked bytes into `device`'s context and wraps them (Module.load, Program.compile). @internal */
+export async function loadModule(bytes: Uint8Array, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined): Promise<Module> {
+  return makeModule(await native.moduleLoad(device.ordinal, bytes), device, ptx, cubin);
 }
 
-const I32 = [-(2 ** 31), 2 ** 31 - 1] as const;
-const U32 = [0, 2 ** 32 - 1] as const;
-const I64 = [-(2n ** 63n), 2n ** 63n - 1n] as const;
-const U64 = [0n, 2n ** 64n - 1n] as const;
+/** Checks a kernel signature; returns a frozen copy. @internal */
+export function validateSignature(signature: unknown): readonly ParamType[] {
+  const allowed = PARAM_TYPES.map((t) => `'${t}'`).join(', ');
+  if (!Array.isArray(signature)) throw invalidType('signature', `an array of parameter types (${allowed})`, signature);
+  signature.forEach((type, i) => {
+    if (!PARAM_TYPES.includes(type as ParamType))
+      throw invalidValue(`signature[${i}]`, `must be one of ${allowed}; received ${typeof type === 'string' ? JSON.stringify(type) : String(type)}.`);
+  });
+  return Object.freeze([...(signature as ParamType[])]);
+}
 
-/** A kernel of a loaded module, with the parameter types it is launched with. Keeps its module alive; after the
- * module is unloaded every method throws {@link DestroyedError}. */
+const PARAM_BYTES: Record<ParamType, number> = { ptr: 8, i32: 4, u32: 4, i64: 8, u64: 8, f32: 4, f64: 8 };
+
+/** Checks `signature` against the parameter sizes the driver reports for kernel `name` (cuFuncGetParamInfo):
+ * the same count; `'ptr'`, `'f32'`, `'f64'` exactly their size; integer types at least as wide as the parameter
+ * (a `bool` or `short` parameter takes `'i32'`/`'u32'`, whose low bytes the driver copies). @internal */
+export function checkParamSizes(sizes: readonly number[], signature: readonly ParamType[], name: string): void {
+  const fits = (type: ParamType, bytes: number) =>
+    type === 'ptr' || type === 'f32' || type === 'f64' ? bytes === PARAM_BYTES[type] : bytes <= PARAM_BYTES[type];
+  const bad = sizes.length === signature.length ? signature.findIndex((type, i) => !fits(type, sizes[i]!)) : -2;
+  if (bad === -1) return;
+  const theirs = sizes.length ? `${sizes.length} parameter(s) of ${sizes.join(', ')} bytes` : 'no parameters';
+  const where = bad >= 0 ? ` (parameter ${bad} is ${sizes[bad]} bytes, which does not fit '${signature[bad]}')` : '';
+  throw invalidValue(
+    'signature',
+    `does not match kernel "${name}": it lists ${signature.length} parameter type(s) [${signature.join(', ')}], but the kernel takes ${theirs}${where}.`,
+  );
+}
+
+/** Reads a `Dim3` into out[at..at+2]; each dimension an integer from 1 to 2**32 - 1. @internal */
+export function readDims(value: unknown, name: string, out: number[], at: number): void {
+  if (typeof value === 'number') {
+    out[at] = validateInteger(value, name, 1, 2 ** 32 - 1);
+    out[at + 1] = 1;
+    out[at + 2] = 1;
+    return;
+  }
+  if (!Array.isArray(value) || value.length < 1 || value.length > 3)
+    throw invalidType(name, 'a positive integer or an array [x], [x, y] or [x, y, z]', value);
+  for (let i = 0; i < 3; i++) out[at + i] = i < value.length ? validateInteger(value[i], `${name}[${i}]`, 1, 2 ** 32 - 1) : 1;
+}
+
+const I32_MIN = -(2 ** 31);
+const I32_MAX = 2 ** 31 - 1;
+const U32_MAX = 2 ** 32 - 1;
+const I64_MIN = -(2n ** 63n);
+const I64_MAX = 2n ** 63n - 1n;
+const U64_MAX = 2n ** 64n - 1n;
+
+/** Packs kernel arguments into one 8-byte slot each, checking each against its parameter type; the slots are
+ * reused by every launch of the kernel (cuLaunchKernel copies them before it returns). Two phases, so that nothing
+ * is marked used on a stream unless every argument is valid: {@link ArgumentPacker.pack} checks and writes every
+ * value, {@link ArgumentPacker.bindPointers} then asks each `DeviceBuffer` for its pointer (which records its use
+ * on the stream). @internal */
+export class ArgumentPacker {
+  /** The slots, as passed to the native launch. */
+  readonly bytes: Uint8Array;
+  readonly #view: DataView;
+  readonly #signature: readonly ParamType[];
+  readonly #kernel: string;
+  readonly #pending: Int32Array; // positions of arguments that are KernelPointers, found by pack()
+  #pendingCount = 0;
+
+  constructor(signature: readonly ParamType[], kernel: string) {
+    this.#signature = signature;
+    this.#kernel = kernel;
+    this.bytes = new Uint8Array(8 * signature.length);
+    this.#view = new DataView(this.bytes.buffer);
+    this.#pending = new Int32Array(signature.length);
+  }
+
+  #hint(): string {
+    return `Kernel "${this.#kernel}" takes (${this.#signature.join(', ')}).`;
+  }
+
+  /** Checks count, type and range of every argument and writes all but the `DeviceBuffer` pointers.
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE for a wrong count; `TypeError` ERR_INVALID_ARG_TYPE or `RangeError`
+   * ERR_OUT_OF_RANGE naming the argument (`"args[i]"`) and its parameter type. */
+  pack(args: readonly unknown[]): void {
+    const signature = this.#signature;
+    if (args.length !== signature.length)
+      throw invalidValue('args', `must be ${signature.length} argument(s) for kernel "${this.#kernel}" (${signature.join(', ')}); received ${args.length}.`);
+    const view = this.#view;
+    this.#pendingCount = 0;
+    for (let i = 0; i < signature.length; i++) {
+      const type = signature[i]!;
+      const value = args[i];
+      const at = 8 * i;
+      switch (type) {
+        case 'ptr':
+          if (typeof value === 'bigint') {
+            if (value < 0n || value > U64_MAX) throw outOfRange(`args[${i}]`, 'a ptr: a device address from 0n to 2n ** 64n - 1n', value, this.#hint());
+            view.setBigUint64(at, value, true);
+          } else if (isKernelPointer(value)) {
+            this.#pending[this.#pendingCount++] = i;
+          } else {
+            throw invalidType(`args[${i}]`, 'a ptr: a DeviceBuffer or a bigint device address', value, this.#hint());
+          }
+          break;
+        case 'i32':
+          if (typeof value !== 'number') throw invalidType(`args[${i}]`, 'an i32 (an integer number)', value, this.#hint());
+          if (!Number.isInteger(value) || value < I32_MIN || value > I32_MAX)
+            throw outOfRange(`args[${i}]`, `an i32: an integer from ${I32_MIN} to ${I32_MAX}`, value, this.#hint());
+          view.setInt32(at, value, true);
+          break;
+        case 'u32':
+          if (typeof value !== 'number') throw invalidType(`args[${i}]`, 'a u32 (an integer number)', value, this.#hint());
+          if (!Number.isInteger(value) || value < 0 || value > U32_MAX)
+            throw outOfRange(`args[${i}]`, `a u32: an integer from 0 to ${U32_MAX}`, value, this.#hint());
+          view.setUint32(at, value, true);
+          break;
+        case 'i64':
+        case 'u64': {
+          const [min, max] = type === 'i64' ? [I64_MIN, I64_MAX] : [0n, U64_MAX];
+          let big: bigint;
+          if (typeof value === 'bigint') big = value;
+          else if (typeof value === 'number' && Number.isSafeInteger(value)) big = BigInt(value);
+          else if (typeof value === 'number')
+            throw outOfRange(`args[${i}]`, `an ${type}: a bigint or a safe integer from ${min} to ${max}`, value, `Pass a bigint for values beyond 2 ** 53. ${this.#hint()}`);
+          else throw invalidType(`args[${i}]`, `an ${type} (a bigint or a safe integer)`, value, this.#hint());
+          if (big < min || big > max) throw outOfRange(`args[${i}]`, `an ${type}: an integer from ${min} to ${max}`, value, this.#hint());
+          if (type === 'i64') view.setBigInt64(at, big, true);
+          else view.setBigUint64(at, big, true);
+          break;
+        }
+        case 'f32':
+          if (typeof value !== 'number') throw invalidType(`args[${i}]`, 'an f32 (a number)', value, this.#hint());
+          if (Number.isFinite(value) && !Number.isFinite(Math.fround(value)))
+            throw outOfRange(`args[${i}]`, 'an f32: a number within the float32 range (magnitude at most 3.4028234663852886e38), Infinity, -Infinity or NaN', value, this.#hint());
+          view.setFloat32(at, value, true);
+          break;
+        case 'f64':
+          if (typeof value !== 'number') throw invalidType(`args[${i}]`, 'an f64 (a number)', value, this.#hint());
+          view.setFloat64(at, value, true);
+          break;
+      }
+    }
+  }
+
+  /** Writes the pointers of the `DeviceBuffer` arguments found by the last {@link ArgumentPacker.pack}, each of
+   * which records that it is used on `stream`. Call only after everything else that can fail has been checked. */
+  bindPointers(args: readonly unknown[], stream: Stream): void {
+    for (let k = 0; k < this.#pendingCount; k++) {
+      const i = this.#pending[k]!;
+      this.#view.setBigUint64(8 * i, (args[i] as KernelPointer)[asKernelPointer](stream), true);
+    }
+    this.#pendingCount = 0;
+  }
+}
+
+const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'sharedMemBytes', 'stream'];
+let kernelBoxOf: (kernel: Kernel) => Box;
+
+/** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
+ * reachable); after the module is unloaded every method throws {@link DestroyedError}.
+ * Thread-safety: usable from the thread that loaded its module. */
 export class Kernel {
   #box: Box;
   #module: Module;
-  /** The kernel's name in the module. */
+  #packer: ArgumentPacker;
+  #shape = [1, 1, 1, 1, 1, 1];
+  /** The kernel's `extern "C"` name in the module. */
   readonly name: string;
   /** The parameter types, in order. */
   readonly signature: readonly ParamType[];
 
-  /** @internal */
-  constructor(box: Box, module: Module, name: string, signature: ParamType[]) {
+  /** @internal (from {@link Module.getFunction}) */
+  constructor(box: Box, module: Module, name: string, signature: readonly ParamType[]) {
     this.#box = box;
     this.#module = module;
     this.name = name;
-    this.signature = Object.freeze(signature);
+    this.signature = signature;
+    this.#packer = new ArgumentPacker(signature, name);
+  }
+
+  static {
+    kernelBoxOf = (kernel) => kernel.#use('benchLaunch');
   }
 
   #use(method: string): Box {
@@ -190,95 +390,74 @@ export class Kernel {
     return this.#module;
   }
 
-  /** Registers, threads and memory the compiled kernel uses (cuFuncGetAttribute). */
+  /** What the compiled kernel uses and allows, read from the driver on each access.
+   * @throws {@link DestroyedError} after the module was unloaded. Wraps: cuFuncGetAttribute. */
   get attributes(): KernelAttributes {
     return native.kernelAttributes(this.#use('attributes'));
   }
 
-  /** The block size that maximizes occupancy and the smallest grid that reaches it
-   * (cuOccupancyMaxPotentialBlockSize), for `dynamicSharedMemBytes` of dynamic shared memory per block. */
-  maxPotentialBlockSize(dynamicSharedMemBytes = 0): { minGridSize: number; blockSize: number } {
-    validateInteger(dynamicSharedMemBytes, 'dynamicSharedMemBytes', 0, 2 ** 31 - 1);
-    return native.kernelMaxPotentialBlockSize(this.#use('maxPotentialBlockSize'), dynamicSharedMemBytes);
+  /** The block size (threads) that gives this kernel the highest occupancy on its device, and the smallest grid
+   * (blocks) that reaches that occupancy on every multiprocessor.
+   * @throws `RangeError` ERR_OUT_OF_RANGE for negative or non-integer options; {@link DestroyedError} after unload.
+   * Wraps: cuOccupancyMaxPotentialBlockSize. */
+  maxPotentialBlockSize(options?: MaxPotentialBlockSizeOptions): { minGridSize: number; blockSize: number } {
+    const o = validateOptions<MaxPotentialBlockSizeOptions>(options, 'options', 'maxPotentialBlockSize', ['dynamicSharedMemBytes', 'blockSizeLimit']);
+    const shared = o.dynamicSharedMemBytes === undefined ? 0 : validateInteger(o.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 31 - 1);
+    const limit = o.blockSizeLimit === undefined ? 0 : validateInteger(o.blockSizeLimit, 'options.blockSizeLimit', 0, 2 ** 31 - 1);
+    return native.kernelMaxPotentialBlockSize(this.#use('maxPotentialBlockSize'), shared, limit);
   }
 
-  /** Allows launches with up to `bytes` of dynamic shared memory per block; needed above 48 KiB.
-   * @throws {@link CudaError} CUDA_ERROR_INVALID_VALUE above the device's limit.
-   * Wraps: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
+  /** Allows launches of this kernel with up to `bytes` of dynamic shared memory per block. Needed above 48 KiB
+   * (less the kernel's static shared memory): without it such a launch fails with CUDA_ERROR_INVALID_VALUE.
+   * @param bytes - from 0 to the device's opt-in limit (227 KiB on an H100/H200) less the static shared memory.
+   * @throws `RangeError` ERR_OUT_OF_RANGE for a negative or non-integer `bytes`; {@link CudaError}
+   * CUDA_ERROR_INVALID_VALUE above the device's limit, naming the limit; {@link DestroyedError} after unload.
+   * Wraps: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). Thread-safety: affects this kernel
+   * in every thread of the process (the attribute belongs to the driver's function). */
   setMaxDynamicSharedMemory(bytes: number): void {
     validateInteger(bytes, 'bytes', 0, 2 ** 31 - 1);
     native.kernelSetMaxDynamicSharedMemory(this.#use('setMaxDynamicSharedMemory'), bytes);
   }
 
-  /** Launches the kernel on `options.stream` (default {@link currentStream}) and returns at once. Every argument is
-   * checked against the signature before anything is launched: count, type and range.
-   * A `DeviceBuffer` argument passes its device pointer and counts as used on the stream.
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE / `RangeError` ERR_OUT_OF_RANGE naming the argument's position and
-   * type; {@link CudaError} naming the kernel and the launch shape when the driver refuses the launch (too many
-   * threads per block, too much shared memory). Wraps: cuLaunchKernel. */
+  /** Queues the kernel on `options.stream` (default {@link currentStream} of the kernel's device) and returns at
+   * once. Every argument is checked against the signature before anything is launched: the count, each type and
+   * each range (an `'u32'` given -1 or 2**32 is a `RangeError` naming `"args[i]"` and the type). Only then does each
+   * `DeviceBuffer` argument pass its device pointer and record that it is used on the stream (so it is not freed
+   * before the kernel runs). A bigint pointer is passed as it is, unchecked.
+   * @param args - one value per signature entry: see {@link ParamType}.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE, `TypeError` ERR_INVALID_ARG_VALUE (wrong count, unknown option, a
+   * stream of another device) or `RangeError` ERR_OUT_OF_RANGE, all before launching; {@link DestroyedError} after
+   * the module or the stream was destroyed; {@link CudaError} from cuLaunchKernel naming the kernel, the grid, the
+   * block, the shared memory, the stream and the kernel's limits when the driver refuses the launch (too many threads
+   * per block, too much shared memory). None of these leaves the stream unusable.
+   * Wraps: cuLaunchKernel. Thread-safety: the thread that loaded the module; any stream of the kernel's device.
+   * @example
+   * ```ts
+   * saxpy.launch({ grid: Math.ceil(n / 256), block: 256, stream }, n, 2.0, x, y);
+   * ```
+   */
   launch(options: LaunchOptions, ...args: unknown[]): void {
-    const o = validateOptions<LaunchOptions>(options, 'options', 'launch', ['grid', 'block', 'sharedMemBytes', 'stream']);
-    if (options === undefined) throw invalidType('options', 'an object with grid and block', options);
-    const grid = dims(o.grid, 'options.grid', MAX_GRID);
-    const block = dims(o.block, 'options.block', MAX_BLOCK);
-    const shared = o.sharedMemBytes === undefined ? 0 : validateInteger(o.sharedMemBytes, 'options.sharedMemBytes', 0, 2 ** 32 - 1);
+    if (typeof options !== 'object' || options === null || Array.isArray(options))
+      throw invalidType('options', 'a LaunchOptions object ({ grid, block, sharedMemBytes, stream })', options);
+    for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
+    const shape = this.#shape;
+    readDims(options.grid, 'options.grid', shape, 0);
+    readDims(options.block, 'options.block', shape, 3);
+    const shared = options.sharedMemBytes === undefined ? 0 : validateInteger(options.sharedMemBytes, 'options.sharedMemBytes', 0, 2 ** 32 - 1);
     const box = this.#use('launch');
-    const stream = o.stream ?? currentStream(this.#module.device);
+    const device = this.#module.device;
+    const stream = options.stream === undefined ? currentStream(device) : options.stream;
     if (!(stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', stream);
-    if (stream.device !== this.#module.device)
-      throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the kernel is loaded on device ${this.#module.device.ordinal}.`);
-    if (args.length !== this.signature.length)
-      throw invalidValue('args', `must be ${this.signature.length} argument(s) for kernel "${this.name}" (${this.signature.join(', ')}); received ${args.length}.`);
-    const params = new ArrayBuffer(8 * args.length);
-    const view = new DataView(params);
-    const pointerArgs: number[] = [];
-    this.signature.forEach((type, i) => {
-      const at = 8 * i;
-      const value = args[i];
-      const name = `args[${i}] (${type})`;
-      switch (type) {
-        case 'ptr':
-          if (typeof value === 'bigint') {
-            if (value < U64[0] || value > U64[1]) throw outOfRange(name, 'a device address from 0n to 2n ** 64n - 1n', value);
-            view.setBigUint64(at, value, true);
-          } else if (isKernelPointer(value)) {
-            pointerArgs.push(i);
-          } else throw invalidType(name, 'a DeviceBuffer or a bigint device address', value);
-          break;
-        case 'i32':
-        case 'u32': {
-          const [min, max] = type === 'i32' ? I32 : U32;
-          if (typeof value !== 'number') throw invalidType(name, 'an integer (number)', value);
-          if (!Number.isInteger(value) || value < min || value > max) throw outOfRange(name, `an integer from ${min} to ${max}`, value);
-          if (type === 'i32') view.setInt32(at, value, true);
-          else view.setUint32(at, value, true);
-          break;
-        }
-        case 'i64':
-        case 'u64': {
-          const [min, max] = type === 'i64' ? I64 : U64;
-          let big: bigint;
-          if (typeof value === 'bigint') big = value;
-          else if (typeof value === 'number' && Number.isSafeInteger(value)) big = BigInt(value);
-          else if (typeof value === 'number') throw outOfRange(name, 'a safe integer or a bigint', value);
-          else throw invalidType(name, 'a bigint or a safe integer', value);
-          if (big < min || big > max) throw outOfRange(name, `an integer from ${min} to ${max}`, value);
-          if (type === 'i64') view.setBigInt64(at, big, true);
-          else view.setBigUint64(at, big, true);
-          break;
-        }
-        case 'f32':
-        case 'f64':
-          if (typeof value !== 'number') throw invalidType(name, 'a number', value);
-          if (type === 'f32') view.setFloat32(at, value, true);
-          else view.setFloat64(at, value, true);
-          break;
-      }
-    });
+    if (stream.device !== device)
+      throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
+    this.#packer.pack(args);
     const streamHandle = streamBox(stream, 'launch');
-    // Pointers of buffers last: each records its use on the stream, so only once every argument is valid.
-    for (const i of pointerArgs) view.setBigUint64(8 * i, (args[i] as { [asKernelPointer](s: Stream): bigint })[asKernelPointer](stream), true);
-    const shape = `grid [${grid.join(', ')}], block [${block.join(', ')}], ${shared} bytes of dynamic shared memory on device ${stream.device.ordinal}`;
-    native.kernelLaunch(box, streamHandle, grid, block, shared, new Uint8Array(params), args.length, shape);
+    this.#packer.bindPointers(args, stream);
+    native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
   }
+}
+
+/** The native boxes behind a kernel and a stream, for the kernel benchmark's C++ baseline. @internal */
+export function kernelBoxes(kernel: Kernel, stream: Stream): { kernel: Box; stream: Box } {
+  return { kernel: kernelBoxOf(kernel), stream: streamBox(stream, 'benchLaunch') };
 }

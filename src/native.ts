@@ -46,10 +46,26 @@ export interface NativeBinding {
   moduleUnload(module: Box): void;
   moduleFunctionNames(module: Box): string[];
   moduleGetFunction(module: Box, name: string): Box;
-  kernelAttributes(kernel: Box): { registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number };
-  kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number): { minGridSize: number; blockSize: number };
+  kernelParamSizes(kernel: Box): number[] | null;
+  kernelAttributes(kernel: Box): {
+    registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
+  };
+  kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
   kernelSetMaxDynamicSharedMemory(kernel: Box, bytes: number): void;
-  kernelLaunch(kernel: Box, stream: Box, grid: number[], block: number[], sharedMemBytes: number, params: Uint8Array, count: number, shape: string): void;
+  kernelLaunch(
+    kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
+    sharedMemBytes: number, params: Uint8Array,
+  ): void;
+  /** ns per launch of a C++ loop of cuLaunchKernel (grid 1, block 1); synchronizes the stream before and after. */
+  benchLaunch(kernel: Box, stream: Box, iterations: number, params: Uint8Array): number;
+
+  nvrtcLoad(): Promise<
+    | { available: false; reason: string }
+    | { available: true; path: string; major: number; minor: number; supportedArchs: number[] }
+  >;
+  nvrtcCompile(source: string, name: string, options: string[], wantCubin: boolean): Promise<{
+    result: number; resultName: string; call: string; log: string; cubin?: Uint8Array; ptx?: string;
+  }>;
 }
 
 /** The package root (two levels above dist/src). */

@@ -22,9 +22,11 @@ struct Driver {
   X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
-  X(cuMemPoolTrimTo) X(cuMemGetInfo)
-// CUDA 12.4+, used only to list a module's kernels in error messages; null on older drivers.
-#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName)
+  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync)
+// CUDA 12.4+, used only to list a module's kernels in error messages and to check a kernel's signature against its
+// parameters; null on older drivers.
+#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) \
+  X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuFuncGetParamInfo)
 #define CSP_DECLARE(name) decltype(&::name) name = nullptr;
   CSP_DRIVER_FUNCTIONS(CSP_DECLARE)
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_DECLARE)
