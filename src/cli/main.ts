@@ -1,24 +1,175 @@
 #!/usr/bin/env node
-// The command-line program `cuda-stream-pool`. Its main job is `bench`.
-import { Command } from 'commander';
+// The command-line program `cuda-stream-pool`. Its main job is `bench`, the executor benchmark; `bench micro` runs the
+// per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
+// GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched). See issue 6.
+import { Command, type CommanderError } from 'commander';
 
-import { cuda } from '../index.js';
+import { cuda, Device } from '../index.js';
+import { MODES, MODE_DESCRIPTIONS } from '../bench/modes.js';
+import {
+  checkCombinations,
+  EXIT_FAILED,
+  EXIT_NO_GPU,
+  EXIT_USAGE,
+  integerOption,
+  LIMITS,
+  modeOption,
+  timelineOption,
+  type BenchCliOptions,
+} from './options.js';
+
+/** Writes `text` to stdout and exits with `code` once it is flushed (a pipe may take a while to drain a large JSON).
+ * Exiting explicitly, rather than when the event loop empties, keeps a forgotten handle from hanging the CLI. */
+function finish(code: number, text: string): void {
+  process.stdout.write(text, () => process.exit(code));
+}
+
+/** Exits 2 with cuda.unavailableReason when there is no usable GPU; the README's quick start and CI rely on it. */
+function requireGpu(command: string): void {
+  if (cuda.available) return;
+  console.error(`cuda-stream-pool ${command} needs a CUDA GPU and cannot run here: ${cuda.unavailableReason}`);
+  process.exit(EXIT_NO_GPU);
+}
+
+/** Checks `--device` against the visible devices, which only the driver knows (so after requireGpu). */
+function requireDevice(command: Command, ordinal: number): void {
+  const count = Device.count();
+  if (ordinal < count) return;
+  command.error(`error: option '--device <ordinal>' argument '${ordinal}' is invalid. Accepted: an integer from 0 to ${count - 1} (the visible devices).`, {
+    exitCode: EXIT_USAGE,
+    code: 'cuda-stream-pool.usage',
+  });
+}
+
+/** Prints a failed run's error: a verification failure by its message alone, anything else with its stack. */
+function reportFailure(command: string, error: unknown): never {
+  const e = error instanceof Error ? error : new Error(String(error));
+  if (e.name === 'VerificationError') console.error(`cuda-stream-pool ${command}: ${e.message}`);
+  else console.error(`cuda-stream-pool ${command} failed: ${e.stack ?? `${e.name}: ${e.message}`}`);
+  process.exit(EXIT_FAILED);
+}
+
+const range = (limits: readonly [number, number]) => `${limits[0]} to ${limits[1]}`;
 
 const program = new Command('cuda-stream-pool')
   .description('CUDA streams, events, memory and kernels for Node.js, built around a shared stream pool')
-  .showHelpAfterError();
+  // Set before the commands are added: subcommands copy these settings when they are created.
+  .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
+  .enablePositionalOptions()
+  .showHelpAfterError('(add --help to see the options and the values they accept)');
 
-program
+const bench = program
   .command('bench')
-  .description('run the executor benchmark: many short tasks (copy in, kernel, copy out) on one GPU')
-  .action(() => {
-    if (!cuda.available) {
-      console.error(`cuda-stream-pool bench needs a CUDA GPU and cannot run here: ${cuda.unavailableReason}`);
-      process.exit(2);
+  .description(
+    'run the executor benchmark: many short tasks (copy a partition in, run a kernel, copy the result out, verify it) ' +
+      'on one GPU, in each mode, and print tasks/s, GB/s, latency, speedup over legacy and the fraction of the overlap bound',
+  )
+  .option('--tasks <count>', `tasks per run (${range(LIMITS.tasks)})`, integerOption(...LIMITS.tasks), 512)
+  .option('--concurrency <count>', `tasks in flight in total (${range(LIMITS.concurrency)})`, integerOption(...LIMITS.concurrency), 32)
+  .option(
+    '--workers <count>',
+    `worker threads sharing one pool; tasks and concurrency are split among them; 0: the main thread runs every task (${range(LIMITS.workers)})`,
+    integerOption(...LIMITS.workers),
+    0,
+  )
+  .option('--elements <count>', `float32 elements per partition (${range(LIMITS.elements)})`, integerOption(...LIMITS.elements), 1_048_576)
+  .option(
+    '--intensity <steps>',
+    `fmaf steps per element in the kernel (${range(LIMITS.intensity)}; default: calibrated so the kernel takes about as long as one copy)`,
+    integerOption(...LIMITS.intensity),
+  )
+  .option('--mode <modes>', `modes to run: ${MODES.join(', ')}; a comma list, and the option may repeat (default: all)`, modeOption)
+  .option('--pool-size <streams>', `streams in the pool of the pool and lease modes (${range(LIMITS.poolSize)})`, integerOption(...LIMITS.poolSize), 32)
+  .option('--runs <count>', `measured runs per mode, after a warm-up (${range(LIMITS.runs)})`, integerOption(...LIMITS.runs), 5)
+  .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
+  .option('--json', 'print the results as JSON instead of tables (schema in README.md)', false)
+  .option('--timeline <file.html>', 'also write a self-contained HTML timeline: a section per mode, a row per stream, a bar per task phase', timelineOption)
+  .option('-q, --quiet', 'no progress bar (there is none either when stderr is not a terminal)', false)
+  .addHelpText(
+    'after',
+    `\nModes:\n${MODES.map((m) => `  ${m.padEnd(11)} ${MODE_DESCRIPTIONS[m]}`).join('\n')}\n\n` +
+      'Exit codes: 0 done; 1 a task did not verify or CUDA failed; 2 no usable GPU (the reason is printed); 64 a bad option.',
+  )
+  .action(async (options: BenchCliOptions, command: Command) => {
+    if (command.args.length > 0)
+      command.error(`error: unknown benchmark '${command.args[0]}'. Accepted: no argument (the executor benchmark) or 'micro'.`, {
+        exitCode: EXIT_USAGE,
+        code: 'cuda-stream-pool.usage',
+      });
+    const checked = checkCombinations(options, process.env);
+    if ('error' in checked) command.error(checked.error, { exitCode: EXIT_USAGE, code: 'cuda-stream-pool.usage' });
+    const corrupt = 'corrupt' in checked ? checked.corrupt : undefined;
+    requireGpu('bench');
+    requireDevice(command, options.device);
+
+    // Loaded only now: the benchmark's modules need the GPU-side API, and usage errors must not depend on them.
+    const { runExecutorBenchmark } = await import('../bench/executor.js');
+    const { createProgress } = await import('../bench/progress.js');
+    const { formatReport } = await import('../bench/report.js');
+    const { writeTimeline } = await import('../bench/timeline.js');
+    const modes = options.mode ?? [...MODES];
+    const progress = createProgress(modes.length * options.runs * options.tasks, options.quiet);
+    let outcome: Awaited<ReturnType<typeof runExecutorBenchmark>>;
+    try {
+      outcome = await runExecutorBenchmark({
+        tasks: options.tasks,
+        concurrency: options.concurrency,
+        workers: options.workers,
+        elements: options.elements,
+        intensity: options.intensity,
+        modes,
+        poolSize: options.poolSize,
+        runs: options.runs,
+        device: options.device,
+        corrupt,
+        progress,
+      });
+    } catch (error) {
+      progress.stop();
+      reportFailure('bench', error);
     }
-    console.error('cuda-stream-pool bench: not built yet');
-    process.exit(1);
+    progress.stop();
+    let written = '';
+    if (options.timeline !== undefined) {
+      try {
+        writeTimeline(options.timeline, outcome.timeline, outcome.result);
+        written = `timeline written to ${options.timeline}\n`;
+      } catch (error) {
+        console.error(`cuda-stream-pool bench: cannot write the timeline to ${options.timeline}: ${(error as Error).message}. Pass --timeline a writable .html path.`);
+        process.exit(EXIT_FAILED);
+      }
+    }
+    if (options.json) {
+      if (written && !options.quiet) process.stderr.write(written);
+      return finish(0, `${JSON.stringify(outcome.result, null, 2)}\n`);
+    }
+    return finish(0, formatReport(outcome.result) + written);
   });
 
-program.exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 64));
+bench
+  .command('micro')
+  .description(
+    'run the per-call micro-benchmarks (pool, stream, memory, kernel) in one process, each beside its native baseline ' +
+      'from the same run, as a ratio',
+  )
+  .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
+  .option('--json', 'print the results as JSON instead of a table', false)
+  .option('-q, --quiet', 'no progress lines on stderr', false)
+  .action(async (options: { device: number; json: boolean; quiet: boolean }, command: Command) => {
+    requireGpu('bench micro');
+    requireDevice(command, options.device);
+    const { runMicroBenchmarks, formatMicroReport } = await import('../bench/micro.js');
+    const showProgress = !options.quiet && process.stderr.isTTY;
+    let report: Awaited<ReturnType<typeof runMicroBenchmarks>>;
+    try {
+      report = await runMicroBenchmarks(options.device, (name) => {
+        if (showProgress) process.stderr.write(`bench micro: ${name}...\n`);
+      });
+    } catch (error) {
+      reportFailure('bench micro', error);
+    }
+    const failed = report.groups.some((g) => g.status === 'failed');
+    return finish(failed ? EXIT_FAILED : 0, options.json ? `${JSON.stringify(report, null, 2)}\n` : formatMicroReport(report));
+  });
+
 await program.parseAsync(process.argv);

@@ -1,0 +1,18 @@
+// Kernels of the benchmarks in src/bench/ (`cuda-stream-pool bench` and `bench micro`). The PTX beside this file is
+// what the benchmarks load (Module.load); regenerate it after any change with:
+//   nvcc -ptx -arch=compute_80 -o kernels/bench.ptx kernels/bench.cu
+// compute_80 PTX is JIT-compiled by the driver for the GPU at hand (Ampere and newer) and cached by the driver.
+// No fast-math flags: fma_steps must compile to fma.rn.f32, which the CPU reference in src/bench/fmaf.ts emulates.
+
+// The executor task's compute: applies `steps` steps of v = fmaf(v, a, b) to data[i] for every i < n, in place.
+// One thread per element; the steps form a dependent chain, so the time grows linearly with `steps`.
+extern "C" __global__ void fma_steps(float* data, unsigned int n, unsigned int steps, float a, float b) {
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = data[i];
+  for (unsigned int s = 0; s < steps; ++s) v = fmaf(v, a, b);
+  data[i] = v;
+}
+
+// Does nothing: the "short kernel" of the synchronize micro-benchmark, launched the same way from JS and from C++.
+extern "C" __global__ void empty_kernel() {}

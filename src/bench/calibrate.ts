@@ -1,0 +1,117 @@
+// The phases of one task measured alone (one stream, nothing else on the GPU), and the calibration of --intensity so
+// that the kernel takes about as long as one copy. The overlap bound is computed from these times. See issue 6,
+// "The task" and "Output".
+import { DeviceBuffer, Event, PinnedBuffer, Stream, type Device, type Kernel } from '../index.js';
+import { summarize } from './harness.js';
+import { fmaGrid, FMA_BLOCK } from './kernels.js';
+import { LIMITS } from '../cli/options.js';
+import { FMA_A, FMA_B, fillPartition } from './partitions.js';
+
+/** Median GPU times in ms of a task's phases, each measured alone. */
+export interface PhaseTimes {
+  copyIn: number;
+  kernel: number;
+  copyOut: number;
+}
+
+/** Timed repetitions per measurement, after {@link WARMUP_REPEATS} untimed ones; the median is kept. */
+const REPEATS = 7;
+const WARMUP_REPEATS = 2;
+
+/** A private stream, buffers and events for measuring phases alone; freed by `dispose`. */
+class Bench {
+  readonly stream: Stream;
+  readonly events: Event[] = [];
+  readonly input: PinnedBuffer;
+  readonly output: PinnedBuffer;
+  readonly buffer: DeviceBuffer;
+
+  constructor(
+    readonly device: Device,
+    readonly kernel: Kernel,
+    readonly elements: number,
+  ) {
+    this.stream = Stream.create({ device });
+    this.input = PinnedBuffer.alloc(elements * 4);
+    this.output = PinnedBuffer.alloc(elements * 4);
+    fillPartition(this.input.view(Float32Array), 0);
+    for (let i = 0; i < 4; i++) this.events.push(Event.create({ device, timing: true }));
+    this.buffer = DeviceBuffer.alloc(elements * 4, { stream: this.stream });
+  }
+
+  /** Runs copy-in, kernel (`intensity` steps) and copy-out in sequence on one stream: each phase runs alone.
+   * `phases` false: the kernel only. Returns each phase's time in ms (0 for phases not run). */
+  async once(intensity: number, phases: boolean): Promise<PhaseTimes> {
+    const [a, b, c, d] = this.events as [Event, Event, Event, Event];
+    const bytes = this.elements * 4;
+    a.record(this.stream);
+    if (phases) this.stream.copy(this.buffer, this.input, { byteLength: bytes });
+    b.record(this.stream);
+    this.kernel.launch({ grid: fmaGrid(this.elements), block: FMA_BLOCK, stream: this.stream }, this.buffer, this.elements, intensity, FMA_A, FMA_B);
+    c.record(this.stream);
+    if (phases) this.stream.copy(this.output, this.buffer, { byteLength: bytes });
+    d.record(this.stream);
+    await d.synchronize();
+    return { copyIn: Event.elapsedMs(a, b), kernel: Event.elapsedMs(b, c), copyOut: Event.elapsedMs(c, d) };
+  }
+
+  /** Medians over {@link REPEATS} timed repetitions. */
+  async median(intensity: number, phases: boolean): Promise<PhaseTimes> {
+    const runs: PhaseTimes[] = [];
+    for (let r = -WARMUP_REPEATS; r < REPEATS; r++) {
+      const times = await this.once(intensity, phases);
+      if (r >= 0) runs.push(times);
+    }
+    const median = (key: keyof PhaseTimes) => summarize(runs.map((t) => t[key])).median;
+    return { copyIn: median('copyIn'), kernel: median('kernel'), copyOut: median('copyOut') };
+  }
+
+  async dispose(): Promise<void> {
+    this.buffer.free({ stream: this.stream });
+    await this.stream.synchronize();
+    for (const event of this.events) event.destroy();
+    this.input.free();
+    this.output.free();
+    this.stream.destroy();
+  }
+}
+
+/** The calibrated (or given) intensity and the phases measured alone with it. */
+export interface Calibration {
+  intensity: number;
+  calibrated: boolean;
+  phases: PhaseTimes;
+}
+
+/** Measures the phases alone; unless `intensity` is given, first picks the number of fmaf steps that makes the kernel
+ * take about as long as one copy (the mean of copy-in and copy-out), from a linear fit of the kernel time at two step
+ * counts and one proportional refinement, within the --intensity limits. */
+export async function calibrate(device: Device, kernel: Kernel, elements: number, intensity: number | undefined): Promise<Calibration> {
+  const bench = new Bench(device, kernel, elements);
+  try {
+    let chosen = intensity;
+    if (chosen === undefined) {
+      const [min, max] = LIMITS.intensity;
+      const clamp = (n: number) => Math.min(max, Math.max(min, Math.round(n)));
+      const copies = await bench.median(1, true);
+      const target = (copies.copyIn + copies.copyOut) / 2;
+      const low = 16;
+      const high = 1024;
+      const tLow = (await bench.median(low, false)).kernel;
+      const tHigh = (await bench.median(high, false)).kernel;
+      const slope = (tHigh - tLow) / (high - low);
+      const intercept = tLow - slope * low;
+      if (!(slope > 0)) {
+        chosen = clamp((high * target) / Math.max(tHigh, 1e-6));
+      } else {
+        chosen = clamp((target - intercept) / slope);
+        const measured = (await bench.median(chosen, false)).kernel;
+        if (measured - intercept > 0) chosen = clamp((chosen * (target - intercept)) / (measured - intercept));
+      }
+    }
+    const phases = await bench.median(chosen, true);
+    return { intensity: chosen, calibrated: intensity === undefined, phases };
+  } finally {
+    await bench.dispose();
+  }
+}

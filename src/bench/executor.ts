@@ -1,0 +1,248 @@
+// The executor benchmark behind `cuda-stream-pool bench`: many short tasks (copy in, kernel, copy out, verify) on
+// one GPU, in each mode, on the main thread or split among worker threads sharing one pool. See issue 6.
+import { Worker } from 'node:worker_threads';
+
+import { Device, StreamPool } from '../index.js';
+import { BatchThread, type BatchResult, type BatchSetup } from './batch.js';
+import { calibrate } from './calibrate.js';
+import { describeEnvironment } from './environment.js';
+import type { FromWorker, ToWorker } from './executor-worker.js';
+import { benchKernels } from './kernels.js';
+import { usesPool, type Mode } from './modes.js';
+import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './partitions.js';
+import type { Progress } from './progress.js';
+import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeMode, timelineOf, type BenchResult, type TimelineData } from './results.js';
+import { ULP_TOLERANCE } from './task.js';
+
+/** What `bench` was asked to do, already validated (src/cli/options.ts). */
+export interface ExecutorOptions {
+  tasks: number;
+  concurrency: number;
+  workers: number;
+  elements: number;
+  /** Undefined: calibrate. */
+  intensity: number | undefined;
+  modes: Mode[];
+  poolSize: number;
+  runs: number;
+  device: number;
+  corrupt: { task: number; element: number } | undefined;
+  progress: Progress;
+}
+
+/** The results and the timeline data (the last run of each mode). */
+export interface ExecutorOutcome {
+  result: BenchResult;
+  timeline: TimelineData;
+}
+
+/** The `index`-th of `parts` near-equal shares of `total` (the first `total % parts` shares get one more). */
+function share(total: number, parts: number, index: number): number {
+  return Math.floor(total / parts) + (index < total % parts ? 1 : 0);
+}
+
+/** Runs a mode's tasks on some threads: the main thread alone, or a group of workers. */
+interface Runner {
+  /** Runs `count` tasks numbered from 0 (split among the threads); resolves with each thread's batch. */
+  run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]>;
+  /** Frees every thread's state. `failed`: a run failed, and workers may still have tasks in flight, so they are
+   * terminated (a terminated worker gives its leases back) instead of asked to finish. */
+  dispose(failed: boolean): Promise<void>;
+}
+
+/** The main thread runs every task itself (--workers 0). */
+class LocalRunner implements Runner {
+  private constructor(private readonly thread: BatchThread) {}
+
+  static async create(setup: BatchSetup, pool: StreamPool | undefined): Promise<LocalRunner> {
+    return new LocalRunner(await BatchThread.create(setup, pool));
+  }
+
+  async run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
+    return [await this.thread.run(mode, 0, count, timed, timed ? onTaskDone : undefined)];
+  }
+
+  async dispose(): Promise<void> {
+    // The main thread's batch has no task in flight once run() settled, failed or not.
+    this.thread.dispose();
+  }
+}
+
+/** An error a worker reported, rebuilt on the main thread with the worker's name and message. */
+function workerError(message: Extract<FromWorker, { kind: 'failed' }>, worker: number): Error {
+  const error = new Error(message.message);
+  error.name = message.name;
+  error.stack = `${message.name}: ${message.message}\n    (in worker ${worker})${message.stack ? `\n${message.stack.split('\n').slice(1).join('\n')}` : ''}`;
+  return error;
+}
+
+/** One worker thread and the request it is answering. */
+class WorkerLink {
+  readonly worker: Worker;
+  #pending: { resolve: (result: BatchResult | undefined) => void; reject: (error: Error) => void } | undefined;
+  #onTick: (() => void) | undefined;
+  #dead: Error | undefined;
+  readonly exited: Promise<number>;
+
+  constructor(
+    readonly index: number,
+    setup: BatchSetup,
+  ) {
+    this.worker = new Worker(new URL('./executor-worker.js', import.meta.url), { workerData: setup });
+    this.exited = new Promise((resolve) => this.worker.once('exit', resolve));
+    this.worker.on('message', (message: FromWorker) => {
+      if (message.kind === 'tick') this.#onTick?.();
+      else if (message.kind === 'failed') this.#settle(workerError(message, index));
+      else this.#settle(undefined, message.kind === 'done' ? message.result : undefined);
+    });
+    this.worker.on('error', (error) => this.#settle(error));
+    this.worker.on('exit', (code) => this.#settle(new Error(`cuda-stream-pool bench: worker ${index} exited with code ${code} before answering.`)));
+  }
+
+  #settle(error: Error | undefined, result?: BatchResult): void {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (error) this.#dead ??= error;
+    if (!pending) return;
+    if (error) pending.reject(error);
+    else pending.resolve(result);
+  }
+
+  /** Resolves when the worker sent its next answer ('ready' or 'done'); rejects when it failed or died. */
+  next(message: ToWorker | undefined, onTick?: () => void): Promise<BatchResult | undefined> {
+    if (this.#dead) return Promise.reject(this.#dead);
+    this.#onTick = onTick;
+    const answer = new Promise<BatchResult | undefined>((resolve, reject) => {
+      this.#pending = { resolve, reject };
+    });
+    if (message) this.worker.postMessage(message);
+    return answer;
+  }
+}
+
+/** Worker threads sharing the main thread's pool (--workers N): tasks and slots are split among them. */
+class WorkerRunner implements Runner {
+  private constructor(
+    private readonly links: WorkerLink[],
+    private readonly workers: number,
+  ) {}
+
+  static async create(setup: BatchSetup, workers: number, concurrency: number): Promise<WorkerRunner> {
+    const links: WorkerLink[] = [];
+    for (let w = 0; w < workers; w++) {
+      links.push(new WorkerLink(w + 1, { ...setup, slots: share(concurrency, workers, w), thread: w + 1 }));
+    }
+    const runner = new WorkerRunner(links, workers);
+    try {
+      await Promise.all(links.map((link) => link.next(undefined)));
+    } catch (error) {
+      await runner.dispose(true);
+      throw error;
+    }
+    return runner;
+  }
+
+  async run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
+    let first = 0;
+    const answers = this.links.map((link, w) => {
+      const mine = share(count, this.workers, w);
+      const message: ToWorker = { kind: 'run', mode, first, count: mine, timed };
+      first += mine;
+      return link.next(message, onTaskDone);
+    });
+    const results = await Promise.all(answers);
+    return results.filter((r): r is BatchResult => r !== undefined);
+  }
+
+  async dispose(failed: boolean): Promise<void> {
+    await Promise.all(
+      this.links.map(async (link) => {
+        if (failed) {
+          await link.worker.terminate();
+          return;
+        }
+        link.worker.postMessage({ kind: 'exit' } satisfies ToWorker);
+        // A worker that does not exit within 10 s of being asked is terminated.
+        const timer = setTimeout(() => void link.worker.terminate(), 10_000);
+        await link.exited;
+        clearTimeout(timer);
+      }),
+    );
+  }
+}
+
+/** Runs the executor benchmark: calibration and phases alone, references, then for each mode a warm-up and `runs`
+ * measured runs of `tasks` tasks. @throws `VerificationError` (from the main thread, or rebuilt from a worker) when a
+ * task's output is wrong; the library's errors when CUDA fails. */
+export async function runExecutorBenchmark(o: ExecutorOptions): Promise<ExecutorOutcome> {
+  const device = Device.get(o.device);
+  const environment = describeEnvironment(device);
+  o.progress.status('calibrating');
+  const kernels = await benchKernels(device);
+  const calibration = await calibrate(device, kernels.fmaSteps, o.elements, o.intensity);
+  const spec: InputSpec = {
+    elements: o.elements,
+    intensity: calibration.intensity,
+    partitions: Math.min(o.tasks, MAX_PARTITIONS),
+    sample: sampleIndices(o.elements, o.corrupt?.element),
+  };
+  o.progress.status('computing references');
+  const references = computeReferences(spec);
+  const partitionBytes = o.elements * 4;
+  const warmupTasks = 2 * o.concurrency;
+  const boundMs = overlapBoundMs(o.tasks, calibration.phases);
+  const result: BenchResult = {
+    schema: BENCH_SCHEMA,
+    environment,
+    parameters: {
+      tasks: o.tasks,
+      concurrency: o.concurrency,
+      workers: o.workers,
+      elements: o.elements,
+      partitionBytes,
+      intensity: calibration.intensity,
+      intensityCalibrated: calibration.calibrated,
+      modes: o.modes,
+      poolSize: o.poolSize,
+      runs: o.runs,
+      warmupTasks,
+      partitions: spec.partitions,
+      sampleSize: spec.sample.length,
+      ulpTolerance: ULP_TOLERANCE,
+      fma: { a: FMA_A, b: FMA_B },
+    },
+    phasesAloneMs: calibration.phases,
+    overlapBoundMs: boundMs,
+    modes: [],
+  };
+  const timeline: TimelineData = { schema: 'cuda-stream-pool/timeline/1', phases: ['copy-in', 'kernel', 'copy-out'], modes: [] };
+
+  o.progress.status('preparing inputs');
+  const pool = o.modes.some(usesPool) ? new StreamPool({ device, size: o.poolSize }) : undefined;
+  try {
+    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, thread: 0 };
+    if (pool && o.workers > 0) setup.sharedPool = pool.share();
+    const runner = o.workers === 0 ? await LocalRunner.create(setup, pool) : await WorkerRunner.create(setup, o.workers, o.concurrency);
+    let failed = true;
+    try {
+      for (const mode of o.modes) {
+        o.progress.status(`${mode} (warm-up)`);
+        await runner.run(mode, warmupTasks, false, () => {});
+        const runs: BatchResult[][] = [];
+        for (let r = 0; r < o.runs; r++) {
+          o.progress.status(`${mode} (run ${r + 1}/${o.runs})`);
+          runs.push(await runner.run(mode, o.tasks, true, () => o.progress.tick()));
+        }
+        result.modes.push(summarizeMode(mode, runs, o.tasks, partitionBytes, boundMs));
+        timeline.modes.push(timelineOf(mode, runs[runs.length - 1]!));
+      }
+      failed = false;
+    } finally {
+      await runner.dispose(failed);
+    }
+  } finally {
+    pool?.destroy();
+  }
+  addSpeedups(result.modes);
+  return { result, timeline };
+}

@@ -1,0 +1,71 @@
+// The text report of `cuda-stream-pool bench`: the environment and every parameter, the phases measured alone, and a
+// row per mode (cli-table3). `--json` prints the same BenchResult as JSON instead. See issue 6, "Output".
+import Table from 'cli-table3';
+
+import { environmentRows } from './environment.js';
+import { MODE_DESCRIPTIONS } from './modes.js';
+import type { BenchResult } from './results.js';
+
+/** Tables without colour codes, so that piped output and logs stay plain text. */
+function table(options: ConstructorParameters<typeof Table>[0] = {}): InstanceType<typeof Table> {
+  return new Table({ ...options, style: { head: [], border: [], ...options.style } });
+}
+
+function fixed(value: number, digits: number): string {
+  return Number.isFinite(value) ? value.toFixed(digits) : '-';
+}
+
+/** Two decimals below 10, one below 100, none above: enough to compare, never a wall of digits. */
+function figure(value: number): string {
+  return !Number.isFinite(value) ? '-' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
+}
+
+/** The whole report as text. */
+export function formatReport(result: BenchResult): string {
+  const p = result.parameters;
+  const setup = table();
+  for (const row of environmentRows(result.environment)) setup.push(row);
+  setup.push(
+    ['tasks', `${p.tasks} per run, ${p.runs} run(s) per mode after ${p.warmupTasks} warm-up tasks`],
+    ['concurrency', `${p.concurrency} tasks in flight${p.workers ? `, split among ${p.workers} worker threads sharing one pool` : ' on the main thread'}`],
+    ['partition', `${p.elements} float32 (${(p.partitionBytes / 2 ** 20).toFixed(2)} MiB) in pinned memory, ${p.partitions} distinct, reused round-robin`],
+    ['kernel', `${p.intensity} steps of v = fmaf(v, ${p.fma.a}, ${p.fma.b})${p.intensityCalibrated ? ' (calibrated: about one copy long)' : ' (--intensity)'}`],
+    ['verified', `${p.sampleSize} elements per task, within ${p.ulpTolerance} float32 ulps of the CPU reference`],
+    ['modes', p.modes.join(', ')],
+    ['pool size', String(p.poolSize)],
+  );
+
+  const ms = result.phasesAloneMs;
+  const gbps = (phaseMs: number) => fixed(p.partitionBytes / (phaseMs / 1000) / 1e9, 1);
+  const phases = table({ head: ['phase, measured alone', 'ms (median)', 'GB/s'], colAligns: ['left', 'right', 'right'] });
+  phases.push(['copy-in (host to device)', fixed(ms.copyIn, 4), gbps(ms.copyIn)]);
+  phases.push(['kernel', fixed(ms.kernel, 4), '']);
+  phases.push(['copy-out (device to host)', fixed(ms.copyOut, 4), gbps(ms.copyOut)]);
+  phases.push(['overlap bound: tasks × the longest', fixed(result.overlapBoundMs, 2), '']);
+
+  const modes = table({
+    head: ['mode', 'tasks/s', 'p10-p90', 'GB/s', 'p50 ms', 'p99 ms', 'vs legacy', 'of bound', 'streams', 'verified'],
+    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+  });
+  for (const m of result.modes) {
+    modes.push([
+      m.mode,
+      figure(m.tasksPerSecond.median),
+      `${figure(m.tasksPerSecond.p10)}-${figure(m.tasksPerSecond.p90)}`,
+      figure(m.gigabytesPerSecond.median),
+      fixed(m.latencyMs.p50, 3),
+      fixed(m.latencyMs.p99, 3),
+      m.speedupOverLegacy === null ? '-' : `${m.speedupOverLegacy.toFixed(2)}×`,
+      fixed(m.overlapFraction.median, 2),
+      String(m.streams),
+      String(m.verifiedTasks),
+    ]);
+  }
+  const notes = [
+    ...result.modes.map((m) => `  ${m.mode}: ${MODE_DESCRIPTIONS[m.mode]}`),
+    '  tasks/s, GB/s and "of bound" are medians over the runs; p10-p90 is the spread of tasks/s; latency is per task',
+    '  (stream taken to output complete) over all runs. "of bound" = tasks × the longest phase alone / wall time:',
+    '  1.00 means the busiest engine never idled (above 1: phases overlapped with themselves, e.g. small kernels).',
+  ];
+  return `cuda-stream-pool bench: the executor benchmark\n${setup.toString()}\n${phases.toString()}\n${modes.toString()}\n${notes.join('\n')}\n`;
+}

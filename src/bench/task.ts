@@ -1,0 +1,150 @@
+// One executor task: copy a partition in, run fma_steps, copy the result out into the slot's pinned output, wait for
+// it, verify a sample against the CPU reference. Event timestamps mark each phase for the timeline. See issue 6,
+// "The task".
+import { DeviceBuffer, Event, PinnedBuffer, type Device, type Kernel, type Stream, type StreamPool } from '../index.js';
+import { ulpDistance } from './fmaf.js';
+import { fmaGrid, FMA_BLOCK } from './kernels.js';
+import { onModeStream } from './mode-stream.js';
+import type { Mode } from './modes.js';
+import { FMA_A, FMA_B, type Partition } from './partitions.js';
+
+/** The most float32 ulps an output element may differ from its reference. The kernel and the reference compute the
+ * same correctly rounded fmaf chain, so they should agree exactly; the margin only absorbs a driver that contracts
+ * differently, and anything else (a wrong partition, stale memory, a lost copy) is off by millions of ulps. */
+export const ULP_TOLERANCE = 4;
+
+/** The phases of a task in order, as the timeline and the phase table name them. */
+export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
+
+/** Everything a thread's tasks share during one run. */
+export interface TaskContext {
+  device: Device;
+  /** fma_steps, loaded in this thread. */
+  kernel: Kernel;
+  elements: number;
+  intensity: number;
+  partitions: Partition[];
+  /** Output elements every task verifies. */
+  sample: number[];
+  /** references[p][k]: the expected value of partition p's element sample[k]. */
+  references: Float32Array[];
+  /** The test hook: corrupt this element of this (timed) task's output before it is verified. */
+  corrupt: { task: number; element: number } | undefined;
+  /** The shared pool, for the pool modes. */
+  pool: StreamPool | undefined;
+  /** The timing event every phase time is measured from; recorded and complete before a run's first task. */
+  origin: Event;
+}
+
+/** A task's timed facts: the stream it ran on and when each phase started and ended on the GPU. */
+export interface TaskRecord {
+  /** The task number over the whole run (0 to tasks - 1), whichever thread ran it. */
+  task: number;
+  /** The stream's driver id (cuStreamGetId), as a decimal string. */
+  streamId: string;
+  /** The thread that ran the task: 0 for the main thread, 1.. for workers. */
+  thread: number;
+  /** GPU times in ms from the run's origin: copy-in start, kernel start, copy-out start, copy-out end. */
+  marks: [number, number, number, number];
+  /** Host time from taking a stream to seeing the copy-out complete, ms. */
+  latencyMs: number;
+}
+
+/** A task's output did not match the reference. The CLI prints the message and exits 1. */
+export class VerificationError extends Error {
+  constructor(
+    readonly task: number,
+    readonly element: number,
+    readonly value: number,
+    readonly expected: number,
+    readonly mode: Mode,
+  ) {
+    const ulps = ulpDistance(value, expected);
+    super(
+      `verification failed: task ${task} (mode ${mode}) element ${element} is ${value.toPrecision(9)}, expected ` +
+        `${expected.toPrecision(9)} (${Number.isFinite(ulps) ? `${ulps} float32 ulps apart` : 'not a number'}; at most ${ULP_TOLERANCE} ` +
+        'allowed). The GPU result differs from the CPU reference: check the device (device.healthy) and the kernel PTX.',
+    );
+    this.name = 'VerificationError';
+  }
+}
+
+/** A task slot: the pinned output and timing events that one task in flight owns, allocated before timing and
+ * reused by the slot's next task once the previous one was verified. */
+export class Slot {
+  readonly output: PinnedBuffer;
+  readonly view: Float32Array;
+  readonly events: [Event, Event, Event, Event];
+
+  constructor(device: Device, elements: number) {
+    this.output = PinnedBuffer.alloc(elements * 4);
+    const events: Event[] = [];
+    try {
+      for (let i = 0; i < 4; i++) events.push(Event.create({ device, timing: true }));
+    } catch (error) {
+      for (const event of events) event.destroy();
+      this.output.free();
+      throw error;
+    }
+    this.view = this.output.view(Float32Array);
+    this.events = events as [Event, Event, Event, Event];
+  }
+
+  /** Frees the output and destroys the events. */
+  free(): void {
+    for (const event of this.events) event.destroy();
+    this.output.free();
+  }
+}
+
+/** Enqueues the task's work on `stream` and records the phase events; returns at once. */
+function enqueue(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partition): void {
+  const [copyInStart, kernelStart, copyOutStart, end] = slot.events;
+  const bytes = ctx.elements * 4;
+  const buffer = DeviceBuffer.alloc(bytes, { stream });
+  try {
+    copyInStart.record(stream);
+    stream.copy(buffer, partition.pinned, { byteLength: bytes });
+    kernelStart.record(stream);
+    ctx.kernel.launch({ grid: fmaGrid(ctx.elements), block: FMA_BLOCK, stream }, buffer, ctx.elements, ctx.intensity, FMA_A, FMA_B);
+    copyOutStart.record(stream);
+    stream.copy(slot.output, buffer, { byteLength: bytes });
+    end.record(stream);
+  } finally {
+    // Stream-ordered: the memory is reused only after the copy-out queued above.
+    buffer.free({ stream });
+  }
+}
+
+/** Compares the sample of the slot's output with the references; throws {@link VerificationError} on the first
+ * element more than {@link ULP_TOLERANCE} ulps off. */
+function verify(ctx: TaskContext, slot: Slot, task: number, partition: Partition, mode: Mode, timed: boolean): void {
+  if (timed && ctx.corrupt && ctx.corrupt.task === task) {
+    const at = ctx.corrupt.element;
+    slot.view[at] = Math.fround(slot.view[at]! + 1); // the test hook: see CORRUPT_VARIABLE in src/cli/options.ts
+  }
+  const expected = ctx.references[partition.index]!;
+  for (let k = 0; k < ctx.sample.length; k++) {
+    const element = ctx.sample[k]!;
+    const value = slot.view[element]!;
+    if (!(ulpDistance(value, expected[k]!) <= ULP_TOLERANCE)) throw new VerificationError(task, element, value, expected[k]!, mode);
+  }
+}
+
+/** Runs task number `task` in `mode` on `slot` and verifies it. `timed`: a measured task (a warm-up task is neither
+ * recorded nor corrupted by the test hook). Resolves with the record once the output is verified.
+ * @throws {@link VerificationError} when the output is wrong; the library's errors when CUDA fails. */
+export async function runTask(ctx: TaskContext, mode: Mode, slot: Slot, task: number, thread: number, timed: boolean): Promise<TaskRecord> {
+  const partition = ctx.partitions[task % ctx.partitions.length]!;
+  const started = performance.now();
+  const streamId = await onModeStream(mode, ctx.device, ctx.pool, async (stream) => {
+    enqueue(ctx, slot, stream, partition);
+    // The task's own end event, not the stream: a shared stream (legacy, per-thread, pool) has other tasks' work.
+    await slot.events[3].synchronize();
+    return String(stream.id);
+  });
+  const latencyMs = performance.now() - started;
+  verify(ctx, slot, task, partition, mode, timed);
+  const marks = (timed ? slot.events.map((event) => Event.elapsedMs(ctx.origin, event)) : [0, 0, 0, 0]) as TaskRecord['marks'];
+  return { task, streamId, thread, marks, latencyMs };
+}

@@ -1,0 +1,115 @@
+// The options of `cuda-stream-pool bench`: parsers that commander calls per option, and the checks of option
+// combinations. All of it runs before the GPU is touched; a bad value is a usage error (exit 64) that names the
+// option and what it accepts. See issue 6, "Trust".
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+import { InvalidArgumentError } from 'commander';
+
+import { MODES, type Mode } from '../bench/modes.js';
+
+/** The exit code of a usage error (EX_USAGE in sysexits.h): a bad option, value or combination. */
+export const EXIT_USAGE = 64;
+/** The exit code when there is no usable GPU; the message is `cuda.unavailableReason`. */
+export const EXIT_NO_GPU = 2;
+/** The exit code when the run failed: a task's output did not verify, or the driver failed. */
+export const EXIT_FAILED = 1;
+
+/** The environment variable of the test hook that corrupts one output element: `task:element`. */
+export const CORRUPT_VARIABLE = 'CUDA_STREAM_POOL_BENCH_CORRUPT';
+
+/** Inclusive limits of the integer options, shown in `--help` and in every error message. */
+export const LIMITS = {
+  tasks: [1, 10_000_000],
+  concurrency: [1, 1024],
+  workers: [0, 64],
+  elements: [1, 2 ** 28],
+  intensity: [1, 100_000],
+  poolSize: [1, 1024],
+  runs: [1, 100],
+  device: [0, 1023],
+} as const;
+
+/** The options of `bench`, as commander hands them to the action once every value has been parsed. */
+export interface BenchCliOptions {
+  tasks: number;
+  concurrency: number;
+  workers: number;
+  elements: number;
+  /** Absent: calibrate at start. */
+  intensity?: number;
+  /** Absent: every mode. */
+  mode?: Mode[];
+  poolSize: number;
+  runs: number;
+  device: number;
+  json: boolean;
+  quiet: boolean;
+  /** Absent: no timeline. */
+  timeline?: string;
+}
+
+/** A commander argument parser for an integer option from `min` to `max` inclusive (decimal digits only, so "1e3",
+ * "0x10" and "12abc" are refused rather than half-read). */
+export function integerOption(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const parsed = /^[+]?\d+$/.test(value.trim()) ? Number(value.trim()) : Number.NaN;
+    if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max)
+      throw new InvalidArgumentError(`Accepted: an integer from ${min} to ${max}.`);
+    return parsed;
+  };
+}
+
+/** The commander argument parser of `--mode`: a comma list, and the option may repeat; the modes accumulate in the
+ * order given, without duplicates. */
+export function modeOption(value: string, previous: Mode[] | undefined): Mode[] {
+  const out = [...(previous ?? [])];
+  const names = value.split(',').map((name) => name.trim());
+  for (const name of names) {
+    if (!(MODES as readonly string[]).includes(name)) {
+      const shown = name === '' ? 'An empty name' : `"${name}"`;
+      throw new InvalidArgumentError(`${shown} is not a mode. Accepted: a comma list of ${MODES.join(', ')} (the option may repeat).`);
+    }
+    if (!out.includes(name as Mode)) out.push(name as Mode);
+  }
+  return out;
+}
+
+/** The commander argument parser of `--timeline`: an .html file in an existing directory. */
+export function timelineOption(value: string): string {
+  if (!/\.html?$/i.test(value)) throw new InvalidArgumentError('Accepted: a file name ending in .html (the timeline is an HTML page).');
+  const directory = path.dirname(path.resolve(value));
+  if (!existsSync(directory) || !statSync(directory).isDirectory())
+    throw new InvalidArgumentError(`Accepted: a file in an existing directory; ${directory} does not exist.`);
+  if (existsSync(value) && statSync(value).isDirectory()) throw new InvalidArgumentError(`Accepted: a file name; ${value} is a directory.`);
+  return value;
+}
+
+/** Where the corruption test hook points: the task (0-based, over the whole run) and the element of its output. */
+export interface CorruptHook {
+  task: number;
+  element: number;
+}
+
+/** Checks option combinations that no single parser can see, and the test hook; returns a usage message naming the
+ * options and what they accept, or the parsed hook. */
+export function checkCombinations(options: BenchCliOptions, env: NodeJS.ProcessEnv): { error: string } | { corrupt: CorruptHook | undefined } {
+  if (options.workers > 0 && options.concurrency < options.workers)
+    return {
+      error:
+        `error: option '--concurrency <count>' (${options.concurrency}) must be at least option '--workers <count>' ` +
+        `(${options.workers}): tasks in flight are split among the workers, and each needs at least one.`,
+    };
+  const raw = env[CORRUPT_VARIABLE];
+  if (raw === undefined || raw === '') return { corrupt: undefined };
+  const match = /^\s*(\d+)\s*:\s*(\d+)\s*$/.exec(raw);
+  const task = match ? Number(match[1]) : Number.NaN;
+  const element = match ? Number(match[2]) : Number.NaN;
+  if (!(task < options.tasks) || !(element < options.elements))
+    return {
+      error:
+        `error: ${CORRUPT_VARIABLE} must be "task:element" with task from 0 to ${options.tasks - 1} (--tasks) and element ` +
+        `from 0 to ${options.elements - 1} (--elements); received ${JSON.stringify(raw)}.`,
+    };
+  return { corrupt: { task, element } };
+}
