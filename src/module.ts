@@ -70,6 +70,40 @@ function startsWith(bytes: Uint8Array, magic: readonly number[]): boolean {
   return bytes.byteLength >= magic.length && magic.every((b, i) => bytes[i] === b);
 }
 
+/** Why a binary image cannot be handed to the driver, or undefined when its tables lie inside it.
+ * Note [image bounds]: cuModuleLoadDataEx takes no length; it trusts the offsets inside a CUBIN (ELF) or fatbin
+ * header, so a truncated file would make the driver read past the end of the copy. Checking that the ELF program
+ * and section tables, and every section's bytes, lie inside the image (for a fatbin: header plus payload) keeps
+ * a bad file an argument error instead of a read out of bounds. @internal */
+export function binaryImageProblem(bytes: Uint8Array): string | undefined {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const size = BigInt(bytes.byteLength);
+  if (startsWith(bytes, FATBIN_MAGIC)) {
+    if (bytes.byteLength < 16) return `is a fatbin of ${bytes.byteLength} bytes, shorter than its 16-byte header.`;
+    const end = BigInt(view.getUint16(6, true)) + view.getBigUint64(8, true);
+    return end > size ? `is a truncated fatbin: its header says ${end} bytes, but the image has ${size}.` : undefined;
+  }
+  if (bytes.byteLength < 64 || bytes[4] !== 2 || bytes[5] !== 1)
+    return `is not a 64-bit little-endian ELF image (a CUBIN) of at least 64 bytes (${bytes.byteLength} bytes).`;
+  const table = (offsetAt: number, sizeAt: number, countAt: number) =>
+    view.getBigUint64(offsetAt, true) + BigInt(view.getUint16(sizeAt, true)) * BigInt(view.getUint16(countAt, true));
+  const programEnd = table(0x20, 0x36, 0x38);
+  const sectionEnd = table(0x28, 0x3a, 0x3c);
+  const tablesEnd = programEnd > sectionEnd ? programEnd : sectionEnd;
+  if (tablesEnd > size) return `is a truncated CUBIN: its ELF tables end at byte ${tablesEnd}, but the image has ${size} bytes.`;
+  const sections = Number(view.getBigUint64(0x28, true));
+  const entrySize = view.getUint16(0x3a, true);
+  if (entrySize < 0x28) return entrySize === 0 && view.getUint16(0x3c, true) === 0 ? undefined : `is a malformed CUBIN: ELF section entries of ${entrySize} bytes.`;
+  for (let i = 0; i < view.getUint16(0x3c, true); i++) {
+    const at = sections + i * entrySize;
+    const NOBITS = 8; // a section with no bytes in the file (.bss)
+    if (view.getUint32(at + 4, true) === NOBITS) continue;
+    const end = view.getBigUint64(at + 0x18, true) + view.getBigUint64(at + 0x20, true);
+    if (end > size) return `is a truncated CUBIN: ELF section ${i} ends at byte ${end}, but the image has ${size} bytes.`;
+  }
+  return undefined;
+}
+
 let moduleBoxOf: (module: Module, method: string) => Box;
 let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) => Module;
 
@@ -121,9 +155,10 @@ export class Module {
    * across runs), a CUBIN, or a fatbin. A `Uint8Array` that is neither a CUBIN (ELF) nor a fatbin is read as PTX
    * text (UTF-8).
    * @param image - PTX as a string, or the bytes of a CUBIN, fatbin or PTX file; copied, so it may change afterwards.
-   * @throws (rejects) `TypeError` ERR_INVALID_ARG_TYPE for another type of image, ERR_INVALID_ARG_VALUE for an empty
-   * one; {@link CudaUnavailableError} without a usable driver or GPU; {@link CudaError} from cuModuleLoadDataEx for
-   * an image the driver rejects (`CUDA_ERROR_INVALID_PTX`, `CUDA_ERROR_NO_BINARY_FOR_GPU`, ...), with the JIT log.
+   * @throws (rejects) `TypeError` ERR_INVALID_ARG_TYPE for another type of image; ERR_INVALID_ARG_VALUE for an empty
+   * one or a truncated CUBIN or fatbin (See Note [image bounds]); {@link CudaUnavailableError} without a usable
+   * driver or GPU; {@link CudaError} from cuModuleLoadDataEx for an image the driver rejects
+   * (`CUDA_ERROR_INVALID_PTX`, `CUDA_ERROR_NO_BINARY_FOR_GPU`, ...), with the JIT log.
    * Wraps: cuModuleLoadDataEx. Thread-safety: any thread. Lifetime: the caller owns the module. */
   static async load(image: string | Uint8Array, options?: ModuleLoadOptions): Promise<Module> {
     const o = validateOptions<ModuleLoadOptions>(options, 'options', 'Module.load', ['device']);
@@ -137,8 +172,13 @@ export class Module {
     } else if (image instanceof Uint8Array) {
       if (image.byteLength === 0) throw invalidValue('image', 'is empty; pass PTX text, a CUBIN or a fatbin.');
       bytes = new Uint8Array(image); // a copy: the caller may reuse its array while the load runs
-      if (startsWith(bytes, ELF_MAGIC) || startsWith(bytes, FATBIN_MAGIC)) cubin = bytes;
-      else ptx = new TextDecoder().decode(bytes).replace(/\0+$/, '');
+      if (startsWith(bytes, ELF_MAGIC) || startsWith(bytes, FATBIN_MAGIC)) {
+        const problem = binaryImageProblem(bytes); // See Note [image bounds]
+        if (problem) throw invalidValue('image', `${problem} Pass a complete CUBIN, fatbin or PTX file.`);
+        cubin = bytes;
+      } else {
+        ptx = new TextDecoder().decode(bytes).replace(/\0+$/, '');
+      }
     } else {
       throw invalidType('image', 'a string (PTX) or a Uint8Array (CUBIN, fatbin or PTX)', image);
     }

@@ -16,7 +16,16 @@ export const repositoryRoot = path.resolve(here, '..', '..', '..');
 
 let loaded: Promise<Module> | undefined;
 
-/** The test kernels (test/kernels/test-kernels.cu), loaded once per thread on device 0. */
+// Note [prebuilt test kernels]: the kernels that the stream, event, memory and pool suites and the benchmarks need
+// stay prebuilt PTX (test/kernels/*.ptx, kernels/bench.ptx) loaded with Module.load, rather than compiled with NVRTC
+// at run time. Those suites test their own concept, so they need only the driver, as the library does: a machine
+// without NVRTC (which is optional, used only by Program.compile) still runs them, and an NVRTC problem fails the
+// program/kernel suites alone instead of every GPU suite. Each test file is its own process, so NVRTC would also add
+// a compile to each. compute_80 PTX is JIT-compiled by the driver for the GPU at hand and cached by it. Drift between
+// a .cu and its PTX is caught by test/program.test.ts, which compiles every such .cu with NVRTC and compares the
+// kernels and parameter types with the committed PTX. The kernel and program suites compile their own sources.
+
+/** The test kernels (test/kernels/test-kernels.cu), loaded once per thread on device 0. See Note [prebuilt test kernels]. */
 export async function testKernels(): Promise<{
   module: Module;
   spin: Kernel; // (ns: u64, stamps: ptr or 0n)
