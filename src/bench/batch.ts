@@ -3,7 +3,8 @@
 import { Device, Event, Stream, StreamPool, type SharedStreamPool } from '../index.js';
 import { benchKernels } from './kernels.js';
 import type { Mode } from './modes.js';
-import { freePartitions, preparePartitions, type InputSpec } from './partitions.js';
+import { freePartitions, preparePartitions } from './partitions.js';
+import type { InputSpec } from './reference.js';
 import { runTask, Slot, type TaskContext, type TaskRecord } from './task.js';
 
 /** What a thread needs to set itself up; structured-cloneable, so a worker gets it as `workerData`. */

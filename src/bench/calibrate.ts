@@ -5,7 +5,7 @@ import { DeviceBuffer, Event, PinnedBuffer, Stream, type Device, type Kernel } f
 import { summarize } from './harness.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';
 import { LIMITS } from '../cli/options.js';
-import { FMA_A, FMA_B, fillPartition } from './partitions.js';
+import { FMA_A, FMA_B, fillPartition } from './reference.js';
 
 /** Median GPU times in ms of a task's phases, each measured alone. */
 export interface PhaseTimes {

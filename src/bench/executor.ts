@@ -9,9 +9,9 @@ import { describeEnvironment } from './environment.js';
 import type { FromWorker, ToWorker } from './executor-worker.js';
 import { benchKernels } from './kernels.js';
 import { usesPool, type Mode } from './modes.js';
-import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './partitions.js';
+import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './reference.js';
 import type { Progress } from './progress.js';
-import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeMode, timelineOf, type BenchResult, type TimelineData } from './results.js';
+import { addSpeedups, BENCH_SCHEMA, PHASES, overlapBoundMs, summarizeMode, timelineOf, type BenchResult, type TimelineData } from './results.js';
 import { ULP_TOLERANCE } from './task.js';
 
 /** What `bench` was asked to do, already validated (src/cli/options.ts). */
@@ -215,7 +215,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
     overlapBoundMs: boundMs,
     modes: [],
   };
-  const timeline: TimelineData = { schema: 'cuda-stream-pool/timeline/1', phases: ['copy-in', 'kernel', 'copy-out'], modes: [] };
+  const timeline: TimelineData = { schema: 'cuda-stream-pool/timeline/1', phases: PHASES, modes: [] };
 
   o.progress.status('preparing inputs');
   const pool = o.modes.some(usesPool) ? new StreamPool({ device, size: o.poolSize }) : undefined;

@@ -5,7 +5,9 @@ import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';
 import type { BatchResult } from './batch.js';
 import type { Mode } from './modes.js';
-import { PHASES } from './task.js';
+
+/** The phases of a task in order, as the timeline and the phase table name them. */
+export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
 
 /** The `schema` value of `bench --json` output; bumped when a field changes meaning or goes away. */
 export const BENCH_SCHEMA = 'cuda-stream-pool/bench/1';

@@ -6,15 +6,13 @@ import { ulpDistance } from './fmaf.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';
 import { onModeStream } from './mode-stream.js';
 import type { Mode } from './modes.js';
-import { FMA_A, FMA_B, type Partition } from './partitions.js';
+import type { Partition } from './partitions.js';
+import { FMA_A, FMA_B } from './reference.js';
 
 /** The most float32 ulps an output element may differ from its reference. The kernel and the reference compute the
  * same correctly rounded fmaf chain, so they should agree exactly; the margin only absorbs a driver that contracts
  * differently, and anything else (a wrong partition, stale memory, a lost copy) is off by millions of ulps. */
 export const ULP_TOLERANCE = 4;
-
-/** The phases of a task in order, as the timeline and the phase table name them. */
-export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
 
 /** Everything a thread's tasks share during one run. */
 export interface TaskContext {

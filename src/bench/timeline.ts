@@ -8,9 +8,8 @@
 // (`<script type="application/json" id="timeline-data">`, schema in results.ts and README.md) for tools and tests.
 import { writeFileSync } from 'node:fs';
 
-import type { BenchResult, TimelineData, TimelineMode } from './results.js';
+import { PHASES, type BenchResult, type TimelineData, type TimelineMode } from './results.js';
 import { MODE_DESCRIPTIONS } from './modes.js';
-import { PHASES } from './task.js';
 
 const PHASE_COLORS: Record<(typeof PHASES)[number], string> = {
   'copy-in': '#4c78a8',
