@@ -66,6 +66,31 @@ export interface NativeBinding {
   nvrtcCompile(source: string, name: string, options: string[], wantCubin: boolean): Promise<{
     result: number; resultName: string; call: string; log: string; cubin?: Uint8Array; ptx?: string;
   }>;
+
+  // memory.cc: stream-ordered device buffers, the pinned-block cache, copies, fills, the default memory pool.
+  deviceBufferAlloc(stream: Box, bytes: number): { box: Box; ptr: bigint };
+  deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
+  deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
+  deviceBufferShare(buffer: Box): bigint;
+  deviceBufferAttach(id: bigint): { box: Box; ptr: bigint; bytes: number; device: number };
+  pinnedAlloc(bytes: number): { box: Box; buffer: ArrayBuffer };
+  pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
+  pinnedTrimCache(): number;
+  pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
+  copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
+  copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
+  copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
+  copyPageableToDevice(stream: Box, dst: Box, dstOffset: number, source: Uint8Array): void;
+  copyDeviceToPageable(stream: Box, destination: Uint8Array, src: Box, srcOffset: number): Box;
+  copyLanded(flag: Box): boolean;
+  memoryFill(stream: Box, dst: Box, offset: number, value: number, count: number, elementSize: 1 | 4): void;
+  memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
+  memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
+  memoryPoolTrim(device: number, bytesToKeep: number): void;
+  /** ns for `iterations` copies of `bytes` pinned<->device in a C++ loop, until the stream is idle. Blocks. */
+  benchMemcpy(device: number, toDevice: boolean, bytes: number, iterations: number): number;
+  /** ns for `iterations` cuMemAllocFromPoolAsync + cuMemFreeAsync pairs in a C++ loop. Blocks. */
+  benchAllocFree(device: number, bytes: number, iterations: number): number;
 }
 
 /** The package root (two levels above dist/src). */

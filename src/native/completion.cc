@@ -15,14 +15,17 @@ namespace {
 
 struct Completion {
   std::shared_ptr<Channel> channel;
-  double token;
+  double token = 0;                 // 0: nothing to dispatch (staged copies only)
   std::vector<HostCopy> copies;
+  std::vector<napi_ref> keep_alive;  // deleted only on the JS thread (in deliver); leaked with a dead environment
 };
 
 // Runs on: the JS thread of the environment that enqueued the completion.
 void deliver(Napi::Env env, Napi::Function dispatch, Completion* raw) {
   std::unique_ptr<Completion> completion(raw);
-  if (env == nullptr || dispatch.IsEmpty()) return;
+  if (env == nullptr) return;
+  for (napi_ref ref : completion->keep_alive) napi_delete_reference(env, ref);
+  if (dispatch.IsEmpty() || completion->token == 0) return;
   dispatch.Call({Napi::Number::New(env, completion->token)});
 }
 
@@ -30,10 +33,17 @@ void deliver(Napi::Env env, Napi::Function dispatch, Completion* raw) {
 void CUDA_CB on_host(void* data) {
   std::unique_ptr<Completion> completion(static_cast<Completion*>(data));
   Channel& channel = *completion->channel;
-  std::lock_guard<std::mutex> lock(channel.mutex);
-  if (!channel.open) return;  // the destination arrays died with their environment
-  for (const HostCopy& copy : completion->copies) std::memcpy(copy.destination, copy.source, copy.bytes);
-  if (channel.tsfn.NonBlockingCall(completion.get(), deliver) == napi_ok) completion.release();
+  {
+    std::lock_guard<std::mutex> lock(channel.mutex);
+    if (channel.open) {
+      for (const HostCopy& copy : completion->copies) std::memcpy(copy.destination, copy.source, copy.bytes);
+    }
+    // else: the destination arrays died with their environment; the copies are dropped.
+    for (const HostCopy& copy : completion->copies)
+      if (copy.done) copy.done(copy.context);
+    completion->copies.clear();
+    if (channel.open && channel.tsfn.NonBlockingCall(completion.get(), deliver) == napi_ok) completion.release();
+  }
 }
 
 Channel& channel_of(Napi::Env env) {
@@ -78,6 +88,26 @@ void launch(Napi::Env env, CUstream stream, int device, std::unique_ptr<Completi
         "device " + std::to_string(device));
   completion.release();
 }
+
+}  // namespace
+
+void enqueue_host_copies(Napi::Env env, CUstream stream, int device, std::vector<HostCopy> copies,
+                         std::vector<napi_ref> keep_alive) {
+  auto completion = std::make_unique<Completion>();
+  completion->channel = AddonData::of(env).channel;
+  completion->copies = std::move(copies);
+  completion->keep_alive = std::move(keep_alive);
+  CUresult r = CUDA_ERROR_NOT_INITIALIZED;  // completionInit never ran: nothing could deliver
+  if (completion->channel) r = drv().cuLaunchHostFunc(stream, on_host, completion.get());
+  if (r == CUDA_SUCCESS) {
+    completion.release();
+    return;
+  }
+  for (napi_ref ref : completion->keep_alive) napi_delete_reference(env, ref);
+  check(r, "cuLaunchHostFunc", device, "device " + std::to_string(device));
+}
+
+namespace {
 
 // Host functions never go to the legacy stream (DESIGN.md rules): wait on an event on a private stream instead.
 void notify_after_event(Napi::Env env, CUevent event, int device, std::unique_ptr<Completion> completion) {

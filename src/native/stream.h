@@ -9,9 +9,18 @@ struct StreamBox : Box {
   static constexpr const char* kName = "Stream";
   CUstream handle = nullptr;
   bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
+  // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
+  // stream's last work. memory.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
+  // stream; destroy() records it just before the handle dies. The destructor does not: nobody can wait on it then,
+  // and a borrowed handle may already be dead.
+  std::once_flag retired_once;
+  CUevent retired = nullptr;
   ~StreamBox() override;
   // Destroys an owned stream now (queued work still completes); waits for calls in flight. Idempotent.
   void destroy();
+
+ private:
+  void retire(bool record_last_work);
 };
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
