@@ -1,0 +1,149 @@
+// Micro-benchmarks of kernels (issue 5): the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of
+// the same run (src/native/module.cc benchLaunch), and the time Program.compile() takes, first in a process and with
+// NVRTC already loaded, beside loading the cached CUBIN. See DESIGN.md "Measuring".
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+import { Device, Program, Stream, type Kernel } from '../index.js';
+import { native } from '../native.js';
+import { ArgumentPacker, kernelBoxes, Module } from '../module.js';
+import { nvrtcInfo } from '../program.js';
+import { summarize, timeAsync, type MicroResult, type Sample } from './harness.js';
+import { benchKernels } from './kernels.js';
+
+/** Options of {@link kernelMicroBenchmarks}. */
+export interface KernelMicroOptions {
+  /** The device, as an ordinal. @defaultValue 0 */
+  device?: number;
+}
+
+/** Launches per timed run: few enough that the stream's queue never fills (a full queue would time the GPU). */
+const LAUNCHES = 500;
+const RUNS = 15;
+/** The launch-overhead target of issue 5: kernel.launch() at most this many times the C++ loop's cost. */
+const LAUNCH_TARGET = 1.3;
+
+/** The small program whose compile is timed. */
+const SMALL_PROGRAM = `
+extern "C" __global__ void saxpy(unsigned int n, float a, const float* x, float* y) {
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}`;
+
+function micro(sample: Sample): Sample {
+  return { median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000, runs: sample.runs };
+}
+
+/** ns per launch through kernel.launch() and through the C++ loop, runs alternating so that drift (clocks, other
+ * load) affects both alike. Each run synchronizes the stream before and after, outside the timed part. */
+function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { library: Sample; native: Sample } {
+  const packer = new ArgumentPacker(kernel.signature, kernel.name);
+  packer.pack(args);
+  packer.bindPointers(args, stream);
+  const boxes = kernelBoxes(kernel, stream);
+  const library: number[] = [];
+  const baseline: number[] = [];
+  for (let r = -1; r < RUNS; r++) {
+    stream.synchronizeSync();
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < LAUNCHES; i++) kernel.launch({ grid: 1, block: 1, stream }, ...args);
+    const ns = Number(process.hrtime.bigint() - start) / LAUNCHES;
+    stream.synchronizeSync();
+    const nativeNs = native.benchLaunch(boxes.kernel, boxes.stream, LAUNCHES, packer.bytes);
+    if (r < 0) continue; // warm-up
+    library.push(ns);
+    baseline.push(nativeNs);
+  }
+  return { library: summarize(library), native: summarize(baseline) };
+}
+
+const run = promisify(execFile);
+
+/** Time of the first Program.compile() in a fresh process (NVRTC opened and initialised), over `runs` processes.
+ * The driver and the device are set up before the timed part. */
+async function firstCompileSample(device: number, runs: number): Promise<Sample> {
+  const index = new URL('../index.js', import.meta.url).href;
+  const script = `
+    const { Device, Program } = await import(${JSON.stringify(index)});
+    const device = Device.get(${device});
+    const start = process.hrtime.bigint();
+    const module = await Program.compile(${JSON.stringify(SMALL_PROGRAM)}, { device });
+    const ns = Number(process.hrtime.bigint() - start);
+    module.unload();
+    console.log(JSON.stringify({ ns }));`;
+  const values: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { timeout: 120_000 });
+    values.push((JSON.parse(stdout.trim().split('\n').pop()!) as { ns: number }).ns);
+  }
+  return summarize(values);
+}
+
+/** Measures kernel launch overhead (beside the C++ loop, target ≤ 1.3×) and compile times. The compile rows need
+ * NVRTC; without it they are left out and a line on stderr says why. Needs a GPU.
+ * @throws {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver fails. */
+export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): Promise<MicroResult[]> {
+  const device = Device.get(options.device ?? 0);
+  const results: MicroResult[] = [];
+  const { empty, fmaSteps } = await benchKernels(device);
+  const stream = Stream.create({ device });
+  try {
+    const bare = launchSamples(empty, stream, []);
+    const ratio = bare.library.median / bare.native.median;
+    results.push({
+      name: 'kernel.launch() of an empty kernel (grid 1, block 1)',
+      unit: 'µs',
+      value: micro(bare.library),
+      baselineName: 'cuLaunchKernel (C++ loop)',
+      baseline: micro(bare.native),
+      ratio,
+      better: 'lower',
+      target: `≤ ${LAUNCH_TARGET}× the C++ loop`,
+      met: ratio <= LAUNCH_TARGET,
+    });
+    // fma_steps with n = 0 returns at once: the cost of checking and packing five arguments (ptr, u32, u32, f32, f32).
+    const withArgs = launchSamples(fmaSteps, stream, [0n, 0, 1, 1.5, 0.5]);
+    results.push({
+      name: 'kernel.launch() with 5 arguments (ptr, u32, u32, f32, f32)',
+      unit: 'µs',
+      value: micro(withArgs.library),
+      baselineName: 'cuLaunchKernel with the same arguments (C++ loop)',
+      baseline: micro(withArgs.native),
+      ratio: withArgs.library.median / withArgs.native.median,
+      better: 'lower',
+    });
+  } finally {
+    stream.destroy();
+  }
+
+  const compiler = await nvrtcInfo();
+  if (!compiler.available) {
+    process.stderr.write(`kernel benchmarks: compile times not measured: ${compiler.reason}\n`);
+    return results;
+  }
+  const first = await firstCompileSample(device.ordinal, 5);
+  const warm = await timeAsync(async () => (await Program.compile(SMALL_PROGRAM, { device })).unload(), 1, 9);
+  const compiled = await Program.compile(SMALL_PROGRAM, { device });
+  const cubin = compiled.cubin!;
+  compiled.unload();
+  const cached = await timeAsync(async () => (await Module.load(cubin, { device })).unload(), 1, 9);
+  results.push({
+    name: `Program.compile() of a small program, first in a process (NVRTC ${compiler.major}.${compiler.minor} opened)`,
+    unit: 'µs',
+    value: micro(first),
+    baselineName: 'Program.compile() again, NVRTC loaded',
+    baseline: micro(warm),
+    ratio: first.median / warm.median,
+    better: 'lower',
+  });
+  results.push({
+    name: 'Module.load(module.cubin): the cached compile',
+    unit: 'µs',
+    value: micro(cached),
+    baselineName: 'Program.compile() again, NVRTC loaded',
+    baseline: micro(warm),
+    ratio: cached.median / warm.median,
+    better: 'lower',
+  });
+  return results;
+}
