@@ -32,11 +32,21 @@ class Bench {
     readonly elements: number,
   ) {
     this.stream = Stream.create({ device });
-    this.input = PinnedBuffer.alloc(elements * 4);
-    this.output = PinnedBuffer.alloc(elements * 4);
-    fillPartition(this.input.view(Float32Array), 0);
-    for (let i = 0; i < 4; i++) this.events.push(Event.create({ device, timing: true }));
-    this.buffer = DeviceBuffer.alloc(elements * 4, { stream: this.stream });
+    const made: { free(): void }[] = [];
+    try {
+      this.input = PinnedBuffer.alloc(elements * 4);
+      made.push(this.input);
+      this.output = PinnedBuffer.alloc(elements * 4);
+      made.push(this.output);
+      fillPartition(this.input.view(Float32Array), 0);
+      for (let i = 0; i < 4; i++) this.events.push(Event.create({ device, timing: true }));
+      this.buffer = DeviceBuffer.alloc(elements * 4, { stream: this.stream });
+    } catch (error) {
+      for (const thing of made) thing.free();
+      for (const event of this.events) event.destroy();
+      this.stream.destroy();
+      throw error;
+    }
   }
 
   /** Runs copy-in, kernel (`intensity` steps) and copy-out in sequence on one stream: each phase runs alone.

@@ -29,7 +29,7 @@ export function formatReport(result: BenchResult): string {
     ['tasks', `${p.tasks} per run, ${p.runs} run(s) per mode after ${p.warmupTasks} warm-up tasks`],
     ['concurrency', `${p.concurrency} tasks in flight${p.workers ? `, split among ${p.workers} worker threads sharing one pool` : ' on the main thread'}`],
     ['partition', `${p.elements} float32 (${(p.partitionBytes / 2 ** 20).toFixed(2)} MiB) in pinned memory, ${p.partitions} distinct, reused round-robin`],
-    ['kernel', `${p.intensity} steps of v = fmaf(v, ${p.fma.a}, ${p.fma.b})${p.intensityCalibrated ? ' (calibrated: about one copy long)' : ' (--intensity)'}`],
+    ['kernel', `${p.intensity} steps of v = fmaf(v, ${p.fma.a.toPrecision(6)}, ${p.fma.b.toPrecision(6)})${p.intensityCalibrated ? ' (calibrated: about one copy long)' : ' (--intensity)'}`],
     ['verified', `${p.sampleSize} elements per task, within ${p.ulpTolerance} float32 ulps of the CPU reference`],
     ['modes', p.modes.join(', ')],
     ['pool size', String(p.poolSize)],
