@@ -189,7 +189,8 @@ export class Module {
   /** The kernel whose `extern "C"` name is `name` (a C++ kernel without `extern "C"` has a mangled name: declare
    * kernels `extern "C"`), launched with arguments of the types in `signature`. Creates nothing on the device.
    * Where the driver can tell (CUDA 12.4 or newer), `signature` is checked against the kernel's parameters: their
-   * number, and each size (`'ptr'`, `'f32'` and `'f64'` exactly, integers at most the type's width).
+   * number, and each size (`'ptr'`, `'f32'` and `'f64'` exactly, integers at most the type's width); a kernel the
+   * driver reports without parameters is not checked.
    * @param signature - the parameter types in order, for example `['ptr', 'f32', 'u32']`.
    * @throws {@link CudaError} CUDA_ERROR_NOT_FOUND naming the kernel and listing the module's kernels;
    * `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a bad name or signature, or a signature that does
@@ -211,8 +212,9 @@ export class Module {
         : '; check that the kernel is declared extern "C" (C++ names are mangled)';
       throw new CudaError(error.code, error.name, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
     }
+    // An empty list is not trusted: it is also what a driver that cannot describe the kernel would report.
     const sizes = native.kernelParamSizes(kernelBox);
-    if (sizes) checkParamSizes(sizes, types, name);
+    if (sizes && sizes.length > 0) checkParamSizes(sizes, types, name);
     return new Kernel(kernelBox, this, name, types);
   }
 

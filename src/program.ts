@@ -118,8 +118,10 @@ export class Program {
     // Phase 3: compile off the JS thread, then load.
     const result = await native.nvrtcCompile(source, name, args, output === 'cubin');
     if (result.result !== 0) {
+      // A program with errors: NVRTC's log says it all. Anything else (a bad option, no memory, no builtins): the log,
+      // if any, follows the failed call and its result.
       const failed = `${result.call} failed with ${result.resultName}`;
-      const log = result.call === 'nvrtcCompileProgram' ? result.log || failed : `${failed}${result.log ? `\n${result.log}` : ''}`;
+      const log = result.resultName === 'NVRTC_ERROR_COMPILATION' && result.log ? result.log : `${failed}${result.log ? `\n${result.log}` : ''}`;
       throw new CompileError(name, log);
     }
     const bytes = result.cubin ?? new TextEncoder().encode(result.ptx ?? '');

@@ -182,6 +182,10 @@ Napi::Value kernel_param_sizes(const Napi::CallbackInfo& info) {
   const Driver& d = drv();
   if (!d.cuFuncGetParamInfo) return env.Null();
   make_current(kernel->module->device);
+  // Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) a function may not be loaded yet;
+  // reading an attribute loads it, so the parameter list below is the kernel's own.
+  int registers = 0;
+  if (drv().cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel->handle) != CUDA_SUCCESS) return env.Null();
   Napi::Array sizes = Napi::Array::New(env);
   // A kernel's parameters fit in 32 KiB, so there are at most that many; the driver answers INVALID_VALUE past the
   // last one.
