@@ -2,6 +2,7 @@
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
 import { invalidType, outOfRange } from './validate.js';
+import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
 export interface ComputeCapability {
@@ -49,6 +50,12 @@ export class Device {
     this.asyncEngineCount = info.asyncEngineCount;
     this.streamPriorityRange = Object.freeze({ greatest: info.greatestPriority, least: info.leastPriority });
     this.memoryPoolsSupported = info.memoryPoolsSupported;
+  }
+
+  /** The device's default memory pool, which `DeviceBuffer.alloc` allocates from: `usedBytes`, `reservedBytes`,
+   * `releaseThresholdBytes` (settable) and `trim(bytesToKeep)`. The same object on each read. See {@link MemoryPool}. */
+  get memoryPool(): MemoryPool {
+    return memoryPoolOf(this);
   }
 
   /** False once a sticky error (illegal address, launch failure, ...) was seen on this device by any thread of

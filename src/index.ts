@@ -7,3 +7,7 @@ export { currentStream, withStream } from './scope.js';
 export { Module, Kernel, type ParamType, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
 export { Program, type CompileOptions } from './program.js';
 export { CudaError, CudaUnavailableError, DestroyedError, CompileError } from './errors.js';
+export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './device-buffer.js';
+export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './pinned-buffer.js';
+export { type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
+export { MemoryPool } from './memory-pool.js';

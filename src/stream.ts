@@ -5,6 +5,8 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { Event, eventBox } from './event.js';
+import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
+import type { DeviceBuffer } from './device-buffer.js';
 import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions, validateSignal } from './validate.js';
 
 /** Options for {@link Stream.create}. */
@@ -197,6 +199,31 @@ export class Stream {
     } finally {
       marker.destroy();
     }
+  }
+
+  /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from
+   * `src` to `dst` and returns at once; never blocks the thread. One side must be a `DeviceBuffer`; the other a
+   * `DeviceBuffer`, a `PinnedBuffer` or a view into one (copied directly), or other host memory (an ArrayBuffer,
+   * SharedArrayBuffer or ArrayBufferView), which goes through the library's pinned staging: a host source is read
+   * now (it may change afterwards); a host destination is written by a host function before any later completion of
+   * this stream is reported, and stays referenced until then; it cannot be a copy source meanwhile.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands; ERR_INVALID_ARG_VALUE for two host operands, a
+   * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
+   * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed
+   * buffer or a destroyed stream; {@link CudaError} when the driver refuses.
+   * Wraps: cuMemcpyDtoDAsync, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync (+ cuLaunchHostFunc for staged device-to-host).
+   * Thread-safety: any thread that has the operands. */
+  copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
+    copyOnStream(this, dst, src, options);
+  }
+
+  /** Queues a fill of `dst` with `value`, the unsigned bit pattern of one element (1.0f is 0x3F800000), from
+   * `options.offset` for `options.byteLength` bytes (default: the rest), and returns at once.
+   * @throws `TypeError` for a non-DeviceBuffer or `elementSize` other than 1 or 4; `RangeError` ERR_OUT_OF_RANGE for
+   * a value that does not fit one element or a range outside the buffer or not a multiple of `elementSize`;
+   * {@link DestroyedError} for a freed buffer or a destroyed stream. Wraps: cuMemsetD8Async, cuMemsetD32Async. */
+  fill(dst: DeviceBuffer, value: number, options?: FillOptions): void {
+    fillOnStream(this, dst, value, options);
   }
 
   /** Records `event` (or a new event, timing off) on this stream and returns it; the event completes when the work

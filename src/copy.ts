@@ -1,0 +1,205 @@
+// Asynchronous copies and fills in stream order: device<->device, pinned<->device, and pageable JS memory<->device
+// through the library's pinned staging. Behind stream.copy() and stream.fill(). See Note [staging] in
+// src/native/memory.cc and DESIGN.md "Rules": copies never block the JS thread.
+import { types } from 'node:util';
+
+import { native, type Box } from './native.js';
+import { DestroyedError } from './errors.js';
+import { DeviceBuffer, deviceBufferBox } from './device-buffer.js';
+import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
+import { streamBox, type Stream } from './stream.js';
+import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
+
+/** What `stream.copy()` copies between: a {@link DeviceBuffer}, a {@link PinnedBuffer}, or host memory (an
+ * `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray, DataView, Buffer). A view into a
+ * PinnedBuffer is copied directly; other host memory goes through pinned staging. */
+export type CopyOperand = DeviceBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
+
+/** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
+ * start). */
+export interface CopyOptions {
+  /** Bytes to copy. @defaultValue the source's length from `srcOffset` (it must fit the destination) */
+  byteLength?: number;
+  /** Where in the destination the bytes go. @defaultValue 0 */
+  dstOffset?: number;
+  /** Where in the source the bytes come from. @defaultValue 0 */
+  srcOffset?: number;
+}
+
+/** Options for `stream.fill()`. */
+export interface FillOptions {
+  /** Bytes to fill, a multiple of `elementSize`. @defaultValue the rest of the buffer from `offset` */
+  byteLength?: number;
+  /** Where the fill starts, in bytes, a multiple of `elementSize`. @defaultValue 0 */
+  offset?: number;
+  /** The element size in bytes: 1 (cuMemsetD8Async) or 4 (cuMemsetD32Async). @defaultValue 1 */
+  elementSize?: 1 | 4;
+}
+
+const OPERAND_TYPES = 'a DeviceBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
+
+type Operand =
+  | { kind: 'device'; buffer: DeviceBuffer; box: Box; length: number }
+  | { kind: 'pinned'; box: Box; base: number; length: number }
+  | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
+
+function pinnedOperand(record: PinnedRecord, base: number, length: number, method: string): Operand {
+  if (record.freed) throw new DestroyedError('PinnedBuffer', method, 'was freed');
+  return { kind: 'pinned', box: record.box, base, length };
+}
+
+function operand(value: unknown, name: string, method: string): Operand {
+  if (value instanceof DeviceBuffer)
+    return { kind: 'device', buffer: value, box: deviceBufferBox(value, method), length: value.byteLength };
+  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, method);
+  let memory: ArrayBufferLike;
+  let base = 0;
+  let length: number;
+  if (ArrayBuffer.isView(value)) {
+    memory = value.buffer;
+    base = value.byteOffset;
+    length = value.byteLength;
+  } else if (types.isArrayBuffer(value) || types.isSharedArrayBuffer(value)) {
+    memory = value;
+    length = value.byteLength;
+  } else {
+    throw invalidType(name, OPERAND_TYPES, value, '', operand);
+  }
+  const record = pinnedRecordOf(memory);
+  if (record) return pinnedOperand(record, base, length, method);
+  return { kind: 'pageable', memory, base, length };
+}
+
+// Note [pending destinations]: a device-to-host copy into a JS array lands when its host function has run. Until
+// then the array must not be a copy source (it would stage stale bytes): each pending range is kept here with the
+// native flag the host function sets. Per thread, keyed by the ArrayBuffer, pruned whenever consulted.
+interface Pending {
+  start: number;
+  end: number;
+  flag: Box;
+  streamId: bigint;
+}
+const pendingDestinations = new WeakMap<ArrayBufferLike, Pending[]>();
+
+function stillPending(memory: ArrayBufferLike): Pending[] {
+  const list = pendingDestinations.get(memory);
+  if (!list) return [];
+  const pending = list.filter((p) => !native.copyLanded(p.flag));
+  if (pending.length === 0) pendingDestinations.delete(memory);
+  else if (pending.length !== list.length) pendingDestinations.set(memory, pending);
+  return pending;
+}
+
+function isResizable(memory: ArrayBufferLike): boolean {
+  const m = memory as { resizable?: boolean; growable?: boolean };
+  return m.resizable === true || m.growable === true;
+}
+
+function checkOffset(value: unknown, name: string, size: number, what: string): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number') throw invalidType(name, 'an integer', value, '', checkOffset);
+  if (!Number.isInteger(value) || value < 0 || value > size)
+    throw outOfRange(name, `an integer from 0 to ${size} (${what} is ${size} bytes)`, value, '', checkOffset);
+  return value;
+}
+
+/** Queues a copy on `stream`; see `Stream.copy`. @internal */
+export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown): void {
+  const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
+  const d = operand(dst, 'dst', 'copy');
+  const s = operand(src, 'src', 'copy');
+  if (d.kind !== 'device' && s.kind !== 'device')
+    throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
+  for (const [name, op] of [['dst', d], ['src', s]] as const)
+    if (op.kind === 'device' && op.buffer.device !== stream.device)
+      throw invalidValue(name, `is a DeviceBuffer on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
+  const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
+  const available = s.length - srcOffset;
+  const room = d.length - dstOffset;
+  let byteLength = available;
+  if (o.byteLength !== undefined) {
+    if (typeof o.byteLength !== 'number') throw invalidType('options.byteLength', 'an integer', o.byteLength);
+    if (!Number.isInteger(o.byteLength) || o.byteLength < 0 || o.byteLength > available)
+      throw outOfRange('options.byteLength', `an integer from 0 to ${available} (the source's ${s.length} bytes from "options.srcOffset" ${srcOffset})`, o.byteLength);
+    byteLength = o.byteLength;
+  }
+  if (byteLength > room)
+    throw outOfRange(
+      'options.byteLength',
+      `at most ${room} to fit the destination (its ${d.length} bytes from "options.dstOffset" ${dstOffset})`,
+      byteLength,
+      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}; pass "options.byteLength".` : '',
+    );
+  if (d.kind === 'device' && s.kind === 'device') {
+    const a = d.buffer.ptr + BigInt(dstOffset);
+    const b = s.buffer.ptr + BigInt(srcOffset);
+    const n = BigInt(byteLength);
+    if (n > 0n && a < b + n && b < a + n)
+      throw invalidValue('src', `overlaps "dst": device bytes ${b} to ${b + n} and ${a} to ${a + n}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
+  }
+  if (s.kind === 'pageable') {
+    const start = s.base + srcOffset;
+    const hit = stillPending(s.memory).find((p) => p.start < start + byteLength && start < p.end);
+    if (hit)
+      throw invalidValue('src', `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
+  }
+  if (d.kind === 'pageable' && isResizable(d.memory))
+    throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
+  const sb = streamBox(stream, 'copy');
+  if (byteLength === 0) return;
+  if (d.kind === 'device') {
+    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, dstOffset, s.box, srcOffset, byteLength);
+    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, dstOffset, s.box, s.base + srcOffset, byteLength);
+    else native.copyPageableToDevice(sb, d.box, dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
+    return;
+  }
+  if (s.kind !== 'device') return; // unreachable: checked above
+  if (d.kind === 'pinned') {
+    native.copyDeviceToPinned(sb, d.box, d.base + dstOffset, s.box, srcOffset, byteLength);
+    return;
+  }
+  const start = d.base + dstOffset;
+  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, srcOffset);
+  const pending = stillPending(d.memory);
+  pending.push({ start, end: start + byteLength, flag, streamId: stream.id });
+  pendingDestinations.set(d.memory, pending);
+}
+
+/** Queues a fill on `stream`; see `Stream.fill`. @internal */
+export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
+  const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize']);
+  if (!(dst instanceof DeviceBuffer))
+    throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || ArrayBuffer.isView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
+  const elementSize = o.elementSize ?? 1;
+  if (elementSize !== 1 && elementSize !== 4)
+    throw invalidValue('options.elementSize', `must be 1 or 4; received ${typeof elementSize === 'number' ? elementSize : `${String(elementSize)} (${typeof elementSize})`}.`);
+  const max = elementSize === 1 ? 0xff : 0xffffffff;
+  if (typeof value !== 'number') throw invalidType('value', 'an integer (the bit pattern of one element)', value);
+  if (!Number.isInteger(value) || value < 0 || value > max)
+    throw outOfRange(
+      'value',
+      `an integer from 0 to ${max} (one ${elementSize}-byte element's unsigned bit pattern)`,
+      value,
+      elementSize === 1 && Number.isInteger(value) && value > max && value <= 0xffffffff ? 'Pass { elementSize: 4 } for 32-bit values.' : '',
+    );
+  const box = deviceBufferBox(dst, 'fill');
+  if (dst.device !== stream.device)
+    throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
+  if (offset % elementSize !== 0)
+    throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
+  const room = dst.byteLength - offset;
+  let byteLength = room;
+  if (o.byteLength !== undefined) {
+    if (typeof o.byteLength !== 'number') throw invalidType('options.byteLength', 'an integer', o.byteLength);
+    if (!Number.isInteger(o.byteLength) || o.byteLength < 0 || o.byteLength > room)
+      throw outOfRange('options.byteLength', `an integer from 0 to ${room} (the buffer's ${dst.byteLength} bytes from "options.offset" ${offset})`, o.byteLength);
+    byteLength = o.byteLength;
+  }
+  if (byteLength % elementSize !== 0)
+    throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
+  const sb = streamBox(stream, 'fill');
+  if (byteLength === 0) return;
+  native.memoryFill(sb, box, offset, value, byteLength / elementSize, elementSize);
+}
