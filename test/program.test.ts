@@ -262,3 +262,37 @@ test('every committed PTX file declares the same kernels and parameters as its .
     assert.deepEqual(entries(module.ptx!), committed, `${path.relative(repositoryRoot, cu)} changed without regenerating its PTX (see the command at its top)`);
   }
 });
+
+test('compiles in flight at the same time each give their own module', gpu, async () => {
+  const modules = await Promise.all([1, 2, 3, 4].map((value) => Program.compile(WRITE_VALUE, { name: `value-${value}.cu`, options: [`-DVALUE=${value}`] })));
+  try {
+    for (const [i, module] of modules.entries()) assert.deepEqual(await run(module.getFunction('write_value', ['ptr'])), Array(8).fill(i + 1));
+  } finally {
+    for (const module of modules) module.unload();
+  }
+});
+
+test('a worker terminated while its compile runs leaves the process working', gpu, async () => {
+  const index = new URL('../src/index.js', import.meta.url).href;
+  const result = await runChild(`
+    import { Worker } from 'node:worker_threads';
+    import { Program } from 'cuda-stream-pool';
+    const source = ${JSON.stringify(WRITE_VALUE)};
+    // Dynamic imports only: an eval worker is CommonJS or ESM depending on the parent's --input-type.
+    const worker = new Worker(\`
+      Promise.all([import('node:worker_threads'), import(${JSON.stringify(index)})]).then(([{ parentPort }, { Program }]) => {
+        Program.compile(\${JSON.stringify(source)}, { options: ['-DVALUE=1'] }).catch(() => {});
+        parentPort.postMessage('compiling');
+      });
+    \`, { eval: true });
+    await new Promise((resolve) => worker.once('message', resolve));
+    await worker.terminate();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const module = await Program.compile(source, { options: ['-DVALUE=2'] });
+    console.log(module.getFunction('write_value', ['ptr']).name);
+    module.unload();
+  `);
+  assert.equal(result.signal, null, result.stderr);
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(result.stdout.trim(), 'write_value');
+});
