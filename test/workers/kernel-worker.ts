@@ -1,13 +1,13 @@
-// Worker for test/kernel.test.ts: attaches the shared pool it is given, compiles a kernel with NVRTC, launches it on
-// the pool stream at workerData.index, and reports the values it wrote and the stream's id.
+// Worker for test/kernel.test.ts: borrows the stream the main thread created (by its handle), compiles a kernel with
+// NVRTC, launches it on that stream, and reports the values it wrote and the stream's id.
+// When StreamPool lands (src/pool.ts), this takes a SharedStreamPool and uses pool.getStream(index) instead.
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { DeviceBuffer, Program, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
+import { DeviceBuffer, Program, Stream } from 'cuda-stream-pool';
 
-const { pool: shared, index } = workerData as { pool: SharedStreamPool; index: number };
+const { handle } = workerData as { handle: bigint };
 try {
-  const pool = StreamPool.attach(shared);
-  const stream = pool.getStream(index);
+  const stream = Stream.fromHandle(handle, 0);
   const module = await Program.compile(
     'extern "C" __global__ void answer(unsigned int* out, unsigned int n) { if (threadIdx.x < n) out[threadIdx.x] = 42u; }',
     { name: 'worker.cu' },
@@ -22,7 +22,7 @@ try {
   await stream.synchronize();
   module.unload();
   const streamId = String(stream.id);
-  pool.destroy(); // on an attached pool: detaches this thread only
+  stream.destroy(); // borrowed: retires this wrapper only
   parentPort!.postMessage({ ok: true, values: [...values], streamId });
 } catch (error) {
   parentPort!.postMessage({ ok: false, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
