@@ -9,6 +9,13 @@ import { makeNativeError } from './errors.js';
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
 export type Box = { readonly __box: unique symbol };
 
+/** One thread's handle on a pool's process-wide state (src/native/pool.cc). `device` is -1 and `streams` empty for
+ * shared words without streams; `owner` is the creating environment's id. */
+export interface PoolDescription {
+  handle: Box; id: number; memory: SharedArrayBuffer; streams: Box[]; device: number; size: number;
+  nonBlocking: boolean; priority: number; isDefault: boolean; owner: number;
+}
+
 export interface NativeBinding {
   environmentId: number;
   setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
@@ -28,6 +35,15 @@ export interface NativeBinding {
   streamSynchronize(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;
   streamDestroy(stream: Box): void;
+
+  // pool.cc: the pool's process-wide state; `layout` is poolLayoutWords() from src/pool-policy.ts.
+  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
+  poolCreateShared(size: number, layout: number[]): PoolDescription;
+  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
+  poolAttach(id: number): PoolDescription;
+  poolDestroy(handle: Box): void;
+  /** ns per cuStreamCreate + cuStreamDestroy pair in a C++ loop. */
+  benchStreamCreateDestroy(device: number, iterations: number): number;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   eventRecord(event: Box, stream: Box): void;

@@ -36,7 +36,9 @@ const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
 let boxOf: (stream: Stream, method: string) => Box;
-let makeStream: (box: Box, device: Device, kind: Kind) => Stream;
+let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo) => Stream;
+/** What cuStreamGetId/GetPriority/GetFlags reported for a box (a lease view reuses its pool stream's). */
+type StreamInfo = ReturnType<typeof native.streamInfo>;
 let retireStream: (stream: Stream, why: string) => void;
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
@@ -72,11 +74,10 @@ export class Stream {
   /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
   readonly nonBlocking: boolean;
 
-  private constructor(box: Box, device: Device, kind: Kind) {
+  private constructor(box: Box, device: Device, kind: Kind, info: StreamInfo = native.streamInfo(box)) {
     this.#box = box;
     this.#kind = kind;
     this.device = device;
-    const info = native.streamInfo(box);
     this.handle = info.handle;
     this.id = info.id;
     this.priority = info.priority;
@@ -85,7 +86,7 @@ export class Stream {
 
   static {
     boxOf = (stream, method) => stream.#use(method);
-    makeStream = (box, device, kind) => new Stream(box, device, kind);
+    makeStream = (box, device, kind, info) => new Stream(box, device, kind, info);
     retireStream = (stream, why) => {
       stream.#retired ??= why;
     };
@@ -272,8 +273,8 @@ export function streamBox(stream: Stream, method: string): Box {
 }
 
 /** Wraps a native stream box (pool streams, lease views). @internal */
-export function wrapStream(box: Box, device: Device, kind: Kind): Stream {
-  return makeStream(box, device, kind);
+export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo): Stream {
+  return makeStream(box, device, kind, info);
 }
 
 /** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */

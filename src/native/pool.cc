@@ -1,5 +1,344 @@
-// Placeholder replaced by the pool's shared state.
+// The stream pool's process-wide shared state: its streams and the block of shared words (round-robin counter,
+// lease words, waiting-thread table) that every thread sees as one SharedArrayBuffer. Mechanism only: the policy
+// is plain TS in src/pool-policy.ts. See Note [pool hand-out] in src/pool.ts, Note [pool shared words] in
+// src/pool-policy.ts, and Note [one backing store] below. Runs on: any JS thread, except where a function says so.
+//
+// Note [one backing store]: every thread must see the pool's words as the same SharedArrayBuffer, so that
+// Atomics.add/compareExchange act on one counter and Atomics.notify in one thread wakes Atomics.waitAsync in
+// another. N-API (Node 20) cannot make a SharedArrayBuffer, so this file uses V8's API: one v8::BackingStore over
+// native memory, created once per pool and kept here as a shared_ptr; each thread gets its own
+// v8::SharedArrayBuffer over that same store. An experiment (two workers and the main thread, 10^6 Atomics.add
+// each on native memory) showed that Atomics.add is shared either way, but Atomics.notify wakes a waiter in
+// another thread only when both SharedArrayBuffers share one BackingStore object: V8's futex wait list matches
+// waiters by backing store, not only by address. A store made per thread over the same memory counted right and
+// never woke anybody. The store's deleter frees the memory once the last SharedArrayBuffer in any thread and
+// this registry have let go of it, on whichever thread that happens.
+// The V8 API is not ABI-stable across Node.js majors; node-gyp builds this file against the running Node.js.
+#include <v8.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "addon.h"
+#include "context.h"
+#include "loader.h"
+#include "stream.h"
+
 namespace csp {
-void register_pool(Napi::Env, Napi::Object) {}
+namespace {
+
+// Where the policy keeps what this file touches, passed by src/pool-policy.ts at creation; see Note [pool shared
+// words] there. Environment entries are [environment id, doorbell, waiters, spare].
+struct Layout {
+  int32_t words = 0;         // total int32 words
+  int32_t state = 0;         // 0 open, 1 closing, 2 destroyed
+  int32_t lease_base = 0;    // `size` lease words: 0 free, +id held by environment id, -id handed to id
+  int32_t env_base = 0;      // the waiting-environment table
+  int32_t env_count = 0;     // its entries
+  int32_t waiting_envs = 0;  // how many entries are registered
+};
+constexpr int32_t kEnvStride = 4;
+constexpr int32_t kEnvDoorbell = 1;
+constexpr int32_t kEnvWaiters = 2;
+constexpr int32_t kStateDestroyed = 2;
+
+int32_t load_word(int32_t* word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
+void store_word(int32_t* word, int32_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
+void add_word(int32_t* word, int32_t value) { __atomic_fetch_add(word, value, __ATOMIC_SEQ_CST); }
+bool swap_word(int32_t* word, int32_t expected, int32_t desired) {
+  return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+struct PoolState {
+  int id = 0;
+  int device = -1;  // -1: shared words without streams (the policy's CPU tests and their workers)
+  int size = 0;
+  bool non_blocking = true;
+  int priority = 0;
+  bool is_default = false;
+  int owner_environment = 0;
+  Layout layout;
+  int32_t* words = nullptr;                   // owned by `store`
+  std::shared_ptr<v8::BackingStore> store;    // one for every thread: Note [one backing store]
+  std::vector<std::shared_ptr<StreamBox>> streams;
+  int handles = 0;  // JS handles alive in all environments; guarded by the registry mutex
+  bool destroyed = false;
+
+  PoolState() = default;
+  PoolState(const PoolState&) = delete;  // one state per pool, shared by pointer
+  PoolState& operator=(const PoolState&) = delete;
+};
+
+// Process-wide (DESIGN.md: "the default-pool registry"): live pools by id and the default pool of each device.
+// Holds no JS reference. Leaked on purpose so that it outlives static destruction at exit.
+struct Registry {
+  std::mutex mutex;
+  int next_id = 1;
+  std::map<int, std::shared_ptr<PoolState>> pools;
+  std::map<int, std::shared_ptr<PoolState>> defaults;  // by device ordinal; never destroyed
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry();
+  return *instance;
+}
+
+// Marks the pool destroyed in every thread (the state word), forgets it, then destroys its streams; each
+// StreamBox::destroy waits for driver calls in flight on that stream (Note [handle guard]). Idempotent.
+void destroy_pool(const std::shared_ptr<PoolState>& state) {
+  std::vector<std::shared_ptr<StreamBox>> streams;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    if (state->destroyed) return;
+    state->destroyed = true;
+    store_word(&state->words[state->layout.state], kStateDestroyed);
+    registry().pools.erase(state->id);
+    streams.swap(state->streams);
+  }
+  for (auto& stream : streams) stream->destroy();
+}
+
+// One JS handle (a StreamPool object in some thread). The last handle of a pool that was not destroyed and is
+// not a default pool destroys it: the finalizer safety net for a forgotten pool.
+struct PoolHandle {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "StreamPool";
+  std::shared_ptr<PoolState> state;
+
+  // The caller has already counted this handle in state->handles, under the registry mutex.
+  explicit PoolHandle(std::shared_ptr<PoolState> counted) : state(std::move(counted)) {}
+  PoolHandle(const PoolHandle&) = delete;  // each handle is counted once
+  PoolHandle& operator=(const PoolHandle&) = delete;
+  // Runs on: the JS thread that owned the handle, from a basic finalizer (GC or environment teardown).
+  ~PoolHandle() {
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(registry().mutex);
+      last = --state->handles == 0 && !state->is_default;
+    }
+    if (last) destroy_pool(state);
+  }
+};
+
+const napi_type_tag PoolHandle::kTag = {0x6373702d706f6f6cULL, 0x0000000000000001ULL};
+
+Layout read_layout(const Napi::Value& value) {
+  Napi::Array array = value.As<Napi::Array>();
+  auto at = [&](uint32_t i) { return array.Get(i).As<Napi::Number>().Int32Value(); };
+  Layout layout;
+  layout.words = at(0);
+  layout.state = at(1);
+  layout.lease_base = at(2);
+  layout.env_base = at(3);
+  layout.env_count = at(4);
+  layout.waiting_envs = at(5);
+  return layout;
+}
+
+// Allocates the zeroed words and the one backing store every thread will share.
+std::shared_ptr<PoolState> new_state(int size, const Layout& layout) {
+  auto state = std::make_shared<PoolState>();
+  state->size = size;
+  state->layout = layout;
+  size_t bytes = (static_cast<size_t>(layout.words) * sizeof(int32_t) + 63) / 64 * 64;
+  void* memory = std::aligned_alloc(64, bytes);
+  if (memory == nullptr) throw std::bad_alloc();
+  std::memset(memory, 0, bytes);
+  state->words = static_cast<int32_t*>(memory);
+  state->store = v8::SharedArrayBuffer::NewBackingStore(
+      memory, bytes, [](void* data, size_t, void*) { std::free(data); }, nullptr);
+  return state;
+}
+
+void add_streams(PoolState& state, int device, bool non_blocking, int priority) {
+  state.device = device;
+  state.non_blocking = non_blocking;
+  state.priority = priority;
+  unsigned flags = non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  state.streams.reserve(state.size);
+  // A failure part way leaves the created boxes to their destructors, which destroy the streams.
+  for (int i = 0; i < state.size; i++) state.streams.push_back(create_stream(device, flags, priority));
+}
+
+// A v8::SharedArrayBuffer over the pool's store, as a napi_value. Node's own N-API implementation converts
+// between v8::Local<v8::Value> and napi_value by copying the pointer; so does this.
+Napi::Value shared_buffer(Napi::Env env, const std::shared_ptr<v8::BackingStore>& store) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  v8::Local<v8::Value> buffer = v8::SharedArrayBuffer::New(isolate, store);
+  napi_value out;
+  static_assert(sizeof(out) == sizeof(buffer), "napi_value and v8::Local<v8::Value> differ in size");
+  std::memcpy(&out, &buffer, sizeof(out));
+  return Napi::Value(env, out);
+}
+
+// { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
+// The caller counted the handle (state->handles++) and copied `streams` under the registry mutex.
+Napi::Value describe(Napi::Env env, std::shared_ptr<PoolState> state, std::vector<std::shared_ptr<StreamBox>> streams) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("id", state->id);
+  out.Set("memory", shared_buffer(env, state->store));
+  Napi::Array boxes = Napi::Array::New(env, streams.size());
+  for (size_t i = 0; i < streams.size(); i++) boxes.Set(static_cast<uint32_t>(i), wrap_box(env, streams[i]));
+  out.Set("streams", boxes);
+  out.Set("device", state->device);
+  out.Set("size", state->size);
+  out.Set("nonBlocking", state->non_blocking);
+  out.Set("priority", state->priority);
+  out.Set("isDefault", state->is_default);
+  out.Set("owner", state->owner_environment);
+  out.Set("handle", wrap_box(env, std::make_shared<PoolHandle>(std::move(state))));
+  return out;
+}
+
+Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
+  std::vector<std::shared_ptr<StreamBox>> streams;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    state->id = registry().next_id++;
+    state->owner_environment = AddonData::of(env).environment_id;
+    state->handles = 1;
+    registry().pools[state->id] = state;
+    streams = state->streams;
+  }
+  return describe(env, std::move(state), std::move(streams));
+}
+
+// poolCreate(device, size, nonBlocking, priority, layout) -> description: creates `size` streams and the words.
+Napi::Value pool_create(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  int size = info[1].As<Napi::Number>().Int32Value();
+  bool non_blocking = info[2].As<Napi::Boolean>().Value();
+  int priority = info[3].As<Napi::Number>().Int32Value();
+  auto state = new_state(size, read_layout(info[4]));
+  add_streams(*state, device, non_blocking, priority);
+  return register_new(info.Env(), std::move(state));
+}
+
+// poolCreateShared(size, layout) -> description without streams: the shared words alone, so that the policy and
+// the cross-thread machinery (attach, the cleanup hook) can be tested where there is no GPU.
+Napi::Value pool_create_shared(const Napi::CallbackInfo& info) {
+  int size = info[0].As<Napi::Number>().Int32Value();
+  return register_new(info.Env(), new_state(size, read_layout(info[1])));
+}
+
+// poolDefault(device, size, nonBlocking, priority, layout) -> description of the device's process-wide pool,
+// created by the first caller in any thread (with that caller's size); later callers get the same pool.
+Napi::Value pool_default(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int device = info[0].As<Napi::Number>().Int32Value();
+  std::shared_ptr<PoolState> state;
+  std::vector<std::shared_ptr<StreamBox>> streams;
+  {
+    // Creation happens under the mutex so that two threads asking at once get one pool; it makes no call that
+    // can block on another thread's GPU work.
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    auto found = registry().defaults.find(device);
+    if (found != registry().defaults.end()) {
+      state = found->second;
+    } else {
+      state = new_state(info[1].As<Napi::Number>().Int32Value(), read_layout(info[4]));
+      add_streams(*state, device, info[2].As<Napi::Boolean>().Value(), info[3].As<Napi::Number>().Int32Value());
+      state->id = registry().next_id++;
+      state->is_default = true;
+      registry().defaults[device] = state;
+      registry().pools[state->id] = state;
+    }
+    state->handles++;
+    streams = state->streams;
+  }
+  return describe(env, std::move(state), std::move(streams));
+}
+
+// poolAttach(id) -> description for one more handle in this thread; DestroyedError once the pool is gone.
+Napi::Value pool_attach(const Napi::CallbackInfo& info) {
+  int id = info[0].As<Napi::Number>().Int32Value();
+  std::shared_ptr<PoolState> state;
+  std::vector<std::shared_ptr<StreamBox>> streams;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    auto found = registry().pools.find(id);
+    if (found == registry().pools.end() || found->second->destroyed) throw Destroyed{"StreamPool", "attach"};
+    state = found->second;
+    state->handles++;
+    streams = state->streams;
+  }
+  return describe(info.Env(), std::move(state), std::move(streams));
+}
+
+// poolDestroy(handle): destroys the pool in every thread (state word, streams); a default pool is never
+// destroyed (the TS layer only detaches from it). Idempotent.
+Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
+  auto handle = unwrap_box<PoolHandle>(info[0]);
+  if (!handle->state->is_default) destroy_pool(handle->state);
+  return info.Env().Undefined();
+}
+
+// benchStreamCreateDestroy(device, iterations) -> nanoseconds per cuStreamCreate + cuStreamDestroy pair, timed in
+// a C++ loop: the baseline the pool's hand-out is compared with in `cuda-stream-pool bench micro`.
+Napi::Value bench_stream_create_destroy(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  int iterations = info[1].As<Napi::Number>().Int32Value();
+  make_current(device);
+  auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; i++) {
+    CUstream stream = nullptr;
+    check(drv().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", device);
+    check(drv().cuStreamDestroy(stream), "cuStreamDestroy", device);
+  }
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  double ns = std::chrono::duration<double, std::nano>(elapsed).count();
+  return Napi::Number::New(info.Env(), ns / (iterations > 0 ? iterations : 1));
+}
+
+// Gives back what a dying environment held in every pool: its lease words (held or handed to it) and its entry
+// in the waiting table, then rings every doorbell so that waiters rescan. Native code cannot Atomics.notify, so
+// waiters in other threads notice on their backstop timer (Note [pool waiting] in src/pool-policy.ts).
+// Runs on: the dying environment's thread, from its cleanup hook (main thread exit, worker exit or terminate).
+// Its JS no longer runs; only shared words are touched, no CUDA call, no JS.
+void release_environment(int environment) {
+  std::vector<std::shared_ptr<PoolState>> pools;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    for (auto& entry : registry().pools)
+      if (!entry.second->destroyed) pools.push_back(entry.second);
+  }
+  for (auto& state : pools) {
+    const Layout& l = state->layout;
+    int32_t* words = state->words;
+    for (int i = 0; i < state->size; i++) {
+      int32_t* lease = &words[l.lease_base + i];
+      if (!swap_word(lease, environment, 0)) swap_word(lease, -environment, 0);
+    }
+    for (int k = 0; k < l.env_count; k++) {
+      int32_t* entry = &words[l.env_base + k * kEnvStride];
+      if (load_word(entry) != environment) continue;
+      store_word(entry + kEnvWaiters, 0);  // before giving up the entry, so a new holder's count is never zeroed
+      if (swap_word(entry, environment, 0)) add_word(&words[l.waiting_envs], -1);
+    }
+    for (int k = 0; k < l.env_count; k++) add_word(&words[l.env_base + k * kEnvStride + kEnvDoorbell], 1);
+  }
+}
+
+}  // namespace
+
+void register_pool(Napi::Env env, Napi::Object exports) {
+  exports.Set("poolCreate", Napi::Function::New<js_entry<pool_create>>(env, "poolCreate"));
+  exports.Set("poolCreateShared", Napi::Function::New<js_entry<pool_create_shared>>(env, "poolCreateShared"));
+  exports.Set("poolDefault", Napi::Function::New<js_entry<pool_default>>(env, "poolDefault"));
+  exports.Set("poolAttach", Napi::Function::New<js_entry<pool_attach>>(env, "poolAttach"));
+  exports.Set("poolDestroy", Napi::Function::New<js_entry<pool_destroy>>(env, "poolDestroy"));
+  exports.Set("benchStreamCreateDestroy",
+              Napi::Function::New<js_entry<bench_stream_create_destroy>>(env, "benchStreamCreateDestroy"));
+  int environment = AddonData::of(env).environment_id;
+  // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
+  // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no
+  // pool, or a pool already destroyed, there is nothing to give back.
+  env.AddCleanupHook([environment]() { release_environment(environment); });
+}
+
 }  // namespace csp

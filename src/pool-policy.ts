@@ -1,0 +1,714 @@
+// The stream pool's policy in plain TypeScript over abstract stream slots: round-robin hand-out, exclusive leases,
+// waiters (FIFO in a thread, rotating across threads), abort, run() scoping, close and detach. The same code runs over
+// the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
+// See Note [pool hand-out] in src/pool.ts; the shared layout is Note [pool shared words] below.
+import { DestroyedError } from './errors.js';
+import { validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+
+/* Note [pool shared words]: one Int32Array that every thread sharing a pool sees (a SharedArrayBuffer over one
+ * native block, Note [one backing store] in src/native/pool.cc). Word indices:
+ *
+ *   STATE (0)           0 open, 1 closing, 2 destroyed; plain reads are enough for the checks in getStream().
+ *   NEXT (1)            the round-robin counter, read as Uint32 (Note [pool hand-out]).
+ *   WRAPS (2)           how many times NEXT was wound back by LIMIT, for stats().
+ *   -- words 16.. sit on their own cache line, away from the hot counter --
+ *   WAITING_ENVS (16)   registered entries of the waiting table.
+ *   CURSOR (17)         the table entry to serve next, so releases rotate among waiting threads.
+ *   CLOSE_BELL (18)     bumped and notified when a lease comes back while the pool closes.
+ *   leases (32..)       `size` words: 0 free; +e held by environment e; -e handed to environment e, which has not
+ *                       claimed it yet (Note [pool waiting]).
+ *   leaseCounts         `size` words (Uint32): leases granted per stream, for stats().
+ *   explicit            `size` words (Uint32): getStream(index) calls per stream, for stats().
+ *   waiting table       ENV_ENTRIES entries of 4 words: [environment id or 0, doorbell, waiters, spare].
+ *
+ * The native side reads STATE, the lease words and the waiting table (destroy, and the cleanup hook of an
+ * environment that dies); it receives their positions from poolLayoutWords() at creation, so this comment and
+ * that function are the one definition.
+ */
+export const STATE = 0;
+export const NEXT = 1;
+export const WRAPS = 2;
+export const WAITING_ENVS = 16;
+export const CURSOR = 17;
+export const CLOSE_BELL = 18;
+export const OPEN = 0;
+export const CLOSING = 1;
+export const DESTROYED = 2;
+/** Threads that can wait on one pool at once with direct hand-over; more still get streams, by polling. */
+export const ENV_ENTRIES = 128;
+const ENV_STRIDE = 4;
+const ENV_DOORBELL = 1;
+const ENV_WAITERS = 2;
+/** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
+const IDLE_PROBES = 4;
+/** The backstop of every wait: how often a waiting thread looks again even without a notification (ms). */
+export const BACKSTOP_MS = 50;
+/** How long one Atomics.waitAsync registration lives before it is renewed (ms). */
+const WATCH_MS = 1000;
+
+/** Where a pool of `size` streams keeps its words; see Note [pool shared words]. */
+export interface PoolLayout {
+  size: number;
+  words: number;
+  leaseBase: number;
+  leaseCountBase: number;
+  explicitBase: number;
+  envBase: number;
+}
+
+/** The layout for `size` streams (1 to 1024). */
+export function poolLayout(size: number): PoolLayout {
+  const leaseBase = 32;
+  const leaseCountBase = leaseBase + size;
+  const explicitBase = leaseCountBase + size;
+  const envBase = Math.ceil((explicitBase + size) / 16) * 16;
+  return { size, words: envBase + ENV_ENTRIES * ENV_STRIDE, leaseBase, leaseCountBase, explicitBase, envBase };
+}
+
+/** What the native side needs: [words, STATE, leaseBase, envBase, ENV_ENTRIES, WAITING_ENVS] (pool.cc `Layout`). */
+export function poolLayoutWords(layout: PoolLayout): number[] {
+  return [layout.words, STATE, layout.leaseBase, layout.envBase, ENV_ENTRIES, WAITING_ENVS];
+}
+
+/** What the policy needs from the streams: the pool's slots, abstracted so CPU tests can run it with fakes. */
+export interface PoolSlots<S> {
+  /** The shared stream of each slot: what getStream() hands out. */
+  readonly streams: readonly S[];
+  /** A new wrapper of slot `slot`'s stream for one lease; retired when the lease ends. */
+  leaseView(slot: number): S;
+  /** Makes `view` throw DestroyedError from now on, with `why` in the message. */
+  retire(view: S, why: string): void;
+  /** True when the slot's stream has no queued work (cuStreamQuery); a throw counts as busy. */
+  isIdle(slot: number): boolean;
+  /** Runs `fn(view)` with `view` as the current stream (withStream). */
+  scope<T>(view: S, fn: (stream: S) => T): T;
+  /** Resolves when the slot's queued work is done (close()). */
+  drain(slot: number): Promise<void>;
+}
+
+/** Options for {@link StreamPool.acquire}. */
+export interface AcquireOptions {
+  /** Aborts the wait for a lease; the promise rejects with `signal.reason`. A lease already granted is kept. */
+  signal?: AbortSignal;
+}
+
+/** Options for {@link StreamPool.run}. */
+export interface RunOptions {
+  /** Aborts the wait for a lease (not `fn` once it runs); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
+}
+
+/** A snapshot of a pool's counters, global across every thread that shares the pool. */
+export interface PoolCounters {
+  /** Per stream index: how many times getStream() handed it out (round-robin and by index). */
+  handOuts: number[];
+  /** Per stream index: how many leases were granted on it. */
+  leaseCounts: number[];
+  /** Streams leased now, in any thread (including ones being handed from one thread to another). */
+  leased: number;
+  /** acquire() calls waiting now, in all threads (a thread beyond the first 128 waiting at once is not counted). */
+  waiters: number;
+}
+
+interface Waiter<S> {
+  resolve: (lease: StreamLease<S>) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  settled: boolean;
+}
+
+type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
+const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+
+let makeLease: <S>(core: PoolCore<S>, slot: number, view: S) => StreamLease<S>;
+
+/** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
+ * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
+ *
+ * Lifetime: borrows the stream from its pool. `release()` or `[Symbol.dispose]` ends the lease (a second call does
+ * nothing); afterwards `lease.stream`, and the stream object it returned, throw {@link DestroyedError}. A lease that
+ * is never released stays held until its thread detaches from the pool or exits, or the pool is destroyed.
+ * Thread-safety: a lease belongs to the thread that acquired it.
+ * @throws {@link DestroyedError} from `stream` after release. */
+export class StreamLease<S = import('./stream.js').Stream> {
+  #core: PoolCore<S> | undefined;
+  #slot: number;
+  #view: S;
+
+  private constructor(core: PoolCore<S>, slot: number, view: S) {
+    this.#core = core;
+    this.#slot = slot;
+    this.#view = view;
+  }
+
+  static {
+    makeLease = (core, slot, view) => new StreamLease(core, slot, view);
+  }
+
+  /** The leased stream: a wrapper of its own, retired when the lease ends, so that work scheduled through it after
+   * release throws instead of landing on a stream someone else now holds.
+   * @throws {@link DestroyedError} (resource 'StreamLease') after release. */
+  get stream(): S {
+    if (this.#core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
+    return this.#view;
+  }
+
+  /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
+  get released(): boolean {
+    return this.#core === undefined;
+  }
+
+  /** Ends the lease: the stream goes to the next waiter (this thread's first, or another thread's in turn) or back
+   * to the free streams. Work already queued on it goes on; the next holder's work queues behind it. Idempotent;
+   * never throws. */
+  release(): void {
+    const core = this.#core;
+    if (core === undefined) return;
+    this.#core = undefined;
+    core.end(this, this.#slot, this.#view);
+  }
+
+  /** Same as {@link StreamLease.release}. */
+  [Symbol.dispose](): void {
+    this.release();
+  }
+}
+
+/* Note [pool waiting]: how a lease finds its way to a waiter, across threads, without starving anybody.
+ * - In a thread, waiters form one FIFO queue. A thread with waiters registers an entry in the waiting table
+ *   (its environment id, a doorbell word, its waiter count) and then looks for a free stream once more, so a
+ *   release racing with the registration is not missed (each side writes, then reads the other's word).
+ * - A release with other threads registered hands the stream to the next registered entry after CURSOR (the
+ *   releasing thread's own entry included): it writes -id into the lease word, bumps that entry's doorbell and
+ *   Atomics.notify()s it. The receiver claims -id words (compareExchange to +id) and serves its queue head. If the
+ *   receiver unregistered meanwhile, the releaser takes the word back and hands it on. Rotation bounds every
+ *   thread's wait by the number of waiting threads: no starvation across threads.
+ * - With no other thread waiting, a release serves this thread's queue head directly (no shared write), or frees
+ *   the word; then, if a thread registered meanwhile, it rings every doorbell so the newcomer looks again.
+ * - Every waiting thread also wakes every BACKSTOP_MS on a ref'd timer (which also keeps its event loop alive while
+ *   it waits: Atomics.waitAsync does not). That is how leases given back by the native cleanup hook of a thread
+ *   that exited reach waiters: native code cannot Atomics.notify.
+ * - Among free streams a lease prefers an idle one (up to IDLE_PROBES queries), starting after the last one this
+ *   thread took, so consecutive leases rotate through the streams.
+ */
+
+/** The pool's policy for one thread's handle on a pool. @internal */
+export class PoolCore<S> {
+  readonly size: number;
+  readonly environment: number;
+  readonly #words: Int32Array;
+  readonly #u32: Uint32Array;
+  readonly #streams: readonly S[];
+  readonly #slots: PoolSlots<S>;
+  readonly #layout: PoolLayout;
+  /** NEXT is wound back by this multiple of size once it reaches it, so `n % size` never jumps. */
+  readonly #limit: number;
+  #detached: string | undefined;
+  #closingHere = false;
+  #queue: Waiter<S>[] = [];
+  #head = 0;
+  #live = 0;
+  readonly #leases = new Set<StreamLease<S>>();
+  #entry = -1;
+  #watched = -1;
+  #timer: NodeJS.Timeout | undefined;
+  #scan = 0;
+  #closing: Promise<void> | undefined;
+  #leasesBack: (() => void) | undefined;
+
+  /**
+   * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
+   * @param environment - this thread's environment id, a positive integer unique among the threads sharing `words`.
+   */
+  constructor(words: Int32Array, size: number, environment: number, slots: PoolSlots<S>) {
+    this.size = size;
+    this.environment = environment;
+    this.#words = words;
+    this.#u32 = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    this.#streams = slots.streams;
+    this.#slots = slots;
+    this.#layout = poolLayout(size);
+    this.#limit = size * Math.floor(2 ** 31 / size);
+  }
+
+  /** True once this handle cannot be used: detached here, or the pool destroyed anywhere. */
+  get destroyed(): boolean {
+    return this.#detached !== undefined || this.#words[STATE] === DESTROYED;
+  }
+
+  /** The next stream in round-robin order, or the one at `index % size`. See Note [pool hand-out]. */
+  getStream(index?: number): S {
+    if (index === undefined && this.#detached === undefined && this.#words[STATE] !== DESTROYED) {
+      const n = Atomics.add(this.#u32, NEXT, 1);
+      if (n >= this.#limit) this.#windBack(n);
+      return this.#streams[n % this.size]!;
+    }
+    return this.#getStreamAt(index);
+  }
+
+  #windBack(n: number): void {
+    // Exactly one caller sees n === LIMIT; the callers after it still pick (n % size) correctly, since LIMIT is a
+    // multiple of size, and the counter never gets near 2 ** 32.
+    if (n !== this.#limit) return;
+    Atomics.sub(this.#u32, NEXT, this.#limit);
+    Atomics.add(this.#words, WRAPS, 1);
+  }
+
+  #getStreamAt(index: number | undefined): S {
+    this.#check('getStream');
+    const i = validateInteger(index, 'index', 0, Number.MAX_SAFE_INTEGER);
+    const slot = i % this.size;
+    Atomics.add(this.#u32, this.#layout.explicitBase + slot, 1);
+    return this.#streams[slot]!;
+  }
+
+  /** A lease now if a stream is free and no waiter of this thread is ahead, else undefined; never waits. */
+  tryAcquire(): StreamLease<S> | undefined {
+    this.#checkOpen('tryAcquire');
+    if (this.#live > 0) return undefined;
+    const slot = this.#take();
+    return slot < 0 ? undefined : this.#grant(slot);
+  }
+
+  /** A lease, now or once a stream comes back; see Note [pool waiting]. */
+  acquire(options?: AcquireOptions, method = 'acquire'): Promise<StreamLease<S>> {
+    let signal: AbortSignal | undefined;
+    try {
+      const o = validateOptions<AcquireOptions>(options, 'options', method, ['signal']);
+      signal = validateSignal(o.signal, 'options.signal');
+      this.#checkOpen(method);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#live === 0) {
+      const slot = this.#take();
+      if (slot >= 0) return Promise.resolve(this.#grant(slot));
+    }
+    return new Promise<StreamLease<S>>((resolve, reject) => {
+      const waiter: Waiter<S> = { resolve, reject, signal, onAbort: undefined, settled: false };
+      if (signal) {
+        waiter.onAbort = () => {
+          if (waiter.settled) return;
+          waiter.settled = true;
+          this.#live--;
+          this.#publishWaiters();
+          reject(signal.reason);
+          if (this.#live === 0) this.#stopWaiting();
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#queue.push(waiter);
+      this.#live++;
+      this.#startWaiting();
+    });
+  }
+
+  /** Leases a stream, runs `fn(stream)` with it as the current stream, releases it however `fn` ends, and settles
+   * with `fn`'s outcome (the same value or error object). */
+  async run<T>(fn: (stream: S) => T, options?: RunOptions): Promise<Awaited<T>> {
+    validateFunction(fn, 'fn');
+    const lease = await this.acquire(options, 'run');
+    try {
+      return await this.#slots.scope(lease.stream, fn);
+    } finally {
+      lease.release();
+    }
+  }
+
+  /** Counters as Note [pool shared words] keeps them; a snapshot, not atomic as a whole. */
+  counters(): PoolCounters {
+    this.#check('stats');
+    const { size } = this;
+    const w = this.#words;
+    const u = this.#u32;
+    const l = this.#layout;
+    const total = Atomics.load(w, WRAPS) * this.#limit + Atomics.load(u, NEXT);
+    const rounds = Math.floor(total / size);
+    const extra = total % size;
+    const handOuts: number[] = [];
+    const leaseCounts: number[] = [];
+    let leased = 0;
+    for (let i = 0; i < size; i++) {
+      handOuts.push(rounds + (i < extra ? 1 : 0) + Atomics.load(u, l.explicitBase + i));
+      leaseCounts.push(Atomics.load(u, l.leaseCountBase + i));
+      if (Atomics.load(w, l.leaseBase + i) !== 0) leased++;
+    }
+    let waiters = 0;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = l.envBase + k * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0) waiters += Atomics.load(w, entry + ENV_WAITERS);
+    }
+    return { handOuts, leaseCounts, leased, waiters };
+  }
+
+  /** Destroys the pool for every thread: marks it destroyed, runs `destroyNative` (which destroys the streams),
+   * wakes other threads' waiters (they reject), then detaches this thread. Idempotent. */
+  destroyEverywhere(destroyNative: () => void): void {
+    if (this.#detached !== undefined) return;
+    Atomics.store(this.#words, STATE, DESTROYED);
+    try {
+      destroyNative();
+    } finally {
+      this.#ringAll();
+      this.#ring(CLOSE_BELL);
+      this.#detach('was destroyed');
+    }
+  }
+
+  /** Closes the pool for every thread: rejects pending acquires everywhere, waits until every lease in every
+   * thread is released, then for each stream's queued work (`drain`), then destroys it (`destroyEverywhere`).
+   * Rejects with a drain's error after destroying, unless `quiet(error)` says to swallow it. */
+  closeEverywhere(destroyNative: () => void, quiet: (error: unknown) => boolean): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#detached !== undefined) return Promise.resolve();
+    Atomics.compareExchange(this.#words, STATE, OPEN, CLOSING);
+    this.#ringAll();
+    this.#pump(); // rejects this thread's waiters
+    this.#closing = (async () => {
+      while (this.#words[STATE] === CLOSING && this.#anyLeased()) await this.#closeBell();
+      let failure: unknown;
+      if (this.#words[STATE] === CLOSING) {
+        const drains = this.#streams.map((_, slot) => this.#slots.drain(slot));
+        for (const result of await Promise.allSettled(drains))
+          if (result.status === 'rejected' && failure === undefined && !quiet(result.reason)) failure = result.reason;
+      }
+      this.destroyEverywhere(destroyNative);
+      if (failure !== undefined) throw failure;
+    })();
+    return this.#closing;
+  }
+
+  /** Detaches this thread only: pending acquires of this thread reject, its leases end, later calls throw
+   * DestroyedError with `why`. The pool goes on for the other threads. Idempotent. */
+  detach(why: string): void {
+    this.#detach(why);
+  }
+
+  /** Detaches this thread once its leases are released: new acquires and this thread's pending ones reject at once. */
+  closeHere(why: string): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#detached !== undefined) return Promise.resolve();
+    this.#closingHere = true;
+    this.#rejectAll(new DestroyedError('StreamPool', 'acquire', 'is closing'));
+    this.#stopWaiting();
+    this.#closing = new Promise<void>((resolve) => {
+      const done = () => {
+        this.#leasesBack = undefined;
+        this.#detach(why);
+        resolve();
+      };
+      if (this.#leases.size === 0 || this.destroyed) done();
+      else this.#leasesBack = done;
+    });
+    return this.#closing;
+  }
+
+  /** Throws the DestroyedError that says why this handle cannot be used (`method` names the caller). */
+  check(method: string): void {
+    this.#check(method);
+  }
+
+  /** Called by StreamLease.release(). @internal */
+  end(lease: StreamLease<S>, slot: number, view: S): void {
+    this.#slots.retire(view, 'belongs to a StreamLease that was released');
+    this.#leases.delete(lease);
+    const state = this.#words[STATE];
+    if (state !== DESTROYED) {
+      this.#handOff(slot);
+      if (state === CLOSING) this.#ring(CLOSE_BELL);
+    }
+    if (this.#leasesBack && this.#leases.size === 0) this.#leasesBack();
+  }
+
+  // ---- checks ----
+
+  #check(method: string): void {
+    if (this.#detached !== undefined) throw new DestroyedError('StreamPool', method, this.#detached);
+    if (this.#words[STATE] === DESTROYED) {
+      this.#detach('was destroyed');
+      throw new DestroyedError('StreamPool', method, 'was destroyed');
+    }
+  }
+
+  #checkOpen(method: string): void {
+    this.#check(method);
+    if (this.#closingHere || this.#words[STATE] === CLOSING) throw new DestroyedError('StreamPool', method, 'is closing');
+  }
+
+  // ---- taking and giving streams ----
+
+  #idle(slot: number): boolean {
+    try {
+      return this.#slots.isIdle(slot);
+    } catch {
+      return false;
+    }
+  }
+
+  // Takes a free stream (or one handed to this thread) for this thread; -1 when none. Prefers an idle one.
+  #take(): number {
+    const w = this.#words;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    const size = this.size;
+    let fallback = -1;
+    let probes = 0;
+    for (let k = 0, slot = this.#scan; k < size; k++, slot = slot + 1 === size ? 0 : slot + 1) {
+      const word = Atomics.load(w, base + slot);
+      if (word === -env) {
+        if (Atomics.compareExchange(w, base + slot, -env, env) === -env) return this.#took(slot);
+        continue;
+      }
+      if (word !== 0) continue;
+      if (probes === IDLE_PROBES) {
+        if (fallback < 0) fallback = slot;
+        break;
+      }
+      probes++;
+      if (this.#idle(slot)) {
+        if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
+      } else if (fallback < 0) fallback = slot;
+    }
+    if (fallback >= 0 && Atomics.compareExchange(w, base + fallback, 0, env) === 0) return this.#took(fallback);
+    if (fallback < 0) return -1;
+    // Lost the race for the busy one: any free stream will do.
+    for (let slot = 0; slot < size; slot++)
+      if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
+    return -1;
+  }
+
+  #took(slot: number): number {
+    this.#scan = slot + 1 === this.size ? 0 : slot + 1;
+    return slot;
+  }
+
+  #grant(slot: number): StreamLease<S> {
+    Atomics.add(this.#u32, this.#layout.leaseCountBase + slot, 1);
+    const lease = makeLease(this, slot, this.#slots.leaseView(slot));
+    this.#leases.add(lease);
+    return lease;
+  }
+
+  // This thread holds lease word `slot` (+env) and no lease uses it: pass it on. See Note [pool waiting].
+  #handOff(slot: number): void {
+    const w = this.#words;
+    const env = this.environment;
+    const at = this.#layout.leaseBase + slot;
+    for (;;) {
+      const mine = this.#entry >= 0 ? 1 : 0;
+      if (Atomics.load(w, WAITING_ENVS) > mine) {
+        const entry = this.#nextWaiting();
+        const target = entry >= 0 && entry !== this.#entry ? Atomics.load(w, entry) : 0;
+        if (target > 0 && target !== env) {
+          Atomics.store(w, at, -target);
+          Atomics.add(w, entry + ENV_DOORBELL, 1);
+          Atomics.notify(w, entry + ENV_DOORBELL);
+          if (Atomics.load(w, entry) === target) return;
+          // It stopped waiting meanwhile: take the stream back unless it claimed it, and try again.
+          if (Atomics.compareExchange(w, at, -target, env) !== -target) return;
+          continue;
+        }
+      }
+      if (this.#live > 0) {
+        this.#serveHead(slot);
+        return;
+      }
+      Atomics.store(w, at, 0);
+      if (Atomics.load(w, WAITING_ENVS) > (this.#entry >= 0 ? 1 : 0)) this.#ringAll();
+      return;
+    }
+  }
+
+  // The next registered entry with waiters, from CURSOR on; advances CURSOR past it. -1 when none.
+  #nextWaiting(): number {
+    const w = this.#words;
+    const base = this.#layout.envBase;
+    const start = Atomics.load(w, CURSOR) % ENV_ENTRIES;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const i = (start + k) % ENV_ENTRIES;
+      const entry = base + i * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0 && Atomics.load(w, entry + ENV_WAITERS) > 0) {
+        Atomics.store(w, CURSOR, (i + 1) % ENV_ENTRIES);
+        return entry;
+      }
+    }
+    return -1;
+  }
+
+  // Gives `slot` (held by this thread) to the first waiter still waiting.
+  #serveHead(slot: number): void {
+    const queue = this.#queue;
+    let waiter: Waiter<S> | undefined;
+    while (this.#head < queue.length) {
+      const next = queue[this.#head++]!;
+      if (!next.settled) {
+        waiter = next;
+        break;
+      }
+    }
+    if (this.#head > 64 && this.#head * 2 > queue.length) {
+      queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    if (waiter === undefined) {
+      // Unreachable while #live counts the unsettled waiters; kept so a slot is never lost.
+      this.#live = 0;
+      this.#handOff(slot);
+      return;
+    }
+    waiter.settled = true;
+    this.#live--;
+    if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+    this.#publishWaiters();
+    waiter.resolve(this.#grant(slot));
+    if (this.#live === 0) this.#stopWaiting();
+  }
+
+  // ---- waiting ----
+
+  #startWaiting(): void {
+    if (this.#entry < 0) this.#register();
+    else this.#publishWaiters();
+    this.#pump();
+  }
+
+  #register(): void {
+    const w = this.#words;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = this.#layout.envBase + k * ENV_STRIDE;
+      if (Atomics.compareExchange(w, entry, 0, this.environment) === 0) {
+        Atomics.store(w, entry + ENV_WAITERS, this.#live);
+        Atomics.add(w, WAITING_ENVS, 1);
+        this.#entry = entry;
+        return;
+      }
+    }
+    // The table is full: this thread still gets streams, through its backstop timer.
+  }
+
+  #publishWaiters(): void {
+    if (this.#entry >= 0) Atomics.store(this.#words, this.#entry + ENV_WAITERS, this.#live);
+  }
+
+  // Serves this thread's queue from free and handed-over streams; then sleeps until a doorbell or the backstop.
+  #pump(): void {
+    if (this.#live === 0) return this.#stopWaiting();
+    const state = this.#words[STATE];
+    if (this.#detached !== undefined || state !== OPEN || this.#closingHere) {
+      const why = this.#detached ?? (state === DESTROYED ? 'was destroyed' : 'is closing');
+      this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
+      if (state === DESTROYED) this.#detach('was destroyed');
+      return this.#stopWaiting();
+    }
+    const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_DOORBELL) : 0;
+    while (this.#live > 0) {
+      const slot = this.#take();
+      if (slot < 0) break;
+      this.#serveHead(slot);
+    }
+    if (this.#live === 0) return this.#stopWaiting();
+    this.#sleep(bell);
+  }
+
+  #sleep(bell: number): void {
+    const entry = this.#entry;
+    if (entry >= 0 && this.#watched !== entry) {
+      const result = waitAsync(this.#words, entry + ENV_DOORBELL, bell, WATCH_MS);
+      if (!result.async) {
+        queueMicrotask(() => this.#pump()); // the doorbell rang since `bell` was read
+      } else {
+        this.#watched = entry;
+        void (result.value as Promise<string>).then(() => {
+          if (this.#watched === entry) this.#watched = -1;
+          this.#pump();
+        });
+      }
+    }
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      this.#pump();
+    }, BACKSTOP_MS);
+  }
+
+  #stopWaiting(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    if (this.#live > 0 || this.#entry < 0) return;
+    const w = this.#words;
+    const entry = this.#entry;
+    this.#entry = -1;
+    Atomics.store(w, entry + ENV_WAITERS, 0);
+    Atomics.compareExchange(w, entry, this.environment, 0);
+    Atomics.sub(w, WAITING_ENVS, 1);
+    // Streams handed over after the last waiter was served: pass them on.
+    if (w[STATE] === DESTROYED) return;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    for (let slot = 0; slot < this.size; slot++)
+      if (Atomics.load(w, base + slot) === -env && Atomics.compareExchange(w, base + slot, -env, env) === -env) this.#handOff(slot);
+  }
+
+  #rejectAll(error: Error): void {
+    const waiters = this.#queue.slice(this.#head);
+    this.#queue = [];
+    this.#head = 0;
+    this.#live = 0;
+    for (const waiter of waiters) {
+      if (waiter.settled) continue;
+      waiter.settled = true;
+      if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+      waiter.reject(error);
+    }
+    this.#publishWaiters();
+  }
+
+  #ring(index: number): void {
+    Atomics.add(this.#words, index, 1);
+    Atomics.notify(this.#words, index);
+  }
+
+  #ringAll(): void {
+    const w = this.#words;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = this.#layout.envBase + k * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0) this.#ring(entry + ENV_DOORBELL);
+    }
+  }
+
+  #anyLeased(): boolean {
+    for (let i = 0; i < this.size; i++) if (Atomics.load(this.#words, this.#layout.leaseBase + i) !== 0) return true;
+    return false;
+  }
+
+  // Resolves when CLOSE_BELL rings or after the backstop; the ref'd timer keeps this thread alive meanwhile.
+  #closeBell(): Promise<void> {
+    const bell = Atomics.load(this.#words, CLOSE_BELL);
+    if (!this.#anyLeased()) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, BACKSTOP_MS);
+      const result = waitAsync(this.#words, CLOSE_BELL, bell, WATCH_MS);
+      if (!result.async) {
+        clearTimeout(timer);
+        resolve();
+      } else {
+        void (result.value as Promise<string>).then(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }
+    });
+  }
+
+  #detach(why: string): void {
+    if (this.#detached !== undefined) return;
+    this.#detached = why;
+    this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
+    this.#stopWaiting();
+    for (const lease of [...this.#leases]) lease.release();
+    if (why === 'was destroyed') for (const stream of this.#streams) this.#slots.retire(stream, 'belongs to a StreamPool that was destroyed');
+  }
+}

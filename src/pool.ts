@@ -1,0 +1,389 @@
+// StreamPool: a fixed set of streams created once and handed to tasks cheaply, from any thread or worker. The policy
+// is plain TS in src/pool-policy.ts (Note [pool waiting], Note [pool shared words]); the process-wide state is
+// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below and DESIGN.md "Public surface".
+
+/* Note [pool hand-out]: a pool owns `size` streams (1 to 1024, default 32; the default pool of a device takes
+ * CUDA_STREAM_POOL_SIZE or 32), all created up front on one device, non-blocking unless `nonBlocking: false`.
+ * There are two ways to get one of them.
+ * - Shared, `getStream()`: the n-th call, counted across every thread that shares the pool, returns stream n % size,
+ *   starting at index 0. One Atomics.add on a counter in shared memory: no N-API call, no allocation, nothing to give
+ *   back, never blocks. The consequence, as in PyTorch's pool: the (size + 1)-th call returns the first stream again,
+ *   so two tasks that got their streams `size` calls apart share one stream and their work runs one after the other
+ *   (it does not race: a stream runs its work in order). `getStream()` also hands out streams that are leased.
+ * - Exclusive, `acquire()`/`tryAcquire()`/`run()`: each stream has a lease word in the same shared memory, moved from
+ *   free to the holder's thread by compareExchange; until release, no other lease in any thread holds that stream.
+ *   Waiters are served first come first served within a thread and in rotation across threads (Note [pool waiting]).
+ * Workers: `share()` returns a small structured-cloneable record; `StreamPool.attach()` in another thread (and
+ * `StreamPool.default()` in any thread) finds the pool in a process-wide native registry and gets the same streams and
+ * a SharedArrayBuffer over the same words, so every thread walks one round-robin sequence and sees the same leases.
+ * A thread that exits or is terminated gives its leases back (a native cleanup hook).
+ * Hardware: the device runs at most CUDA_DEVICE_MAX_CONNECTIONS (default 8) hardware work queues per context; more
+ * streams than that share queues, so work on two different pool streams can still wait on each other
+ * (`stats().maxConnections`). A pool of 32 gives distinct streams, not 32 independent queues.
+ */
+import { native, type Box, type PoolDescription } from './native.js';
+import { Device, resolveDevice } from './device.js';
+import { CudaError, DestroyedError } from './errors.js';
+import { retire, wrapStream, type Stream } from './stream.js';
+import { withStream } from './scope.js';
+import { invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import {
+  PoolCore,
+  poolLayout,
+  poolLayoutWords,
+  StreamLease,
+  type AcquireOptions,
+  type PoolCounters,
+  type RunOptions,
+} from './pool-policy.js';
+
+export { StreamLease, type AcquireOptions, type RunOptions };
+
+/** Options for `new StreamPool()`. Every field is optional. */
+export interface PoolOptions {
+  /** The device, as a `Device` or an ordinal. @defaultValue 0 */
+  device?: Device | number;
+  /** How many streams the pool creates up front: an integer from 1 to 1024. @defaultValue 32 */
+  size?: number;
+  /** The priority of every stream; lower numbers are higher priorities. Any 32-bit integer: the driver clamps it
+   * into `device.streamPriorityRange`, and `pool.priority` reports the effective value.
+   * @defaultValue 0 (the least priority on current GPUs) */
+  priority?: number;
+  /** True: the streams never synchronize implicitly with the legacy default stream (CU_STREAM_NON_BLOCKING).
+   * @defaultValue true */
+  nonBlocking?: boolean;
+}
+
+/** What `pool.share()` returns: a plain, structured-cloneable record naming a pool, to post to a worker, which
+ * passes it to {@link StreamPool.attach}. It holds no resource; the pool must still exist when it is attached. */
+export interface SharedStreamPool {
+  readonly kind: 'cuda-stream-pool:StreamPool';
+  /** The pool's process-wide id. */
+  readonly id: number;
+  /** The device ordinal. */
+  readonly device: number;
+  /** The number of streams. */
+  readonly size: number;
+}
+
+/** A snapshot from `pool.stats()`. The counters are global: every thread that shares the pool adds to them. */
+export interface StreamPoolStats extends PoolCounters {
+  /** The number of streams. */
+  size: number;
+  /** The device ordinal. */
+  device: number;
+  /** The streams' effective priority (lower is higher). */
+  priority: number;
+  /** How many hardware work queues the device gives this process's context: CUDA_DEVICE_MAX_CONNECTIONS as the
+   * driver reads it at context creation (an integer from 1 to 32), 8 when unset or unreadable. Streams beyond this
+   * number share queues, so work on different streams can wait on each other. */
+  maxConnections: number;
+}
+
+const SHARED_KIND = 'cuda-stream-pool:StreamPool';
+const DEFAULT_SIZE = 32;
+const MAX_SIZE = 1024;
+const DETACHED = 'was detached from this thread by destroy() or close()';
+
+/** This thread's StreamPool object for each pool id (so attach() in one thread gives one object). */
+const handles = new Map<number, WeakRef<StreamPool>>();
+/** This thread's handle on each device's default pool. */
+const defaultPools = new Map<number, StreamPool>();
+/** Each pool stream and lease view keeps its pool's handle alive: the native handle's finalizer destroys a
+ * forgotten pool, which must not happen while one of its streams is still reachable. */
+const keepAlive = new WeakMap<Stream, StreamPool>();
+/** Set by attach()/default() for the constructor call that follows. */
+let opening: { description: PoolDescription; device: Device; owner: boolean } | undefined;
+
+/** A pool of CUDA streams created once on one device, handed out round-robin (`getStream()`, shared) or leased
+ * exclusively (`acquire()`, `tryAcquire()`, `run()`), from any thread or worker. See Note [pool hand-out].
+ *
+ * Sharp edge: `getStream()` hands out streams round-robin without checking use, so the (size + 1)-th call returns the
+ * first stream again and a stream may be leased at the time. Use `run()` or `acquire()` when a task must have a
+ * stream to itself.
+ *
+ * Lifetime: `new StreamPool()` owns its streams. `destroy()` (or `[Symbol.dispose]`) on the creating object destroys
+ * the pool for every thread: streams are destroyed at once (work already queued still completes), pending
+ * `acquire()`s reject, and every later method, and every method of its streams, throws {@link DestroyedError}, in
+ * any thread. `close()` (or `[Symbol.asyncDispose]`) does the same once every lease is back and the streams' work is
+ * done. An object from {@link StreamPool.attach} or {@link StreamPool.default} does not own the pool: its `destroy()`
+ * and `close()` only detach the calling thread (its leases end, its waiters reject), and the pool goes on for the
+ * other threads. A pool no thread can reach any more (no StreamPool object, stream or lease of it) is destroyed by
+ * a finalizer; keep the owner alive until workers have attached.
+ *
+ * Thread-safety: every method is safe against concurrent calls from any thread sharing the pool, including a
+ * concurrent `destroy()`. A StreamPool object, its leases and its stream wrappers belong to one thread; other
+ * threads use their own object from `attach()`.
+ *
+ * Follows: RAPIDS RMM `cuda_stream_pool` (fixed size, round-robin, destroyed with the pool), PyTorch
+ * `getStreamFromPool` (per-device pools, wrap-around). Wraps: cuStreamCreateWithPriority (at creation),
+ * cuStreamQuery (to prefer idle streams for leases), cuStreamDestroy.
+ *
+ * @throws {@link CudaUnavailableError} without a GPU; `TypeError`/`RangeError` with Node's codes for bad options;
+ * {@link CudaError} when the driver cannot create the streams; {@link DestroyedError} from methods after destroy.
+ *
+ * @example
+ * ```ts
+ * await using pool = new StreamPool({ size: 8 });
+ * await Promise.all(tasks.map((task) => pool.run(async (stream) => {
+ *   stream.copy(input, task.host);               // or rely on currentStream() inside run()
+ *   kernel.launch({ grid: 256, block: 256 }, input, task.n);
+ *   await stream.synchronize();
+ * })));
+ * ```
+ */
+export class StreamPool {
+  readonly #core: PoolCore<Stream>;
+  readonly #handle: Box;
+  readonly #id: number;
+  readonly #owner: boolean;
+  readonly #isDefault: boolean;
+  /** The number of streams, 1 to 1024. */
+  readonly size: number;
+  /** The device whose streams these are. */
+  readonly device: Device;
+  /** The streams' effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
+  readonly priority: number;
+  /** Whether the streams do not synchronize with the legacy default stream (cuStreamGetFlags). */
+  readonly nonBlocking: boolean;
+
+  /** Creates `options.size` streams on `options.device`, owned by this object.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a wrong option type or an unknown option
+   * key (with "did you mean"); `RangeError` ERR_OUT_OF_RANGE for a size outside 1 to 1024 or a priority outside the
+   * 32-bit range; {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver cannot create a
+   * stream (the streams created so far are destroyed). */
+  constructor(options?: PoolOptions) {
+    let opened = opening;
+    opening = undefined;
+    if (opened === undefined) {
+      const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking']);
+      const size = o.size === undefined ? DEFAULT_SIZE : validateInteger(o.size, 'options.size', 1, MAX_SIZE);
+      const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+      const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
+      const device = resolveDevice(o.device);
+      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayoutWords(poolLayout(size)));
+      opened = { description, device, owner: true };
+    }
+    const { description, device, owner } = opened;
+    const boxes = description.streams;
+    let streams: Stream[];
+    try {
+      streams = boxes.map((box) => wrapStream(box, device, 'pool'));
+    } catch (error) {
+      // The pool was destroyed by its owner between attach and here.
+      if (error instanceof DestroyedError) throw new DestroyedError('StreamPool', 'attach');
+      throw error;
+    }
+    const infos = streams.map((s) => ({ handle: s.handle, id: s.id, priority: s.priority, nonBlocking: s.nonBlocking }));
+    for (const stream of streams) keepAlive.set(stream, this);
+    this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
+      streams,
+      leaseView: (slot) => {
+        const view = wrapStream(boxes[slot]!, device, 'pool', infos[slot]);
+        keepAlive.set(view, this);
+        return view;
+      },
+      retire,
+      isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,
+      scope: withStream,
+      drain: (slot) => streams[slot]!.synchronize(),
+    });
+    this.#handle = description.handle;
+    this.#id = description.id;
+    this.#owner = owner;
+    this.#isDefault = description.isDefault;
+    this.size = description.size;
+    this.device = device;
+    this.priority = infos[0]!.priority;
+    this.nonBlocking = infos[0]!.nonBlocking;
+    handles.set(description.id, new WeakRef(this));
+  }
+
+  /** Hands out a stream that other tasks may use at the same time: the next one in round-robin order (the n-th call
+   * across all threads sharing the pool gets stream n % size, from index 0), or with `index`, the stream at
+   * `index % size` (the same one on every call). Creates nothing, allocates nothing, never blocks; there is nothing
+   * to return. The stream may be leased by someone else at that moment, and the (size + 1)-th call gets the first
+   * stream again: see Note [pool hand-out]; use {@link StreamPool.run} for a stream of one's own.
+   * Costs one Atomics.add on shared memory (no N-API call).
+   * @param index - a non-negative safe integer.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE / `RangeError` ERR_OUT_OF_RANGE for a bad `index`;
+   * {@link DestroyedError} (resource 'StreamPool') after the pool was destroyed or this thread detached.
+   * Thread-safety: any thread sharing the pool; concurrent callers walk one sequence.
+   * Follows: RAPIDS RMM `cuda_stream_pool::get_stream()`, PyTorch `getStreamFromPool()`. */
+  getStream(index?: number): Stream {
+    return this.#core.getStream(index);
+  }
+
+  /** Resolves to a lease on a stream that no other lease holds, in any thread: at once when one is free
+   * (preferring one with no queued work, as cuStreamQuery reports), else when one is released. Waiters are served
+   * first come first served within a thread, in rotation across threads (no thread starves).
+   * Rejects with `options.signal.reason` when the signal aborts first, and with {@link DestroyedError} (resource
+   * 'StreamPool') when the pool is destroyed or closing, or this thread detached, before a lease was granted.
+   * Release the lease with `release()` or `using`; prefer {@link StreamPool.run}, which cannot forget to.
+   * @throws never synchronously: bad options reject with `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE.
+   * Thread-safety: any thread sharing the pool. */
+  acquire(options?: AcquireOptions): Promise<StreamLease> {
+    return this.#core.acquire(options);
+  }
+
+  /** A lease on a free stream now, or `undefined` when every stream is leased or this thread already has waiters
+   * (they come first). Never waits.
+   * @throws {@link DestroyedError} (resource 'StreamPool') after destroy, while closing, or after this thread
+   * detached. Thread-safety: any thread sharing the pool. */
+  tryAcquire(): StreamLease | undefined {
+    return this.#core.tryAcquire();
+  }
+
+  /** Leases a stream, runs `fn(stream)` with it as {@link currentStream} (AsyncLocalStorage: right across awaits,
+   * in nested and concurrent runs), releases the lease when `fn` returns, throws, or its promise settles, and
+   * settles with `fn`'s outcome: its value, or the very error object it threw. `options.signal` only aborts the wait
+   * for a lease; once `fn` runs, it is `fn`'s business. Work `fn` queued still runs after release; await
+   * `stream.synchronize()` inside `fn` to wait for it. A context that outlives the run (a callback `fn` left behind)
+   * sees a stream that throws {@link DestroyedError}. A run nested inside a run takes a second lease, so nesting
+   * deeper than `size` waits forever.
+   * @throws never synchronously: rejects with `TypeError` ERR_INVALID_ARG_TYPE for a non-function `fn`, and as
+   * {@link StreamPool.acquire}. Thread-safety: any thread sharing the pool.
+   * @example
+   * ```ts
+   * const sum = await pool.run(async (stream) => { kernel.launch({ grid: 1, block: 1 }, out); await stream.synchronize(); return 1; });
+   * ```
+   */
+  run<T>(fn: (stream: Stream) => T, options?: RunOptions): Promise<Awaited<T>> {
+    return this.#core.run(fn, options);
+  }
+
+  /** Counters and settings, global across the threads sharing the pool: `handOuts[i]` counts getStream() results
+   * that were stream i, `leaseCounts[i]` the leases granted on it, `leased` the streams leased now, `waiters` the
+   * acquire() calls waiting now. A snapshot: not atomic as a whole while other threads work.
+   * @throws {@link DestroyedError} after destroy or detach. */
+  stats(): StreamPoolStats {
+    const counters = this.#core.counters();
+    return {
+      size: this.size,
+      device: this.device.ordinal,
+      priority: this.priority,
+      ...counters,
+      maxConnections: maxConnectionsFromEnvironment(process.env.CUDA_DEVICE_MAX_CONNECTIONS),
+    };
+  }
+
+  /** A structured-cloneable record to post to a worker, which passes it to {@link StreamPool.attach}.
+   * @throws {@link DestroyedError} after destroy or detach. */
+  share(): SharedStreamPool {
+    this.#core.check('share');
+    return Object.freeze({ kind: SHARED_KIND, id: this.#id, device: this.device.ordinal, size: this.size });
+  }
+
+  /** True once this object cannot be used: the pool was destroyed (by any thread), or this thread detached. */
+  get destroyed(): boolean {
+    return this.#core.destroyed;
+  }
+
+  /** On the object that created the pool: destroys it for every thread. Its streams are destroyed at once (work
+   * already queued still completes, after the driver's own rules); leases end; pending acquire() calls in every
+   * thread reject with {@link DestroyedError}; later calls of every method of the pool, its leases' streams and its
+   * streams throw {@link DestroyedError}, in any thread. Waits for driver calls in flight on the streams in other
+   * threads (Note [handle guard]). On an attached or default pool: detaches this thread only. Idempotent; never
+   * throws. Wraps: cuStreamDestroy. */
+  destroy(): void {
+    if (this.#owner && !this.#isDefault) this.#core.destroyEverywhere(() => native.poolDestroy(this.#handle));
+    else this.#core.detach(DETACHED);
+    this.#forget();
+  }
+
+  /** Same as {@link StreamPool.destroy}. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  /** On the object that created the pool: rejects pending acquire() calls in every thread (and any new one) with
+   * {@link DestroyedError}, waits until every lease in every thread is released (`getStream()` still works), then
+   * until each stream's queued work is done (`stream.synchronize()`), then destroys the pool as `destroy()` does.
+   * Rejects with the {@link CudaError} of failed work after destroying, except for a sticky fault (then the device is
+   * gone and disposal does not throw). On an attached or default pool: rejects this thread's pending acquires, waits
+   * for this thread's leases, then detaches this thread only. Calling it again returns the same promise.
+   * Never blocks the event loop. */
+  close(): Promise<void> {
+    const done = () => this.#forget();
+    if (this.#owner && !this.#isDefault) {
+      const quiet = (error: unknown) => error instanceof CudaError && error.sticky;
+      return this.#core.closeEverywhere(() => native.poolDestroy(this.#handle), quiet).finally(done);
+    }
+    return this.#core.closeHere(DETACHED).finally(done);
+  }
+
+  /** Same as {@link StreamPool.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #forget(): void {
+    if (handles.get(this.#id)?.deref() === this) handles.delete(this.#id);
+    if (defaultPools.get(this.device.ordinal) === this) defaultPools.delete(this.device.ordinal);
+  }
+
+  /** This thread's handle on a pool shared by another thread (`pool.share()`, posted to this worker): the same
+   * streams, the same round-robin sequence, the same leases. The same object on every call in a thread while it is
+   * usable (in the creating thread, the creating object itself).
+   * Lifetime: borrows the pool; `destroy()`/`close()` on it only detach this thread. When this thread exits or is
+   * terminated, its leases go back to the pool.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not a record from `share()`; {@link DestroyedError}
+   * (resource 'StreamPool') when the pool was destroyed. Thread-safety: any thread. */
+  static attach(shared: SharedStreamPool): StreamPool {
+    const record = shared as Partial<SharedStreamPool> | null;
+    if (record === null || typeof record !== 'object' || record.kind !== SHARED_KIND || !Number.isSafeInteger(record.id))
+      throw invalidType('shared', 'a SharedStreamPool from pool.share()', shared);
+    const known = handles.get(record.id!)?.deref();
+    if (known !== undefined && !known.destroyed) return known;
+    const description = native.poolAttach(record.id!);
+    opening = { description, device: Device.get(description.device), owner: false };
+    return new StreamPool();
+  }
+
+  /** The process-wide pool of `device`: one per device per process, created by the first call in any thread and
+   * reachable synchronously from every thread (no message needed), with CUDA_STREAM_POOL_SIZE streams (default 32),
+   * non-blocking, priority 0. The same object on every call in a thread.
+   * Lifetime: owned by the process; its streams live until exit. `destroy()`/`close()` on it only detach the
+   * calling thread (a later `StreamPool.default()` call gives a new handle).
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE / `RangeError` ERR_OUT_OF_RANGE when CUDA_STREAM_POOL_SIZE is not an
+   * integer from 1 to 1024; as `Device.get` for `device`. Thread-safety: any thread; concurrent first calls in
+   * several threads create one pool. */
+  static default(device?: Device | number): StreamPool {
+    const size = poolSizeFromEnvironment(process.env.CUDA_STREAM_POOL_SIZE);
+    const d = resolveDevice(device, 'device');
+    const known = defaultPools.get(d.ordinal);
+    if (known !== undefined && !known.destroyed) return known;
+    const description = native.poolDefault(d.ordinal, size, true, 0, poolLayoutWords(poolLayout(size)));
+    const cached = handles.get(description.id)?.deref();
+    let pool: StreamPool;
+    if (cached !== undefined && !cached.destroyed) {
+      pool = cached; // attached in this thread through share(); the extra native handle is collected
+    } else {
+      opening = { description, device: d, owner: false };
+      pool = new StreamPool();
+    }
+    defaultPools.set(d.ordinal, pool);
+    return pool;
+  }
+}
+
+/** The default pool size from CUDA_STREAM_POOL_SIZE: 32 when unset or empty, else an integer from 1 to 1024.
+ * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
+ * outside 1 to 1024. @internal */
+export function poolSizeFromEnvironment(value: string | undefined): number {
+  if (value === undefined || value.trim() === '') return DEFAULT_SIZE;
+  const text = value.trim();
+  if (!/^\d+$/.test(text))
+    throw invalidValue('CUDA_STREAM_POOL_SIZE', `must be an integer from 1 to ${MAX_SIZE} (the default pool's size); received ${JSON.stringify(value)}.`);
+  const size = Number(text);
+  if (size < 1 || size > MAX_SIZE) throw outOfRange('CUDA_STREAM_POOL_SIZE', `an integer from 1 to ${MAX_SIZE} (the default pool's size)`, value);
+  return size;
+}
+
+/** CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it: an integer from 1 to 32, else 8. @internal */
+export function maxConnectionsFromEnvironment(value: string | undefined): number {
+  const text = value?.trim() ?? '';
+  if (!/^\d+$/.test(text)) return 8;
+  const n = Number(text);
+  return n >= 1 && n <= 32 ? n : 8;
+}

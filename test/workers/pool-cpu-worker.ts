@@ -1,0 +1,104 @@
+// Worker for test/pool.test.ts: runs the pool policy with fake slots over native shared words (poolCreateShared), so
+// the cross-thread machinery (one backing store, attach, the cleanup hook) is tested without a GPU.
+// workerData: { id, mode, marks?, iterations?, tasks?, hold? }. Modes:
+//   'stress'     `tasks` concurrent loops of acquire/release, `iterations` in all; counts a stream held twice at once
+//                through `marks` (one Int32 per stream, shared with every worker); posts { violations, leases }
+//   'hold-exit'  leases `hold` streams, posts 'held', then ends without releasing them (the thread exits)
+//   'hold-stay'  leases `hold` streams, posts 'held', then stays alive until terminated
+//   'wait'       posts 'waiting', waits in acquire(), posts 'got' with the slot, releases, ends
+//   'wait-destroyed' posts 'waiting', waits in acquire() and posts how it settled
+//   'hand-out'   calls getStream() `iterations` times, posts the slots it got
+import { parentPort, workerData } from 'node:worker_threads';
+
+import { native } from '../../src/native.js';
+import { PoolCore, type PoolSlots } from '../../src/pool-policy.js';
+
+interface Data {
+  id: number;
+  mode: string;
+  marks?: SharedArrayBuffer;
+  iterations?: number;
+  tasks?: number;
+  hold?: number;
+}
+interface Fake {
+  slot: number;
+  retired?: string;
+}
+
+const data = workerData as Data;
+const description = native.poolAttach(data.id);
+const size = description.size;
+const slots: PoolSlots<Fake> = {
+  streams: Array.from({ length: size }, (_, slot) => ({ slot })),
+  leaseView: (slot) => ({ slot }),
+  retire: (view, why) => {
+    view.retired ??= why;
+  },
+  isIdle: () => true,
+  scope: (view, fn) => fn(view),
+  drain: async () => {},
+};
+const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, slots);
+const post = (message: unknown) => parentPort!.postMessage(message);
+
+switch (data.mode) {
+  case 'stress': {
+    const marks = new Int32Array(data.marks!);
+    const tasks = data.tasks ?? 1;
+    const perTask = Math.ceil((data.iterations ?? 1000) / tasks);
+    let violations = 0;
+    let leases = 0;
+    await Promise.all(
+      Array.from({ length: tasks }, async (_, task) => {
+        for (let i = 0; i < perTask; i++) {
+          const lease = await core.acquire();
+          const slot = lease.stream.slot;
+          if (Atomics.add(marks, slot, 1) !== 0) violations++;
+          if ((i + task) % 3 === 0) await null; // hold across a turn of the loop now and then
+          if (Atomics.sub(marks, slot, 1) !== 1) violations++;
+          lease.release();
+          leases++;
+        }
+      }),
+    );
+    post({ violations, leases });
+    break;
+  }
+  case 'hold-exit':
+  case 'hold-stay': {
+    const held = [];
+    for (let i = 0; i < (data.hold ?? 1); i++) held.push(await core.acquire());
+    post({ held: held.map((lease) => lease.stream.slot) });
+    if (data.mode === 'hold-stay') setInterval(() => {}, 1000);
+    break;
+  }
+  case 'wait': {
+    const pending = core.acquire();
+    post('waiting');
+    const lease = await pending;
+    post({ got: lease.stream.slot });
+    lease.release();
+    break;
+  }
+  case 'wait-destroyed': {
+    const pending = core.acquire();
+    post('waiting');
+    try {
+      await pending;
+      post({ settled: 'resolved' });
+    } catch (error) {
+      const e = error as { name: string; resource?: string; message: string };
+      post({ settled: 'rejected', name: e.name, resource: e.resource, message: e.message });
+    }
+    break;
+  }
+  case 'hand-out': {
+    const got: number[] = [];
+    for (let i = 0; i < (data.iterations ?? 100); i++) got.push(core.getStream().slot);
+    post({ got });
+    break;
+  }
+  default:
+    throw new Error(`unknown mode ${data.mode}`);
+}
