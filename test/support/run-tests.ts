@@ -36,6 +36,8 @@ const result = spawnSync(
     '--expose-gc',
     '--test',
     '--test-concurrency=1',
+    // A hung test fails with a timeout instead of stalling the whole run (and the GPU machine's time).
+    '--test-timeout=120000',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',

@@ -19,7 +19,7 @@ if (mode === 'use') {
   const streams = [Stream.create(), Stream.create()];
   let stop = false;
   let count = 0;
-  parentPort!.on('message', () => (stop = true));
+  parentPort!.once('message', () => (stop = true)); // once: a listener left on the port would keep the worker alive
   parentPort!.postMessage('started');
   while (!stop) {
     for (const stream of streams) {
