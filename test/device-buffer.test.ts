@@ -306,10 +306,11 @@ test('a worker reads a shared buffer through a borrowed view', gpu, async () => 
   stream.copy(buffer, input);
   await stream.synchronize();
   const worker = new Worker(workerUrl, { workerData: { mode: 'read', shared: buffer.share() } });
+  const exited = once(worker, 'exit');
   const [message] = await once(worker, 'message');
   assert.equal(message.borrowed, true);
   assert.deepEqual(new Uint8Array(message.bytes), input);
-  const [code] = await once(worker, 'exit');
+  const [code] = await exited;
   assert.equal(code, 0);
   buffer.free();
   await stream.synchronize();
@@ -323,6 +324,7 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   stream.fill(buffer, ONE, { elementSize: 4 });
   await stream.synchronize();
   const worker = new Worker(workerUrl, { workerData: { mode: 'hold', shared: buffer.share() } });
+  const exited = once(worker, 'exit');
   const messages: unknown[] = [];
   const done = new Promise<void>((resolve) => worker.on('message', (m) => { messages.push(m); if (messages.length === 2) resolve(); }));
   while (messages.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -335,7 +337,7 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   const floats = new Float32Array(result.bytes.buffer, result.bytes.byteOffset, bytes / 4);
   assert.equal(allEqual(floats, 1), undefined);
   assert.equal(allEqual(await readFloats(stream, reused), -1), undefined);
-  const [code] = await once(worker, 'exit');
+  const [code] = await exited;
   assert.equal(code, 0);
   reused.free();
   await stream.synchronize();
@@ -350,8 +352,9 @@ test('a worker allocates on a shared pool stream, copies in and out, and frees',
   const bytes = 1 << 18;
   const before = cuda.liveObjects().deviceBytes;
   const worker = new Worker(workerUrl, { workerData: { mode: 'allocate', pool: pool?.share(), bytes } });
+  const exited = once(worker, 'exit');
   const [message] = await once(worker, 'message');
-  const [code] = await once(worker, 'exit');
+  const [code] = await exited;
   assert.equal(code, 0);
   assert.equal(message.pooled, pool !== undefined);
   assert.deepEqual(new Uint8Array(message.bytes), Uint8Array.from({ length: bytes }, (_, i) => (i * 13 + 1) & 0xff));

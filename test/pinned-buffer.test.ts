@@ -82,6 +82,7 @@ test('a pinned buffer freed while a copy from it is queued behind a spin kernel:
   const { spin } = await testKernels();
   const stream = Stream.create();
   const bytes = 1 << 20;
+  await settle(); // earlier tests' forgotten buffers are finalized first
   const start = cuda.liveObjects().pinnedBytes;
   using buffer = DeviceBuffer.alloc(bytes, { stream });
   const pinned = PinnedBuffer.alloc(bytes);
