@@ -5,8 +5,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 
-import * as library from 'cuda-stream-pool';
-import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from './support/gpu.js';
 
 const workerUrl = new URL('./workers/memory-worker.js', import.meta.url);
@@ -344,20 +343,16 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   stream.destroy();
 });
 
-test('a worker allocates on a shared pool stream, copies in and out, and frees', gpu, async (t) => {
-  const StreamPool = (library as unknown as { StreamPool?: new (o: { size: number }) => { share(): unknown; destroy(): void } }).StreamPool;
-  // TODO(pool): StreamPool is written beside this work; without it the worker uses a stream of its own.
-  if (!StreamPool) t.diagnostic('StreamPool is not in this build: the worker allocates on its own stream');
-  const pool = StreamPool ? new StreamPool({ size: 2 }) : undefined;
+test('a worker allocates on a shared pool stream, copies in and out, and frees', gpu, async () => {
+  const pool = new StreamPool({ size: 2 });
   const bytes = 1 << 18;
   const before = cuda.liveObjects().deviceBytes;
-  const worker = new Worker(workerUrl, { workerData: { mode: 'allocate', pool: pool?.share(), bytes } });
+  const worker = new Worker(workerUrl, { workerData: { mode: 'allocate', pool: pool.share(), bytes } });
   const exited = once(worker, 'exit');
   const [message] = await once(worker, 'message');
   const [code] = await exited;
   assert.equal(code, 0);
-  assert.equal(message.pooled, pool !== undefined);
   assert.deepEqual(new Uint8Array(message.bytes), Uint8Array.from({ length: bytes }, (_, i) => (i * 13 + 1) & 0xff));
   assert.equal(cuda.liveObjects().deviceBytes, before);
-  pool?.destroy();
+  pool.destroy();
 });
