@@ -50,7 +50,9 @@ export class MemoryPool {
   }
 
   /** Releases unused reserved memory to the system until the pool holds fewer than `bytesToKeep` reserved bytes, or
-   * nothing more can be released; allocated memory is never released. Returns at once.
+   * nothing more can be released; allocated memory is never released. Returns at once. A stream-ordered free counts
+   * as outstanding until a synchronizing driver call has observed it (`stream.synchronizeSync()`,
+   * `event.synchronizeSync()`); the non-blocking `synchronize()` is not one, so its frees may stay reserved.
    * @param bytesToKeep - an integer from 0 to `Number.MAX_SAFE_INTEGER`. @defaultValue 0
    * @throws `RangeError` ERR_OUT_OF_RANGE for a bad size. Wraps: cuMemPoolTrimTo. */
   trim(bytesToKeep = 0): void {

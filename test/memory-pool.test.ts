@@ -34,7 +34,9 @@ test('releaseThresholdBytes reads back what was set, Infinity included, and trim
     assert.equal(pool.releaseThresholdBytes, 256 << 20);
     const stream = Stream.create();
     DeviceBuffer.alloc(128 << 20, { stream }).free();
-    await stream.synchronize();
+    // cuMemPoolTrimTo counts a free as outstanding until a synchronizing driver call observed it; the host-function
+    // path of synchronize() is not one (measured on the H200: 128 MiB stayed reserved after it).
+    stream.synchronizeSync();
     assert.ok(pool.reservedBytes >= 128 << 20, 'the threshold keeps the freed memory reserved');
     pool.trim(0);
     assert.ok(pool.reservedBytes < 128 << 20, `reservedBytes ${pool.reservedBytes} after trim(0)`);
