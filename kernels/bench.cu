@@ -16,3 +16,12 @@ extern "C" __global__ void fma_steps(float* data, unsigned int n, unsigned int s
 
 // Does nothing: the "short kernel" of the synchronize micro-benchmark, launched the same way from JS and from C++.
 extern "C" __global__ void empty_kernel() {}
+
+// Spins for `ns` nanoseconds of device time (%globaltimer), launched as one thread. Holds a stream while the host queues
+// the work behind it, so that work then runs back to back: phases measured alone then exclude the host's enqueue time.
+extern "C" __global__ void hold(unsigned long long ns) {
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  unsigned long long now = start;
+  while (now - start < ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+}

@@ -90,7 +90,7 @@ test('the timeline page embeds its data as parseable JSON, escapes text, and loa
     },
     parameters: {
       tasks: 1, concurrency: 1, workers: 0, elements: 1, partitionBytes: 4, intensity: 1, intensityCalibrated: false, modes: ['pool'],
-      poolSize: 1, runs: 1, warmupTasks: 2, partitions: 1, sampleSize: 1, ulpTolerance: 4, fma: { a: 1, b: 0 },
+      poolSize: 1, runs: 1, warmupTasks: 2, partitions: 1, sampleSize: 1, ulpTolerance: 4, fma: { a: 1, b: 0 }, timeline: true,
     },
     phasesAloneMs: { copyIn: 0.1, kernel: 0.1, copyOut: 0.1 },
     overlapBoundMs: 0.1,

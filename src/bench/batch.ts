@@ -16,6 +16,8 @@ export interface BatchSetup {
   /** Task slots (tasks in flight) of this thread. */
   slots: number;
   corrupt: { task: number; element: number } | undefined;
+  /** Record phase events for the timeline (see TaskContext.marks). */
+  marks: boolean;
   /** The pool to attach to, in a worker; the main thread passes its own pool to {@link BatchThread.create}. */
   sharedPool?: SharedStreamPool;
   /** 0 for the main thread, 1.. for workers. */
@@ -66,7 +68,9 @@ export class BatchThread {
     const origin = Event.create({ device, timing: true });
     const originStream = Stream.create({ device });
     try {
-      for (let i = 0; i < setup.slots; i++) slots.push(new Slot(device, setup.spec.elements));
+      // The slots' device memory is allocated in order on the origin stream, ready before the first task.
+      for (let i = 0; i < setup.slots; i++) slots.push(new Slot(device, setup.spec.elements, originStream));
+      await originStream.synchronize();
     } catch (error) {
       for (const slot of slots) slot.free();
       freePartitions(partitions);
@@ -85,6 +89,7 @@ export class BatchThread {
       references: setup.references,
       corrupt: setup.corrupt,
       pool: pool ?? attachedPool,
+      marks: setup.marks,
       origin,
     };
     return new BatchThread(ctx, slots, setup.thread, originStream, attachedPool);
@@ -122,8 +127,8 @@ export class BatchThread {
     return { records, startEpochMs, endEpochMs, originEpochMs };
   }
 
-  /** Frees the slots and inputs, destroys the timing origin, detaches an attached pool. Idempotent enough for a
-   * finally block: each part is freed once. */
+  /** Frees the slots (their device memory in stream order on the origin stream, after every stream that used it) and
+   * inputs, destroys the timing origin, detaches an attached pool. Each part is freed once. */
   dispose(): void {
     for (const slot of this.slots) slot.free();
     this.slots.length = 0;

@@ -3,7 +3,7 @@
 // "The task" and "Output".
 import { DeviceBuffer, Event, PinnedBuffer, Stream, type Device, type Kernel } from '../index.js';
 import { summarize } from './harness.js';
-import { fmaGrid, FMA_BLOCK } from './kernels.js';
+import { fmaGrid, FMA_BLOCK, type BenchKernels } from './kernels.js';
 import { LIMITS } from '../cli/options.js';
 import { FMA_A, FMA_B, fillPartition } from './reference.js';
 
@@ -18,6 +18,12 @@ export interface PhaseTimes {
 const REPEATS = 7;
 const WARMUP_REPEATS = 2;
 
+/** How long the hold kernel keeps the stream busy while the host queues a repetition, ns: far longer than queueing
+ * takes, so the phases then run back to back. Without it an idle GPU would start each phase as soon as the host queued
+ * it, and the host's enqueue time would count into the phase (measured on an H200: a 4 MiB copy-in read 99 µs that
+ * way, 84 µs back to back, as in a busy run). */
+const HOLD_NS = 1_000_000;
+
 /** A private stream, buffers and events for measuring phases alone; freed by `dispose`. */
 class Bench {
   readonly stream: Stream;
@@ -29,6 +35,7 @@ class Bench {
   constructor(
     readonly device: Device,
     readonly kernel: Kernel,
+    readonly hold: Kernel,
     readonly elements: number,
   ) {
     this.stream = Stream.create({ device });
@@ -49,11 +56,13 @@ class Bench {
     }
   }
 
-  /** Runs copy-in, kernel (`intensity` steps) and copy-out in sequence on one stream: each phase runs alone.
+  /** Runs copy-in, kernel (`intensity` steps) and copy-out in sequence on one stream, queued behind the hold kernel:
+   * each phase runs alone, back to back with the previous one.
    * `phases` false: the kernel only. Returns each phase's time in ms (0 for phases not run). */
   async once(intensity: number, phases: boolean): Promise<PhaseTimes> {
     const [a, b, c, d] = this.events as [Event, Event, Event, Event];
     const bytes = this.elements * 4;
+    this.hold.launch({ grid: 1, block: 1, stream: this.stream }, HOLD_NS);
     a.record(this.stream);
     if (phases) this.stream.copy(this.buffer, this.input, { byteLength: bytes });
     b.record(this.stream);
@@ -96,8 +105,8 @@ export interface Calibration {
 /** Measures the phases alone; unless `intensity` is given, first picks the number of fmaf steps that makes the kernel
  * take about as long as one copy (the mean of copy-in and copy-out), from a linear fit of the kernel time at two step
  * counts and one proportional refinement, within the --intensity limits. */
-export async function calibrate(device: Device, kernel: Kernel, elements: number, intensity: number | undefined): Promise<Calibration> {
-  const bench = new Bench(device, kernel, elements);
+export async function calibrate(device: Device, kernels: BenchKernels, elements: number, intensity: number | undefined): Promise<Calibration> {
+  const bench = new Bench(device, kernels.fmaSteps, kernels.hold, elements);
   try {
     let chosen = intensity;
     if (chosen === undefined) {

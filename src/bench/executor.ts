@@ -27,6 +27,8 @@ export interface ExecutorOptions {
   runs: number;
   device: number;
   corrupt: { task: number; element: number } | undefined;
+  /** Record every task's phase events for the timeline (4 event records and 4 elapsed-time reads per task). */
+  timeline: boolean;
   progress: Progress;
 }
 
@@ -179,7 +181,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
   const environment = describeEnvironment(device);
   o.progress.status('calibrating');
   const kernels = await benchKernels(device);
-  const calibration = await calibrate(device, kernels.fmaSteps, o.elements, o.intensity);
+  const calibration = await calibrate(device, kernels, o.elements, o.intensity);
   const spec: InputSpec = {
     elements: o.elements,
     intensity: calibration.intensity,
@@ -210,6 +212,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
       sampleSize: spec.sample.length,
       ulpTolerance: ULP_TOLERANCE,
       fma: { a: FMA_A, b: FMA_B },
+      timeline: o.timeline,
     },
     phasesAloneMs: calibration.phases,
     overlapBoundMs: boundMs,
@@ -220,7 +223,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
   o.progress.status('preparing inputs');
   const pool = o.modes.some(usesPool) ? new StreamPool({ device, size: o.poolSize }) : undefined;
   try {
-    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, thread: 0 };
+    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, marks: o.timeline, thread: 0 };
     if (pool && o.workers > 0) setup.sharedPool = pool.share();
     const runner = o.workers === 0 ? await LocalRunner.create(setup, pool) : await WorkerRunner.create(setup, o.workers, o.concurrency);
     let failed = true;

@@ -40,6 +40,8 @@ export interface BenchKernels {
   fmaSteps: Kernel;
   /** empty_kernel(): does nothing (launch and synchronize overhead). */
   empty: Kernel;
+  /** hold(ns: u64): one thread spins `ns` nanoseconds of device time, holding its stream. */
+  hold: Kernel;
 }
 
 const loaded = new Map<Device, Promise<BenchKernels>>();
@@ -52,6 +54,7 @@ export function benchKernels(device: Device): Promise<BenchKernels> {
       module,
       fmaSteps: module.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']),
       empty: module.getFunction('empty_kernel', []),
+      hold: module.getFunction('hold', ['u64']),
     }));
     kernels.catch(() => loaded.delete(device));
     loaded.set(device, kernels);

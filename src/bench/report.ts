@@ -33,6 +33,7 @@ export function formatReport(result: BenchResult): string {
     ['verified', `${p.sampleSize} elements per task, within ${p.ulpTolerance} float32 ulps of the CPU reference`],
     ['modes', p.modes.join(', ')],
     ['pool size', String(p.poolSize)],
+    ['timeline', p.timeline ? 'on: each task also records 4 timing events, read after it completes' : 'off'],
   );
 
   const ms = result.phasesAloneMs;

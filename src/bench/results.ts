@@ -35,6 +35,8 @@ export interface BenchParameters {
   ulpTolerance: number;
   /** The kernel's constants: v = fmaf(v, a, b). */
   fma: { a: number; b: number };
+  /** True with --timeline: every task also recorded 4 timing events, read back after it completed. */
+  timeline: boolean;
 }
 
 /** One mode's results over its runs. */

@@ -122,6 +122,7 @@ const bench = program
         runs: options.runs,
         device: options.device,
         corrupt,
+        timeline: options.timeline !== undefined,
         progress,
       });
     } catch (error) {
