@@ -127,6 +127,7 @@ export interface TimelineMode {
   rows: TimelineRow[];
 }
 
+/** One stream of a mode's timeline, with the tasks that ran on it in start order. */
 export interface TimelineRow {
   /** The stream's driver id (cuStreamGetId), as a decimal string. */
   streamId: string;
@@ -134,6 +135,7 @@ export interface TimelineRow {
   tasks: TimelineTask[];
 }
 
+/** One task of a timeline row: its three phase bars. */
 export interface TimelineTask {
   task: number;
   /** 0: the main thread; 1..: a worker. */
