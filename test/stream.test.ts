@@ -268,10 +268,11 @@ test('a kernel writing to an invalid address: its await and another pending awai
     const start = performance.now();
     const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.name : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
     const [mine, theirs] = await Promise.all([outcome(faulting.synchronize()), outcome(otherWait)]);
-    const late = await outcome(Stream.create().synchronize().catch((e) => { throw e; }));
+    // After a sticky fault, new work is refused too: creating a stream throws the same CudaError.
+    const late = await outcome(Promise.resolve().then(() => Stream.create().synchronize()));
     faulting.destroy();
     other.destroy();
-    console.log(JSON.stringify({ mine, theirs, healthy: Device.get(0).healthy }));
+    console.log(JSON.stringify({ mine, theirs, late, healthy: Device.get(0).healthy }));
   `);
   assert.equal(result.signal, null);
   assert.equal(result.code, 0, result.stderr);
@@ -281,6 +282,7 @@ test('a kernel writing to an invalid address: its await and another pending awai
     assert.ok(match, line);
     assert.ok(Number(match[2]) < 1000 + 100, line); // the fault itself comes after a 50 ms spin
   }
+  assert.match(out.late, /^CUDA_ERROR_ILLEGAL_ADDRESS after \d+$/);
   assert.equal(out.healthy, false);
 });
 
