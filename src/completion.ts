@@ -84,8 +84,7 @@ export interface WaitTarget {
  * abort. Settles at once when the target is already idle (no host function round trip). */
 export function waitFor(target: WaitTarget, signal: AbortSignal | undefined): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
-  const fault = native.deviceFault(target.device);
-  if (fault !== 0) return Promise.reject(native.cudaError(fault, target.call, target.detail));
+  // No separate fault check here: after a sticky fault every query returns the sticky error itself.
   const status = target.status();
   if (status === 0) return Promise.resolve();
   if (status !== NOT_READY) return Promise.reject(native.cudaError(status, target.call, target.detail));
