@@ -1,6 +1,6 @@
 // Kernels of the benchmarks in src/bench/ (`cuda-stream-pool bench` and `bench micro`). The PTX beside this file is
 // what the benchmarks load (Module.load); regenerate it after any change with:
-//   nvcc -ptx -arch=compute_80 -o kernels/bench.ptx kernels/bench.cu
+//   bash scripts/build-ptx.sh
 // compute_80 PTX is JIT-compiled by the driver for the GPU at hand (Ampere and newer) and cached by the driver.
 // No fast-math flags: fma_steps must compile to fma.rn.f32, which the CPU reference in src/bench/fmaf.ts emulates.
 

@@ -28,7 +28,7 @@ export function benchPtx(): string {
   } catch (error) {
     throw new Error(
       `cuda-stream-pool bench: cannot read the benchmark kernels at ${BENCH_PTX_PATH} (${(error as Error).message}). ` +
-        'Reinstall the package, or regenerate the PTX: nvcc -ptx -arch=compute_80 -o kernels/bench.ptx kernels/bench.cu',
+        'Reinstall the package, or regenerate the PTX: bash scripts/build-ptx.sh',
     );
   }
 }

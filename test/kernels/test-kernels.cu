@@ -1,5 +1,5 @@
 // Kernels for the GPU tests. Regenerate the PTX beside this file with:
-//   nvcc -ptx -arch=compute_80 -o test/kernels/test-kernels.ptx test/kernels/test-kernels.cu
+//   bash scripts/build-ptx.sh
 // (compute_80 PTX is JIT-compiled by the driver for the GPU at hand.) test/program.test.ts fails when the kernels or
 // their parameters here differ from the PTX. See Note [prebuilt test kernels] in test/support/gpu.ts.
 
