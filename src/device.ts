@@ -1,7 +1,7 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { invalidType, outOfRange } from './validate.js';
+import { checkConstruction, internalConstruction, invalidType, outOfRange } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -40,7 +40,8 @@ export class Device {
   /** Whether stream-ordered allocation (cuMemAllocAsync) is supported (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED). */
   readonly memoryPoolsSupported: boolean;
 
-  private constructor(ordinal: number) {
+  private constructor(token: symbol, ordinal: number) {
+    checkConstruction(token, 'Device', 'Device.get(ordinal)');
     const info = native.deviceInfo(ordinal);
     this.ordinal = ordinal;
     this.name = info.name;
@@ -79,11 +80,13 @@ export class Device {
     if (typeof ordinal !== 'number') throw invalidType('ordinal', 'an integer', ordinal);
     const known = devices.get(ordinal);
     if (known) return known;
+    // The shape is checked before the driver, so a bad ordinal is the same error with or without a GPU.
+    if (!Number.isInteger(ordinal) || ordinal < 0) throw outOfRange('ordinal', 'a non-negative integer (a device ordinal)', ordinal);
     requireCuda();
     const count = Device.count();
     if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count)
       throw outOfRange('ordinal', `an integer from 0 to ${count - 1} (the visible devices)`, ordinal);
-    const device = new Device(ordinal);
+    const device = new Device(internalConstruction, ordinal);
     devices.set(ordinal, device);
     return device;
   }

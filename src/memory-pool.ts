@@ -2,7 +2,7 @@
 // See DESIGN.md "Public surface": device.memoryPool.
 import { native } from './native.js';
 import type { Device } from './device.js';
-import { invalidType, outOfRange } from './validate.js';
+import { checkConstruction, internalConstruction, invalidType, outOfRange } from './validate.js';
 
 /** The device's default memory pool (cuDeviceGetDefaultMemPool): stream-ordered allocations come from it and go back
  * to it when freed. It is shared by everything in the process that allocates from the default pool (other libraries
@@ -18,8 +18,9 @@ export class MemoryPool {
   /** The device whose default pool this is. */
   readonly device: Device;
 
-  /** @internal */
-  constructor(device: Device) {
+  /** @internal (from `device.memoryPool`) */
+  constructor(token: symbol, device: Device) {
+    checkConstruction(token, 'MemoryPool', 'device.memoryPool');
     this.device = device;
   }
 
@@ -69,7 +70,7 @@ const pools = new WeakMap<Device, MemoryPool>();
 export function memoryPoolOf(device: Device): MemoryPool {
   let pool = pools.get(device);
   if (!pool) {
-    pool = new MemoryPool(device);
+    pool = new MemoryPool(internalConstruction, device);
     pools.set(device, pool);
   }
   return pool;

@@ -7,7 +7,7 @@ import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
  * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
@@ -215,7 +215,7 @@ export class Module {
     // An empty list is not trusted: it is also what a driver that cannot describe the kernel would report.
     const sizes = native.kernelParamSizes(kernelBox);
     if (sizes && sizes.length > 0) checkParamSizes(sizes, types, name);
-    return new Kernel(kernelBox, this, name, types);
+    return new Kernel(internalConstruction, kernelBox, this, name, types);
   }
 
   /** True after `unload()`. */
@@ -410,7 +410,8 @@ export class Kernel {
   readonly signature: readonly ParamType[];
 
   /** @internal (from {@link Module.getFunction}) */
-  constructor(box: Box, module: Module, name: string, signature: readonly ParamType[]) {
+  constructor(token: symbol, box: Box, module: Module, name: string, signature: readonly ParamType[]) {
+    checkConstruction(token, 'Kernel', 'module.getFunction(name, signature)');
     this.#box = box;
     this.#module = module;
     this.name = name;

@@ -3,7 +3,7 @@
 // the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
 // See Note [pool hand-out] in src/pool.ts; the shared layout is Note [pool shared words] below.
 import { DestroyedError } from './errors.js';
-import { validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
 
 /* Note [pool shared words]: one Int32Array that every thread sharing a pool sees (a SharedArrayBuffer over one
  * native block, Note [one backing store] in src/native/pool.cc). Word indices:
@@ -136,14 +136,15 @@ export class StreamLease<S = import('./stream.js').Stream> {
   #slot: number;
   #view: S;
 
-  private constructor(core: PoolCore<S>, slot: number, view: S) {
+  private constructor(token: symbol, core: PoolCore<S>, slot: number, view: S) {
+    checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
     this.#core = core;
     this.#slot = slot;
     this.#view = view;
   }
 
   static {
-    makeLease = (core, slot, view) => new StreamLease(core, slot, view);
+    makeLease = (core, slot, view) => new StreamLease(internalConstruction, core, slot, view);
   }
 
   /** The leased stream: a wrapper of its own, retired when the lease ends, so that work scheduled through it after

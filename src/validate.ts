@@ -93,3 +93,15 @@ export function validateOptions<T extends object>(options: unknown, name: string
   }
   return options as Partial<T>;
 }
+
+/** Passed by the library's own factories to constructors users must not call. @internal */
+export const internalConstruction: unique symbol = Symbol('cuda-stream-pool internal construction');
+
+/** Throws `TypeError` ERR_ILLEGAL_CONSTRUCTOR unless `token` is {@link internalConstruction}. */
+export function checkConstruction(token: unknown, className: string, factory: string): void {
+  if (token === internalConstruction) return;
+  const error = new TypeError(`${className} has no public constructor; use ${factory}.`) as TypeError & { code: string };
+  error.code = 'ERR_ILLEGAL_CONSTRUCTOR';
+  Error.captureStackTrace(error, checkConstruction);
+  throw error;
+}

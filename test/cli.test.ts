@@ -211,3 +211,10 @@ test('bench --timeline writes a self-contained page with a positive bar per phas
   }
   assert.match(r.stdout, /timeline written to/);
 });
+
+test('--version prints the package version and exits 0', () => {
+  const result = cli(['--version'], { noGpu: true });
+  const { version } = JSON.parse(readFileSync(path.join(repositoryRoot, 'package.json'), 'utf8')) as { version: string };
+  assert.equal(result.status, 0);
+  assert.equal(result.stdout.trim(), version);
+});

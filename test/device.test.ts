@@ -36,3 +36,22 @@ test('Device.get() with an ordinal past the visible devices is ERR_OUT_OF_RANGE 
     message: new RegExp(`"ordinal" must be an integer from 0 to ${Device.count() - 1}.*received ${Device.count()}`),
   });
 });
+
+test('Device.get() rejects negative, fractional and NaN ordinals with ERR_OUT_OF_RANGE, GPU or not', () => {
+  for (const ordinal of [-1, 1.5, NaN, Infinity])
+    assert.throws(() => Device.get(ordinal), {
+      name: 'RangeError',
+      code: 'ERR_OUT_OF_RANGE',
+      message: new RegExp(`"ordinal" must be a non-negative integer \\(a device ordinal\\); received ${ordinal}`),
+    });
+});
+
+test('Device, MemoryPool, Kernel and StreamLease have no public constructor', async () => {
+  const { MemoryPool, Kernel, StreamLease } = await import('cuda-stream-pool');
+  for (const [Class, factory] of [[Device, 'Device.get'], [MemoryPool, 'device.memoryPool'], [Kernel, 'module.getFunction'], [StreamLease, 'pool.acquire']] as const)
+    assert.throws(() => new (Class as unknown as new () => unknown)(), {
+      name: 'TypeError',
+      code: 'ERR_ILLEGAL_CONSTRUCTOR',
+      message: new RegExp(`^${Class.name} has no public constructor; use ${factory.replace('.', '\\.')}`),
+    });
+});

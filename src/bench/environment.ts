@@ -33,7 +33,8 @@ export interface Environment {
   };
 }
 
-function packageVersion(): string {
+/** This package's version from its package.json; 'unknown' when it cannot be read. */
+export function packageVersion(): string {
   try {
     const file = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'package.json');
     return (JSON.parse(readFileSync(file, 'utf8')) as { version?: string }).version ?? 'unknown';

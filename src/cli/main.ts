@@ -6,6 +6,7 @@ import { Command, type CommanderError } from 'commander';
 
 import { cuda, Device } from '../index.js';
 import { MODES, MODE_DESCRIPTIONS } from '../bench/modes.js';
+import { packageVersion } from '../bench/environment.js';
 import {
   checkCombinations,
   EXIT_FAILED,
@@ -56,6 +57,7 @@ const program = new Command('cuda-stream-pool')
   // Set before the commands are added: subcommands copy these settings when they are created.
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
+  .version(packageVersion(), '-V, --version', 'print the version of cuda-stream-pool')
   .showHelpAfterError('(add --help to see the options and the values they accept)');
 
 const bench = program

@@ -28,6 +28,8 @@ if (files.length === 0) {
   console.error(`no test files match ${filters.join(', ')}`);
   process.exit(1);
 }
+const { cuda } = await import('cuda-stream-pool');
+if (!cuda.available) console.log(`No usable CUDA GPU: GPU tests skip. ${cuda.unavailableReason}\n`);
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-tests-'));
 const tap = path.join(scratch, 'report.tap');
 const result = spawnSync(
