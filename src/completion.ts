@@ -2,6 +2,7 @@
 // src/native/completion.h: a host function wakes the JS thread; a poll (every 250 ms while anything is pending)
 // backs every wait, because the driver stops running host functions once a context has faulted.
 import { native, NOT_READY, type Box } from './native.js';
+import { validateOptions, validateSignal } from './validate.js';
 
 /** How often pending waits are polled, in milliseconds (DESIGN.md: at most every 250 ms). */
 export const POLL_INTERVAL_MS = 250;
@@ -102,6 +103,17 @@ export function waitFor(target: WaitTarget, signal: AbortSignal | undefined): Pr
     }
     waiters.set(token, waiter);
   });
+}
+
+/** `synchronize(options)` of streams and events: validates `{ signal }`, then waits for `target()` (called after
+ * validation, so a use-after-destroy check inside it comes second). Never throws: every failure rejects. */
+export function synchronizeWith(options: unknown, target: () => WaitTarget): Promise<void> {
+  try {
+    const o = validateOptions<{ signal?: AbortSignal }>(options, 'options', 'synchronize', ['signal']);
+    return waitFor(target(), validateSignal(o.signal, 'options.signal'));
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 /** Waits pending in this thread (for tests and diagnostics). */

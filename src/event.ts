@@ -2,9 +2,9 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
-import { waitFor } from './completion.js';
+import { synchronizeWith } from './completion.js';
 import { Stream, streamBox, type WaitOptions } from './stream.js';
-import { invalidType, invalidValue, validateBoolean, validateOptions, validateSignal } from './validate.js';
+import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -90,24 +90,18 @@ export class Event {
   /** Resolves once the recorded work is done, without blocking the event loop (a host function on a private stream
    * that waits for the event, backed by a 250 ms poll). Rejects as {@link Stream.synchronize} does. */
   synchronize(options?: WaitOptions): Promise<void> {
-    try {
-      const o = validateOptions<WaitOptions>(options, 'options', 'synchronize', ['signal']);
-      const signal = validateSignal(o.signal, 'options.signal');
+    return synchronizeWith(options, () => {
       const box = this.#use('synchronize');
-      return waitFor(
-        {
-          device: this.device.ordinal,
-          status: () => native.eventStatus(box),
-          notify: (token) => native.eventNotify(box, token),
-          call: 'cuEventSynchronize',
-          detail: `device ${this.device.ordinal}`,
-        },
-        signal,
-      );
-    } catch (error) {
-      return Promise.reject(error);
-    }
+      return {
+        device: this.device.ordinal,
+        status: () => native.eventStatus(box),
+        notify: (token) => native.eventNotify(box, token),
+        call: 'cuEventSynchronize',
+        detail: `device ${this.device.ordinal}`,
+      };
+    });
   }
+
 
   /** Blocks the calling thread (and its event loop) until the recorded work is done; prefer
    * {@link Event.synchronize}. Wraps: cuEventSynchronize. */

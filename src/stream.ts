@@ -3,11 +3,11 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
-import { waitFor } from './completion.js';
+import { synchronizeWith } from './completion.js';
 import { Event, eventBox } from './event.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
-import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link Stream.create}. */
 export interface StreamOptions {
@@ -153,24 +153,18 @@ export class Stream {
    * while the wait is pending still settles when its queued work completes.
    * Thread-safety: any thread. Wraps: cuStreamQuery, cuLaunchHostFunc. */
   synchronize(options?: WaitOptions): Promise<void> {
-    try {
-      const o = validateOptions<WaitOptions>(options, 'options', 'synchronize', ['signal']);
-      const signal = validateSignal(o.signal, 'options.signal');
+    return synchronizeWith(options, () => {
       const box = this.#use('synchronize');
-      return waitFor(
-        {
-          device: this.device.ordinal,
-          status: () => native.streamStatus(box),
-          notify: (token) => native.streamNotify(box, token),
-          call: 'cuStreamSynchronize',
-          detail: `device ${this.device.ordinal}, stream ${this.id}`,
-        },
-        signal,
-      );
-    } catch (error) {
-      return Promise.reject(error);
-    }
+      return {
+        device: this.device.ordinal,
+        status: () => native.streamStatus(box),
+        notify: (token) => native.streamNotify(box, token),
+        call: 'cuStreamSynchronize',
+        detail: `device ${this.device.ordinal}, stream ${this.id}`,
+      };
+    });
   }
+
 
   /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
    * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy.

@@ -3,27 +3,16 @@
 // test/pool.test.ts. Run alone: node dist/test/support/run-tests.js --gpu pool-gpu
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Worker } from 'node:worker_threads';
 
 import { cuda, currentStream, DestroyedError, Device, Event, Stream, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
 import { runChild } from './support/child.js';
+import { startWorker } from './support/worker.js';
 import { gpu, MS, overlaps, testKernels } from './support/gpu.js';
 import { Stamps } from './support/stamps.js';
 
 const workerUrl = new URL('./workers/pool-gpu-worker.js', import.meta.url);
 
-function start(data: Record<string, unknown>) {
-  const worker = new Worker(workerUrl, { workerData: data });
-  const messages: unknown[] = [];
-  const waiting: Array<(m: unknown) => void> = [];
-  worker.on('message', (m) => (waiting.length > 0 ? waiting.shift()!(m) : messages.push(m)));
-  const exit = new Promise<number>((resolve, reject) => {
-    worker.on('error', reject);
-    worker.on('exit', resolve);
-  });
-  const next = () => (messages.length > 0 ? Promise.resolve(messages.shift()) : new Promise<unknown>((resolve) => waiting.push(resolve)));
-  return { worker, next, exit };
-}
+const start = (data: Record<string, unknown>) => startWorker(workerUrl, data);
 
 interface Lease {
   id: bigint;

@@ -2,13 +2,13 @@
 // and across worker threads over the native shared words. GPU behaviour is in test/pool-gpu.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Worker } from 'node:worker_threads';
 
 import fc from 'fast-check';
 
 import { currentStream, DestroyedError, Stream, StreamPool, withStream } from 'cuda-stream-pool';
 import { native } from '../src/native.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '../src/pool.js';
+import { startWorker } from './support/worker.js';
 import {
   BACKSTOP_MS,
   CLOSING,
@@ -668,18 +668,7 @@ function shared(size: number) {
   return { description, core, destroy: () => core.destroyEverywhere(() => native.poolDestroy(description.handle)) };
 }
 
-function start(data: Record<string, unknown>): { worker: Worker; messages: unknown[]; next: () => Promise<unknown>; exit: Promise<number> } {
-  const worker = new Worker(workerUrl, { workerData: data });
-  const messages: unknown[] = [];
-  const waiting: Array<(m: unknown) => void> = [];
-  worker.on('message', (m) => (waiting.length > 0 ? waiting.shift()!(m) : messages.push(m)));
-  const exit = new Promise<number>((resolve, reject) => {
-    worker.on('error', reject);
-    worker.on('exit', resolve);
-  });
-  const next = () => (messages.length > 0 ? Promise.resolve(messages.shift()) : new Promise<unknown>((resolve) => waiting.push(resolve)));
-  return { worker, messages, next, exit };
-}
+const start = (data: Record<string, unknown>) => startWorker(workerUrl, data);
 
 test('the shared words are one SharedArrayBuffer for every thread: getStream() walks one sequence across workers', async () => {
   const pool = shared(5);
