@@ -19,6 +19,9 @@ import { checkConstruction, internalConstruction, validateFunction, validateInte
  *                       claimed it yet (Note [pool waiting]).
  *   leaseCounts         `size` words (Uint32): leases granted per stream, for stats().
  *   explicit            `size` words (Uint32): getStream(index) calls per stream, for stats().
+ *   idleAt              `size` words (Uint32): NEXT when the stream was last known idle, or UNKNOWN_IDLE
+ *                       (Note [known idle]).
+ *   idleExplicit        `size` words (Uint32): the stream's explicit count at that moment.
  *   waiting table       ENV_ENTRIES entries of 4 words: [environment id or 0, doorbell, waiters, spare].
  *
  * The native side reads STATE, the lease words and the waiting table (destroy, and the cleanup hook of an
@@ -39,6 +42,8 @@ export const ENV_ENTRIES = 128;
 const ENV_STRIDE = 4;
 const ENV_DOORBELL = 1;
 const ENV_WAITERS = 2;
+/** idleAt value of a stream whose idleness is not known. */
+const UNKNOWN_IDLE = 0xffffffff;
 /** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
 const IDLE_PROBES = 4;
 /** The backstop of every wait: how often a waiting thread looks again even without a notification (ms). */
@@ -53,6 +58,8 @@ export interface PoolLayout {
   leaseBase: number;
   leaseCountBase: number;
   explicitBase: number;
+  idleAtBase: number;
+  idleExplicitBase: number;
   envBase: number;
 }
 
@@ -61,8 +68,10 @@ export function poolLayout(size: number): PoolLayout {
   const leaseBase = 32;
   const leaseCountBase = leaseBase + size;
   const explicitBase = leaseCountBase + size;
-  const envBase = Math.ceil((explicitBase + size) / 16) * 16;
-  return { size, words: envBase + ENV_ENTRIES * ENV_STRIDE, leaseBase, leaseCountBase, explicitBase, envBase };
+  const idleAtBase = explicitBase + size;
+  const idleExplicitBase = idleAtBase + size;
+  const envBase = Math.ceil((idleExplicitBase + size) / 16) * 16;
+  return { size, words: envBase + ENV_ENTRIES * ENV_STRIDE, leaseBase, leaseCountBase, explicitBase, idleAtBase, idleExplicitBase, envBase };
 }
 
 /** What the native side needs: [words, STATE, leaseBase, envBase, ENV_ENTRIES, WAITING_ENVS] (pool.cc `Layout`). */
@@ -80,6 +89,8 @@ export interface PoolSlots<S> {
   retire(view: S, why: string): void;
   /** True when the slot's stream has no queued work (cuStreamQuery); a throw counts as busy. */
   isIdle(slot: number): boolean;
+  /** True when anything was done through `view` (a lease's wrapper): work may have been queued. */
+  used(view: S): boolean;
   /** Runs `fn(view)` with `view` as the current stream (withStream). */
   scope<T>(view: S, fn: (stream: S) => T): T;
   /** Resolves when the slot's queued work is done (close()). */
@@ -413,6 +424,7 @@ export class PoolCore<S> {
 
   /** Called by StreamLease.release(). @internal */
   end(lease: StreamLease<S>, slot: number, view: S): void {
+    if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
     this.#slots.retire(view, 'belongs to a StreamLease that was released');
     this.#leases.delete(lease);
     const state = this.#words[STATE];
@@ -441,11 +453,37 @@ export class PoolCore<S> {
   // ---- taking and giving streams ----
 
   #idle(slot: number): boolean {
+    if (this.#knownIdle(slot)) return true;
+    let idle: boolean;
     try {
-      return this.#slots.isIdle(slot);
+      idle = this.#slots.isIdle(slot);
     } catch {
       return false;
     }
+    if (idle) {
+      const l = this.#layout;
+      Atomics.store(this.#u32, l.idleExplicitBase + slot, Atomics.load(this.#u32, l.explicitBase + slot));
+      Atomics.store(this.#u32, l.idleAtBase + slot, Atomics.load(this.#u32, NEXT));
+    }
+    return idle;
+  }
+
+  /* Note [known idle]: asking the driver whether a stream is idle costs an N-API call and cuStreamQuery (about half
+   * a microsecond), more than the rest of a lease. So a stream found idle keeps that fact in idleAt/idleExplicit
+   * until something may have queued work on it: a lease whose wrapper was used (end() forgets it), getStream()
+   * handing it out round-robin (NEXT passed a value n ≡ slot mod size since idleAt), or getStream(index) (its
+   * explicit count changed). Work queued through `stream.handle` by another library is not seen: preferring idle
+   * streams is a preference, never a guarantee. */
+  #knownIdle(slot: number): boolean {
+    const l = this.#layout;
+    const u = this.#u32;
+    const then = Atomics.load(u, l.idleAtBase + slot);
+    if (then === UNKNOWN_IDLE) return false;
+    if (Atomics.load(u, l.explicitBase + slot) !== Atomics.load(u, l.idleExplicitBase + slot)) return false;
+    const now = Atomics.load(u, NEXT);
+    if (now < then || now - then >= this.size) return false; // wound back, or a whole round handed out
+    const firstHandOut = then + ((slot - (then % this.size) + this.size) % this.size); // first n >= then, n % size = slot
+    return firstHandOut >= now;
   }
 
   // Takes a free stream (or one handed to this thread) for this thread; -1 when none. Prefers an idle one.

@@ -24,7 +24,7 @@
 import { native, type Box, type PoolDescription } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
-import { retire, wrapStream, type Stream } from './stream.js';
+import { retire, wasUsed, wrapStream, type Stream } from './stream.js';
 import { withStream } from './scope.js';
 import { invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
@@ -89,9 +89,6 @@ const DETACHED = 'was detached from this thread by destroy() or close()';
 const handles = new Map<number, WeakRef<StreamPool>>();
 /** This thread's handle on each device's default pool. */
 const defaultPools = new Map<number, StreamPool>();
-/** Each pool stream and lease view keeps its pool's handle alive: the native handle's finalizer destroys a
- * forgotten pool, which must not happen while one of its streams is still reachable. */
-const keepAlive = new WeakMap<Stream, StreamPool>();
 /** Set by attach()/default() for the constructor call that follows. */
 let opening: { description: PoolDescription; device: Device; owner: boolean } | undefined;
 
@@ -168,23 +165,23 @@ export class StreamPool {
     const boxes = description.streams;
     let streams: Stream[];
     try {
-      streams = boxes.map((box) => wrapStream(box, device, 'pool'));
+      // Each pool stream and lease view keeps this handle alive (its `owner`): the native handle's finalizer
+      // destroys a forgotten pool, which must not happen while one of its streams is still reachable.
+      streams = boxes.map((box) => wrapStream(box, device, 'pool', undefined, this));
     } catch (error) {
       // The pool was destroyed by its owner between attach and here.
       if (error instanceof DestroyedError) throw new DestroyedError('StreamPool', 'attach');
       throw error;
     }
     const infos = streams.map((s) => ({ handle: s.handle, id: s.id, priority: s.priority, nonBlocking: s.nonBlocking }));
-    for (const stream of streams) keepAlive.set(stream, this);
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
       leaseView: (slot) => {
-        const view = wrapStream(boxes[slot]!, device, 'pool', infos[slot]);
-        keepAlive.set(view, this);
-        return view;
+        return wrapStream(boxes[slot]!, device, 'pool', infos[slot], this);
       },
       retire,
       isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,
+      used: wasUsed,
       scope: withStream,
       drain: (slot) => streams[slot]!.synchronize(),
     });

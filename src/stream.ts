@@ -36,10 +36,11 @@ const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
 let boxOf: (stream: Stream, method: string) => Box;
-let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo) => Stream;
+let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object) => Stream;
 /** What cuStreamGetId/GetPriority/GetFlags reported for a box (a lease view reuses its pool stream's). */
 type StreamInfo = ReturnType<typeof native.streamInfo>;
 let retireStream: (stream: Stream, why: string) => void;
+let usedStream: (stream: Stream) => boolean;
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
  *
@@ -62,6 +63,8 @@ export class Stream {
   #box: Box;
   #kind: Kind;
   #retired: string | undefined;
+  #used = false; // anything called through this wrapper (Note [known idle] in src/pool-policy.ts)
+  #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
   /** The device whose primary context the stream belongs to. */
   readonly device: Device;
   /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
@@ -86,14 +89,21 @@ export class Stream {
 
   static {
     boxOf = (stream, method) => stream.#use(method);
-    makeStream = (box, device, kind, info) => new Stream(box, device, kind, info);
+    makeStream = (box, device, kind, info, owner) => {
+      const stream = new Stream(box, device, kind, info);
+      stream.#owner = owner;
+      return stream;
+    };
+    usedStream = (stream) => stream.#used;
     retireStream = (stream, why) => {
       stream.#retired ??= why;
+      stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
     };
   }
 
   #use(method: string): Box {
     if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
+    this.#used = true;
     return this.#box;
   }
 
@@ -266,9 +276,14 @@ export function streamBox(stream: Stream, method: string): Box {
   return boxOf(stream, method);
 }
 
-/** Wraps a native stream box (pool streams, lease views). @internal */
-export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo): Stream {
-  return makeStream(box, device, kind, info);
+/** Wraps a native stream box (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
+export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
+  return makeStream(box, device, kind, info, owner);
+}
+
+/** True once any method was called through this wrapper (it may have queued work). @internal */
+export function wasUsed(stream: Stream): boolean {
+  return usedStream(stream);
 }
 
 /** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */

@@ -27,7 +27,7 @@ import { runChild } from './support/child.js';
 
 /** A fake stream: an object that passes `instanceof Stream` (so withStream/currentStream accept it) and says which
  * slot it is, whether it is a lease's view, and why it was retired. */
-type Fake = Stream & { slot: number; view: number; retired?: string };
+type Fake = Stream & { slot: number; view: number; retired?: string; used?: boolean };
 let views = 0;
 function fake(slot: number, view = 0): Fake {
   return Object.assign(Object.create(Stream.prototype) as Stream, { slot, view, retired: undefined }) as Fake;
@@ -36,19 +36,24 @@ function fake(slot: number, view = 0): Fake {
 interface Rig {
   core: PoolCore<Fake>;
   words: Int32Array;
-  slots: PoolSlots<Fake> & { idle: boolean[]; drained: number[]; drain: (slot: number) => Promise<void> };
+  slots: PoolSlots<Fake> & { idle: boolean[]; drained: number[]; probes: number[]; drain: (slot: number) => Promise<void> };
 }
 
 function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Rig['slots'] {
   const idle = Array.from({ length: size }, () => true);
   const drained: number[] = [];
+  const probes: number[] = [];
   return {
     streams: Array.from({ length: size }, (_, slot) => fake(slot)),
     leaseView: (slot) => fake(slot, ++views),
     retire: (view, why) => {
       view.retired ??= why;
     },
-    isIdle: (slot) => idle[slot]!,
+    isIdle: (slot) => {
+      probes.push(slot);
+      return idle[slot]!;
+    },
+    used: (view) => view.used === true,
     scope: withStream as unknown as PoolSlots<Fake>['scope'],
     drain: async (slot) => {
       await drainHook?.(slot);
@@ -56,6 +61,7 @@ function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Ri
     },
     idle,
     drained,
+    probes,
   };
 }
 
@@ -348,6 +354,7 @@ test('acquire() rejects bad options with Node\'s codes and a did-you-mean', asyn
 
 test('among free streams a lease prefers one whose work is done', () => {
   const { core, slots } = rig(4);
+  for (let i = 0; i < 4; i++) core.getStream(); // shared hand-outs: their idleness is no longer known
   slots.idle[0] = false;
   slots.idle[1] = false;
   const lease = core.tryAcquire()!;
@@ -357,6 +364,38 @@ test('among free streams a lease prefers one whose work is done', () => {
   const busy = core.tryAcquire();
   assert.ok(busy, 'a busy stream is still leased when no free stream is idle');
   busy.release();
+});
+
+test('a stream known idle is leased without asking the driver until a used lease or getStream() may have queued work', () => {
+  const { core, slots } = rig(2);
+  const take = (expected: number, used = false) => {
+    const lease = core.tryAcquire()!;
+    assert.equal(slotOf(lease), expected);
+    if (used) (lease.stream as Fake).used = true;
+    lease.release();
+  };
+  take(0); // a new pool's streams are idle: no query
+  take(1, true); // its wrapper was used: work may be queued
+  take(0);
+  assert.deepEqual(slots.probes, []);
+  take(1);
+  assert.deepEqual(slots.probes, [1], 'the used stream is asked once');
+  take(0);
+  take(1);
+  assert.deepEqual(slots.probes, [1], 'found idle, it is known idle again');
+  core.getStream(); // hands out stream 0 round-robin
+  take(0);
+  take(1);
+  assert.deepEqual(slots.probes, [1, 0], 'only the stream getStream() handed out is asked again');
+  core.getStream(1);
+  take(0);
+  take(1);
+  assert.deepEqual(slots.probes, [1, 0, 1], 'getStream(index) makes that stream unknown too');
+  for (let i = 0; i < 2; i++) core.getStream();
+  slots.idle[0] = false;
+  const lease = core.tryAcquire()!;
+  assert.equal(slotOf(lease), 1, 'a busy stream is passed over once its idleness is unknown');
+  lease.release();
 });
 
 test('consecutive leases rotate through the streams', () => {

@@ -36,6 +36,7 @@ const slots: PoolSlots<Fake> = {
     view.retired ??= why;
   },
   isIdle: () => true,
+  used: () => true,
   scope: (view, fn) => fn(view),
   drain: async () => {},
 };
