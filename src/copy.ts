@@ -104,6 +104,17 @@ function checkOffset(value: unknown, name: string, size: number, what: string): 
 }
 
 /** Queues a copy on `stream`; see `Stream.copy`. @internal */
+
+/** `options.byteLength` of copy and fill: an integer from 0 to `available` (`what` says what that many bytes are);
+ * `available` when undefined. */
+function checkByteLength(value: unknown, available: number, what: string): number {
+  if (value === undefined) return available;
+  if (typeof value !== 'number') throw invalidType('options.byteLength', 'an integer', value);
+  if (!Number.isInteger(value) || value < 0 || value > available)
+    throw outOfRange('options.byteLength', `an integer from 0 to ${available} (${what})`, value);
+  return value;
+}
+
 export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown): void {
   const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
   const d = operand(dst, 'dst', 'copy');
@@ -117,13 +128,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
   const room = d.length - dstOffset;
-  let byteLength = available;
-  if (o.byteLength !== undefined) {
-    if (typeof o.byteLength !== 'number') throw invalidType('options.byteLength', 'an integer', o.byteLength);
-    if (!Number.isInteger(o.byteLength) || o.byteLength < 0 || o.byteLength > available)
-      throw outOfRange('options.byteLength', `an integer from 0 to ${available} (the source's ${s.length} bytes from "options.srcOffset" ${srcOffset})`, o.byteLength);
-    byteLength = o.byteLength;
-  }
+  const byteLength = checkByteLength(o.byteLength, available, `the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}`);
   if (byteLength > room)
     throw outOfRange(
       'options.byteLength',
@@ -190,13 +195,7 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
   if (offset % elementSize !== 0)
     throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
   const room = dst.byteLength - offset;
-  let byteLength = room;
-  if (o.byteLength !== undefined) {
-    if (typeof o.byteLength !== 'number') throw invalidType('options.byteLength', 'an integer', o.byteLength);
-    if (!Number.isInteger(o.byteLength) || o.byteLength < 0 || o.byteLength > room)
-      throw outOfRange('options.byteLength', `an integer from 0 to ${room} (the buffer's ${dst.byteLength} bytes from "options.offset" ${offset})`, o.byteLength);
-    byteLength = o.byteLength;
-  }
+  const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streamBox(stream, 'fill');
