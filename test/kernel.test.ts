@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { CudaError, cuda, DestroyedError, DeviceBuffer, Program, Stream, withStream, type Kernel, type Module } from 'cuda-stream-pool';
 import { ArgumentPacker, checkParamSizes, readDims, validateSignature, type ParamType } from '../src/module.js';
 import { asKernelPointer } from '../src/kernel-argument.js';
+import { generator } from '../src/bench/reference.js';
 import { gpu, testKernels } from './support/gpu.js';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -200,16 +201,10 @@ async function kernels(): Promise<Record<'saxpy' | 'index2d' | 'sharedSum' | 'bo
   };
 }
 
-/** A small deterministic generator (mulberry32) of floats in [-1, 1). */
+/** A small deterministic generator (the benchmark's mulberry32) of floats in [-1, 1). */
 function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
-  };
+  const next = generator(seed);
+  return () => next() * 2 - 1;
 }
 
 async function readBack<T extends Float32Array | Uint32Array | BigUint64Array>(stream: Stream, buffer: DeviceBuffer, out: T): Promise<T> {

@@ -35,8 +35,9 @@ export function sampleIndices(elements: number, extra?: number): number[] {
   return [...set].sort((a, b) => a - b);
 }
 
-/** A small, fast, seedable generator (mulberry32): the same partitions in every thread and every run. */
-function generator(seed: number): () => number {
+/** A small, fast, seedable generator (mulberry32) of numbers in [0, 1): the same partitions in every thread and
+ * every run. */
+export function generator(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;
