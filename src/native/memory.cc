@@ -683,49 +683,38 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// copyPinnedToDevice(stream, dst, dstOffset, pinned, pinnedOffset, bytes)
-Napi::Value copy_pinned_to_device(const Napi::CallbackInfo& info) {
+// copyPinnedToDevice(stream, dst, dstOffset, pinned, pinnedOffset, bytes) when ToDevice;
+// copyDeviceToPinned(stream, pinned, pinnedOffset, src, srcOffset, bytes) otherwise. One body for both directions.
+template <bool ToDevice>
+Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
-  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
-  size_t dst_offset = to_size(info[2]);
-  auto pinned = unwrap_box<PinnedBox>(info[3]);
-  size_t pinned_offset = to_size(info[4]);
+  auto device = unwrap_box<DeviceBufferBox>(info[ToDevice ? 1 : 3]);
+  size_t device_offset = to_size(info[ToDevice ? 2 : 4]);
+  auto pinned = unwrap_box<PinnedBox>(info[ToDevice ? 3 : 1]);
+  size_t pinned_offset = to_size(info[ToDevice ? 4 : 2]);
   size_t bytes = to_size(info[5]);
   Use<PinnedBox> use_pinned(*pinned, "PinnedBuffer", "copy");
-  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "copy");
+  Use<DeviceBufferBox> use_device(*device, "DeviceBuffer", "copy");
   Use<StreamBox> use_stream(*stream, "Stream", "copy");
-  check_span("destination", dst_offset, bytes, dst->bytes, env);
-  check_span("source", pinned_offset, bytes, pinned->bytes, env);
+  if (ToDevice) {
+    check_span("destination", device_offset, bytes, device->bytes, env);
+    check_span("source", pinned_offset, bytes, pinned->bytes, env);
+  } else {
+    check_span("destination", pinned_offset, bytes, pinned->bytes, env);
+    check_span("source", device_offset, bytes, device->bytes, env);
+  }
   make_current(stream->device);
-  check(drv().cuMemcpyHtoDAsync(dst->ptr + dst_offset, static_cast<char*>(pinned->block->ptr) + pinned_offset, bytes,
-                                stream->handle),
-        "cuMemcpyHtoDAsync", stream->device, copy_text(*stream, bytes));
+  CUdeviceptr device_ptr = device->ptr + device_offset;
+  char* host = static_cast<char*>(pinned->block->ptr) + pinned_offset;
+  if (ToDevice)
+    check(drv().cuMemcpyHtoDAsync(device_ptr, host, bytes, stream->handle), "cuMemcpyHtoDAsync", stream->device,
+          copy_text(*stream, bytes));
+  else
+    check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
+          copy_text(*stream, bytes));
   pinned_cache().fence(*pinned->block, stream);
-  note_use(*dst, stream, environment_of(env), true);
-  return env.Undefined();
-}
-
-// copyDeviceToPinned(stream, pinned, pinnedOffset, src, srcOffset, bytes)
-Napi::Value copy_device_to_pinned(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  auto pinned = unwrap_box<PinnedBox>(info[1]);
-  size_t pinned_offset = to_size(info[2]);
-  auto src = unwrap_box<DeviceBufferBox>(info[3]);
-  size_t src_offset = to_size(info[4]);
-  size_t bytes = to_size(info[5]);
-  Use<PinnedBox> use_pinned(*pinned, "PinnedBuffer", "copy");
-  Use<DeviceBufferBox> use_src(*src, "DeviceBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
-  check_span("destination", pinned_offset, bytes, pinned->bytes, env);
-  check_span("source", src_offset, bytes, src->bytes, env);
-  make_current(stream->device);
-  check(drv().cuMemcpyDtoHAsync(static_cast<char*>(pinned->block->ptr) + pinned_offset, src->ptr + src_offset, bytes,
-                                stream->handle),
-        "cuMemcpyDtoHAsync", stream->device, copy_text(*stream, bytes));
-  pinned_cache().fence(*pinned->block, stream);
-  note_use(*src, stream, environment_of(env), true);
+  note_use(*device, stream, environment_of(env), true);
   return env.Undefined();
 }
 
@@ -991,8 +980,8 @@ void register_memory(Napi::Env env, Napi::Object exports) {
   add("pinnedTrimCache", Napi::Function::New<js_entry<pinned_trim_cache>>(env, "pinnedTrimCache"));
   add("pinnedCacheInfo", Napi::Function::New<js_entry<pinned_cache_info>>(env, "pinnedCacheInfo"));
   add("copyDeviceToDevice", Napi::Function::New<js_entry<copy_device_to_device>>(env, "copyDeviceToDevice"));
-  add("copyPinnedToDevice", Napi::Function::New<js_entry<copy_pinned_to_device>>(env, "copyPinnedToDevice"));
-  add("copyDeviceToPinned", Napi::Function::New<js_entry<copy_device_to_pinned>>(env, "copyDeviceToPinned"));
+  add("copyPinnedToDevice", Napi::Function::New<js_entry<copy_pinned<true>>>(env, "copyPinnedToDevice"));
+  add("copyDeviceToPinned", Napi::Function::New<js_entry<copy_pinned<false>>>(env, "copyDeviceToPinned"));
   add("copyPageableToDevice", Napi::Function::New<js_entry<copy_pageable_to_device>>(env, "copyPageableToDevice"));
   add("copyDeviceToPageable", Napi::Function::New<js_entry<copy_device_to_pageable>>(env, "copyDeviceToPageable"));
   add("copyLanded", Napi::Function::New<js_entry<copy_landed>>(env, "copyLanded"));
