@@ -109,7 +109,7 @@ test('synchronize() settles only after the work, and timers keep firing while it
   stream.destroy();
 });
 
-test('after a 1 ms kernel, synchronize() settles within 50 ms (the host-function path, not the 250 ms poll)', gpu, async () => {
+test('after a 1 ms kernel, synchronize() settles within 50 ms (woken by the poller, no polling timer)', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();
   spin.launch({ grid: 1, block: 1, stream }, 1n * MS, 0n); // warm-up: JIT, first host function
@@ -218,7 +218,7 @@ test('a worker terminated with completions pending does not crash the process', 
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');
   await worker.terminate();
-  // The host functions of the dead worker fire later; this thread keeps working meanwhile and after.
+  // The dead worker's waits are dropped by the poller later; this thread keeps working meanwhile and after.
   await new Promise((resolve) => setTimeout(resolve, 700));
   const stream = Stream.create();
   await stream.synchronize();

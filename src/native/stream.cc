@@ -2,6 +2,7 @@
 #include "stream.h"
 
 #include "addon.h"
+#include "completion.h"
 #include "context.h"
 #include "event.h"
 #include "loader.h"
@@ -12,6 +13,7 @@ const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001
 
 StreamBox::~StreamBox() {
   retire(false);
+  release_ticket(ticket);
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
 
@@ -35,7 +37,7 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
   auto box = std::make_shared<StreamBox>();
   box->device = device;
   check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
-        "device " + std::to_string(device));
+        [&] { return std::string("device " + std::to_string(device)); });
   box->owned = true;
   live().streams++;
   return box;
@@ -72,9 +74,9 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
-  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, describe(*box));
-  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, describe(*box));
-  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, describe(*box));
+  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
+  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
+  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
   Napi::Object out = Napi::Object::New(env);
   out.Set("handle", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
   out.Set("id", Napi::BigInt::New(env, static_cast<uint64_t>(id)));
@@ -99,7 +101,7 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "synchronizeSync");
   make_current(box->device);
-  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, describe(*box));
+  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
   return info.Env().Undefined();
 }
 
@@ -110,7 +112,7 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   Use<StreamBox> use(*box, "Stream", "waitEvent");
   Use<EventBox> use_event(*event, "Event", "waitEvent");
   make_current(box->device);
-  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
+  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, [&] { return std::string(describe(*box)); });
   return info.Env().Undefined();
 }
 

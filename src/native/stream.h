@@ -4,6 +4,8 @@
 
 namespace csp {
 
+struct TicketSlot;  // completion.cc
+
 struct StreamBox : Box {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Stream";
@@ -15,6 +17,10 @@ struct StreamBox : Box {
   // and a borrowed handle may already be dead.
   std::once_flag retired_once;
   CUevent retired = nullptr;
+  // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
+  // that keeps ticket values in the order of their writes.
+  std::mutex marker_mutex;
+  TicketSlot* ticket = nullptr;
   ~StreamBox() override;
   // Destroys an owned stream now (queued work still completes); waits for calls in flight. Idempotent.
   void destroy();
