@@ -36,8 +36,8 @@ native.completionInit((tokens: number[], results: number[]) => {
 });
 
 /** Lands every staged device-to-host copy of this thread whose copy is done, so that its bytes are in place before
- * a completion that follows it settles. */
-function landPending(): void {
+ * a completion that follows it is reported (a settled wait, or a query that found the work done). @internal */
+export function landPending(): void {
   if (landingsPending > 0) landingsPending = native.completionFlush();
 }
 

@@ -2,7 +2,7 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
-import { waitFor, waitSignal } from './completion.js';
+import { landPending, waitFor, waitSignal } from './completion.js';
 import { Stream, streamBox, type WaitOptions } from './stream.js';
 import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
@@ -82,7 +82,10 @@ export class Event {
    * @throws {@link CudaError} when the recorded work failed. Wraps: cuEventQuery. */
   query(): boolean {
     const status = native.eventStatus(this.#use('query'));
-    if (status === 0) return true;
+    if (status === 0) {
+      landPending(); // a copy into a JS array queued before lands before the work is reported done
+      return true;
+    }
     if (status === NOT_READY) return false;
     throw native.cudaError(status, 'cuEventQuery', `device ${this.device.ordinal}`);
   }

@@ -3,7 +3,7 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
-import { waitFor, waitSignal } from './completion.js';
+import { landPending, waitFor, waitSignal } from './completion.js';
 import { Event, eventBox } from './event.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
@@ -151,7 +151,10 @@ export class Stream {
    * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed. Wraps: cuStreamQuery. */
   query(): boolean {
     const status = native.streamStatus(this.#use('query'));
-    if (status === 0) return true;
+    if (status === 0) {
+      landPending(); // a copy into a JS array queued before lands before the work is reported done
+      return true;
+    }
     if (status === NOT_READY) return false;
     throw native.cudaError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
   }

@@ -97,21 +97,23 @@ test('a destination transferred away before the copy lands gets nothing; the wai
 
 test('waits from four workers settle in batches in each worker, and every worker exits 0', gpu, async () => {
   const workers = Array.from({ length: 4 }, () => new Worker(workerUrl, { workerData: { mode: 'batch' } }));
+  const exits = workers.map((worker) => once(worker, 'exit')); // listening before a worker can finish
   const reports = await Promise.all(workers.map(async (worker) => (await once(worker, 'message'))[0]));
   for (const report of reports) {
     assert.equal(report.delivered, 16, JSON.stringify(report));
     assert.ok(report.wakeups < report.delivered, JSON.stringify(report));
   }
-  const codes = await Promise.all(workers.map(async (worker) => (await once(worker, 'exit'))[0]));
+  const codes = (await Promise.all(exits)).map(([code]) => code);
   assert.deepEqual(codes, [0, 0, 0, 0]);
 });
 
 test('a worker that exits with waits pending: the poller drops them once their work ends, nothing else is left', gpu, async () => {
   const pendingBefore = completionStats().processPending;
   const worker = new Worker(workerUrl, { workerData: { mode: 'exit-pending' } });
+  const exit = once(worker, 'exit'); // the worker exits right after its message
   const [queued] = await once(worker, 'message');
-  assert.equal(queued.pending, 4);
-  const [code] = await once(worker, 'exit');
+  assert.equal(queued.pending, pendingBefore + 4);
+  const [code] = await exit;
   assert.equal(code, 0);
   // The worker's kernels run 300 ms; their waits go when they finish.
   const deadline = performance.now() + 5000;
