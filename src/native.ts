@@ -56,6 +56,7 @@ export interface NativeBinding {
   completionFlush(): number;
   completionStats(): import('./completion.js').CompletionStats;
   completionMarker(device: number): 'ticket' | 'event';
+  completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
   completionRef(): void;
   completionUnref(): void;
   streamNotify(stream: Box, token: number): void;

@@ -574,6 +574,18 @@ Napi::Value completion_marker(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), marker_kind(device) == MarkerKind::kTicket ? "ticket" : "event");
 }
 
+// completionSetMarker(device, 'ticket' | 'event'): the marker kind for later waits on the device (the micro-benchmark
+// measures both in one process). Tickets only where the device supports them; returns the kind now in force.
+Napi::Value completion_set_marker(const Napi::CallbackInfo& info) {
+  const int device = info[0].As<Napi::Number>().Int32Value();
+  make_current(device);
+  g_marker_kind[device].store(MarkerKind::kUnknown, std::memory_order_relaxed);
+  const bool event = info[1].As<Napi::String>().Utf8Value() == "event";
+  MarkerKind kind = event ? MarkerKind::kEvent : marker_kind(device);
+  if (event) g_marker_kind[device].store(kind, std::memory_order_relaxed);
+  return Napi::String::New(info.Env(), kind == MarkerKind::kTicket ? "ticket" : "event");
+}
+
 }  // namespace
 
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing) {
@@ -608,6 +620,7 @@ void register_completion(Napi::Env env, Napi::Object exports) {
   exports.Set("completionFlush", Napi::Function::New<js_entry<completion_flush>>(env, "completionFlush"));
   exports.Set("completionStats", Napi::Function::New<js_entry<completion_stats>>(env, "completionStats"));
   exports.Set("completionMarker", Napi::Function::New<js_entry<completion_marker>>(env, "completionMarker"));
+  exports.Set("completionSetMarker", Napi::Function::New<js_entry<completion_set_marker>>(env, "completionSetMarker"));
   exports.Set("streamNotify", Napi::Function::New<js_entry<stream_notify>>(env, "streamNotify"));
   exports.Set("eventNotify", Napi::Function::New<js_entry<event_notify>>(env, "eventNotify"));
 }
