@@ -363,7 +363,6 @@ class Engine {
     if (CUresult fault = device_fault(wait.device)) return fault;
     if (wait.event) {
       if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
-      std::shared_lock<std::shared_mutex> lock(wait.event->mutex);  // the handle stays while engine_waits > 0
       return check_quiet(drv().cuEventQuery(wait.event->handle), wait.device);
     }
     if (wait.marker.event && !make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -377,7 +376,7 @@ class Engine {
       if (result == CUDA_SUCCESS) event_pool().put(wait->device, wait->marker.event);
       // else: after a fault the event is never reused (its context is lost)
     }
-    if (wait->event) wait->event->end_engine_wait();
+    if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
     pending_.fetch_sub(1, std::memory_order_relaxed);
     Channel& channel = *wait->channel;
     bool delivered = false;
@@ -539,7 +538,7 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   channel_of(env);
   auto event = unwrap_box<EventBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
-  event->begin_engine_wait();
+  if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
   Wait* wait = new_wait(env, token, event->device);
   wait->event = std::move(event);
   engine().submit(wait);

@@ -36,15 +36,20 @@ std::string where(const StreamBox& stream) {
 
 size_t to_size(const Napi::Value& value) { return static_cast<size_t>(to_uint64(value)); }
 
-// Holds a stream's shared lock without throwing; `alive()` says whether its handle may be passed to the driver.
+// Enters a stream's box without throwing; `alive()` says whether its handle may be passed to the driver.
 // See Note [handle guard] in box.h.
 class TryUse {
  public:
-  explicit TryUse(StreamBox& box) : lock_(box.mutex), alive_(!box.destroyed) {}
+  explicit TryUse(StreamBox& box) : box_(box), alive_(box.enter()) {}
+  ~TryUse() {
+    if (alive_) box_.leave();
+  }
+  TryUse(const TryUse&) = delete;
+  TryUse& operator=(const TryUse&) = delete;
   bool alive() const { return alive_; }
 
  private:
-  std::shared_lock<std::shared_mutex> lock_;
+  StreamBox& box_;
   bool alive_;
 };
 
@@ -64,7 +69,7 @@ CUmemoryPool default_pool(int device) {
 }
 
 // Makes `stream` record its last work when it is destroyed (Note [stream retirement] in stream.h). The caller holds
-// the stream's shared lock and the stream is alive. Throws CudaFailure; a failed creation is retried next time.
+// an entry of the stream's box (alive). Throws CudaFailure; a failed creation is retried next time.
 void watch_retirement(StreamBox& stream) {
   std::call_once(stream.retired_once, [&stream] {
     CUevent event = nullptr;
@@ -144,7 +149,7 @@ class PinnedCache {
     return block;
   }
 
-  // Records that a copy using `block` was just queued on `stream` (the caller holds its shared lock, alive, and its
+  // Records that a copy using `block` was just queued on `stream` (the caller holds an entry of its box, and its
   // context is current). Throws CudaFailure; then the block must not be reused (the caller leaks it).
   void fence(Block& block, const std::shared_ptr<StreamBox>& stream) {
     std::weak_ptr<StreamBox> key = stream;
@@ -290,16 +295,13 @@ struct PinnedBox : Box {
     if (counted.exchange(false)) live().pinned_bytes -= static_cast<int64_t>(bytes);
   }
   // free(): copies are refused from now on; waits for copies being queued on other threads.
-  void retire() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    destroyed = true;
+  void free() {
+    retire_and_wait();
     uncount();
   }
-  // The ArrayBuffer's finalizer: the block goes back to the cache once queued copies are done.
+  // The ArrayBuffer's finalizer (once): the block goes back to the cache once queued copies are done.
   void give_back() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    destroyed = true;
-    uncount();
+    free();
     if (block) pinned_cache().release(block);
     block = nullptr;
   }
@@ -321,8 +323,8 @@ const napi_type_tag PinnedBox::kTag = {0x6373702d70696e6eULL, 0x6564000000000005
 //    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
-// Locks: a buffer's guard before any stream's, `uses_mutex` last; the free holds the buffer's guard exclusively, which
-// keeps every other user out.
+// Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
+// other user out; `uses_mutex` follows Note [lock order] in box.h.
 
 struct BufferUse {
   std::shared_ptr<StreamBox> stream;
@@ -357,7 +359,7 @@ ShareRegistry& shares() {
 }
 
 // Reports a use of `buffer` on `stream` (Note [buffer uses]); `after_work`: the work is already queued, so a
-// per-thread stream of a borrowing thread is recorded now. The caller holds both boxes' shared locks, both alive,
+// per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both boxes,
 // and the device's context is current. Throws CudaFailure.
 void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work) {
   std::lock_guard<std::mutex> lock(buffer.uses_mutex);
@@ -385,14 +387,12 @@ struct FreeOutcome {
 
 // Frees `buffer` once, in stream order: on `target` when given and alive, else on the allocation stream when alive,
 // else on the library stream; after every other entry of Note [buffer uses]. `environment` is the calling thread.
-// Waits for calls in flight on other threads (the exclusive guard). When `marker` is given, records it on the free's
+// Waits for calls in flight on other threads (retire_and_wait). When `marker` is given, records it on the free's
 // stream right after the free. Never throws: failures come back in the outcome (finalizers use it too).
 FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& target, int environment,
                         CUevent marker) {
   FreeOutcome out;
-  std::unique_lock<std::shared_mutex> guard(buffer.mutex);
-  if (buffer.destroyed) return out;
-  buffer.destroyed = true;
+  if (!buffer.retire_and_wait()) return out;  // keeps every other user out from here on
   out.freed = true;
   live().device_bytes -= static_cast<int64_t>(buffer.bytes);
   const int device = buffer.device;
@@ -408,8 +408,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
     out.call = "cuCtxSetCurrent";
     return out;
   }
-  // The exclusive guard keeps note_use out, so `uses` needs no uses_mutex here.
-  // The free's stream, held alive (shared lock) until the free is queued.
+  // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
+  // The free's stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
   StreamBox* free_box = nullptr;
   for (StreamBox* candidate : {target.get(), buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
@@ -511,7 +511,7 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   box->uses.push_back(BufferUse{stream, box->owner_environment, nullptr});
   CUresult r = drv().cuMemAllocFromPoolAsync(&box->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
-    box->destroyed = true;  // nothing to free
+    box->retire_and_wait();  // nothing to free
     box->uses.clear();
     check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
@@ -622,7 +622,7 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
 // gives the block back. Returns at once; waits only for a copy being queued on this box by another call.
 Napi::Value pinned_free(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<PinnedBox>(info[0]);
-  box->retire();
+  box->free();
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
   return info.Env().Undefined();
