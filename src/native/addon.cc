@@ -20,7 +20,6 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_pool(env, exports);
   register_memory(env, exports);
   register_nvrtc(env, exports);
-  register_bench(env, exports);
   return exports;
 }
 

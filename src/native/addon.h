@@ -26,6 +26,5 @@ void register_module(Napi::Env env, Napi::Object exports);
 void register_pool(Napi::Env env, Napi::Object exports);
 void register_memory(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
-void register_bench(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp
