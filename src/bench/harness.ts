@@ -13,8 +13,8 @@ export interface Sample {
 export interface MicroResult {
   /** What one call does, for example 'pool.getStream()'. */
   name: string;
-  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, or 'GB/s'. */
-  unit: 'ns' | 'µs' | 'GB/s';
+  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, 'ms' in all, 'GB/s', or '%' of one CPU core. */
+  unit: 'ns' | 'µs' | 'ms' | 'GB/s' | '%';
   value: Sample;
   /** The baseline's name, for example 'cuStreamCreate+cuStreamDestroy (C++ loop)'. */
   baselineName?: string;
@@ -52,6 +52,17 @@ export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 
     if (r >= 0) perCall.push(ns);
   }
   return summarize(perCall);
+}
+
+/** A native baseline's sample: `measure` (one run of a C++ loop, returning its figure) called `runs` times after one
+ * warm-up call, as {@link timeSync} runs a JS loop. */
+export function nativeSample(measure: () => number, runs = 9): Sample {
+  const values: number[] = [];
+  for (let r = -1; r < runs; r++) {
+    const value = measure();
+    if (r >= 0) values.push(value);
+  }
+  return summarize(values);
 }
 
 /** Nanoseconds per call of an async `fn` awaited in sequence, as {@link timeSync}. */
