@@ -66,13 +66,13 @@ export interface NativeTaskOutcome {
 export interface BenchBinding {
   setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
   /** cuStreamCreateWithPriority(non-blocking, 0) + cuStreamDestroy, as Stream.create() + destroy(). */
-  streamCreateDestroy(device: number, iterations: number): number;
+  streamCreateDestroyLoop(device: number, iterations: number): number;
   /** cuStreamSynchronize on an idle stream. */
-  streamSynchronizeIdle(device: number, iterations: number): number;
+  streamSynchronizeIdleLoop(device: number, iterations: number): number;
   /** cuLaunchKernel(empty_kernel, 1 block of 1 thread) + cuStreamSynchronize. */
-  kernelSynchronize(device: number, iterations: number, ptx: string): number;
+  kernelSynchronizeLoop(device: number, iterations: number, ptx: string): number;
   /** cuEventRecord of a timing-disabled event on an idle stream. */
-  eventRecord(device: number, iterations: number): number;
+  eventRecordLoop(device: number, iterations: number): number;
   /** cuLaunchKernel (grid 1, block 1) of the benchmark kernel `name` on the raw stream `stream`, its arguments packed
    * in slots of `slotBytes` as kernel.launch() packs them; the stream is synchronized before and after. */
   launchLoop(device: number, iterations: number, ptx: string, name: string, stream: bigint, params: Uint8Array, slotBytes: number): number;
@@ -80,7 +80,7 @@ export interface BenchBinding {
    * and ns in all until the stream is idle. */
   copyLoop(device: number, iterations: number, toDevice: boolean, pinned: Uint8Array, bytes: number): { enqueueNs: number; totalNs: number };
   /** cuMemAllocFromPoolAsync (default pool) + cuMemFreeAsync of `bytes`. */
-  allocFree(device: number, iterations: number, bytes: number): number;
+  allocFreeLoop(device: number, iterations: number, bytes: number): number;
   /** The `native` mode: tasks on C++ threads, one per slot. */
   runTasks(plan: NativeTaskPlan): Promise<NativeTaskOutcome>;
 }

@@ -130,7 +130,7 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
     const pairs = timeSync(() => DeviceBuffer.alloc(pairBytes, { stream }).free(), iterations, runs);
     await stream.synchronize();
     const toMicroseconds = (s: Sample): Sample => ({ median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000, runs: s.runs });
-    const nativePairs = nativeSample(() => addon.allocFree(ordinal, iterations, pairBytes), runs);
+    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs);
     results.push({
       name: 'DeviceBuffer.alloc() + free(), 1 MiB',
       unit: 'µs',

@@ -88,7 +88,7 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
   const device = Device.get(options.device ?? 0);
   const ordinal = device.ordinal;
   const addon = benchAddon();
-  const baseline = nativeSample(() => addon.streamCreateDestroy(ordinal, 2_000));
+  const baseline = nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 2_000));
   const results: MicroResult[] = [];
   const pool = new StreamPool({ device, size: 32 });
   const eight = new StreamPool({ device, size: 8 });

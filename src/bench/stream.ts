@@ -74,7 +74,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
       'µs',
       inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
       'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
-      inMicroseconds(nativeSample(() => addon.streamCreateDestroy(ordinal, 1000))),
+      inMicroseconds(nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 1000))),
     ),
   );
 
@@ -87,7 +87,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
         'ns',
         await timeAsync(() => stream.synchronize(), 10_000),
         'cuStreamSynchronize on an idle stream (C++ loop)',
-        nativeSample(() => addon.streamSynchronizeIdle(ordinal, 10_000)),
+        nativeSample(() => addon.streamSynchronizeIdleLoop(ordinal, 10_000)),
       ),
     );
 
@@ -104,7 +104,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
           }, 2000),
         ),
         'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
-        inMicroseconds(nativeSample(() => addon.kernelSynchronize(ordinal, 2000, ptx))),
+        inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
       ),
     );
 
@@ -113,7 +113,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
       'ns',
       timeSync(() => event.record(stream), 10_000),
       'cuEventRecord (C++ loop)',
-      nativeSample(() => addon.eventRecord(ordinal, 10_000)),
+      nativeSample(() => addon.eventRecordLoop(ordinal, 10_000)),
     );
     record.target = '≤ the C++ loop + 100 ns';
     record.met = record.value.median <= record.baseline!.median + 100;

@@ -30,7 +30,8 @@ class Scratch {
   // A non-blocking stream of priority 0, as Stream.create() makes by default.
   CUstream stream() {
     if (!stream_)
-      check(drv().cuStreamCreateWithPriority(&stream_, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority", device_);
+      check(drv().cuStreamCreateWithPriority(&stream_, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority",
+            device_);
     return stream_;
   }
 
@@ -74,9 +75,9 @@ uint64_t to_u64(const Napi::Value& value) {
   return value.As<Napi::BigInt>().Uint64Value(&lossless);
 }
 
-// streamCreateDestroy(device, iterations) -> ns per cuStreamCreateWithPriority(non-blocking, 0) + cuStreamDestroy:
+// streamCreateDestroyLoop(device, iterations) -> ns per cuStreamCreateWithPriority(non-blocking, 0) + cuStreamDestroy:
 // what Stream.create() + destroy() call, and what a task pays for a stream of its own.
-Napi::Value stream_create_destroy(const Napi::CallbackInfo& info) {
+Napi::Value stream_create_destroy_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   make_current(device);
   double ns = ns_per_op(iterations_of(info), [&] {
@@ -87,18 +88,19 @@ Napi::Value stream_create_destroy(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ns);
 }
 
-// streamSynchronizeIdle(device, iterations) -> ns per cuStreamSynchronize on an idle stream.
-Napi::Value stream_synchronize_idle(const Napi::CallbackInfo& info) {
+// streamSynchronizeIdleLoop(device, iterations) -> ns per cuStreamSynchronize on an idle stream.
+Napi::Value stream_synchronize_idle_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   Scratch scratch(device);
   CUstream stream = scratch.stream();
-  double ns = ns_per_op(iterations_of(info), [&] { check(drv().cuStreamSynchronize(stream), "cuStreamSynchronize", device); });
+  double ns = ns_per_op(iterations_of(info),
+                        [&] { check(drv().cuStreamSynchronize(stream), "cuStreamSynchronize", device); });
   return Napi::Number::New(info.Env(), ns);
 }
 
-// kernelSynchronize(device, iterations, ptx) -> ns per cuLaunchKernel(empty_kernel, 1 block of 1 thread) +
+// kernelSynchronizeLoop(device, iterations, ptx) -> ns per cuLaunchKernel(empty_kernel, 1 block of 1 thread) +
 // cuStreamSynchronize.
-Napi::Value kernel_synchronize(const Napi::CallbackInfo& info) {
+Napi::Value kernel_synchronize_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   Scratch scratch(device);
   CUfunction function = bench_kernel(device, info[2].As<Napi::String>().Utf8Value(), "empty_kernel");
@@ -110,13 +112,14 @@ Napi::Value kernel_synchronize(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ns);
 }
 
-// eventRecord(device, iterations) -> ns per cuEventRecord of a timing-disabled event on an idle stream.
-Napi::Value event_record(const Napi::CallbackInfo& info) {
+// eventRecordLoop(device, iterations) -> ns per cuEventRecord of a timing-disabled event on an idle stream.
+Napi::Value event_record_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   Scratch scratch(device);
   CUstream stream = scratch.stream();
   CUevent event = scratch.event();
-  double ns = ns_per_op(iterations_of(info), [&] { check(drv().cuEventRecord(event, stream), "cuEventRecord", device); });
+  double ns =
+      ns_per_op(iterations_of(info), [&] { check(drv().cuEventRecord(event, stream), "cuEventRecord", device); });
   return Napi::Number::New(info.Env(), ns);
 }
 
@@ -128,12 +131,14 @@ Napi::Value launch_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   int64_t iterations = iterations_of(info);
   make_current(device);
-  CUfunction function = bench_kernel(device, info[2].As<Napi::String>().Utf8Value(), info[3].As<Napi::String>().Utf8Value().c_str());
+  const std::string name = info[3].As<Napi::String>().Utf8Value();
+  CUfunction function = bench_kernel(device, info[2].As<Napi::String>().Utf8Value(), name.c_str());
   auto stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_u64(info[4])));
   auto params = info[5].As<Napi::Uint8Array>();
   size_t slot = info[6].As<Napi::Number>().Uint32Value();
   std::vector<void*> pointers;
-  for (size_t offset = 0; slot && offset + slot <= params.ByteLength(); offset += slot) pointers.push_back(params.Data() + offset);
+  for (size_t offset = 0; slot && offset + slot <= params.ByteLength(); offset += slot)
+    pointers.push_back(params.Data() + offset);
   void** args = pointers.empty() ? nullptr : pointers.data();
   check(drv().cuStreamSynchronize(stream), "cuStreamSynchronize", device);
   double ns = ns_per_op(iterations, [&] {
@@ -175,9 +180,9 @@ Napi::Value copy_loop(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// allocFree(device, iterations, bytes) -> ns per cuMemAllocFromPoolAsync (the device's default pool) +
+// allocFreeLoop(device, iterations, bytes) -> ns per cuMemAllocFromPoolAsync (the device's default pool) +
 // cuMemFreeAsync pair on a stream of its own: the enqueue cost (the stream is synchronized after the clock stops).
-Napi::Value alloc_free(const Napi::CallbackInfo& info) {
+Napi::Value alloc_free_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   int64_t iterations = iterations_of(info);
   size_t bytes = static_cast<size_t>(info[2].As<Napi::Number>().Int64Value());
@@ -198,13 +203,16 @@ Napi::Value alloc_free(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void register_calls(Napi::Env env, Napi::Object exports) {
-  exports.Set("streamCreateDestroy", Napi::Function::New<entry<stream_create_destroy>>(env, "streamCreateDestroy"));
-  exports.Set("streamSynchronizeIdle", Napi::Function::New<entry<stream_synchronize_idle>>(env, "streamSynchronizeIdle"));
-  exports.Set("kernelSynchronize", Napi::Function::New<entry<kernel_synchronize>>(env, "kernelSynchronize"));
-  exports.Set("eventRecord", Napi::Function::New<entry<event_record>>(env, "eventRecord"));
-  exports.Set("launchLoop", Napi::Function::New<entry<launch_loop>>(env, "launchLoop"));
-  exports.Set("copyLoop", Napi::Function::New<entry<copy_loop>>(env, "copyLoop"));
-  exports.Set("allocFree", Napi::Function::New<entry<alloc_free>>(env, "allocFree"));
+  auto add = [&](const char* name, Napi::Function function) { exports.Set(name, function); };
+  add("streamCreateDestroyLoop",
+      Napi::Function::New<entry<stream_create_destroy_loop>>(env, "streamCreateDestroyLoop"));
+  add("streamSynchronizeIdleLoop",
+      Napi::Function::New<entry<stream_synchronize_idle_loop>>(env, "streamSynchronizeIdleLoop"));
+  add("kernelSynchronizeLoop", Napi::Function::New<entry<kernel_synchronize_loop>>(env, "kernelSynchronizeLoop"));
+  add("eventRecordLoop", Napi::Function::New<entry<event_record_loop>>(env, "eventRecordLoop"));
+  add("launchLoop", Napi::Function::New<entry<launch_loop>>(env, "launchLoop"));
+  add("copyLoop", Napi::Function::New<entry<copy_loop>>(env, "copyLoop"));
+  add("allocFreeLoop", Napi::Function::New<entry<alloc_free_loop>>(env, "allocFreeLoop"));
 }
 
 }  // namespace csp::bench

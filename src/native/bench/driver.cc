@@ -60,16 +60,20 @@ Napi::Error to_js_error(Napi::Env env, std::exception_ptr error) {
   } catch (const Failure& f) {
     std::string detail = "device " + std::to_string(f.device) + " (native benchmark baseline)";
     if (!factory)
-      return Napi::Error::New(env, std::string(f.call) + " failed with CUresult " + std::to_string(f.code) + " on " + detail);
+      return Napi::Error::New(env, std::string(f.call) + " failed with CUresult " + std::to_string(f.code) + " on " +
+                                       detail);
     return Napi::Error(env, data->error_factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code),
                                                       Napi::String::New(env, f.call), Napi::String::New(env, detail)}));
   } catch (const Unavailable& u) {
     if (!factory) return Napi::Error::New(env, u.reason);
-    return Napi::Error(env, data->error_factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason)}));
+    return Napi::Error(
+        env, data->error_factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason)}));
   } catch (const std::bad_alloc&) {
     return Napi::Error::New(env, "cuda-stream-pool bench: out of host memory");
   } catch (const std::exception& e) {
     return Napi::Error::New(env, std::string("cuda-stream-pool bench internal error: ") + e.what());
+  } catch (...) {
+    return Napi::Error::New(env, "cuda-stream-pool bench internal error: an unknown exception");
   }
 }
 

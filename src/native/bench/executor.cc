@@ -171,7 +171,8 @@ Outcome run(const Plan& plan) {
         mark(0);
         check(drv().cuMemcpyHtoDAsync(memory, plan.partitions[partition], bytes, stream), "cuMemcpyHtoDAsync", device);
         mark(1);
-        check(drv().cuLaunchKernel(kernel, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr), "cuLaunchKernel", device);
+        check(drv().cuLaunchKernel(kernel, plan.grid, 1, 1, plan.block, 1, 1, 0, stream, args, nullptr),
+              "cuLaunchKernel", device);
         mark(2);
         check(drv().cuMemcpyDtoHAsync(slot.output, memory, bytes, stream), "cuMemcpyDtoHAsync", device);
         mark(3);
@@ -235,7 +236,9 @@ Outcome run(const Plan& plan) {
 class NativeRun : public Napi::AsyncWorker {
  public:
   NativeRun(Napi::Env env, Plan plan)
-      : Napi::AsyncWorker(env, "cuda_stream_pool_bench.native"), deferred_(Napi::Promise::Deferred::New(env)), plan_(std::move(plan)) {}
+      : Napi::AsyncWorker(env, "cuda_stream_pool_bench.native"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        plan_(std::move(plan)) {}
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
@@ -280,7 +283,7 @@ class NativeRun : public Napi::AsyncWorker {
     std::memcpy(marks.Data(), o.marks.data(), o.marks.size() * sizeof(double));
     out.Set("marks", marks);
     Napi::Array ids = Napi::Array::New(env, o.stream_ids.size());
-    for (uint32_t s = 0; s < o.stream_ids.size(); s++) ids.Set(s, Napi::BigInt::New(env, static_cast<uint64_t>(o.stream_ids[s])));
+    for (uint32_t s = 0; s < o.stream_ids.size(); s++) ids.Set(s, Napi::BigInt::New(env, o.stream_ids[s]));
     out.Set("streamIds", ids);
     int64_t completed = 0;
     for (int64_t done : o.done) completed += done;
@@ -329,7 +332,8 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
   plan.a = number("a").FloatValue();
   plan.b = number("b").FloatValue();
   Napi::Array partitions = o.Get("partitions").As<Napi::Array>();
-  for (uint32_t p = 0; p < partitions.Length(); p++) plan.partitions.push_back(partitions.Get(p).As<Napi::Uint8Array>().Data());
+  for (uint32_t p = 0; p < partitions.Length(); p++)
+    plan.partitions.push_back(partitions.Get(p).As<Napi::Uint8Array>().Data());
   Napi::Array slots = o.Get("slots").As<Napi::Array>();
   for (uint32_t s = 0; s < slots.Length(); s++) {
     Napi::Object slot = slots.Get(s).As<Napi::Object>();
@@ -345,10 +349,14 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
   plan.corrupt_task = number("corruptTask").Int64Value();
   plan.corrupt_element = number("corruptElement").Uint32Value();
   plan.marks = o.Get("marks").As<Napi::Boolean>().Value();
-  if (plan.partitions.empty() || plan.slots.empty() || plan.references.size() != plan.partitions.size() * plan.sample.size())
-    throw Napi::TypeError::New(env, "cuda-stream-pool bench internal: runTasks needs partitions, slots and a reference per sample element of each partition");
+  // The TS caller builds the plan; these only keep a caller's bug from reading out of bounds on the task threads.
+  if (plan.partitions.empty() || plan.slots.empty() ||
+      plan.references.size() != plan.partitions.size() * plan.sample.size())
+    throw Napi::TypeError::New(env, "cuda-stream-pool bench internal: runTasks needs partitions, slots and a "
+                                    "reference per sample element of each partition");
   for (uint32_t element : plan.sample)
-    if (element >= plan.elements) throw Napi::RangeError::New(env, "cuda-stream-pool bench internal: runTasks sample element beyond elements");
+    if (element >= plan.elements)
+      throw Napi::RangeError::New(env, "cuda-stream-pool bench internal: a runTasks sample element is beyond elements");
   auto* worker = new NativeRun(env, std::move(plan));
   Napi::Promise promise = worker->promise();
   worker->Queue();
