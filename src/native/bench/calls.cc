@@ -16,10 +16,10 @@ namespace {
 // Driver objects one measurement creates, destroyed when it ends, also when a call in the loop threw.
 class Scratch {
  public:
-  explicit Scratch(int device) : device_(device) { make_current(device); }
+  explicit Scratch(int device) : context_(device), device_(device) {}
   Scratch(const Scratch&) = delete;  // owns driver objects
   Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
+  ~Scratch() {  // before context_ is restored
     if (stream_) drv().cuStreamSynchronize(stream_);
     if (allocation_) drv().cuMemFreeAsync(allocation_, stream_);
     if (stream_) drv().cuStreamSynchronize(stream_);
@@ -53,6 +53,7 @@ class Scratch {
   }
 
  private:
+  ContextScope context_;
   int device_;
   CUstream stream_ = nullptr;
   CUevent event_ = nullptr;
@@ -79,7 +80,7 @@ uint64_t to_u64(const Napi::Value& value) {
 // what Stream.create() + destroy() call, and what a task pays for a stream of its own.
 Napi::Value stream_create_destroy_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
-  make_current(device);
+  ContextScope context(device);
   double ns = ns_per_op(iterations_of(info), [&] {
     CUstream stream = nullptr;
     check(drv().cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority", device);
@@ -130,7 +131,7 @@ Napi::Value event_record_loop(const Napi::CallbackInfo& info) {
 Napi::Value launch_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   int64_t iterations = iterations_of(info);
-  make_current(device);
+  ContextScope context(device);
   const std::string name = info[3].As<Napi::String>().Utf8Value();
   CUfunction function = bench_kernel(device, info[2].As<Napi::String>().Utf8Value(), name.c_str());
   auto stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_u64(info[4])));

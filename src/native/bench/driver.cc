@@ -35,6 +35,14 @@ void make_current(int device) {
   check(drv().cuCtxSetCurrent(context), "cuCtxSetCurrent", device);
 }
 
+ContextScope::ContextScope(int device) {
+  // load_driver() first: without a driver there is no table to ask, and make_current reports why.
+  if (load_driver().available) check(drv().cuCtxGetCurrent(&previous_), "cuCtxGetCurrent", device);
+  make_current(device);
+}
+
+ContextScope::~ContextScope() { drv().cuCtxSetCurrent(previous_); }
+
 CUfunction bench_kernel(int device, const std::string& ptx, const char* name) {
   CUmodule module = nullptr;
   {

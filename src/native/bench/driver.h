@@ -38,6 +38,19 @@ inline void check(CUresult code, const char* call, int device) {
 // the library uses too) and makes it current on the calling thread. Any thread.
 void make_current(int device);
 
+// Makes the device's context current on a thread this addon borrows (the JS thread, a libuv worker thread) for the
+// scope's life, then restores the context that was current before, so the caller's thread is left as it was found.
+class ContextScope {
+ public:
+  explicit ContextScope(int device);
+  ContextScope(const ContextScope&) = delete;  // restores once
+  ContextScope& operator=(const ContextScope&) = delete;
+  ~ContextScope();
+
+ private:
+  CUcontext previous_ = nullptr;
+};
+
 // The kernel `name` of the benchmark PTX (kernels/bench.ptx, given as text), loaded on first use per device and kept
 // until the process exits, like the retained context. Any thread; the device's context must be current.
 CUfunction bench_kernel(int device, const std::string& ptx, const char* name);

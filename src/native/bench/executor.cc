@@ -101,7 +101,7 @@ double epoch_ms(std::chrono::system_clock::time_point epoch_zero, Clock::time_po
 
 Outcome run(const Plan& plan) {
   const int device = plan.device;
-  make_current(device);
+  ContextScope context(device);  // on a libuv worker thread, which the library's module loading also uses
   CUfunction kernel = bench_kernel(device, plan.ptx, "fma_steps");
   const size_t slots = plan.slots.size();
   const size_t sample = plan.sample.size();
