@@ -4,12 +4,14 @@
 // references and tolerance. Only the streams and the completion differ: one thread per slot, each on a non-blocking
 // stream of its own, waits for each task with cuStreamSynchronize.
 //
-// Runs on: runTasks() on the JS thread; the run on a libuv worker thread (Napi::AsyncWorker), which starts the task
-// threads, releases them together and joins them; the promise settles on the JS thread. The JS thread is not blocked.
+// Runs on: runTasks() on the JS thread; the run on a thread of its own, which starts the task threads, releases them
+// together, joins them and hands the outcome to the JS thread through a thread-safe function, where the promise
+// settles. The JS thread is not blocked.
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -101,7 +103,7 @@ double epoch_ms(std::chrono::system_clock::time_point epoch_zero, Clock::time_po
 
 Outcome run(const Plan& plan) {
   const int device = plan.device;
-  ContextScope context(device);  // on a libuv worker thread, which the library's module loading also uses
+  make_current(device);  // a thread of its own, which exits after the run
   CUfunction kernel = bench_kernel(device, plan.ptx, "fma_steps");
   const size_t slots = plan.slots.size();
   const size_t sample = plan.sample.size();
@@ -233,77 +235,62 @@ Outcome run(const Plan& plan) {
   return outcome;
 }
 
-class NativeRun : public Napi::AsyncWorker {
- public:
-  NativeRun(Napi::Env env, Plan plan)
-      : Napi::AsyncWorker(env, "cuda_stream_pool_bench.native"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        plan_(std::move(plan)) {}
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- protected:
-  // Runs on: a libuv worker thread.
-  void Execute() override {
-    try {
-      outcome_ = run(plan_);
-    } catch (...) {
-      error_ = std::current_exception();
-    }
+// The run's JS side: a JS object of the outcome. JS thread.
+Napi::Object result_of(Napi::Env env, const Outcome& o) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("startEpochMs", o.start_epoch_ms);
+  out.Set("endEpochMs", o.end_epoch_ms);
+  out.Set("originEpochMs", o.origin_epoch_ms);
+  auto slot_of = Napi::Uint32Array::New(env, o.slot_of.size());
+  std::memcpy(slot_of.Data(), o.slot_of.data(), o.slot_of.size() * sizeof(uint32_t));
+  out.Set("slotOf", slot_of);
+  auto latency = Napi::Float64Array::New(env, o.latency_ms.size());
+  std::memcpy(latency.Data(), o.latency_ms.data(), o.latency_ms.size() * sizeof(double));
+  out.Set("latencyMs", latency);
+  auto marks = Napi::Float64Array::New(env, o.marks.size());
+  std::memcpy(marks.Data(), o.marks.data(), o.marks.size() * sizeof(double));
+  out.Set("marks", marks);
+  Napi::Array ids = Napi::Array::New(env, o.stream_ids.size());
+  for (uint32_t s = 0; s < o.stream_ids.size(); s++) ids.Set(s, Napi::BigInt::New(env, o.stream_ids[s]));
+  out.Set("streamIds", ids);
+  int64_t completed = 0;
+  for (int64_t done : o.done) completed += done;
+  out.Set("completed", Napi::Number::New(env, static_cast<double>(completed)));
+  if (o.mismatch.task >= 0) {
+    Napi::Object mismatch = Napi::Object::New(env);
+    mismatch.Set("task", Napi::Number::New(env, static_cast<double>(o.mismatch.task)));
+    mismatch.Set("element", o.mismatch.element);
+    mismatch.Set("value", o.mismatch.value);
+    mismatch.Set("expected", o.mismatch.expected);
+    out.Set("mismatch", mismatch);
   }
+  return out;
+}
 
-  // Runs on: the JS thread.
-  void OnOK() override {
-    Napi::Env env = Env();
-    try {
-      if (error_) {
-        deferred_.Reject(to_js_error(env, error_).Value());
-        return;
-      }
-      deferred_.Resolve(result(env));
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    }
-  }
-
- private:
-  Napi::Object result(Napi::Env env) const {
-    const Outcome& o = outcome_;
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("startEpochMs", o.start_epoch_ms);
-    out.Set("endEpochMs", o.end_epoch_ms);
-    out.Set("originEpochMs", o.origin_epoch_ms);
-    auto slot_of = Napi::Uint32Array::New(env, o.slot_of.size());
-    std::memcpy(slot_of.Data(), o.slot_of.data(), o.slot_of.size() * sizeof(uint32_t));
-    out.Set("slotOf", slot_of);
-    auto latency = Napi::Float64Array::New(env, o.latency_ms.size());
-    std::memcpy(latency.Data(), o.latency_ms.data(), o.latency_ms.size() * sizeof(double));
-    out.Set("latencyMs", latency);
-    auto marks = Napi::Float64Array::New(env, o.marks.size());
-    std::memcpy(marks.Data(), o.marks.data(), o.marks.size() * sizeof(double));
-    out.Set("marks", marks);
-    Napi::Array ids = Napi::Array::New(env, o.stream_ids.size());
-    for (uint32_t s = 0; s < o.stream_ids.size(); s++) ids.Set(s, Napi::BigInt::New(env, o.stream_ids[s]));
-    out.Set("streamIds", ids);
-    int64_t completed = 0;
-    for (int64_t done : o.done) completed += done;
-    out.Set("completed", Napi::Number::New(env, static_cast<double>(completed)));
-    if (o.mismatch.task >= 0) {
-      Napi::Object mismatch = Napi::Object::New(env);
-      mismatch.Set("task", Napi::Number::New(env, static_cast<double>(o.mismatch.task)));
-      mismatch.Set("element", o.mismatch.element);
-      mismatch.Set("value", o.mismatch.value);
-      mismatch.Set("expected", o.mismatch.expected);
-      out.Set("mismatch", mismatch);
-    }
-    return out;
-  }
-
-  Napi::Promise::Deferred deferred_;
-  Plan plan_;
-  Outcome outcome_;
-  std::exception_ptr error_;
+// One runTasks call in flight: what it runs, what came of it, and the promise to settle.
+struct Job {
+  Plan plan;
+  Outcome outcome;
+  std::exception_ptr error;
+  Napi::Promise::Deferred deferred;
 };
+
+// Settles the job's promise. Runs on: the JS thread that called runTasks, through the thread-safe function; with a
+// null env when that environment is being torn down (a worker terminated mid-run), when nobody waits any more.
+void settle(Napi::Env env, Napi::Function, void*, Job* job) {
+  std::unique_ptr<Job> owned(job);
+  if (static_cast<napi_env>(env) == nullptr) return;
+  try {
+    if (job->error)
+      job->deferred.Reject(to_js_error(env, job->error).Value());
+    else
+      job->deferred.Resolve(result_of(env, job->outcome));
+  } catch (const Napi::Error& e) {
+    job->deferred.Reject(e.Value());
+  }
+}
+
+using Delivery = Napi::TypedThreadSafeFunction<void, Job, settle>;
 
 template <class T>
 std::vector<T> copy_of(const Napi::TypedArrayOf<T>& array) {
@@ -357,9 +344,28 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
   for (uint32_t element : plan.sample)
     if (element >= plan.elements)
       throw Napi::RangeError::New(env, "cuda-stream-pool bench internal: a runTasks sample element is beyond elements");
-  auto* worker = new NativeRun(env, std::move(plan));
-  Napi::Promise promise = worker->promise();
-  worker->Queue();
+  auto job = std::make_unique<Job>(Job{std::move(plan), Outcome{}, nullptr, Napi::Promise::Deferred::New(env)});
+  Napi::Promise promise = job->deferred.Promise();
+  // A thread of its own rather than Napi::AsyncWorker: libuv's pool has 4 threads for the whole process, so with
+  // more workers than that their runs would wait for each other. The thread-safe function keeps this event loop
+  // alive until the promise settles.
+  Delivery delivery = Delivery::New(env, "cuda_stream_pool_bench.native", 0, 1);
+  Job* raw = job.release();
+  try {
+    std::thread([delivery, raw]() mutable {
+      try {
+        raw->outcome = run(raw->plan);
+      } catch (...) {
+        raw->error = std::current_exception();
+      }
+      if (delivery.BlockingCall(raw) != napi_ok) delete raw;  // the environment is gone: nobody waits
+      delivery.Release();
+    }).detach();
+  } catch (...) {
+    delivery.Release();
+    delete raw;
+    throw;
+  }
   return promise;
 }
 
