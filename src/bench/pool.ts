@@ -25,17 +25,21 @@ function row(name: string, value: Sample, baseline: Sample, target?: string, met
 const execute = promisify(execFile);
 
 /** Percent of one CPU core that a process with live pools uses while idle: a fresh process creates a pool of 32 and
- * the device's default pool, waits once on a stream of each (so every thread the library starts is running), lets
- * 200 ms pass, then reads process.cpuUsage() (user + system time of all its threads) over 1 s of idling. Over `runs`
- * processes. */
+ * the device's default pool, waits for real work (a 256 MiB fill) on a stream of each, so that every thread the
+ * library starts for waiting is running, lets 200 ms pass, then reads process.cpuUsage() (user + system time of all
+ * its threads) over 1 s of idling. Over `runs` processes. */
 async function idleCpuSample(device: number, runs: number): Promise<Sample> {
   const index = new URL('../index.js', import.meta.url).href;
   const script = `
-    const { StreamPool } = await import(${JSON.stringify(index)});
+    const { DeviceBuffer, StreamPool } = await import(${JSON.stringify(index)});
     const pool = new StreamPool({ device: ${device}, size: 32 });
     const shared = StreamPool.default(${device});
-    await pool.getStream().synchronize();
-    await shared.getStream().synchronize();
+    for (const stream of [pool.getStream(), shared.getStream()]) {
+      const buffer = DeviceBuffer.alloc(256 * 2 ** 20, { stream });
+      stream.fill(buffer, 0);
+      await stream.synchronize();
+      buffer.free();
+    }
     await new Promise((resolve) => setTimeout(resolve, 200));
     const before = process.cpuUsage();
     const start = process.hrtime.bigint();
