@@ -275,6 +275,7 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   assert.ok(awaits.value.median > 0);
   const record = named('event.record(stream)');
   assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
+  assert.equal(record.target, '≤ the baseline + 100 ns');
   const copy = named('stream.copy() pinned → device, 4 KiB');
   assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
 });

@@ -54,6 +54,21 @@ export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 
   return summarize(perCall);
 }
 
+/** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met. */
+export function targetRatio(result: MicroResult, factor: number): MicroResult {
+  result.target = `≤ ${factor}× the baseline`;
+  result.met = result.value.median <= factor * result.baseline!.median;
+  return result;
+}
+
+/** `result` (a cost in ns beside its baseline) with the target "at most the baseline + `ns` ns" and whether it was
+ * met. */
+export function targetAddedNs(result: MicroResult, ns: number): MicroResult {
+  result.target = `≤ the baseline + ${ns} ns`;
+  result.met = result.value.median <= result.baseline!.median + ns;
+  return result;
+}
+
 /** A native baseline's sample: `measure` (one run of a C++ loop, returning its figure) called `runs` times after one
  * warm-up call, as {@link timeSync} runs a JS loop. */
 export function nativeSample(measure: () => number, runs = 9): Sample {

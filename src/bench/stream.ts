@@ -3,7 +3,7 @@
 // short kernel, event record; and 10,000 concurrent awaits. See DESIGN.md "Measuring".
 import { Device, Event, Stream, StreamPool } from '../index.js';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, summarize, targetAddedNs, targetRatio, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
 function inMicroseconds(sample: Sample): Sample {
@@ -69,12 +69,15 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
   const results: MicroResult[] = [];
 
   results.push(
-    row(
-      'Stream.create() + destroy()',
-      'µs',
-      inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
-      'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
-      inMicroseconds(nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 1000))),
+    targetRatio(
+      row(
+        'Stream.create() + destroy()',
+        'µs',
+        inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
+        'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
+        inMicroseconds(nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 1000))),
+      ),
+      1.2,
     ),
   );
 
@@ -82,42 +85,50 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
   const event = Event.create({ device });
   try {
     results.push(
-      row(
-        'await stream.synchronize() on an idle stream',
-        'ns',
-        await timeAsync(() => stream.synchronize(), 10_000),
-        'cuStreamSynchronize on an idle stream (C++ loop)',
-        nativeSample(() => addon.streamSynchronizeIdleLoop(ordinal, 10_000)),
+      targetAddedNs(
+        row(
+          'await stream.synchronize() on an idle stream',
+          'ns',
+          await timeAsync(() => stream.synchronize(), 10_000),
+          'cuStreamSynchronize on an idle stream (C++ loop)',
+          nativeSample(() => addon.streamSynchronizeIdleLoop(ordinal, 10_000)),
+        ),
+        150,
       ),
     );
 
     const { empty } = await benchKernels(device);
     const ptx = benchPtx();
     results.push(
-      row(
-        'empty kernel.launch() + await stream.synchronize()',
-        'µs',
-        inMicroseconds(
-          await timeAsync(() => {
-            empty.launch({ grid: 1, block: 1, stream });
-            return stream.synchronize();
-          }, 2000),
+      targetRatio(
+        row(
+          'empty kernel.launch() + await stream.synchronize()',
+          'µs',
+          inMicroseconds(
+            await timeAsync(() => {
+              empty.launch({ grid: 1, block: 1, stream });
+              return stream.synchronize();
+            }, 2000),
+          ),
+          'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
+          inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
         ),
-        'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
-        inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
+        2,
       ),
     );
 
-    const record = row(
-      'event.record(stream)',
-      'ns',
-      timeSync(() => event.record(stream), 10_000),
-      'cuEventRecord (C++ loop)',
-      nativeSample(() => addon.eventRecordLoop(ordinal, 10_000)),
+    results.push(
+      targetAddedNs(
+        row(
+          'event.record(stream)',
+          'ns',
+          timeSync(() => event.record(stream), 10_000),
+          'cuEventRecord (C++ loop)',
+          nativeSample(() => addon.eventRecordLoop(ordinal, 10_000)),
+        ),
+        100,
+      ),
     );
-    record.target = '≤ the C++ loop + 100 ns';
-    record.met = record.value.median <= record.baseline!.median + 100;
-    results.push(record);
   } finally {
     await stream.synchronize();
     event.destroy();
