@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { benchAddon, benchAddonPath, BENCH_ADDON_FILE } from '../src/bench/bench-addon.js';
 import { native, packageRoot } from '../src/native.js';
 import { runChild } from './support/child.js';
-import { repositoryRoot } from './support/gpu.js';
+import { gpu, repositoryRoot } from './support/gpu.js';
 
 function scratchRoot(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'csp-bench-addon-'));
@@ -85,4 +85,33 @@ test('without a driver the benchmark addon loads, its calls throw CudaUnavailabl
   const errors = JSON.parse(result.stdout) as string[];
   assert.equal(errors.length, 8);
   for (const line of errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open .*\/nonexistent\/libcuda\.so\.1/);
+});
+
+test('native mode runs every task once on one stream per slot, with phase marks in order, and verifies the output', gpu, async (t) => {
+  const { BatchThread } = await import('../src/bench/batch.js');
+  const { computeReferences, sampleIndices } = await import('../src/bench/reference.js');
+  const { VerificationError } = await import('../src/bench/task.js');
+  const spec = { elements: 4096, intensity: 16, partitions: 4, sample: sampleIndices(4096) };
+  const thread = await BatchThread.create({ device: 0, spec, references: computeReferences(spec), slots: 4, corrupt: undefined, marks: true, thread: 0 });
+  t.after(() => thread.dispose());
+  const result = await thread.run('native', 100, 24, true);
+  assert.deepEqual(result.records.map((record) => record.task).sort((a, b) => a - b), Array.from({ length: 24 }, (_, i) => 100 + i));
+  const streams = new Set(result.records.map((record) => record.streamId));
+  assert.ok(streams.size >= 1 && streams.size <= 4, `${streams.size} streams for 4 slots`);
+  assert.ok(result.endEpochMs > result.startEpochMs && result.startEpochMs >= result.originEpochMs);
+  for (const record of result.records) {
+    assert.ok(record.latencyMs > 0, `task ${record.task} latency ${record.latencyMs}`);
+    assert.ok(record.marks[0] > 0, `task ${record.task} starts after the origin: ${record.marks.join(', ')}`);
+    for (let k = 1; k < 4; k++) assert.ok(record.marks[k]! >= record.marks[k - 1]!, `task ${record.task} marks in order: ${record.marks.join(', ')}`);
+  }
+  // The corruption hook reaches the native threads too: a timed task with a corrupted element fails verification.
+  const element = spec.sample[100]!;
+  thread.ctx.corrupt = { task: 107, element };
+  await assert.rejects(thread.run('native', 100, 24, true), (error: unknown) => {
+    assert.ok(error instanceof VerificationError);
+    assert.equal(error.task, 107);
+    assert.equal(error.element, element);
+    assert.equal(error.mode, 'native');
+    return true;
+  });
 });
