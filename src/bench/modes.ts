@@ -8,13 +8,18 @@ export const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease'] as co
 /** One way of giving a task its stream. */
 export type Mode = (typeof MODES)[number];
 
+/** Every mode a results file can hold: the modes above, and those that builds with more of the benchmark run. */
+export type ResultMode = Mode | 'native' | 'graph';
+
 /** What each mode means, for `--help`, the report's notes, the timeline and the README. */
-export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+export const MODE_DESCRIPTIONS: Record<ResultMode, string> = {
   legacy: 'every task on the legacy default stream (tasks serialize)',
   'per-thread': "every task on its thread's per-thread default stream (one stream per thread)",
   'per-task': 'a stream created for each task and destroyed after it (Stream.create / destroy)',
   pool: 'pool.getStream(): shared pool streams handed out round-robin',
   lease: 'pool.run(): an exclusive lease on a pool stream per task, released when the task ends',
+  native: 'the same tasks run from C++ threads, with no JavaScript per task (the baseline)',
+  graph: 'each task one CUDA graph launch',
 };
 
 /** Whether the mode needs the shared pool. */
