@@ -52,7 +52,7 @@ export interface ModeTimeline {
 
 function rowLabel(mode: ResultMode, task: TaskPhaseTimes): string {
   if (mode === 'legacy') return `legacy stream (id ${task.streamId})`;
-  if (mode === 'per-thread') return `per-thread stream of ${task.thread === 0 ? 'the main thread' : `worker ${task.thread}`} (id ${task.streamId})`;
+  if (mode === 'per-thread') return `${task.thread === 0 ? 'main thread' : `worker ${task.thread}`}'s stream (id ${task.streamId})`;
   return `stream ${task.streamId}`;
 }
 
