@@ -4,7 +4,7 @@ import type { Environment } from './environment.js';
 import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';
 import type { BatchResult } from './batch.js';
-import type { Mode, ResultMode } from './modes.js';
+import { MODE_DESCRIPTIONS, type Mode, type ResultMode } from './modes.js';
 
 /** The phases of a task in order, as the timeline and the phase table name them. */
 export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
@@ -197,7 +197,8 @@ export function parseBenchResults(text: string, source: string): BenchResult {
   const finite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
   (value.modes as unknown[]).forEach((mode, i) => {
     const at = `modes[${i}]`;
-    if (!isRecord(mode) || typeof mode.mode !== 'string') return fail(`${at}.mode is not a string`);
+    if (!isRecord(mode) || !Object.hasOwn(MODE_DESCRIPTIONS, mode.mode as string))
+      return fail(`${at}.mode is ${JSON.stringify(isRecord(mode) ? mode.mode : mode)}, not one of ${Object.keys(MODE_DESCRIPTIONS).join(', ')}`);
     for (const key of ['tasksPerSecond', 'gigabytesPerSecond', 'overlapFraction', 'latencyMs'] as const)
       if (!isRecord(mode[key])) fail(`${at}.${key} is not an object`);
     if (!Array.isArray(mode.wallMs) || !mode.wallMs.every(finite)) fail(`${at}.wallMs is not an array of numbers`);

@@ -137,9 +137,11 @@ export const TIMELINE_SCRIPT = String.raw`
       if (spanRight > spanLeft) { ctx.fillStyle = '#f9e3e3'; ctx.fillRect(spanLeft, top, spanRight - spanLeft, L.laneHeight); }
       for (var i = 0; i < times.length; i++) {
         if (counts[i] === 0) continue;
-        var x0 = this.x(times[i]), x1 = i + 1 < times.length ? this.x(times[i + 1]) : x0;
+        // Whole pixels: steps side by side leave no light seams between them.
+        var x0 = Math.round(this.x(times[i])), x1 = i + 1 < times.length ? Math.round(this.x(times[i + 1])) : x0;
         if (x1 < this.plotLeft || x0 > right) continue;
-        var h = counts[i] / peak * (L.laneHeight - 2);
+        // Any number in flight fills at least a third of the lane, so a busy engine never looks like a hairline.
+        var h = (1 + 2 * counts[i] / peak) / 3 * (L.laneHeight - 2);
         ctx.fillStyle = '#fff'; ctx.fillRect(x0, top, Math.max(1, x1 - x0), L.laneHeight);
         ctx.fillStyle = this.patterns[p]; ctx.fillRect(x0, top + L.laneHeight - h, Math.max(1, x1 - x0), h);
       }

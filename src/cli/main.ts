@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The command-line program `cuda-stream-pool`. Its main job is `bench`, the executor benchmark; `bench micro` runs the
-// per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
+// per-call micro-benchmarks; `report` renders a saved `bench --json` output without a GPU. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
 // GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched). See issue 6.
 import { readFileSync } from 'node:fs';
 

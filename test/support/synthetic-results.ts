@@ -54,12 +54,12 @@ function simulate(mode: ResultMode, o: Required<SyntheticOptions>, random: () =>
     const issued = task < o.concurrency ? task * hostMs : ends[task - o.concurrency]! + hostMs;
     const streamId = streamOf(mode, task, o.poolSize, streamFree);
     const marks: number[] = [Math.max(issued, streamFree.get(streamId) ?? 0)];
+    // A phase starts (its event) when the previous one ends, and runs once its engine is free: like the benchmark's
+    // events, a phase's bar includes its wait for the engine.
     for (let p = 0; p < 3; p++) {
       const engine = engines[p]!;
       const slot = engine.indexOf(Math.min(...engine));
-      const start = Math.max(marks[p]!, engine[slot]!);
-      marks[p] = start;
-      const end = start + jitter(PHASE_MS[p]!);
+      const end = Math.max(marks[p]!, engine[slot]!) + jitter(PHASE_MS[p]!);
       engine[slot] = end;
       marks.push(end);
     }
