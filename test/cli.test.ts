@@ -111,6 +111,12 @@ test('bench --trace needs a .json file, and a path through a file exits 64 sayin
     assert.ok(r.stderr.includes(option!), r.stderr);
     assert.ok(r.stderr.includes(`${file} is not a directory`), r.stderr);
   }
+  if (process.platform === 'linux') {
+    // No one can create files in /proc, root included: the check tries, rather than reading permission bits.
+    r = cli(['bench', '--trace', '/proc/csp-trace.json'], { noGpu: true });
+    assert.equal(r.status, 64, r.stderr);
+    assert.match(r.stderr, /--trace.*a file in \/proc cannot be written/s);
+  }
   r = cli(['bench', '--trace', dir + path.sep + '.json'], { noGpu: true });
   assert.equal(r.status, 2, `a writable path passes the check and the run stops only for the GPU: ${r.stderr}`);
 });

@@ -1,7 +1,7 @@
 // The options of `cuda-stream-pool bench`: parsers that commander calls per option, and the checks of option
 // combinations. All of it runs before the GPU is touched; a bad value is a usage error (exit 64) that names the
 // option and what it accepts. See issue 6, "Trust".
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
@@ -79,8 +79,9 @@ export function modeOption(value: string, previous: Mode[] | undefined): Mode[] 
   return out;
 }
 
-/** Why `file` cannot be written, or undefined when it can: its directory must exist and be a writable directory (the
- * nearest existing part of the path is named when it is a file), and `file` must not be a directory. */
+/** Why `file` cannot be written, or undefined when it can: its directory must exist and be a directory (the nearest
+ * existing part of the path is named when it is a file), `file` must not be a directory, and opening it for writing
+ * must succeed (a new file is created and removed again). */
 export function unwritableReason(file: string): string | undefined {
   const resolved = path.resolve(file);
   if (existsSync(resolved) && statSync(resolved).isDirectory()) return `${file} is a directory`;
@@ -89,10 +90,14 @@ export function unwritableReason(file: string): string | undefined {
   while (!existsSync(existing)) existing = path.dirname(existing);
   if (!statSync(existing).isDirectory()) return `${existing} is not a directory`;
   if (existing !== directory) return `the directory ${directory} does not exist`;
+  // A real attempt, not only the permission bits (root passes those even on a read-only file system): open the
+  // existing file for appending, or create the new one and remove it again.
+  const exists = existsSync(resolved);
   try {
-    accessSync(existsSync(resolved) ? resolved : directory, constants.W_OK);
-  } catch {
-    return `${existsSync(resolved) ? resolved : directory} is not writable`;
+    closeSync(openSync(resolved, exists ? 'a' : 'wx'));
+    if (!exists) unlinkSync(resolved);
+  } catch (error) {
+    return `${exists ? resolved : `a file in ${directory}`} cannot be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
   }
   return undefined;
 }
