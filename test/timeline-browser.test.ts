@@ -209,10 +209,11 @@ describe(`the timeline page in headless Chromium (${fixture.origin} fixture)`, o
     const { index, mode, first, next } = taskWithGap();
     const g = await geometry(page, index);
     const y = g.rowsTop + g.barTop + g.barHeight / 2;
-    const taskMs = first.marksMs[3] - first.marksMs[0];
-    const [start, end] = await setView(page, first.marksMs[0] - taskMs * 0.1, first.marksMs[3] + taskMs * 0.1);
-    const x = (ms: number) => g.plotLeft + ((ms - start) / (end - start)) * g.plotWidth;
     for (const [p, phase] of PHASES.entries()) {
+      // Each phase in a view of its own, so a short one is as wide as a long one.
+      const phaseMs = first.marksMs[p + 1]! - first.marksMs[p]!;
+      const [start, end] = await setView(page, first.marksMs[p]! - phaseMs * 0.1, first.marksMs[p + 1]! + phaseMs * 0.1);
+      const x = (ms: number) => g.plotLeft + ((ms - start) / (end - start)) * g.plotWidth;
       const left = x(first.marksMs[p]!);
       const right = x(first.marksMs[p + 1]!);
       assert.ok(right - left >= 6, `${mode.mode} task ${first.task} ${phase}: ${right - left} px wide`);
@@ -236,7 +237,8 @@ describe(`the timeline page in headless Chromium (${fixture.origin} fixture)`, o
     const { page } = await open(timelineHtml(fixture.result));
     const { index, first } = taskWithGap();
     const g = await geometry(page, index);
-    const [start, end] = await setView(page, first.marksMs[0], first.marksMs[3]);
+    const kernelMs = first.marksMs[2] - first.marksMs[1];
+    const [start, end] = await setView(page, first.marksMs[1] - kernelMs * 0.2, first.marksMs[2] + kernelMs * 0.2);
     const kernelMiddle = (first.marksMs[1] + first.marksMs[2]) / 2;
     const x = g.plotLeft + ((kernelMiddle - start) / (end - start)) * g.plotWidth;
     await page.mouse.move(g.left + x, g.top + g.rowsTop + g.barTop + g.barHeight / 2);

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The command-line program `cuda-stream-pool`. Its main job is `bench`, the executor benchmark; `bench micro` runs the
-// per-call micro-benchmarks; `report` renders a saved `bench --json` output without a GPU. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
+// per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
 // GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched). See issue 6.
+// `report` renders a saved `bench --json` output (tables, timeline page, trace file) without a GPU.
 import { readFileSync } from 'node:fs';
 
 import { Command, type CommanderError } from 'commander';
@@ -95,7 +96,7 @@ const bench = program
     timelineOption,
   )
   .option('--trace <file.json>', 'also write the task phases as a Trace Event file, for Perfetto (ui.perfetto.dev) or chrome://tracing', traceOption)
-  .option('--phases', 'record the phase times of every task (4 timing events each) and include the last run\'s in --json (implied by --timeline and --trace)', false)
+  .option('--phases', "record every task's phase times (4 timing events each) and print the last run's in --json (implied by --timeline and --trace)", false)
   .option('-q, --quiet', 'no progress bar (there is none either when stderr is not a terminal)', false)
   .addHelpText(
     'after',
