@@ -24,7 +24,11 @@ interface PageElement {
   getContext(kind: '2d'): { getImageData(x: number, y: number, width: number, height: number): { data: Uint8ClampedArray } };
 }
 declare const document: { body: PageElement; getElementById(id: string): PageElement | null };
-declare const window: { scrollBy(x: number, y: number): void; cspTimeline: { setView(startMs: number, endMs: number): void } };
+declare const window: {
+  scrollBy(x: number, y: number): void;
+  /** loadMs: performance.now() when the page had drawn, ms from the start of navigation. */
+  cspTimeline: { loadMs: number; setView(startMs: number, endMs: number): void };
+};
 
 const CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
 const executable = CANDIDATES.find((file): file is string => !!file && existsSync(file));
@@ -38,7 +42,8 @@ const fixture = benchFixture();
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-timeline-'));
 let browser: Browser;
 
-/** Opens `html` in a fresh page of 1400×900 CSS px at device scale 1, and collects console errors and page errors. */
+/** Opens `html` in a fresh page of 1400×900 CSS px at device scale 1, and collects console errors and page errors;
+ * `loadMs` is the time from the start of navigation until the page had drawn. */
 async function open(html: string): Promise<{ page: Page; errors: string[]; loadMs: number }> {
   const file = path.join(scratch, `page-${Math.random().toString(36).slice(2)}.html`);
   writeFileSync(file, html);
@@ -51,10 +56,11 @@ async function open(html: string): Promise<{ page: Page; errors: string[]; loadM
   // Anything but the page itself would be a load from outside.
   await page.route('**/*', (route) => (route.request().url() === pathToFileURL(file).href ? route.continue() : route.abort()));
   page.on('requestfailed', (request) => errors.push(`request to ${request.url()} (the page must load nothing)`));
-  const started = performance.now();
   await page.goto(pathToFileURL(file).href);
   await page.waitForFunction(() => document.body.dataset.ready === 'true');
-  return { page, errors, loadMs: performance.now() - started };
+  // The page's own clock: from the start of navigation to the end of its first drawing.
+  const loadMs = await page.evaluate(() => window.cspTimeline.loadMs);
+  return { page, errors, loadMs };
 }
 
 /** Union length, gap count, mean and peak in flight of one phase kind over the run's span, worked out here from the
@@ -273,7 +279,7 @@ describe(`the timeline page in headless Chromium (${fixture.origin} fixture)`, o
     const bars = result.modes.reduce((n, m) => n + m.lastRunTasks!.length * PHASES.length, 0);
     assert.ok(bars >= 50_000);
     const { page, errors, loadMs } = await open(timelineHtml(result));
-    t.diagnostic(`${bars} bars: loaded and drawn in ${loadMs.toFixed(0)} ms`);
+    t.diagnostic(`${bars} bars: loaded and drawn ${loadMs.toFixed(0)} ms after navigation started`);
     assert.deepEqual(errors, []);
     assert.ok(loadMs < 2000, `${loadMs.toFixed(0)} ms`);
     await page.close();

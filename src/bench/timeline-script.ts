@@ -246,7 +246,7 @@ export const TIMELINE_SCRIPT = String.raw`
   function fit() { var pad = (fitEnd - fitStart) * 0.01; setView(fitStart - pad, fitEnd + pad); }
   // The default zoom: from the start, wide enough that the median bar is readableBarPx wide (or the whole run).
   function readable() {
-    durations.sort(function (a, b) { return a - b; });
+    durations = Float64Array.from(durations).sort();
     var median = durations.length ? durations[durations.length >> 1] : fitEnd - fitStart;
     var plotWidth = sections.length ? sections[0].plotWidth : 800;
     var width = median / L.readableBarPx * plotWidth;

@@ -105,7 +105,7 @@ function section(result: ModeResult, timeline: ModeTimeline | undefined, index: 
       : '';
   return (
     `<section data-mode="${escapeHtml(result.mode)}" data-bars="${bars}" data-rows="${timeline.rows.length}">${head}\n<p>${escapeHtml(last)}</p>\n` +
-    `${occupancyTable(result.mode, timeline.occupancy)}\n<div class="chart"><canvas id="canvas-${index}"></canvas></div>\n${toggle}</section>`
+    `${occupancyTable(result.mode, timeline.occupancy)}\n<div class="chart"><canvas id="canvas-${index}" role="img" aria-label="${escapeHtml(`${result.mode}: engine lanes and ${timeline.rows.length} stream rows`)}"></canvas></div>\n${toggle}</section>`
   );
 }
 
@@ -159,6 +159,7 @@ its own run's first event, on one time axis.</p>
 <div class="toolbar"><button id="zoom-fit" type="button">Zoom to fit</button><button id="zoom-readable" type="button">Readable bars</button><button id="zoom-in" type="button">Zoom in</button><button id="zoom-out" type="button">Zoom out</button>
 <span id="view-range"></span> Wheel: zoom at the pointer; drag: pan; hover: a bar's task and times. ${legend}</div>
 ${result.modes.map((m, i) => section(m, timelines[i], i, legacyRan, nativeRan)).join('\n')}
+<noscript><p>The charts need JavaScript; the tables above hold the occupancy figures.</p></noscript>
 <div id="tooltip" hidden></div>
 <script type="application/json" id="timeline-data">${embeddedJson(data)}</script>
 <script type="application/json" id="timeline-layout">${embeddedJson(LAYOUT)}</script>
