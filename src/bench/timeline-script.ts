@@ -28,6 +28,11 @@ export const PHASE_STYLE = [
   { phase: 'copy-out', color: '#54a24b', stripe: '#23521c', pattern: 'falling' },
 ] as const;
 
+/** The page's script: reads the JSON in the page's `timeline-data`, `timeline-layout` and `timeline-style` elements,
+ * draws each mode with rows on `canvas-<index>`, wires the `zoom-*` buttons, the `toggle-<index>` buttons, the
+ * wheel, drag and hover, and writes the view into `view-range` (text, and `data-start-ms` / `data-end-ms`). When it
+ * has drawn it sets `document.body.dataset.ready` and `window.cspTimeline` ({ loadMs: ms from navigation start,
+ * view(), setView(startMs, endMs), fit() }); each canvas carries its layout and `data-bars-drawn` as data- attributes. */
 export const TIMELINE_SCRIPT = String.raw`
 (function () {
   'use strict';
