@@ -6,7 +6,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { gpu, repositoryRoot } from './support/gpu.js';
+import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
+
+const fixture = benchFixture();
 
 const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease'];
 
@@ -121,17 +124,22 @@ test('bench --trace needs a .json file, and a path through a file exits 64 sayin
   assert.equal(r.status, 2, `a writable path passes the check and the run stops only for the GPU: ${r.stderr}`);
 });
 
-test('report renders a saved run without a GPU: the tables, the timeline page and the trace file', (t) => {
+test(`report renders a saved run without a GPU: the tables, the timeline page and the trace file (${fixture.origin} fixture)`, (t) => {
   const dir = scratchDir(t);
   const results = path.join(dir, 'results.json');
-  writeFileSync(results, JSON.stringify(syntheticResults({ tasks: 8, modes: ['legacy', 'pool'] })));
+  writeFileSync(results, JSON.stringify(fixture.result));
   const r = cli(['report', results, '--html', path.join(dir, 'page.html'), '--trace', path.join(dir, 'trace.json')], { noGpu: true });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /vs legacy.*vs native/);
+  for (const mode of fixture.result.modes) assert.match(r.stdout, new RegExp(`│ ${mode.mode} +│`));
   assert.match(r.stdout, /timeline written to .*page\.html\ntrace written to .*trace\.json\n$/);
-  assert.match(readFileSync(path.join(dir, 'page.html'), 'utf8'), /<section data-mode="pool" data-bars="24"/);
+  const html = readFileSync(path.join(dir, 'page.html'), 'utf8');
+  const tasks = fixture.result.modes.map((m) => m.lastRunTasks?.length ?? 0);
+  fixture.result.modes.forEach((mode, i) => {
+    if (tasks[i]) assert.ok(html.includes(`<section data-mode="${mode.mode}" data-bars="${3 * tasks[i]!}"`), `${mode.mode}: ${3 * tasks[i]!} bars`);
+  });
   const trace = JSON.parse(readFileSync(path.join(dir, 'trace.json'), 'utf8'));
-  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, 2 * 8 * 3);
+  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, 3 * tasks.reduce((a, b) => a + b, 0));
 });
 
 test('report exits 64 naming the file for a missing file, bad JSON, an older schema, or no phase times to draw', (t) => {
