@@ -205,12 +205,12 @@ export class Module {
     try {
       kernelBox = native.moduleGetFunction(box, name);
     } catch (error) {
-      if (!(error instanceof CudaError) || error.name !== 'CUDA_ERROR_NOT_FOUND') throw error;
+      if (!(error instanceof CudaError) || error.code !== 'CUDA_ERROR_NOT_FOUND') throw error;
       const names = native.moduleFunctionNames(box);
       const known = names.length
         ? `; the module's kernels are ${names.map((n) => `"${n}"`).join(', ')}`
         : '; check that the kernel is declared extern "C" (C++ names are mangled)';
-      throw new CudaError(error.code, error.name, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
+      throw new CudaError(error.result, error.code, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
     }
     // An empty list is not trusted: it is also what a driver that cannot describe the kernel would report.
     const sizes = native.kernelParamSizes(kernelBox);

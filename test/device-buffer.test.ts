@@ -90,11 +90,12 @@ test('an absurd size is CUDA_ERROR_OUT_OF_MEMORY naming the bytes, and the next 
   const absurd = 2 ** 40;
   assert.throws(() => DeviceBuffer.alloc(absurd, { stream }), (e) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_OUT_OF_MEMORY');
-    assert.equal(e.code, 2);
+    assert.equal(e.name, 'CudaError');
+    assert.equal(e.code, 'CUDA_ERROR_OUT_OF_MEMORY');
+    assert.equal(e.result, 2);
     assert.equal(e.call, 'cuMemAllocFromPoolAsync');
     assert.equal(e.sticky, false);
-    assert.ok(e.message.startsWith('cuMemAllocFromPoolAsync failed on device 0, stream '), e.message);
+    assert.ok(e.message.startsWith('CUDA_ERROR_OUT_OF_MEMORY: cuMemAllocFromPoolAsync failed on device 0, stream '), e.message);
     assert.ok(e.message.includes(`${absurd} bytes requested`), e.message);
     return true;
   });

@@ -311,7 +311,7 @@ test('more dynamic shared memory than the device allows is a CudaError naming th
   const { sharedSum } = await kernels();
   assert.throws(() => sharedSum.setMaxDynamicSharedMemory(16 * 1024 * 1024), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_INVALID_VALUE');
+    assert.equal(e.code, 'CUDA_ERROR_INVALID_VALUE');
     assert.equal(e.call, 'cuFuncSetAttribute');
     assert.match(e.message, /kernel "shared_sum".*16777216 bytes of dynamic shared memory \(the device allows \d+ bytes/);
     return true;
@@ -331,7 +331,7 @@ test('too many threads per block is a CudaError naming the kernel, the launch sh
     assert.match(e.message, new RegExp(`stream ${stream.id}`));
     return true;
   });
-  assert.throws(() => fill.launch({ grid: 1, block: [64, 32], stream }, out, 1, 2048), { name: 'CUDA_ERROR_INVALID_VALUE', message: /block \[64, 32, 1\] \(2048 threads\)/ });
+  assert.throws(() => fill.launch({ grid: 1, block: [64, 32], stream }, out, 1, 2048), { name: 'CudaError', code: 'CUDA_ERROR_INVALID_VALUE', message: /block \[64, 32, 1\] \(2048 threads\)/ });
   // The stream is still fine.
   fill.launch({ grid: 16, block: 256, stream }, out, 3, 4096);
   const values = await readBack(stream, out, new Uint32Array(4096));

@@ -218,7 +218,7 @@ test('kernels are found by their extern "C" names; an unknown name lists the mod
   assert.equal(module.getFunction('other', []).name, 'other');
   assert.throws(() => module.getFunction('writeValue', ['ptr']), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_NOT_FOUND');
+    assert.equal(e.code, 'CUDA_ERROR_NOT_FOUND');
     assert.equal(e.call, 'cuModuleGetFunction');
     assert.match(e.message, /kernel "writeValue"/);
     assert.match(e.message, /"write_value"/);

@@ -266,7 +266,7 @@ test('a kernel writing to an invalid address: its await and another pending awai
     spin.launch({ grid: 1, block: 1, stream: faulting }, 50_000_000n, 0n);
     bad.launch({ grid: 1, block: 1, stream: faulting }, 0x10n);
     const start = performance.now();
-    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.name : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
+    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.code : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
     const [mine, theirs] = await Promise.all([outcome(faulting.synchronize()), outcome(otherWait)]);
     // After a sticky fault, new work is refused too: creating a stream throws the same CudaError.
     const late = await outcome(Promise.resolve().then(() => Stream.create().synchronize()));
@@ -286,12 +286,13 @@ test('a kernel writing to an invalid address: its await and another pending awai
   assert.equal(out.healthy, false);
 });
 
-test('an error from the driver is a CudaError with name, code, call and sticky', gpu, async () => {
+test('an error from the driver is a CudaError with name, code, result, call and sticky', gpu, async () => {
   const { module } = await testKernels();
   await assert.rejects(async () => module.getFunction('no_such_kernel', []), (e) => {
     assert.ok(e instanceof CudaError);
-    assert.equal(e.name, 'CUDA_ERROR_NOT_FOUND');
-    assert.equal(e.code, 500);
+    assert.equal(e.name, 'CudaError');
+    assert.equal(e.code, 'CUDA_ERROR_NOT_FOUND');
+    assert.equal(e.result, 500);
     assert.equal(e.call, 'cuModuleGetFunction');
     assert.equal(e.sticky, false);
     assert.match(e.message, /no_such_kernel/);
