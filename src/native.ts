@@ -67,10 +67,10 @@ export interface NativeBinding {
     registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
   };
   kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
-  kernelSetMaxDynamicSharedMemory(kernel: Box, bytes: number): void;
+  kernelSetMaxDynamicSharedMemBytes(kernel: Box, bytes: number): void;
   kernelLaunch(
     kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
-    sharedMemBytes: number, params: Uint8Array,
+    dynamicSharedMemBytes: number, params: Uint8Array,
   ): void;
   /** ns per launch of a C++ loop of cuLaunchKernel (grid 1, block 1); synchronizes the stream before and after. */
   benchLaunch(kernel: Box, stream: Box, iterations: number, params: Uint8Array): number;

@@ -281,26 +281,26 @@ test('wrong argument count, type or range throws before launch, and the stream s
   assert.ok(after.every((v) => v === 7));
 });
 
-test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemory and works after', gpu, async () => {
+test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemBytes and works after', gpu, async () => {
   const { sharedSum } = await kernels();
   using stream = Stream.create();
   const bytes = 100 * 1024;
   using sum = DeviceBuffer.alloc(8, { stream });
   assert.ok(sharedSum.attributes.maxDynamicSharedMemBytes < bytes);
   assert.throws(
-    () => sharedSum.launch({ grid: 1, block: 256, sharedMemBytes: bytes, stream }, bytes, sum),
+    () => sharedSum.launch({ grid: 1, block: 256, dynamicSharedMemBytes: bytes, stream }, bytes, sum),
     (e: unknown) => {
       assert.ok(e instanceof CudaError, String(e));
       assert.equal(e.call, 'cuLaunchKernel');
       assert.equal(e.sticky, false);
       assert.match(e.message, /kernel "shared_sum" with grid \[1, 1, 1\], block \[256, 1, 1\] \(256 threads\) and 102400 bytes of dynamic shared memory/);
-      assert.match(e.message, /setMaxDynamicSharedMemory/);
+      assert.match(e.message, /setMaxDynamicSharedMemBytes/);
       return true;
     },
   );
-  sharedSum.setMaxDynamicSharedMemory(bytes);
+  sharedSum.setMaxDynamicSharedMemBytes(bytes);
   assert.equal(sharedSum.attributes.maxDynamicSharedMemBytes, bytes);
-  sharedSum.launch({ grid: 1, block: 256, sharedMemBytes: bytes, stream }, bytes, sum);
+  sharedSum.launch({ grid: 1, block: 256, dynamicSharedMemBytes: bytes, stream }, bytes, sum);
   const [total] = await readBack(stream, sum, new BigUint64Array(1));
   let expected = 0n;
   for (let i = 0; i < bytes; i++) expected += BigInt(i % 251);
@@ -309,7 +309,7 @@ test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedM
 
 test('more dynamic shared memory than the device allows is a CudaError naming the limit', gpu, async () => {
   const { sharedSum } = await kernels();
-  assert.throws(() => sharedSum.setMaxDynamicSharedMemory(16 * 1024 * 1024), (e: unknown) => {
+  assert.throws(() => sharedSum.setMaxDynamicSharedMemBytes(16 * 1024 * 1024), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
     assert.equal(e.code, 'CUDA_ERROR_INVALID_VALUE');
     assert.equal(e.call, 'cuFuncSetAttribute');
@@ -381,7 +381,7 @@ test('after unload(), every kernel method throws DestroyedError and the module c
   module.unload();
   module.unload();
   assert.equal(cuda.liveObjects().modules, before);
-  for (const call of [() => kernel.launch({ grid: 1, block: 1, stream }), () => kernel.attributes, () => kernel.maxPotentialBlockSize(), () => kernel.setMaxDynamicSharedMemory(0), () => module.getFunction('nothing', [])]) {
+  for (const call of [() => kernel.launch({ grid: 1, block: 1, stream }), () => kernel.attributes, () => kernel.maxPotentialBlockSize(), () => kernel.setMaxDynamicSharedMemBytes(0), () => module.getFunction('nothing', [])]) {
     assert.throws(call, (e: unknown) => e instanceof DestroyedError && e.resource === 'Module');
   }
 });
