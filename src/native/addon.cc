@@ -21,6 +21,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_memory(env, exports);
   register_nvrtc(env, exports);
   register_bench(env, exports);
+  register_synchronizer(env, exports);
+  register_managed(env, exports);
   return exports;
 }
 
