@@ -6,6 +6,7 @@ import { types } from 'node:util';
 import { native, type Box } from './native.js';
 import { DestroyedError } from './errors.js';
 import { DeviceBuffer, deviceBufferBox, deviceBufferOffset } from './device-buffer.js';
+import { ManagedBuffer, managedBufferBox } from './managed-buffer.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
 import { streamBox, type Stream } from './stream.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
@@ -13,7 +14,7 @@ import { invalidType, invalidValue, outOfRange, validateOptions } from './valida
 /** What `stream.copy()` copies between: a {@link DeviceBuffer}, a {@link PinnedBuffer}, or host memory (an
  * `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray, DataView, Buffer). A view into a
  * PinnedBuffer is copied directly; other host memory goes through pinned staging. */
-export type CopyOperand = DeviceBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
+export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
  * start). */
@@ -69,10 +70,11 @@ function typedFillValue(value: unknown, type: FillType): number {
   }
 }
 
-const OPERAND_TYPES = 'a DeviceBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
+const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
 
 type Operand =
   | { kind: 'device'; buffer: DeviceBuffer; box: Box; base: number; length: number }
+  | { kind: 'managed'; buffer: ManagedBuffer; box: Box; length: number }
   | { kind: 'pinned'; box: Box; base: number; length: number }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
@@ -84,6 +86,7 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, metho
 function operand(value: unknown, name: string, method: string): Operand {
   if (value instanceof DeviceBuffer)
     return { kind: 'device', buffer: value, box: deviceBufferBox(value, method), base: deviceBufferOffset(value), length: value.byteLength };
+  if (value instanceof ManagedBuffer) return { kind: 'managed', buffer: value, box: managedBufferBox(value, method), length: value.byteLength };
   if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, method);
   let memory: ArrayBufferLike;
   let base = 0;
@@ -152,11 +155,14 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
   const d = operand(dst, 'dst', 'copy');
   const s = operand(src, 'src', 'copy');
-  if (d.kind !== 'device' && s.kind !== 'device')
+  const addressed = (op: Operand) => op.kind === 'device' || op.kind === 'managed';
+  if (!addressed(d) && !addressed(s))
     throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
+  if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
+    throw invalidValue(d.kind === 'managed' ? 'src' : 'dst', 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
   for (const [name, op] of [['dst', d], ['src', s]] as const)
-    if (op.kind === 'device' && op.buffer.device !== stream.device)
-      throw invalidValue(name, `is a DeviceBuffer on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+    if (addressed(op) && op.buffer.device !== stream.device)
+      throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
   const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
@@ -169,7 +175,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
       byteLength,
       o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}; pass "options.byteLength".` : '',
     );
-  if (d.kind === 'device' && s.kind === 'device') {
+  if (addressed(d) && addressed(s)) {
     const a = d.buffer.ptr + BigInt(dstOffset);
     const b = s.buffer.ptr + BigInt(srcOffset);
     const n = BigInt(byteLength);
@@ -186,6 +192,16 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const sb = streamBox(stream, 'copy');
   if (byteLength === 0) return;
+  if (d.kind === 'managed' || s.kind === 'managed') {
+    // The other side is addressed memory (checked above): a DeviceBuffer records the use, as its copies do.
+    const other = d.kind === 'managed' ? s : d;
+    if (other.kind === 'device') other.buffer.recordStream(stream);
+    const otherOffset = other === s ? srcOffset : dstOffset;
+    const otherPtr = (other.kind === 'device' || other.kind === 'managed' ? other.buffer.ptr : 0n) + BigInt(otherOffset);
+    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, otherPtr, true, byteLength);
+    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, otherPtr, false, byteLength);
+    return;
+  }
   if (d.kind === 'device') {
     if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
     else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);

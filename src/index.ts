@@ -1,6 +1,6 @@
 // The public API of cuda-stream-pool. See DESIGN.md "Public surface".
 export { cuda, type LiveObjects } from './cuda.js';
-export { Device, type ComputeCapability, type StreamPriorityRange } from './device.js';
+export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions } from './stream.js';
 export { Event, type EventOptions } from './event.js';
 export { currentStream, withStream } from './scope.js';
@@ -12,3 +12,4 @@ export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptio
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './pinned-buffer.js';
 export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './copy.js';
 export { MemoryPool } from './memory-pool.js';
+export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './managed-buffer.js';

@@ -8,10 +8,11 @@ import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { DeviceBuffer } from './device-buffer.js';
+import type { ManagedBuffer } from './managed-buffer.js';
 import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
- * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
+ * (a `DeviceBuffer`, a `ManagedBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
  * narrower integers and `bool`), `'i64'`/`'u64'` for 64-bit integers (a bigint or a safe integer), `'f32'`/`'f64'`
  * for `float`/`double`. */
 export type ParamType = 'ptr' | 'i32' | 'u32' | 'i64' | 'u64' | 'f32' | 'f64';
@@ -20,14 +21,14 @@ const PARAM_TYPES: readonly ParamType[] = ['ptr', 'i32', 'u32', 'i64', 'u64', 'f
 /** The JavaScript value a kernel parameter of type `T` takes: a `DeviceBuffer`, `ManagedBuffer` or bigint device
  * address for `'ptr'`; a bigint or a safe integer for `'i64'`/`'u64'`; a number otherwise. */
 export type KernelArgument<T extends ParamType> = T extends 'ptr'
-  ? DeviceBuffer | bigint
+  ? DeviceBuffer | ManagedBuffer | bigint
   : T extends 'i64' | 'u64'
     ? bigint | number
     : number;
 
 /** The argument list of a kernel whose signature is `S`, one {@link KernelArgument} per entry, so that
  * `module.getFunction('scale', ['ptr', 'f32', 'u32'])` gives a kernel whose `launch` takes
- * `(options, DeviceBuffer | bigint, number, number)` and a wrong argument fails in the compiler. */
+ * `(options, DeviceBuffer | ManagedBuffer | bigint, number, number)` and a wrong argument fails in the compiler. */
 export type KernelArguments<S extends readonly ParamType[]> = { -readonly [K in keyof S]: KernelArgument<S[K]> } extends infer A extends unknown[] ? A : never;
 
 /** Grid or block dimensions: a number, or `[x]`, `[x, y]`, `[x, y, z]`; missing dimensions are 1. */
@@ -358,7 +359,7 @@ export class ArgumentPacker {
           } else if (isKernelPointer(value)) {
             this.#pending[this.#pendingCount++] = i;
           } else {
-            throw invalidType(`args[${i}]`, 'a ptr: a DeviceBuffer or a bigint device address', value, this.#hint());
+            throw invalidType(`args[${i}]`, 'a ptr: a DeviceBuffer, a ManagedBuffer or a bigint device address', value, this.#hint());
           }
           break;
         case 'i32':

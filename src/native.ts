@@ -28,6 +28,18 @@ export interface NativeBinding {
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number };
   cudaError(code: number, call: string, detail: string): Error;
 
+  // synchronizer.cc: device-wide waits on a native thread per device.
+  deviceSynchronize(ordinal: number): Promise<void>;
+  deviceSynchronizeSync(ordinal: number): void;
+  deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
+
+  // managed.cc: managed (unified) memory.
+  managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
+  managedFree(managed: Box, buffer: ArrayBuffer): void;
+  managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
+  managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
+  managedCopy(stream: Box, managed: Box, managedOffset: number, other: bigint, toManaged: boolean, bytes: number): void;
+
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
   streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };

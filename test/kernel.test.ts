@@ -55,7 +55,7 @@ test('a wrong argument count is ERR_INVALID_ARG_VALUE naming the expected count 
 
 test('a wrong argument type is ERR_INVALID_ARG_TYPE naming its position, type and what was received', () => {
   const packer = new ArgumentPacker(['ptr', 'i32', 'i64', 'f64'], 'k');
-  assert.throws(() => packer.pack([5, 1, 1n, 1]), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[0\]" must be a ptr: a DeviceBuffer or a bigint device address; received 5 \(number\)/ });
+  assert.throws(() => packer.pack([5, 1, 1n, 1]), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[0\]" must be a ptr: a DeviceBuffer, a ManagedBuffer or a bigint device address; received 5 \(number\)/ });
   assert.throws(() => packer.pack([0n, 1n, 1n, 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[1\]" must be an i32 .*received 1n \(bigint\)/ });
   assert.throws(() => packer.pack([0n, 1, '1', 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[2\]" must be an i64 \(a bigint or a safe integer\); received "1" \(string\)/ });
   assert.throws(() => packer.pack([0n, 1, 1n, null]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[3\]" must be an f64 \(a number\); received null/ });
