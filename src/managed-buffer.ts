@@ -215,6 +215,15 @@ export class ManagedBuffer implements KernelPointer {
   [Symbol.dispose](): void {
     this.free();
   }
+
+  /** Frees as `free()` does, then resolves once the memory was released (after the device's queued work), without
+   * blocking the event loop. Rejects with {@link CudaError} when the device's work failed. Idempotent. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#freed) return;
+    this.free();
+    // The free was queued with the device's synchronizer first, so this wait ends after the cuMemFree.
+    await this.device.synchronize();
+  }
 }
 
 /** The native box of a live managed buffer, for the copy functions. @throws {@link DestroyedError} after free.

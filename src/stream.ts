@@ -260,6 +260,19 @@ export class Stream {
   [Symbol.dispose](): void {
     this.destroy();
   }
+
+  /** Waits for the queued work as `synchronize()` does (never blocking the event loop), then destroys the stream as
+   * `destroy()` does, also when that work failed; rejects with that work's {@link CudaError}. Idempotent.
+   * @throws `TypeError` for a stream of a `StreamPool`, before waiting. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#retired !== undefined) return;
+    if (this.#kind === 'pool') return this.destroy(); // throws: pool streams die with their pool
+    try {
+      await this.synchronize();
+    } finally {
+      this.destroy();
+    }
+  }
 }
 
 function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device): Stream {
