@@ -7,7 +7,7 @@ import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -228,8 +228,8 @@ export class DeviceBuffer implements KernelPointer {
    * @param Ctor - a typed-array constructor (`Float32Array`, `Int32Array`, `BigUint64Array`, ...); the buffer's byte
    * length must be a multiple of its `BYTES_PER_ELEMENT`.
    * @throws (synchronously) `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor` or a bad stream; ERR_INVALID_ARG_VALUE
-   * for a stream of another device; `RangeError` ERR_OUT_OF_RANGE when the byte length is not a multiple of the
-   * element size; {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed.
+   * for a stream of another device or when the byte length is not a multiple of the element size;
+   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed.
    * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
    * Follows: RMM `copy_to_host`, CuPy `get()`.
    * @example
@@ -245,7 +245,7 @@ export class DeviceBuffer implements KernelPointer {
     this.#use('toArray');
     const size = Ctor.BYTES_PER_ELEMENT;
     if (this.byteLength % size !== 0)
-      throw outOfRange('Ctor', `a typed array whose element size divides the buffer's ${this.byteLength} bytes`, Ctor.name, `${Ctor.name} elements are ${size} bytes.`);
+      throw invalidValue('Ctor', `is ${Ctor.name}, whose ${size}-byte elements do not divide the buffer's ${this.byteLength} bytes; pick an element size that does, or read a subarray.`);
     const stream = o.stream ?? currentStream(this.device);
     this.#sameDevice(stream, 'options.stream');
     const out = new Ctor(this.byteLength / size) as InstanceType<C>;
