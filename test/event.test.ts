@@ -100,3 +100,15 @@ test('every event method after destroy throws DestroyedError', gpu, async () => 
   await assert.rejects(event.synchronize(), DestroyedError);
   stream.destroy();
 });
+
+test('[Symbol.asyncDispose] waits for the recorded work, then destroys the event', gpu, async () => {
+  const { spin } = await testKernels();
+  using stream = Stream.create();
+  const event = Event.create();
+  spin.launch({ grid: 1, block: 1, stream }, 100n * MS, 0n);
+  event.record(stream);
+  await event[Symbol.asyncDispose]();
+  assert.equal(event.destroyed, true);
+  assert.equal(stream.query(), true, 'the recorded work was done when the dispose resolved');
+  await event[Symbol.asyncDispose](); // idempotent
+});

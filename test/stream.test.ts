@@ -319,3 +319,23 @@ test('forgotten streams and events are destroyed by their finalizers', gpu, asyn
   assert.equal(cuda.liveObjects().streams, before.streams);
   assert.equal(cuda.liveObjects().events, before.events);
 });
+
+test('[Symbol.asyncDispose] waits for the stream\'s queued work, then destroys it', gpu, async () => {
+  const { spin } = await testKernels();
+  const before = cuda.liveObjects().streams;
+  const stream = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream }, 100n * MS, 0n);
+  const marker = stream.recordEvent();
+  await stream[Symbol.asyncDispose]();
+  assert.equal(marker.query(), true, 'the work was done when the dispose resolved');
+  assert.equal(stream.destroyed, true);
+  assert.equal(cuda.liveObjects().streams, before);
+  await stream[Symbol.asyncDispose](); // idempotent
+  marker.destroy();
+});
+
+test('[Symbol.asyncDispose] of a pool stream is the TypeError of destroy(), before any wait', gpu, async () => {
+  const { StreamPool } = await import('cuda-stream-pool');
+  using pool = new StreamPool({ size: 1 });
+  await assert.rejects(pool.getStream()[Symbol.asyncDispose](), { code: 'ERR_INVALID_ARG_VALUE', message: /belongs to a StreamPool/ });
+});
