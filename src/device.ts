@@ -91,7 +91,12 @@ export class Device {
     const o = validateOptions<DeviceSynchronizeOptions>(options, 'options', 'synchronize', ['signal']);
     const signal = validateSignal(o.signal, 'options.signal');
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const done = native.deviceSynchronize(this.ordinal);
+    let done: Promise<void>;
+    try {
+      done = native.deviceSynchronize(this.ordinal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (!signal) return done;
     return new Promise<void>((resolve, reject) => {
       const abort = () => reject(signal.reason);

@@ -39,6 +39,14 @@ struct ManagedBox : Box {
 };
 const napi_type_tag ManagedBox::kTag = {0x6373702d6d616e61ULL, 0x6765000000000009ULL};
 
+// The CUdevice for an ordinal, or CU_DEVICE_CPU (-1) for the host.
+CUdevice processor(int ordinal, int context_device) {
+  if (ordinal < 0) return CU_DEVICE_CPU;
+  CUdevice device = 0;
+  check(drv().cuDeviceGet(&device, ordinal), "cuDeviceGet", context_device, "device " + std::to_string(ordinal));
+  return device;
+}
+
 std::string span_text(const ManagedBox& box, size_t offset, size_t bytes) {
   return "device " + std::to_string(box.device) + ", bytes " + std::to_string(offset) + " to " +
          std::to_string(offset + bytes) + " of a " + std::to_string(box.bytes) + "-byte ManagedBuffer";
@@ -97,7 +105,7 @@ Napi::Value managed_prefetch(const Napi::CallbackInfo& info) {
   Use<ManagedBox> use(*box, "ManagedBuffer", "prefetch");
   Use<StreamBox> use_stream(*stream, "Stream", "prefetch");
   make_current(stream->device);
-  check(drv().cuMemPrefetchAsync_v1(box->ptr + offset, bytes, target, stream->handle), "cuMemPrefetchAsync",
+  check(drv().cuMemPrefetchAsync_v1(box->ptr + offset, bytes, processor(target, stream->device), stream->handle), "cuMemPrefetchAsync",
         stream->device, span_text(*box, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
   return info.Env().Undefined();
 }
@@ -111,7 +119,7 @@ Napi::Value managed_advise(const Napi::CallbackInfo& info) {
   int device = info[4].As<Napi::Number>().Int32Value();
   Use<ManagedBox> use(*box, "ManagedBuffer", "advise");
   make_current(box->device);
-  check(drv().cuMemAdvise_v1(box->ptr + offset, bytes, advice, device), "cuMemAdvise", box->device,
+  check(drv().cuMemAdvise_v1(box->ptr + offset, bytes, advice, processor(device, box->device)), "cuMemAdvise", box->device,
         span_text(*box, offset, bytes));
   return info.Env().Undefined();
 }
