@@ -110,12 +110,10 @@ let offsetOf: (buffer: DeviceBuffer) => number;
  *
  * @example
  * ```ts
- * const stream = Stream.create();
- * using buffer = DeviceBuffer.alloc(4 * n, { stream });
- * stream.copy(buffer, input);
+ * using stream = Stream.create();
+ * using buffer = DeviceBuffer.from(input, { stream }); // a Float32Array of n values
  * kernel.launch({ grid, block, stream }, buffer, n);
- * stream.copy(output, buffer);
- * await stream.synchronize();
+ * const output = await buffer.toArray(Float32Array, { stream });
  * ```
  */
 export class DeviceBuffer implements KernelPointer {

@@ -131,8 +131,8 @@ let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8
  *
  * @example
  * ```ts
- * using module = await Module.load(readFileSync('kernels.ptx', 'utf8'));
- * const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+ * using kernels = await Module.load(readFileSync('kernels.ptx', 'utf8'));
+ * const fill = kernels.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
  * fill.launch({ grid: Math.ceil(n / 256), block: 256, stream }, buffer, 7, n);
  * ```
  */

@@ -103,14 +103,14 @@ export class Program {
    *
    * @example
    * ```ts
-   * const module = await Program.compile(`
+   * const program = await Program.compile(`
    *   extern "C" __global__ void saxpy(unsigned n, float a, const float* x, float* y) {
    *     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
    *     if (i < n) y[i] = a * x[i] + y[i];
    *   }`);
-   * const saxpy = module.getFunction('saxpy', ['u32', 'f32', 'ptr', 'ptr']);
+   * const saxpy = program.getFunction('saxpy', ['u32', 'f32', 'ptr', 'ptr']);
    * saxpy.launch({ grid: Math.ceil(n / 256), block: 256, stream }, n, 2, x, y);
-   * writeFileSync('saxpy.cubin', module.cubin!); // Module.load(readFileSync('saxpy.cubin')) next time
+   * writeFileSync('saxpy.cubin', program.cubin!); // Module.load(readFileSync('saxpy.cubin')) next time
    * ```
    */
   static async compile(source: string, options?: CompileOptions): Promise<Module> {
