@@ -11,9 +11,10 @@ import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from '.
 import { streamBox, type Stream } from './stream.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
 
-/** What `stream.copy()` copies between: a {@link DeviceBuffer}, a {@link PinnedBuffer}, or host memory (an
- * `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray, DataView, Buffer). A view into a
- * PinnedBuffer is copied directly; other host memory goes through pinned staging. */
+/** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
+ * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
+ * DataView, Buffer). A view into a PinnedBuffer is copied directly; other host memory goes through pinned staging. A
+ * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
 export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
