@@ -7,7 +7,7 @@ import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
+import { invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -29,6 +29,8 @@ export interface ToArrayOptions {
    * other streams must be ordered before it (`stream.waitStream(other)`).
    * @defaultValue {@link currentStream}(the buffer's device) */
   stream?: Stream;
+  /** Aborts the wait (not the copy); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
 }
 
 /** A typed-array constructor, for {@link DeviceBuffer.toArray}. */
@@ -227,7 +229,8 @@ export class DeviceBuffer implements KernelPointer {
    * length must be a multiple of its `BYTES_PER_ELEMENT`.
    * @throws (synchronously) `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor` or a bad stream; ERR_INVALID_ARG_VALUE
    * for a stream of another device or when the byte length is not a multiple of the element size;
-   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed.
+   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed, or with
+   * `signal.reason` when `options.signal` aborts the wait.
    * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
    * Follows: RMM `copy_to_host`, CuPy `get()`.
    * @example
@@ -238,8 +241,9 @@ export class DeviceBuffer implements KernelPointer {
   toArray<C extends TypedArrayConstructor>(Ctor: C, options?: ToArrayOptions): Promise<InstanceType<C>> {
     if (typeof Ctor !== 'function' || !(Ctor.prototype instanceof TypedArray))
       throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array)', Ctor);
-    const o = validateOptions<ToArrayOptions>(options, 'options', 'toArray', ['stream']);
+    const o = validateOptions<ToArrayOptions>(options, 'options', 'toArray', ['stream', 'signal']);
     if (o.stream !== undefined && !(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    const signal = validateSignal(o.signal, 'options.signal');
     this.#use('toArray');
     const size = Ctor.BYTES_PER_ELEMENT;
     if (this.byteLength % size !== 0)
@@ -248,7 +252,7 @@ export class DeviceBuffer implements KernelPointer {
     this.#sameDevice(stream, 'options.stream');
     const out = new Ctor(this.byteLength / size) as InstanceType<C>;
     stream.copy(out, this);
-    return stream.synchronize().then(() => out);
+    return stream.synchronize({ signal }).then(() => out);
   }
 
   /** A view of bytes `begin` to `end` (exclusive) of this buffer, with JavaScript's `subarray` meaning: negative

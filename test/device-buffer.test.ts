@@ -400,6 +400,8 @@ test('toArray() refuses a type whose element size does not divide the buffer, an
   assert.throws(() => buffer.toArray(DataView as never, { stream }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => buffer.toArray(Array as never, { stream }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.equal((await buffer.toArray(Uint16Array, { stream })).length, 3);
+  assert.throws(() => buffer.toArray(Uint8Array, { stream, signal: 'x' as never }), { code: 'ERR_INVALID_ARG_TYPE', message: /^"options.signal" must be an AbortSignal/ });
+  await assert.rejects(buffer.toArray(Uint8Array, { stream, signal: AbortSignal.abort(new Error('no wait')) }), { message: 'no wait' });
   buffer.free();
   assert.throws(() => buffer.toArray(Uint8Array, { stream }), DestroyedError);
 });
