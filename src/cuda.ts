@@ -28,6 +28,9 @@ export interface LiveObjects {
   deviceBytes: number;
   /** Bytes held by live `PinnedBuffer`s (not the library's idle pinned cache). */
   pinnedBytes: number;
+  /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts
+   * until the device's queued work is done and cuMemFree ran). */
+  managedBytes: number;
 }
 
 /** Facts about the CUDA driver in this process. Reading any of them opens the driver on first use; none throws.

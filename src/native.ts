@@ -25,7 +25,7 @@ export interface NativeBinding {
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
   };
   deviceFault(ordinal: number): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number };
   cudaError(code: number, call: string, detail: string): Error;
 
   // synchronizer.cc: device-wide waits on a native thread per device.

@@ -3,9 +3,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { DestroyedError, Device, DeviceBuffer, ManagedBuffer, Stream } from 'cuda-stream-pool';
+import { cuda, DestroyedError, Device, DeviceBuffer, ManagedBuffer, Stream } from 'cuda-stream-pool';
 import { runChild } from './support/child.js';
-import { gpu, testKernels } from './support/gpu.js';
+import { gpu, MS, testKernels } from './support/gpu.js';
 
 function pattern(length: number, seed: number): Uint8Array {
   return Uint8Array.from({ length }, (_, i) => (i * 13 + seed) & 0xff);
@@ -112,14 +112,29 @@ test('free() detaches the views at once and every later use is a DestroyedError;
   assert.throws(() => fillU32.launch({ grid: 1, block: 1, stream }, managed, 1, 1), (e) => e instanceof DestroyedError && e.resource === 'ManagedBuffer');
   using target = DeviceBuffer.alloc(64, { stream });
   assert.throws(() => stream.copy(target, managed), DestroyedError);
-  const disposed = ManagedBuffer.alloc(64);
+  const before = cuda.liveObjects().managedBytes;
+  const disposed = ManagedBuffer.alloc(4096);
+  assert.equal(cuda.liveObjects().managedBytes, before + 4096);
   await disposed[Symbol.asyncDispose]();
   assert.equal(disposed.freed, true);
+  assert.equal(cuda.liveObjects().managedBytes, before, 'the memory was released when the dispose resolved');
+});
+
+test('a freed ManagedBuffer counts in managedBytes until the device\'s queued work is done', gpu, async () => {
+  const { spin } = await testKernels();
+  using stream = Stream.create();
+  const before = cuda.liveObjects().managedBytes;
+  const managed = ManagedBuffer.alloc(1 << 20);
+  spin.launch({ grid: 1, block: 1, stream }, 300n * MS, 0n);
+  managed.free();
+  assert.equal(cuda.liveObjects().managedBytes, before + (1 << 20), 'held while the kernel runs');
+  await Device.get(0).synchronize();
+  assert.equal(cuda.liveObjects().managedBytes, before);
 });
 
 test('a ManagedBuffer freed while a queued kernel still writes it is released only after the kernel', gpu, async () => {
   const result = await runChild(`
-    import { Device, ManagedBuffer, Stream } from 'cuda-stream-pool';
+    import { cuda, Device, ManagedBuffer, Stream } from 'cuda-stream-pool';
     import { testKernels, MS } from './dist/test/support/gpu.js';
     const { spin, fillU32 } = await testKernels();
     const stream = Stream.create();
@@ -131,11 +146,11 @@ test('a ManagedBuffer freed while a queued kernel still writes it is released on
     let error = 'none';
     try { await stream.synchronize(); await Device.get(0).synchronize(); } catch (e) { error = e.code; }
     stream.destroy();
-    console.log(JSON.stringify({ error, healthy: Device.get(0).healthy }));
+    console.log(JSON.stringify({ error, healthy: Device.get(0).healthy, managedBytes: cuda.liveObjects().managedBytes }));
   `);
   assert.equal(result.signal, null);
   assert.equal(result.code, 0, result.stderr);
-  assert.deepEqual(JSON.parse(result.stdout), { error: 'none', healthy: true });
+  assert.deepEqual(JSON.parse(result.stdout), { error: 'none', healthy: true, managedBytes: 0 });
 });
 
 test('a worker that exits with a ManagedBuffer freed under queued work, and one forgotten, ends cleanly', gpu, async () => {
@@ -157,9 +172,13 @@ test('a worker that exits with a ManagedBuffer freed under queued work, and one 
     const code = await new Promise((resolve) => worker.on('exit', resolve));
     const { Device } = await import('cuda-stream-pool');
     await Device.get(0).synchronize();
-    console.log(JSON.stringify({ code, healthy: Device.get(0).healthy }));
+    const { cuda } = await import('cuda-stream-pool');
+    // The worker's synchronizer thread finishes its last free on its own after the worker ended: allow it 5 s.
+    for (let i = 0; i < 100 && cuda.liveObjects().managedBytes !== 0; i++) await new Promise((r) => setTimeout(r, 50));
+    console.log(JSON.stringify({ code, healthy: Device.get(0).healthy, managedBytes: cuda.liveObjects().managedBytes }));
   `);
   assert.equal(result.signal, null);
   assert.equal(result.code, 0, result.stderr);
-  assert.deepEqual(JSON.parse(result.stdout), { code: 0, healthy: true });
+  // The worker's buffers, the freed one and the forgotten one, were both released when it ended.
+  assert.deepEqual(JSON.parse(result.stdout), { code: 0, healthy: true, managedBytes: 0 });
 });

@@ -31,10 +31,10 @@ struct ManagedBox : Box {
     std::unique_lock<std::shared_mutex> lock(mutex);
     if (destroyed) return;
     destroyed = true;
-    free_managed_after_work(synchronizers, device, ptr);
+    free_managed_after_work(synchronizers, device, ptr, bytes);
   }
   ~ManagedBox() override {
-    if (!destroyed) free_managed_after_work(synchronizers, device, ptr);
+    if (!destroyed) free_managed_after_work(synchronizers, device, ptr, bytes);
   }
 };
 const napi_type_tag ManagedBox::kTag = {0x6373702d6d616e61ULL, 0x6765000000000009ULL};
@@ -67,6 +67,7 @@ Napi::Value managed_alloc(const Napi::CallbackInfo& info) {
     box->destroyed = true;  // nothing to free
     check(r, "cuMemAllocManaged", device, "device " + std::to_string(device) + ", " + std::to_string(bytes) + " bytes requested");
   }
+  live().managed_bytes += static_cast<int64_t>(bytes);
   auto holder = new std::shared_ptr<ManagedBox>(box);
   Napi::ArrayBuffer buffer;
   try {

@@ -36,9 +36,14 @@ struct Request {
   CUresult result = CUDA_SUCCESS;
 };
 
+struct ManagedFree {
+  CUdeviceptr ptr;
+  size_t bytes;
+};
+
 struct DeviceQueue {
   std::vector<Request*> requests;
-  std::vector<CUdeviceptr> frees;
+  std::vector<ManagedFree> frees;
   bool running = false;  // the device's thread was started
 };
 
@@ -101,8 +106,9 @@ CUresult synchronize_device(int device) {
   return check_quiet(drv().cuCtxSynchronize(), device);
 }
 
-void free_now(int device, CUdeviceptr ptr) {
-  if (make_current_quiet(device)) check_quiet(drv().cuMemFree(ptr), device);
+void free_now(int device, const ManagedFree& memory) {
+  if (make_current_quiet(device)) check_quiet(drv().cuMemFree(memory.ptr), device);
+  live().managed_bytes -= static_cast<int64_t>(memory.bytes);
 }
 
 // Runs on: the device's synchronizer thread. See Note [device synchronizer].
@@ -116,12 +122,12 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
     auto delivery = std::make_unique<Delivery>();
     delivery->owner = &s;
     delivery->requests.swap(queue.requests);
-    std::vector<CUdeviceptr> frees;
+    std::vector<ManagedFree> frees;
     frees.swap(queue.frees);
     lock.unlock();
     CUresult result = synchronize_device(device);
     // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
-    for (CUdeviceptr ptr : frees) free_now(device, ptr);
+    for (const ManagedFree& memory : frees) free_now(device, memory);
     for (Request* request : delivery->requests) request->result = result;
     lock.lock();
     if (delivery->requests.empty()) continue;
@@ -204,20 +210,18 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env) {
   return owner;
 }
 
-void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int device, CUdeviceptr ptr) {
+void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int device, CUdeviceptr ptr, size_t bytes) {
   if (auto owner = weak.lock()) {
     std::lock_guard<std::mutex> lock(owner->mutex);
     if (owner->open) {
-      owner->devices[device].frees.push_back(ptr);
+      owner->devices[device].frees.push_back(ManagedFree{ptr, bytes});
       start_if_needed(owner, device);
       return;
     }
   }
   // No synchronizer thread will run again: wait here (only at teardown or for memory freed without one).
-  if (make_current_quiet(device)) {
-    check_quiet(drv().cuCtxSynchronize(), device);
-    check_quiet(drv().cuMemFree(ptr), device);
-  }
+  if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
+  free_now(device, ManagedFree{ptr, bytes});
 }
 
 void register_synchronizer(Napi::Env env, Napi::Object exports) {

@@ -15,9 +15,9 @@ struct Synchronizers;  // per environment; held by AddonData and by its threads
 // This environment's synchronizers, created on first use. Runs on: the JS thread.
 std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env);
 
-// Frees managed memory `ptr` of `device` once all work queued on the device before this call is done: the device's
+// Frees managed memory `ptr` (`bytes` long, counted in live().managed_bytes until then) of `device` once all work queued on the device before this call is done: the device's
 // synchronizer thread runs cuCtxSynchronize, then cuMemFree. When that thread is gone (the environment was torn
 // down), frees on the calling thread after its own cuCtxSynchronize. Never throws. Runs on: any thread.
-void free_managed_after_work(const std::weak_ptr<Synchronizers>& owner, int device, CUdeviceptr ptr);
+void free_managed_after_work(const std::weak_ptr<Synchronizers>& owner, int device, CUdeviceptr ptr, size_t bytes);
 
 }  // namespace csp
