@@ -21,6 +21,7 @@ export class PartitionScaler {
     this.#scale = program.getFunction('scale', ['ptr', 'f32', 'u32']);
   }
 
+  /** Compiles the kernel and creates the pool; call once, at start-up. */
   static async create(): Promise<PartitionScaler> {
     const program = await Program.compile(SCALE_SOURCE); // compiled once; a later compile of it hits the cache
     return new PartitionScaler(new StreamPool(), program); // 32 non-blocking streams, created once
@@ -41,6 +42,7 @@ export class PartitionScaler {
     );
   }
 
+  /** Destroys the pool and unloads the kernel. */
   [Symbol.dispose](): void {
     this.#pool.destroy();
     this.#program.unload();
