@@ -1,10 +1,12 @@
 // The README's example runs and computes the right values.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { cuda } from 'cuda-stream-pool';
 import { PartitionScaler } from '../examples/scale-partitions.js';
-import { gpu } from './support/gpu.js';
+import { gpu, repositoryRoot } from './support/gpu.js';
 
 test('the README example scales 64 partitions of different sizes on pool streams, twice with one scaler', gpu, async () => {
   const before = cuda.liveObjects();
@@ -26,4 +28,11 @@ test('the README example scales 64 partitions of different sizes on pool streams
   assert.equal(after.streams, before.streams, 'the pool destroyed its streams');
   assert.equal(after.modules, before.modules, 'the module was unloaded');
   assert.equal(after.deviceBytes, before.deviceBytes, 'every device buffer was freed');
+});
+
+test('the README shows the example file as it is, without its first comment line', () => {
+  const file = readFileSync(path.join(repositoryRoot, 'examples', 'scale-partitions.ts'), 'utf8');
+  const readme = readFileSync(path.join(repositoryRoot, 'README.md'), 'utf8');
+  const shown = /From `examples\/scale-partitions.ts`[^\n]*\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.equal(shown, file.slice(file.indexOf('\n') + 1));
 });
