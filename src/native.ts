@@ -54,8 +54,6 @@ export interface NativeBinding {
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
   poolAttach(id: number): PoolDescription;
   poolDestroy(handle: Box): void;
-  /** ns per cuStreamCreate + cuStreamDestroy pair in a C++ loop. */
-  benchStreamCreateDestroy(device: number, iterations: number): number;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   eventRecord(event: Box, stream: Box): void;
@@ -64,7 +62,11 @@ export interface NativeBinding {
   eventElapsed(start: Box, end: Box): number;
   eventDestroy(event: Box): void;
 
-  completionInit(dispatch: (token: number) => void): void;
+  completionInit(dispatch: (tokens: number[], results: number[]) => void): void;
+  completionFlush(): number;
+  completionStats(): import('./completion.js').CompletionStats;
+  completionMarker(device: number): 'ticket' | 'event';
+  completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
   completionRef(): void;
   completionUnref(): void;
   streamNotify(stream: Box, token: number): void;
@@ -84,8 +86,6 @@ export interface NativeBinding {
     kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
     dynamicSharedMemBytes: number, params: Uint8Array,
   ): void;
-  /** ns per launch of a C++ loop of cuLaunchKernel (grid 1, block 1); synchronizes the stream before and after. */
-  benchLaunch(kernel: Box, stream: Box, iterations: number, params: Uint8Array): number;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -105,6 +105,7 @@ export interface NativeBinding {
   pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number };
   copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
   copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
   copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
@@ -115,10 +116,6 @@ export interface NativeBinding {
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
   memoryPoolTrim(device: number, bytesToKeep: number): void;
-  /** ns for `iterations` copies of `bytes` pinned<->device in a C++ loop, until the stream is idle. Blocks. */
-  benchMemcpy(device: number, toDevice: boolean, bytes: number, iterations: number): number;
-  /** ns for `iterations` cuMemAllocFromPoolAsync + cuMemFreeAsync pairs in a C++ loop. Blocks. */
-  benchAllocFree(device: number, bytes: number, iterations: number): number;
 }
 
 /** The package root (two levels above dist/src). */

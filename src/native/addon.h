@@ -26,9 +26,12 @@ void register_event(Napi::Env env, Napi::Object exports);
 void register_completion(Napi::Env env, Napi::Object exports);
 void register_module(Napi::Env env, Napi::Object exports);
 void register_pool(Napi::Env env, Napi::Object exports);
-void register_memory(Napi::Env env, Napi::Object exports);
+void register_device_buffer(Napi::Env env, Napi::Object exports);
+void register_pinned(Napi::Env env, Napi::Object exports);
+void register_copy(Napi::Env env, Napi::Object exports);
+void register_staging(Napi::Env env, Napi::Object exports);
+void register_memory_pool(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
-void register_bench(Napi::Env env, Napi::Object exports);
 void register_synchronizer(Napi::Env env, Napi::Object exports);
 void register_managed(Napi::Env env, Napi::Object exports);
 

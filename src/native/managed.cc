@@ -2,10 +2,10 @@
 // its address; prefetch, advice and stream-ordered copies. Runs on: the JS thread that calls (every function).
 //
 // Note [managed lifetime]: the memory belongs to its box, which the wrapper's External and the ArrayBuffer's finalizer
-// both hold. free() marks the box destroyed (no new call may use the address), detaches the ArrayBuffer (so no view
-// can read freed memory) and hands the address to the device's synchronizer, which calls cuMemFree only after all
-// work queued on the device so far is done (Note [device synchronizer]); a forgotten buffer is freed the same way
-// when the last reference goes.
+// both hold. free() detaches the ArrayBuffer (so no view can read freed memory) and retires the box (Note [handle
+// guard]: no new call may use the address); once no call is in flight the address goes to the device's synchronizer,
+// which calls cuMemFree only after all work queued on the device so far is done (Note [device synchronizer]). A
+// forgotten buffer is freed the same way when the last reference goes.
 #include <string>
 
 #include "addon.h"
@@ -26,15 +26,14 @@ struct ManagedBox : Box {
   size_t bytes = 0;
   std::weak_ptr<Synchronizers> synchronizers;
 
-  // free(): waits for calls in flight on other threads, then queues the free. Idempotent.
-  void release() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    if (destroyed) return;
-    destroyed = true;
-    free_managed_after_work(synchronizers, device, ptr, bytes);
-  }
-  ~ManagedBox() override {
-    if (!destroyed) free_managed_after_work(synchronizers, device, ptr, bytes);
+  // A forgotten buffer: the last reference retires it, which queues the free (no call can be in flight then).
+  ~ManagedBox() override { retire(); }
+
+ protected:
+  // Runs once, on the thread that retires the box (free(), or the last reference) or leaves it last: queues the
+  // memory for release after the device's queued work. Never throws (Note [handle guard]).
+  void release() override {
+    if (ptr) free_managed_after_work(synchronizers, device, ptr, bytes);
   }
 };
 const napi_type_tag ManagedBox::kTag = {0x6373702d6d616e61ULL, 0x6765000000000009ULL};
@@ -64,7 +63,7 @@ Napi::Value managed_alloc(const Napi::CallbackInfo& info) {
   box->synchronizers = synchronizers_of(env);
   CUresult r = drv().cuMemAllocManaged(&box->ptr, bytes, CU_MEM_ATTACH_GLOBAL);
   if (r != CUDA_SUCCESS) {
-    box->destroyed = true;  // nothing to free
+    box->ptr = 0;  // nothing to free
     check(r, "cuMemAllocManaged", device, "device " + std::to_string(device) + ", " + std::to_string(bytes) + " bytes requested");
   }
   live().managed_bytes += static_cast<int64_t>(bytes);
@@ -92,7 +91,7 @@ Napi::Value managed_free(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<ManagedBox>(info[0]);
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
-  box->release();
+  box->retire();
   return info.Env().Undefined();
 }
 
