@@ -155,7 +155,7 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
     [[file('bad.json', '{"schema": ')], /bad\.json is not a cuda-stream-pool bench results file: its JSON does not parse/],
     [[file('old.json', '{"schema": "cuda-stream-pool/bench/1"}')], /old\.json .*schema is "cuda-stream-pool\/bench\/1", and this version reads "cuda-stream-pool\/bench\/2"/],
     [[file('marks.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], lastRunTasks: [{ task: 0, thread: 0, streamId: '1', marksMs: [2, 1, 3, 4] }] }] }))], /modes\[0\]\.lastRunTasks\[0\]\.marksMs is not 4 ascending numbers/],
-    [[file('mode.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], mode: 'turbo' }] }))], /modes\[0\]\.mode is "turbo", not one of legacy, /],
+    [[file('mode.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], mode: 'turbo' }] }))], /modes\[0\]\.mode is "turbo", not one of native, legacy, /],
     [[file('no-phases.json', JSON.stringify(noPhases)), '--html', path.join(dir, 'page.html')], /no-phases\.json holds no phase times.*--phases/],
   ];
   for (const [args, message] of cases) {
