@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 import { makeNativeError } from './errors.js';
+import type { PoolLayout } from './pool-words.js';
 
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
 export type Box = { readonly __box: unique symbol };
@@ -36,12 +37,14 @@ export interface NativeBinding {
   streamWaitEvent(stream: Box, event: Box): void;
   streamDestroy(stream: Box): void;
 
-  // pool.cc: the pool's process-wide state; `layout` is poolLayoutWords() from src/pool-policy.ts.
-  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
-  poolCreateShared(size: number, layout: number[]): PoolDescription;
-  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
+  // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.
+  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
+  poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
+  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   poolAttach(id: number): PoolDescription;
   poolDestroy(handle: Box): void;
+  /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
+  poolDepart(handle: Box, environment: number): void;
   /** ns per cuStreamCreate + cuStreamDestroy pair in a C++ loop. */
   benchStreamCreateDestroy(device: number, iterations: number): number;
 

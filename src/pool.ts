@@ -26,11 +26,10 @@ import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { retire, wasUsed, wrapStream, type Stream } from './stream.js';
 import { withStream } from './scope.js';
+import { poolLayout } from './pool-words.js';
 import { invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
   PoolCore,
-  poolLayout,
-  poolLayoutWords,
   StreamLease,
   type AcquireOptions,
   type PoolCounters,
@@ -158,7 +157,7 @@ export class StreamPool {
       const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
       const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
       const device = resolveDevice(o.device);
-      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayoutWords(poolLayout(size)));
+      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size));
       opened = { description, device, owner: true };
     }
     const { description, device, owner } = opened;
@@ -350,7 +349,7 @@ export class StreamPool {
     const d = resolveDevice(device, 'device');
     const known = defaultPools.get(d.ordinal);
     if (known !== undefined && !known.destroyed) return known;
-    const description = native.poolDefault(d.ordinal, size, true, 0, poolLayoutWords(poolLayout(size)));
+    const description = native.poolDefault(d.ordinal, size, true, 0, poolLayout(size));
     const cached = handles.get(description.id)?.deref();
     let pool: StreamPool;
     if (cached !== undefined && !cached.destroyed) {
