@@ -7,7 +7,7 @@ import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -102,7 +102,8 @@ export class DeviceBuffer implements KernelPointer {
   /** The device that holds the memory. */
   readonly device: Device;
 
-  private constructor(box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+    checkConstruction(token, 'DeviceBuffer', 'DeviceBuffer.alloc() or DeviceBuffer.attach()');
     this.#box = box;
     this.#stream = stream;
     this.#borrowed = borrowed;
@@ -113,6 +114,7 @@ export class DeviceBuffer implements KernelPointer {
 
   static {
     boxOf = (buffer, method) => buffer.#use(method);
+    guardReceivers(DeviceBuffer, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -159,7 +161,7 @@ export class DeviceBuffer implements KernelPointer {
       stream = currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
     }
     const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
-    return new DeviceBuffer(box, byteLength, ptr, stream.device, stream, false);
+    return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
   }
 
   /** A borrowed view, in this thread, of the buffer that `shared` (from `buffer.share()` in any thread) names. Its
@@ -179,7 +181,7 @@ export class DeviceBuffer implements KernelPointer {
     const stream = o.stream ?? currentStream(device);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
-    return new DeviceBuffer(box, bytes, ptr, device, stream, true);
+    return new DeviceBuffer(internalConstruction, box, bytes, ptr, device, stream, true);
   }
 
   /** The stream `free()` uses by default: the allocation stream (a borrowed view: its attach stream). */

@@ -1,7 +1,7 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { checkConstruction, internalConstruction, invalidType, outOfRange } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -18,6 +18,9 @@ export interface StreamPriorityRange {
 }
 
 const devices = new Map<number, Device>();
+
+/** Every Device made by the library: the brand that receivers are checked against. */
+const instances = new WeakSet<object>();
 
 /** A CUDA device, one object per ordinal per thread. Borrows the device's primary context, which the library
  * retains once per process and never releases (so streams, memory and modules of every thread share it).
@@ -51,6 +54,11 @@ export class Device {
     this.asyncEngineCount = info.asyncEngineCount;
     this.streamPriorityRange = Object.freeze({ greatest: info.greatestPriority, least: info.leastPriority });
     this.memoryPoolsSupported = info.memoryPoolsSupported;
+    instances.add(this);
+  }
+
+  static {
+    guardReceivers(Device, (value) => instances.has(value));
   }
 
   /** The device's default memory pool, which `DeviceBuffer.alloc` allocates from: `usedBytes`, `reservedBytes`,

@@ -4,7 +4,7 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { synchronizeWith } from './completion.js';
 import { Stream, streamBox, type WaitOptions } from './stream.js';
-import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -41,7 +41,8 @@ export class Event {
   /** Whether the event records timestamps (`options.timing`). */
   readonly timing: boolean;
 
-  private constructor(box: Box, device: Device, timing: boolean) {
+  private constructor(token: symbol, box: Box, device: Device, timing: boolean) {
+    checkConstruction(token, 'Event', 'Event.create() or stream.recordEvent()');
     this.#box = box;
     this.device = device;
     this.timing = timing;
@@ -49,6 +50,7 @@ export class Event {
 
   static {
     boxOf = (event, method) => event.#use(method);
+    guardReceivers(Event, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -63,7 +65,7 @@ export class Event {
     const timing = o.timing === undefined ? false : validateBoolean(o.timing, 'options.timing');
     const blockingSync = o.blockingSync === undefined ? false : validateBoolean(o.blockingSync, 'options.blockingSync');
     const device = resolveDevice(o.device);
-    return new Event(native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
+    return new Event(internalConstruction, native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
   }
 
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves

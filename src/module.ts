@@ -7,7 +7,7 @@ import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
  * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
@@ -134,7 +134,8 @@ export class Module {
    * the caller's array after `Module.load` changes nothing here. */
   readonly cubin: Uint8Array | undefined;
 
-  private constructor(box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
+  private constructor(token: symbol, box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
+    checkConstruction(token, 'Module', 'Module.load() or Program.compile()');
     this.#box = box;
     this.device = device;
     this.ptx = ptx;
@@ -143,7 +144,8 @@ export class Module {
 
   static {
     moduleBoxOf = (module, method) => module.#use(method);
-    makeModule = (box, device, ptx, cubin) => new Module(box, device, ptx, cubin);
+    makeModule = (box, device, ptx, cubin) => new Module(internalConstruction, box, device, ptx, cubin);
+    guardReceivers(Module, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -421,6 +423,7 @@ export class Kernel {
 
   static {
     kernelBoxOf = (kernel) => kernel.#use('benchLaunch');
+    guardReceivers(Kernel, (value) => #box in value);
   }
 
   #use(method: string): Box {

@@ -3,7 +3,7 @@
 // the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
 // See Note [pool hand-out] in src/pool.ts; the shared words are Note [pool shared words] in src/pool-words.ts.
 import { DestroyedError } from './errors.js';
-import { checkConstruction, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
 import {
   CLOSE_BELL,
   CLOSING,
@@ -107,6 +107,7 @@ export class StreamLease<S = import('./stream.js').Stream> {
 
   static {
     makeLease = (core, slot, view) => new StreamLease(internalConstruction, core, slot, view);
+    guardReceivers(StreamLease, (value) => #slot in value);
   }
 
   /** The leased stream: a wrapper of its own, retired when the lease ends, so that work scheduled through it after

@@ -27,7 +27,7 @@ import { CudaError, DestroyedError } from './errors.js';
 import { retire, wasUsed, wrapStream, type Stream } from './stream.js';
 import { withStream } from './scope.js';
 import { poolLayout } from './pool-words.js';
-import { invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import { guardReceivers, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
   PoolCore,
   StreamLease,
@@ -193,6 +193,10 @@ export class StreamPool {
     this.priority = infos[0]!.priority;
     this.nonBlocking = infos[0]!.nonBlocking;
     handles.set(description.id, new WeakRef(this));
+  }
+
+  static {
+    guardReceivers(StreamPool, (value) => #core in value);
   }
 
   /** Hands out a stream that other tasks may use at the same time: the next one in round-robin order (the n-th call

@@ -5,7 +5,7 @@ import { Device, resolveDevice } from './device.js';
 import { CompileError, CudaUnavailableError } from './errors.js';
 import { requireCuda } from './cuda.js';
 import { loadModule, type Module } from './module.js';
-import { invalidType, invalidValue, validateOptions } from './validate.js';
+import { illegalConstructor, invalidType, invalidValue, validateOptions } from './validate.js';
 
 /** Options for {@link Program.compile}. */
 export interface CompileOptions {
@@ -66,7 +66,9 @@ function validateText(value: unknown, name: string, what: string, allowEmpty: bo
 
 /** CUDA C++ compiled at run time with NVRTC. */
 export class Program {
-  private constructor() {}
+  private constructor() {
+    throw illegalConstructor('Program', 'Program.compile(source): Program has only static methods');
+  }
 
   /** Compiles CUDA C++ `source` with NVRTC off the JS thread and loads the result on the device as a {@link Module}.
    * By default the code is compiled for the device's own architecture to a CUBIN, so nothing is JIT-compiled at load.
