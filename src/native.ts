@@ -35,6 +35,8 @@ export interface NativeBinding {
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;
+  /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
+  streamWaitStream(stream: Box, other: Box): void;
   streamDestroy(stream: Box): void;
 
   // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.

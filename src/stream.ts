@@ -194,19 +194,16 @@ export class Stream {
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
-   * Records a private event on `other` (cuEventRecord, cuStreamWaitEvent). */
+   * Records an event on `other` and waits on it: the calling thread keeps one such event per device and records it
+   * again on every call (it counts in `cuda.liveObjects().events` until the thread ends).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; ERR_INVALID_ARG_VALUE for a stream of another device;
+   * {@link DestroyedError} when either stream was destroyed. Wraps: cuEventRecord, cuStreamWaitEvent. */
   waitStream(other: Stream): void {
     if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
     const box = this.#use('waitStream');
     if (other.device !== this.device)
       throw invalidValue('other', `is on device ${other.device.ordinal}, but this stream is on device ${this.device.ordinal}.`);
-    const marker = Event.create({ device: this.device });
-    try {
-      marker.record(other);
-      native.streamWaitEvent(box, eventBox(marker, 'waitStream'));
-    } finally {
-      marker.destroy();
-    }
+    native.streamWaitStream(box, other.#use('waitStream'));
   }
 
   /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from

@@ -214,6 +214,15 @@ test('a worker creates, uses and synchronizes a stream and exits with code 0', g
   assert.equal(code, 0);
 });
 
+test('waitStream() reuses one event per device in a thread, and the event goes with the thread', gpu, async () => {
+  const before = cuda.liveObjects().events;
+  const worker = new Worker(workerUrl, { workerData: { mode: 'wait-stream' } });
+  const [result] = (await once(worker, 'message')) as [{ afterFirst: number; afterMany: number }];
+  await once(worker, 'exit');
+  assert.deepEqual(result, { afterFirst: 1, afterMany: 1 }, 'one event, created by the first call, reused by the next 200');
+  assert.equal(cuda.liveObjects().events, before, 'destroyed when the worker ended');
+});
+
 test('a worker terminated with completions pending does not crash the process', gpu, async () => {
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');

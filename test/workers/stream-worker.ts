@@ -2,9 +2,10 @@
 //  'use'       create a stream, spin, synchronize, report the stream id, exit
 //  'sync-loop' call synchronizeSync() on its own streams in a loop until told to stop, report the count
 //  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)
+//  'wait-stream' call waitStream() 1 time, then 200 times, and report how many more live events there were
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { Stream } from 'cuda-stream-pool';
+import { cuda, Stream } from 'cuda-stream-pool';
 import { MS, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
@@ -31,6 +32,17 @@ if (mode === 'use') {
   }
   parentPort!.postMessage({ count });
   for (const stream of streams) stream.destroy();
+} else if (mode === 'wait-stream') {
+  const [a, b] = [Stream.create(), Stream.create()];
+  const before = cuda.liveObjects().events;
+  b.waitStream(a);
+  const afterFirst = cuda.liveObjects().events - before;
+  for (let i = 0; i < 200; i++) (i % 2 === 0 ? b : a).waitStream(i % 2 === 0 ? a : b);
+  const afterMany = cuda.liveObjects().events - before;
+  b.synchronizeSync();
+  a.destroy();
+  b.destroy();
+  parentPort!.postMessage({ afterFirst, afterMany });
 } else if (mode === 'pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
   for (const stream of streams) {
