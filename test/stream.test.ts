@@ -223,14 +223,24 @@ test('waitStream() reuses one event per device in a thread, and the event goes w
   assert.equal(cuda.liveObjects().events, before, 'destroyed when the worker ended');
 });
 
-test('a worker terminated with completions pending does not crash the process', gpu, async () => {
+test('a worker terminated with completions pending: its streams are destroyed, and this thread\'s waits still resolve after their work', gpu, async () => {
+  const { spin } = await testKernels();
+  const before = cuda.liveObjects().streams;
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');
+  assert.equal(cuda.liveObjects().streams, before + 4, 'the worker\'s four streams');
   await worker.terminate();
-  // The host functions of the dead worker fire later; this thread keeps working meanwhile and after.
-  await new Promise((resolve) => setTimeout(resolve, 700));
+  // Its four streams go with it, though their 500 ms spins are still queued and their host functions fire later.
+  for (let i = 0; i < 60 && cuda.liveObjects().streams > before; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(cuda.liveObjects().streams, before);
+  // Meanwhile and after the dead worker's host functions fired, a wait here resolves only once its own work is done.
   const stream = Stream.create();
-  await stream.synchronize();
+  for (const ms of [100n, 600n]) {
+    spin.launch({ grid: 1, block: 1, stream }, ms * MS, 0n);
+    assert.equal(stream.query(), false);
+    await stream.synchronize();
+    assert.equal(stream.query(), true, `the ${ms} ms spin is done when synchronize() resolves`);
+  }
   stream.destroy();
 });
 
