@@ -1,5 +1,5 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
-// streams delay the free (Note [buffer uses] in src/native/memory.cc). See DESIGN.md "Rules".
+// streams delay the free (Note [buffer uses] in src/native/memory.cc).
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';

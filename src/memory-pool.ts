@@ -1,5 +1,5 @@
 // A device's default memory pool, which DeviceBuffer.alloc allocates from (stream-ordered allocation).
-// See DESIGN.md "Public surface": device.memoryPool.
+// Reached as device.memoryPool.
 import { native } from './native.js';
 import type { Device } from './device.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange } from './validate.js';

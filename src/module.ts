@@ -1,5 +1,5 @@
 // Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
-// with arguments checked against a signature. Mechanism in src/native/module.cc; see DESIGN.md "Public surface".
+// with arguments checked against a signature. Mechanism in src/native/module.cc.
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';

@@ -1,6 +1,5 @@
 // Pinned (page-locked) host memory from the library's pinned-block cache, seen from JS as an external ArrayBuffer.
-// See Note [pinned cache] in src/native/memory.cc and DESIGN.md "Rules": pinned memory is recycled, never freed while
-// the GPU works.
+// Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in src/native/memory.cc.
 import { types } from 'node:util';
 
 import { native, type Box } from './native.js';

@@ -1,6 +1,6 @@
 // StreamPool: a fixed set of streams created once and handed to tasks cheaply, from any thread or worker. The policy
 // is plain TS in src/pool-policy.ts (Note [pool waiting], Note [pool shared words]); the process-wide state is
-// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below and DESIGN.md "Public surface".
+// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below.
 
 /* Note [pool hand-out]: a pool owns `size` streams (1 to 1024, default 32; the default pool of a device takes
  * CUDA_STREAM_POOL_SIZE or 32), all created up front on one device, non-blocking unless `nonBlocking: false`.

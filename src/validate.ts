@@ -1,5 +1,5 @@
 // Argument validators: one per shape, messages in three parts (the quoted name, what is accepted, what was
-// received), Node's error classes and codes. See STYLE.md section 6.
+// received), Node's error classes and codes.
 
 type Coded<E extends Error> = E & { code: string };
 

@@ -1,6 +1,6 @@
-// Micro-benchmarks of kernels (issue 5): the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of
+// Micro-benchmarks of kernels: the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of
 // the same run (src/native/module.cc benchLaunch), and the time Program.compile() takes, first in a process and with
-// NVRTC already loaded, beside loading the cached CUBIN. See DESIGN.md "Measuring".
+// NVRTC already loaded, beside loading the cached CUBIN.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
@@ -20,7 +20,7 @@ export interface KernelMicroOptions {
 /** Launches per timed run: few enough that the stream's queue never fills (a full queue would time the GPU). */
 const LAUNCHES = 500;
 const RUNS = 15;
-/** The launch-overhead target of issue 5: kernel.launch() at most this many times the C++ loop's cost. */
+/** The launch-overhead target: kernel.launch() at most this many times the C++ loop's cost. */
 const LAUNCH_TARGET = 1.3;
 
 /** The small program whose compile is timed. */

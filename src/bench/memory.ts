@@ -1,6 +1,6 @@
 // Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run
 // (benchMemcpy, benchAllocFree in src/native/memory.cc): 64 MiB copies pinned<->device in GB/s, pageable copies
-// through staging against the pinned figure, and an alloc+free pair. See DESIGN.md "Measuring" and issue 4.
+// through staging against the pinned figure, and an alloc+free pair.
 import { Device, DeviceBuffer, PinnedBuffer, Stream } from '../index.js';
 import { native } from '../native.js';
 import { summarize, timeSync, type MicroResult, type Sample } from './harness.js';

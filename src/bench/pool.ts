@@ -1,6 +1,6 @@
 // Micro-benchmarks of the stream pool, each beside cuStreamCreate+cuStreamDestroy timed in a C++ loop of the same run
-// (benchStreamCreateDestroy in src/native/pool.cc): what a task would pay for a stream of its own. See DESIGN.md
-// "Measuring", issue 3 "Benchmark", and Note [pool hand-out] in src/pool.ts.
+// (benchStreamCreateDestroy in src/native/pool.cc): what a task would pay for a stream of its own.
+// See Note [pool hand-out] in src/pool.ts.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 import { Device, StreamPool } from '../index.js';

@@ -1,6 +1,5 @@
 // Micro-benchmarks of streams and events, each beside the same driver calls in a native C++ loop of the same run
 // (src/native/bench.cc): stream create+destroy, synchronize on an idle stream and after a short kernel, event record.
-// See DESIGN.md "Measuring" and issue 6, "Micro-benchmarks".
 import { Device, Event, Stream } from '../index.js';
 import { native } from '../native.js';
 import { summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';

@@ -27,7 +27,7 @@ void StreamBox::retire(bool record_last_work) {
   if (record_last_work && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;
-  // Finalizers and destroy after a fault must not throw: see DESIGN.md "device faults".
+  // Finalizers and destroy after a fault must not throw (Rules in src/native/DESIGN.md).
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
   live().streams--;
 }
