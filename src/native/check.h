@@ -64,4 +64,14 @@ Napi::Value js_entry(const Napi::CallbackInfo& info) {
   }
 }
 
+// Settles a promise's deferred from an AsyncWorker's OnOK/OnError: quietly does nothing when the environment is
+// going away (napi_cannot_run_js), where there is nobody left to settle for.
+template <class F>
+void settle_quietly(F&& settle) {
+  try {
+    settle();
+  } catch (const Napi::Error&) {
+  }
+}
+
 }  // namespace csp

@@ -178,15 +178,6 @@ const NvrtcState& load_nvrtc() {
   return g_state;
 }
 
-// Settles a deferred from OnOK: quietly does nothing when the environment is going away (napi_cannot_run_js).
-template <class F>
-void settle_quietly(F&& settle) {
-  try {
-    settle();
-  } catch (const Napi::Error&) {
-  }
-}
-
 Napi::Object state_object(Napi::Env env, const NvrtcState& state) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("available", state.available);
