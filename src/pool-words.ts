@@ -66,18 +66,31 @@ export interface PoolLayout {
   size: number;
   /** Total Int32 words. */
   words: number;
+  /** Index of STATE. */
   state: number;
+  /** The value of STATE once the pool is destroyed. */
   destroyed: number;
+  /** Index of WAITING_ENVS. */
   waitingEnvs: number;
+  /** Index of the first lease word; one per stream. */
   leaseBase: number;
+  /** Index of the first lease counter; one per stream. */
   leaseCountBase: number;
+  /** Index of the first getStream(index) counter; one per stream. */
   explicitBase: number;
+  /** Index of the first idleAt word; one per stream. */
   idleAtBase: number;
+  /** Index of the first idleExplicit word; one per stream. */
   idleExplicitBase: number;
+  /** Index of the waiting table's first entry (on a cache line of its own). */
   envBase: number;
+  /** Entries in the waiting table. */
   envEntries: number;
+  /** Words per entry. */
   envStride: number;
+  /** Offset of an entry's doorbell from its first word (the environment id). */
   envDoorbell: number;
+  /** Offset of an entry's waiter count from its first word. */
   envWaiters: number;
 }
 
