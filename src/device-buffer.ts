@@ -6,6 +6,7 @@ import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
+import { deviceBuffers } from './handles.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
@@ -115,6 +116,7 @@ export class DeviceBuffer implements KernelPointer {
   static {
     boxOf = (buffer, method) => buffer.#use(method);
     guardReceivers(DeviceBuffer, (value) => #box in value);
+    Object.assign(deviceBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
   }
 
   #use(method: string): Box {

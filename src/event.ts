@@ -3,7 +3,8 @@ import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { synchronizeWith } from './completion.js';
-import { Stream, streamBox, type WaitOptions } from './stream.js';
+import type { Stream, WaitOptions } from './stream.js';
+import { streams } from './handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Event.create}. */
@@ -71,11 +72,11 @@ export class Event {
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves
    * the marker. @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
   record(stream: Stream): this {
-    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('record');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
-    native.eventRecord(box, streamBox(stream, 'recordEvent'));
+    native.eventRecord(box, streams.box(stream, 'recordEvent'));
     this.#recorded = true;
     return this;
   }

@@ -5,6 +5,7 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { synchronizeWith } from './completion.js';
 import { Event, eventBox } from './event.js';
+import { streams } from './handles.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
@@ -102,6 +103,7 @@ export class Stream {
       stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
     };
     guardReceivers(Stream, (value) => #box in value);
+    Object.assign(streams, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
   }
 
   #use(method: string): Box {
