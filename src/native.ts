@@ -37,6 +37,8 @@ export interface NativeBinding {
   streamWaitEvent(stream: Box, event: Box): void;
   /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
   streamWaitStream(stream: Box, other: Box): void;
+  /** How many waitStream events this thread holds: one per device it used waitStream on. */
+  streamWaitEventCount(): number;
   streamDestroy(stream: Box): void;
 
   // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.

@@ -196,8 +196,8 @@ export class Stream {
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
-   * Records an event on `other` and waits on it: the calling thread keeps one such event per device and records it
-   * again on every call (it counts in `cuda.liveObjects().events` until the thread ends).
+   * Records an event on `other` and waits on it: the calling thread keeps one such event per device, recorded again
+   * on every call and destroyed when the thread ends (an internal event: not counted in `cuda.liveObjects()`).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; ERR_INVALID_ARG_VALUE for a stream of another device;
    * {@link DestroyedError} when either stream was destroyed. Wraps: cuEventRecord, cuStreamWaitEvent. */
   waitStream(other: Stream): void {

@@ -131,7 +131,7 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   auto& markers = static_cast<WaitMarkers*>(info.Data())->by_device;
   int device = box->device;
   auto& marker = markers[device];
-  if (!marker) marker = create_event(device, CU_EVENT_DISABLE_TIMING, true);
+  if (!marker) marker = create_event(device, CU_EVENT_DISABLE_TIMING, false);
   {
     Use<StreamBox> use(*other, "Stream", "waitStream");
     make_current(device);
@@ -141,6 +141,11 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   make_current(device);
   check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", device, describe(*box));
   return info.Env().Undefined();
+}
+
+// streamWaitEventCount() -> how many waitStream events this environment holds (one per device used), for tests.
+Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(static_cast<WaitMarkers*>(info.Data())->by_device.size()));
 }
 
 // streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
@@ -161,6 +166,8 @@ void register_stream(Napi::Env env, Napi::Object exports) {
   exports.Set("streamDestroy", Napi::Function::New<js_entry<stream_destroy>>(env, "streamDestroy"));
   auto* markers = new WaitMarkers();
   exports.Set("streamWaitStream", Napi::Function::New<js_entry<stream_wait_stream>>(env, "streamWaitStream", markers));
+  exports.Set("streamWaitEventCount",
+              Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
   // Runs when the environment tears down, on its thread: destroys its waitStream events.
   env.AddCleanupHook([markers]() { delete markers; });
 }

@@ -2,10 +2,12 @@
 //  'use'       create a stream, spin, synchronize, report the stream id, exit
 //  'sync-loop' call synchronizeSync() on its own streams in a loop until told to stop, report the count
 //  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)
-//  'wait-stream' call waitStream() 1 time, then 200 times, and report how many more live events there were
+//  'wait-stream' call waitStream() 1 time, then 200 times, and report how many waitStream events the thread holds and
+//              how many live events there were
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { cuda, Stream } from 'cuda-stream-pool';
+import { native } from '../../src/native.js';
 import { MS, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
@@ -35,14 +37,16 @@ if (mode === 'use') {
 } else if (mode === 'wait-stream') {
   const [a, b] = [Stream.create(), Stream.create()];
   const before = cuda.liveObjects().events;
+  const held = [native.streamWaitEventCount()];
   b.waitStream(a);
-  const afterFirst = cuda.liveObjects().events - before;
+  held.push(native.streamWaitEventCount());
   for (let i = 0; i < 200; i++) (i % 2 === 0 ? b : a).waitStream(i % 2 === 0 ? a : b);
-  const afterMany = cuda.liveObjects().events - before;
+  held.push(native.streamWaitEventCount());
+  const liveEventsAdded = cuda.liveObjects().events - before;
   b.synchronizeSync();
   a.destroy();
   b.destroy();
-  parentPort!.postMessage({ afterFirst, afterMany });
+  parentPort!.postMessage({ held, liveEventsAdded });
 } else if (mode === 'pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
   for (const stream of streams) {
