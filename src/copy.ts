@@ -1,15 +1,16 @@
 // Asynchronous copies and fills in stream order: device<->device, pinned<->device, and pageable JS memory<->device
 // through the library's pinned staging. Behind stream.copy() and stream.fill(). See Note [staging] in
-// src/native/memory.cc and DESIGN.md "Rules": copies never block the JS thread.
+// src/native/staging.cc: copies never block the JS thread.
 import { types } from 'node:util';
 
 import { native, type Box } from './native.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError } from './errors.js';
-import { DeviceBuffer, deviceBufferBox, deviceBufferOffset } from './device-buffer.js';
-import { ManagedBuffer, managedBufferBox } from './managed-buffer.js';
+import type { DeviceBuffer } from './device-buffer.js';
+import type { ManagedBuffer } from './managed-buffer.js';
+import { deviceBuffers, managedBuffers, streams } from './handles.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
-import { streamBox, type Stream } from './stream.js';
+import type { Stream } from './stream.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
 
 /** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
@@ -86,9 +87,9 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, metho
 }
 
 function operand(value: unknown, name: string, method: string): Operand {
-  if (value instanceof DeviceBuffer)
-    return { kind: 'device', buffer: value, box: deviceBufferBox(value, method), base: deviceBufferOffset(value), length: value.byteLength };
-  if (value instanceof ManagedBuffer) return { kind: 'managed', buffer: value, box: managedBufferBox(value, method), length: value.byteLength };
+  if (deviceBuffers.is(value))
+    return { kind: 'device', buffer: value, box: deviceBuffers.box(value, method), base: deviceBuffers.offset(value), length: value.byteLength };
+  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, method), length: value.byteLength };
   if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, method);
   let memory: ArrayBufferLike;
   let base = 0;
@@ -193,7 +194,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   }
   if (d.kind === 'pageable' && isResizable(d.memory))
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
-  const sb = streamBox(stream, 'copy');
+  const sb = streams.box(stream, 'copy');
   if (byteLength === 0) return;
   if (d.kind === 'managed' || s.kind === 'managed') {
     // The other side is addressed memory (checked above): a DeviceBuffer records the use, as its copies do.
@@ -227,7 +228,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
 /** Queues a fill on `stream`; see `Stream.fill`. @internal */
 export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
   const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize', 'type']);
-  if (!(dst instanceof DeviceBuffer))
+  if (!deviceBuffers.is(dst))
     throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || ArrayBuffer.isView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
   let elementSize: 1 | 4;
   let bits: number;
@@ -253,20 +254,20 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
       );
     bits = value;
   }
-  const box = deviceBufferBox(dst, 'fill');
+  const box = deviceBuffers.box(dst, 'fill');
   if (dst.device !== stream.device)
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
   if (offset % elementSize !== 0)
     throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
-  const viewOffset = deviceBufferOffset(dst);
+  const viewOffset = deviceBuffers.offset(dst);
   if (viewOffset % elementSize !== 0)
     throw invalidValue('dst', `is a subarray starting ${viewOffset} bytes into its buffer, which is not a multiple of the ${elementSize}-byte elements.`);
   const room = dst.byteLength - offset;
   const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
-  const sb = streamBox(stream, 'fill');
+  const sb = streams.box(stream, 'fill');
   if (byteLength === 0) return;
   native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
 }

@@ -1,13 +1,14 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
-// streams delay the free (Note [buffer uses] in src/native/memory.cc). See DESIGN.md "Rules".
+// streams delay the free (Note [buffer uses] in src/native/device_buffer.cc).
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
+import { deviceBuffers } from './handles.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -132,7 +133,8 @@ export class DeviceBuffer implements KernelPointer {
   /** The device that holds the memory. */
   readonly device: Device;
 
-  private constructor(box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+    checkConstruction(token, 'DeviceBuffer', 'DeviceBuffer.alloc() or DeviceBuffer.attach()');
     this.#box = box;
     this.#stream = stream;
     this.#borrowed = borrowed;
@@ -144,6 +146,8 @@ export class DeviceBuffer implements KernelPointer {
   static {
     boxOf = (buffer, method) => buffer.#use(method);
     offsetOf = (buffer) => buffer.#offset;
+    guardReceivers(DeviceBuffer, (value) => #box in value);
+    Object.assign(deviceBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf, offset: offsetOf });
   }
 
   #use(method: string): Box {
@@ -191,7 +195,7 @@ export class DeviceBuffer implements KernelPointer {
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
     const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
-    return new DeviceBuffer(box, byteLength, ptr, stream.device, stream, false);
+    return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
   }
 
   /** Allocates a buffer of `source.byteLength` bytes on `options.stream` (default: `currentStream(device)`) and
@@ -271,7 +275,7 @@ export class DeviceBuffer implements KernelPointer {
     const first = clamp(begin);
     const length = Math.max(clamp(end) - first, 0);
     const parent = this.#parent ?? this;
-    const view = new DeviceBuffer(this.#box, length, this.ptr + BigInt(first), this.device, this.#stream, this.#borrowed);
+    const view = new DeviceBuffer(internalConstruction, this.#box, length, this.ptr + BigInt(first), this.device, this.#stream, this.#borrowed);
     view.#parent = parent;
     view.#offset = this.#offset + first;
     return view;
@@ -294,7 +298,7 @@ export class DeviceBuffer implements KernelPointer {
     const stream = o.stream ?? currentStream(device);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
-    return new DeviceBuffer(box, bytes, ptr, device, stream, true);
+    return new DeviceBuffer(internalConstruction, box, bytes, ptr, device, stream, true);
   }
 
   /** The stream `free()` uses by default: the allocation stream (a borrowed view: its attach stream). */
@@ -383,14 +387,4 @@ export class DeviceBuffer implements KernelPointer {
     const id = native.deviceBufferShare(this.#use('share'));
     return { kind: SHARED_KIND, id, byteLength: this.byteLength, ptr: this.ptr, device: this.device.ordinal };
   }
-}
-
-/** The native box of a live buffer, for the copy functions. @throws {@link DestroyedError} after free. @internal */
-export function deviceBufferBox(buffer: DeviceBuffer, method: string): Box {
-  return boxOf(buffer, method);
-}
-
-/** Where a buffer's bytes start in its allocation's box: 0, or a subarray's offset. @internal */
-export function deviceBufferOffset(buffer: DeviceBuffer): number {
-  return offsetOf(buffer);
 }

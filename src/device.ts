@@ -1,7 +1,7 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { checkConstruction, internalConstruction, invalidType, outOfRange, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateOptions, validateSignal } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -32,6 +32,9 @@ export interface DeviceSynchronizeOptions {
 }
 
 const devices = new Map<number, Device>();
+
+/** Every Device made by the library: the brand that receivers are checked against. */
+const instances = new WeakSet<object>();
 
 /** A CUDA device, one object per ordinal per thread. Borrows the device's primary context, which the library
  * retains once per process and never releases (so streams, memory and modules of every thread share it).
@@ -65,6 +68,11 @@ export class Device {
     this.asyncEngineCount = info.asyncEngineCount;
     this.streamPriorityRange = Object.freeze({ greatest: info.greatestPriority, least: info.leastPriority });
     this.memoryPoolsSupported = info.memoryPoolsSupported;
+    instances.add(this);
+  }
+
+  static {
+    guardReceivers(Device, (value) => instances.has(value));
   }
 
   /** The device's default memory pool, which `DeviceBuffer.alloc` allocates from: `usedBytes`, `reservedBytes`,

@@ -1,4 +1,4 @@
-// The public error classes. See DESIGN.md "Errors users can instanceof".
+// The public error classes: what users test with instanceof, and the builder the native layer throws through.
 
 /** A CUDA driver call failed.
  *
@@ -72,7 +72,7 @@ export class CompileError extends Error {
   }
 }
 
-/** Builds the errors the native layer raises; handed to the addon at load (see STYLE.md section 5). */
+/** Builds the errors the native layer raises; handed to the addon at load, so that C++ throws the same classes. */
 export function makeNativeError(kind: string, ...args: unknown[]): Error {
   switch (kind) {
     case 'cuda': {

@@ -3,8 +3,9 @@ import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
-import { Stream, streamBox, type WaitOptions } from './stream.js';
-import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
+import type { Stream, WaitOptions } from './stream.js';
+import { streams } from './handles.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -41,7 +42,8 @@ export class Event {
   /** Whether the event records timestamps (`options.timing`). */
   readonly timing: boolean;
 
-  private constructor(box: Box, device: Device, timing: boolean) {
+  private constructor(token: symbol, box: Box, device: Device, timing: boolean) {
+    checkConstruction(token, 'Event', 'Event.create() or stream.recordEvent()');
     this.#box = box;
     this.device = device;
     this.timing = timing;
@@ -49,6 +51,7 @@ export class Event {
 
   static {
     boxOf = (event, method) => event.#use(method);
+    guardReceivers(Event, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -63,17 +66,17 @@ export class Event {
     const timing = o.timing === undefined ? false : validateBoolean(o.timing, 'options.timing');
     const blockingSync = o.blockingSync === undefined ? false : validateBoolean(o.blockingSync, 'options.blockingSync');
     const device = resolveDevice(o.device);
-    return new Event(native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
+    return new Event(internalConstruction, native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
   }
 
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves
    * the marker. @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
   record(stream: Stream): this {
-    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('record');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
-    native.eventRecord(box, streamBox(stream, 'recordEvent'));
+    native.eventRecord(box, streams.box(stream, 'recordEvent'));
     this.#recorded = true;
     return this;
   }

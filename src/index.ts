@@ -1,4 +1,4 @@
-// The public API of cuda-stream-pool. See DESIGN.md "Public surface".
+// The public API of cuda-stream-pool: every name a user can import.
 export { cuda, type LiveObjects } from './cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions } from './stream.js';

@@ -6,6 +6,7 @@ import { requireCuda } from './cuda.js';
 import { DestroyedError } from './errors.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
+import { managedBuffers } from './handles.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { PinnedViewConstructor } from './pinned-buffer.js';
 import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
@@ -103,6 +104,7 @@ export class ManagedBuffer implements KernelPointer {
 
   static {
     boxOf = (buffer, method) => buffer.#use(method);
+    Object.assign(managedBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
   }
 
   #use(method: string): Box {
@@ -224,10 +226,4 @@ export class ManagedBuffer implements KernelPointer {
     // The free was queued with the device's synchronizer first, so this wait ends after the cuMemFree.
     await this.device.synchronize();
   }
-}
-
-/** The native box of a live managed buffer, for the copy functions. @throws {@link DestroyedError} after free.
- * @internal */
-export function managedBufferBox(buffer: ManagedBuffer, method: string): Box {
-  return boxOf(buffer, method);
 }

@@ -1,8 +1,11 @@
 // A device's default memory pool, which DeviceBuffer.alloc allocates from (stream-ordered allocation).
-// See DESIGN.md "Public surface": device.memoryPool.
+// Reached as device.memoryPool.
 import { native } from './native.js';
 import type { Device } from './device.js';
-import { checkConstruction, internalConstruction, invalidType, outOfRange } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange } from './validate.js';
+
+/** Every MemoryPool made by the library: the brand that receivers are checked against. */
+const instances = new WeakSet<object>();
 
 /** The device's default memory pool (cuDeviceGetDefaultMemPool): stream-ordered allocations come from it and go back
  * to it when freed. It is shared by everything in the process that allocates from the default pool (other libraries
@@ -22,6 +25,11 @@ export class MemoryPool {
   constructor(token: symbol, device: Device) {
     checkConstruction(token, 'MemoryPool', 'device.memoryPool');
     this.device = device;
+    instances.add(this);
+  }
+
+  static {
+    guardReceivers(MemoryPool, (value) => instances.has(value));
   }
 
   /** Bytes of the pool currently allocated (CU_MEMPOOL_ATTR_USED_MEM_CURRENT). A free counts once the stream

@@ -1,5 +1,5 @@
 // Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
-// with arguments checked against a signature. Mechanism in src/native/module.cc; see DESIGN.md "Public surface".
+// with arguments checked against a signature. Mechanism in src/native/module.cc.
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
@@ -9,7 +9,7 @@ import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { DeviceBuffer } from './device-buffer.js';
 import type { ManagedBuffer } from './managed-buffer.js';
-import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
  * (a `DeviceBuffer`, a `ManagedBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
@@ -149,7 +149,8 @@ export class Module {
    * the caller's array after `Module.load` changes nothing here. */
   readonly cubin: Uint8Array | undefined;
 
-  private constructor(box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
+  private constructor(token: symbol, box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
+    checkConstruction(token, 'Module', 'Module.load() or Program.compile()');
     this.#box = box;
     this.device = device;
     this.ptx = ptx;
@@ -158,7 +159,8 @@ export class Module {
 
   static {
     moduleBoxOf = (module, method) => module.#use(method);
-    makeModule = (box, device, ptx, cubin) => new Module(box, device, ptx, cubin);
+    makeModule = (box, device, ptx, cubin) => new Module(internalConstruction, box, device, ptx, cubin);
+    guardReceivers(Module, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -436,6 +438,10 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     this.name = name;
     this.signature = signature;
     this.#packer = new ArgumentPacker(signature, name);
+  }
+
+  static {
+    guardReceivers(Kernel, (value) => #box in value);
   }
 
   #use(method: string): Box {

@@ -1,10 +1,11 @@
 // The addon binding: loaded once per thread (main or worker), typed here so the rest of the TS layer sees plain
-// functions. Mechanism only: arguments are validated by the callers. See DESIGN.md "Layers".
+// functions. Mechanism only: arguments are validated by the callers (src/native/DESIGN.md).
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 import { makeNativeError } from './errors.js';
+import type { PoolLayout } from './pool-words.js';
 
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
 export type Box = { readonly __box: unique symbol };
@@ -46,14 +47,20 @@ export interface NativeBinding {
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;
+  /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
+  streamWaitStream(stream: Box, other: Box): void;
+  /** How many waitStream events this thread holds: one per device it used waitStream on. */
+  streamWaitEventCount(): number;
   streamDestroy(stream: Box): void;
 
-  // pool.cc: the pool's process-wide state; `layout` is poolLayoutWords() from src/pool-policy.ts.
-  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
-  poolCreateShared(size: number, layout: number[]): PoolDescription;
-  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
+  // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.
+  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
+  poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
+  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   poolAttach(id: number): PoolDescription;
   poolDestroy(handle: Box): void;
+  /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
+  poolDepart(handle: Box, environment: number): void;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   eventRecord(event: Box, stream: Box): void;
@@ -95,7 +102,8 @@ export interface NativeBinding {
     result: number; resultName: string; call: string; log: string; cubin?: Uint8Array; ptx?: string;
   }>;
 
-  // memory.cc: stream-ordered device buffers, the pinned-block cache, copies, fills, the default memory pool.
+  // device_buffer.cc, pinned.cc, copy.cc, staging.cc, memory_pool.cc: stream-ordered device buffers, the pinned-block
+  // cache, copies, fills, staged pageable copies, the default memory pool.
   deviceBufferAlloc(stream: Box, bytes: number): { box: Box; ptr: bigint };
   deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
   deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;

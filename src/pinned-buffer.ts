@@ -1,12 +1,11 @@
 // Pinned (page-locked) host memory from the library's pinned-block cache, seen from JS as an external ArrayBuffer.
-// See Note [pinned cache] in src/native/memory.cc and DESIGN.md "Rules": pinned memory is recycled, never freed while
-// the GPU works.
+// Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in src/native/pinned.cc.
 import { types } from 'node:util';
 
 import { native, type Box } from './native.js';
 import { driverState } from './cuda.js';
 import { DestroyedError } from './errors.js';
-import { invalidType, outOfRange, validateInteger } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateInteger } from './validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
 export const MAX_PINNED_BYTES = 2 ** 32 - 1;
@@ -75,7 +74,8 @@ export class PinnedBuffer {
   /** The size in bytes, as allocated (unchanged by `free()`). */
   readonly byteLength: number;
 
-  private constructor(box: Box, buffer: ArrayBuffer) {
+  private constructor(token: symbol, box: Box, buffer: ArrayBuffer) {
+    checkConstruction(token, 'PinnedBuffer', 'PinnedBuffer.alloc()');
     this.#record = { box, freed: false };
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
@@ -85,6 +85,7 @@ export class PinnedBuffer {
 
   static {
     recordOf = (pinned) => pinned.#record;
+    guardReceivers(PinnedBuffer, (value) => #record in value);
   }
 
   /** Takes `byteLength` bytes of pinned host memory from the library's cache; allocates new pinned memory
@@ -97,7 +98,7 @@ export class PinnedBuffer {
   static alloc(byteLength: number): PinnedBuffer {
     validateInteger(byteLength, 'byteLength', 1, MAX_PINNED_BYTES);
     const { box, buffer } = native.pinnedAlloc(byteLength);
-    return new PinnedBuffer(box, buffer);
+    return new PinnedBuffer(internalConstruction, box, buffer);
   }
 
   /** Releases every idle block of the library's pinned cache to the system (cuMemFreeHost) and returns the bytes

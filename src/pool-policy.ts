@@ -1,83 +1,34 @@
 // The stream pool's policy in plain TypeScript over abstract stream slots: round-robin hand-out, exclusive leases,
 // waiters (FIFO in a thread, rotating across threads), abort, run() scoping, close and detach. The same code runs over
 // the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
-// See Note [pool hand-out] in src/pool.ts; the shared layout is Note [pool shared words] below.
+// See Note [pool hand-out] in src/pool.ts; the shared words are Note [pool shared words] in src/pool-words.ts.
 import { DestroyedError } from './errors.js';
-import { checkConstruction, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+import {
+  CLOSE_BELL,
+  CLOSING,
+  CURSOR,
+  DESTROYED,
+  ENV_DOORBELL,
+  ENV_ENTRIES,
+  ENV_STRIDE,
+  ENV_WAITERS,
+  NEXT,
+  OPEN,
+  poolLayout,
+  STATE,
+  UNKNOWN_IDLE,
+  WAITING_ENVS,
+  WRAPS,
+  type PoolLayout,
+} from './pool-words.js';
 
-/* Note [pool shared words]: one Int32Array that every thread sharing a pool sees (a SharedArrayBuffer over one
- * native block, Note [one backing store] in src/native/pool.cc). Word indices:
- *
- *   STATE (0)           0 open, 1 closing, 2 destroyed; plain reads are enough for the checks in getStream().
- *   NEXT (1)            the round-robin counter, read as Uint32 (Note [pool hand-out]).
- *   WRAPS (2)           how many times NEXT was wound back by LIMIT, for stats().
- *   -- words 16.. sit on their own cache line, away from the hot counter --
- *   WAITING_ENVS (16)   registered entries of the waiting table.
- *   CURSOR (17)         the table entry to serve next, so releases rotate among waiting threads.
- *   CLOSE_BELL (18)     bumped and notified when a lease comes back while the pool closes.
- *   leases (32..)       `size` words: 0 free; +e held by environment e; -e handed to environment e, which has not
- *                       claimed it yet (Note [pool waiting]).
- *   leaseCounts         `size` words (Uint32): leases granted per stream, for stats().
- *   explicit            `size` words (Uint32): getStream(index) calls per stream, for stats().
- *   idleAt              `size` words (Uint32): NEXT when the stream was last known idle, or UNKNOWN_IDLE
- *                       (Note [known idle]).
- *   idleExplicit        `size` words (Uint32): the stream's explicit count at that moment.
- *   waiting table       ENV_ENTRIES entries of 4 words: [environment id or 0, doorbell, waiters, spare].
- *
- * The native side reads STATE, the lease words and the waiting table (destroy, and the cleanup hook of an
- * environment that dies); it receives their positions from poolLayoutWords() at creation, so this comment and
- * that function are the one definition.
- */
-export const STATE = 0;
-export const NEXT = 1;
-export const WRAPS = 2;
-export const WAITING_ENVS = 16;
-export const CURSOR = 17;
-export const CLOSE_BELL = 18;
-export const OPEN = 0;
-export const CLOSING = 1;
-export const DESTROYED = 2;
-/** Threads that can wait on one pool at once with direct hand-over; more still get streams, by polling. */
-export const ENV_ENTRIES = 128;
-const ENV_STRIDE = 4;
-const ENV_DOORBELL = 1;
-const ENV_WAITERS = 2;
-/** idleAt value of a stream whose idleness is not known. */
-const UNKNOWN_IDLE = 0xffffffff;
 /** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
 const IDLE_PROBES = 4;
 /** The backstop of every wait: how often a waiting thread looks again even without a notification (ms). */
 export const BACKSTOP_MS = 50;
 /** How long one Atomics.waitAsync registration lives before it is renewed (ms). */
 const WATCH_MS = 1000;
-
-/** Where a pool of `size` streams keeps its words; see Note [pool shared words]. */
-export interface PoolLayout {
-  size: number;
-  words: number;
-  leaseBase: number;
-  leaseCountBase: number;
-  explicitBase: number;
-  idleAtBase: number;
-  idleExplicitBase: number;
-  envBase: number;
-}
-
-/** The layout for `size` streams (1 to 1024). */
-export function poolLayout(size: number): PoolLayout {
-  const leaseBase = 32;
-  const leaseCountBase = leaseBase + size;
-  const explicitBase = leaseCountBase + size;
-  const idleAtBase = explicitBase + size;
-  const idleExplicitBase = idleAtBase + size;
-  const envBase = Math.ceil((idleExplicitBase + size) / 16) * 16;
-  return { size, words: envBase + ENV_ENTRIES * ENV_STRIDE, leaseBase, leaseCountBase, explicitBase, idleAtBase, idleExplicitBase, envBase };
-}
-
-/** What the native side needs: [words, STATE, leaseBase, envBase, ENV_ENTRIES, WAITING_ENVS] (pool.cc `Layout`). */
-export function poolLayoutWords(layout: PoolLayout): number[] {
-  return [layout.words, STATE, layout.leaseBase, layout.envBase, ENV_ENTRIES, WAITING_ENVS];
-}
 
 /** What the policy needs from the streams: the pool's slots, abstracted so CPU tests can run it with fakes. */
 export interface PoolSlots<S> {
@@ -156,6 +107,7 @@ export class StreamLease<S = import('./stream.js').Stream> {
 
   static {
     makeLease = (core, slot, view) => new StreamLease(internalConstruction, core, slot, view);
+    guardReceivers(StreamLease, (value) => #slot in value);
   }
 
   /** The leased stream: a wrapper of its own, retired when the lease ends, so that work scheduled through it after
@@ -228,6 +180,7 @@ export class PoolCore<S> {
   #scan = 0;
   #closing: Promise<void> | undefined;
   #leasesBack: (() => void) | undefined;
+  #halted = false;
 
   /**
    * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
@@ -418,6 +371,15 @@ export class PoolCore<S> {
     return this.#closing;
   }
 
+  /** Stops this handle for good without touching a shared word: its timers and doorbell watches do nothing from
+   * now on, as when its thread is terminated and its JS stops. What it held is given back by the departure
+   * transition (Note [pool shared words]). Lets the model test kill a thread at any step. @internal */
+  halt(): void {
+    this.#halted = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
   /** Throws the DestroyedError that says why this handle cannot be used (`method` names the caller). */
   check(method: string): void {
     this.#check(method);
@@ -497,8 +459,9 @@ export class PoolCore<S> {
     let probes = 0;
     for (let k = 0, slot = this.#scan; k < size; k++, slot = slot + 1 === size ? 0 : slot + 1) {
       const word = Atomics.load(w, base + slot);
-      if (word === -env) {
-        if (Atomics.compareExchange(w, base + slot, -env, env) === -env) return this.#took(slot);
+      if (word === -env || (word < 0 && !this.#registered(-word))) {
+        // Handed to this thread, or a stale hand-off to a thread no longer waiting: claim or reclaim.
+        if (Atomics.compareExchange(w, base + slot, word, env) === word) return this.#took(slot);
         continue;
       }
       if (word !== 0) continue;
@@ -559,6 +522,14 @@ export class PoolCore<S> {
       if (Atomics.load(w, WAITING_ENVS) > (this.#entry >= 0 ? 1 : 0)) this.#ringAll();
       return;
     }
+  }
+
+  // True when an entry of the waiting table names `environment`. See reclaim in Note [pool shared words].
+  #registered(environment: number): boolean {
+    const w = this.#words;
+    const base = this.#layout.envBase;
+    for (let k = 0; k < ENV_ENTRIES; k++) if (Atomics.load(w, base + k * ENV_STRIDE) === environment) return true;
+    return false;
   }
 
   // The next registered entry with waiters, from CURSOR on; advances CURSOR past it. -1 when none.
@@ -634,6 +605,7 @@ export class PoolCore<S> {
 
   // Serves this thread's queue from free and handed-over streams; then sleeps until a doorbell or the backstop.
   #pump(): void {
+    if (this.#halted) return;
     if (this.#live === 0) return this.#stopWaiting();
     const state = this.#words[STATE];
     if (this.#detached !== undefined || state !== OPEN || this.#closingHere) {
@@ -719,9 +691,17 @@ export class PoolCore<S> {
     }
   }
 
+  // Reclaims stale hand-offs on the way, so that close() never waits for a thread that is gone.
   #anyLeased(): boolean {
-    for (let i = 0; i < this.size; i++) if (Atomics.load(this.#words, this.#layout.leaseBase + i) !== 0) return true;
-    return false;
+    const w = this.#words;
+    let leased = false;
+    for (let i = 0; i < this.size; i++) {
+      const at = this.#layout.leaseBase + i;
+      const word = Atomics.load(w, at);
+      if (word < 0 && !this.#registered(-word) && Atomics.compareExchange(w, at, word, 0) === word) continue;
+      if (word !== 0) leased = true;
+    }
+    return leased;
   }
 
   // Resolves when CLOSE_BELL rings or after the backstop; the ref'd timer keeps this thread alive meanwhile.

@@ -1,6 +1,6 @@
 // StreamPool: a fixed set of streams created once and handed to tasks cheaply, from any thread or worker. The policy
 // is plain TS in src/pool-policy.ts (Note [pool waiting], Note [pool shared words]); the process-wide state is
-// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below and DESIGN.md "Public surface".
+// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below.
 
 /* Note [pool hand-out]: a pool owns `size` streams (1 to 1024, default 32; the default pool of a device takes
  * CUDA_STREAM_POOL_SIZE or 32), all created up front on one device, non-blocking unless `nonBlocking: false`.
@@ -26,11 +26,10 @@ import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { retire, wasUsed, wrapStream, type Stream } from './stream.js';
 import { withStream } from './scope.js';
-import { invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import { poolLayout } from './pool-words.js';
+import { guardReceivers, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
   PoolCore,
-  poolLayout,
-  poolLayoutWords,
   StreamLease,
   type AcquireOptions,
   type PoolCounters,
@@ -158,7 +157,7 @@ export class StreamPool {
       const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
       const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
       const device = resolveDevice(o.device);
-      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayoutWords(poolLayout(size)));
+      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size));
       opened = { description, device, owner: true };
     }
     const { description, device, owner } = opened;
@@ -194,6 +193,10 @@ export class StreamPool {
     this.priority = infos[0]!.priority;
     this.nonBlocking = infos[0]!.nonBlocking;
     handles.set(description.id, new WeakRef(this));
+  }
+
+  static {
+    guardReceivers(StreamPool, (value) => #core in value);
   }
 
   /** Hands out a stream that other tasks may use at the same time: the next one in round-robin order (the n-th call
@@ -350,7 +353,7 @@ export class StreamPool {
     const d = resolveDevice(device, 'device');
     const known = defaultPools.get(d.ordinal);
     if (known !== undefined && !known.destroyed) return known;
-    const description = native.poolDefault(d.ordinal, size, true, 0, poolLayoutWords(poolLayout(size)));
+    const description = native.poolDefault(d.ordinal, size, true, 0, poolLayout(size));
     const cached = handles.get(description.id)?.deref();
     let pool: StreamPool;
     if (cached !== undefined && !cached.destroyed) {

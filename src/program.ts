@@ -6,7 +6,7 @@ import { CompileError, CudaUnavailableError } from './errors.js';
 import { driverState } from './cuda.js';
 import { CACHE_DIRECTORY_VARIABLE, compileKey, lookupCompiled, namesIncludes, storeCompiled } from './compile-cache.js';
 import { loadModule, type Module } from './module.js';
-import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
+import { illegalConstructor, invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Program.compile}. */
 export interface CompileOptions {
@@ -73,7 +73,9 @@ function validateText(value: unknown, name: string, what: string, allowEmpty: bo
 
 /** CUDA C++ compiled at run time with NVRTC. */
 export class Program {
-  private constructor() {}
+  private constructor() {
+    throw illegalConstructor('Program', 'Program.compile(source): Program has only static methods');
+  }
 
   /** Compiles CUDA C++ `source` with NVRTC off the JS thread and loads the result on the device as a {@link Module}.
    * By default the code is compiled for the device's own architecture to a CUBIN, so nothing is JIT-compiled at load.

@@ -5,9 +5,10 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
 import { Event, eventBox } from './event.js';
+import { streams } from './handles.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
-import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link Stream.create}. */
 export interface StreamOptions {
@@ -77,7 +78,9 @@ export class Stream {
   /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
   readonly nonBlocking: boolean;
 
-  private constructor(box: Box, device: Device, kind: Kind, info: StreamInfo = native.streamInfo(box)) {
+  private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
+    checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
+    const info = known ?? native.streamInfo(box);
     this.#box = box;
     this.#kind = kind;
     this.device = device;
@@ -90,7 +93,7 @@ export class Stream {
   static {
     boxOf = (stream, method) => stream.#use(method);
     makeStream = (box, device, kind, info, owner) => {
-      const stream = new Stream(box, device, kind, info);
+      const stream = new Stream(internalConstruction, box, device, kind, info);
       stream.#owner = owner;
       return stream;
     };
@@ -99,6 +102,8 @@ export class Stream {
       stream.#retired ??= why;
       stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
     };
+    guardReceivers(Stream, (value) => #box in value);
+    Object.assign(streams, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
   }
 
   #use(method: string): Box {
@@ -117,7 +122,7 @@ export class Stream {
     const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
     const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
     const device = resolveDevice(o.device);
-    return new Stream(native.streamCreate(device.ordinal, nonBlocking, priority), device, 'owned');
+    return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority), device, 'owned');
   }
 
   /** The legacy default stream of `device` (CU_STREAM_LEGACY), which synchronizes with every blocking stream.
@@ -144,7 +149,7 @@ export class Stream {
     if (handle === 0n) throw invalidValue('handle', 'must not be 0n: 0 is ambiguous; use Stream.legacy() or Stream.perThread().');
     if (handle < 0n || handle >= 2n ** 64n) throw invalidValue('handle', `must be a CUstream value from 1n to 2n ** 64n - 1n; received ${handle}n.`);
     const d = resolveDevice(device, 'device');
-    return new Stream(native.streamBorrow(d.ordinal, handle), d, 'borrowed');
+    return new Stream(internalConstruction, native.streamBorrow(d.ordinal, handle), d, 'borrowed');
   }
 
   /** True when all work queued so far is done; false while any is pending. Never blocks.
@@ -196,19 +201,16 @@ export class Stream {
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
-   * Records a private event on `other` (cuEventRecord, cuStreamWaitEvent). */
+   * Records an event on `other` and waits on it: the calling thread keeps one such event per device, recorded again
+   * on every call and destroyed when the thread ends (an internal event: not counted in `cuda.liveObjects()`).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; ERR_INVALID_ARG_VALUE for a stream of another device;
+   * {@link DestroyedError} when either stream was destroyed. Wraps: cuEventRecord, cuStreamWaitEvent. */
   waitStream(other: Stream): void {
     if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
     const box = this.#use('waitStream');
     if (other.device !== this.device)
       throw invalidValue('other', `is on device ${other.device.ordinal}, but this stream is on device ${this.device.ordinal}.`);
-    const marker = Event.create({ device: this.device });
-    try {
-      marker.record(other);
-      native.streamWaitEvent(box, eventBox(marker, 'waitStream'));
-    } finally {
-      marker.destroy();
-    }
+    native.streamWaitStream(box, other.#use('waitStream'));
   }
 
   /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from

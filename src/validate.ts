@@ -1,5 +1,5 @@
 // Argument validators: one per shape, messages in three parts (the quoted name, what is accepted, what was
-// received), Node's error classes and codes. See STYLE.md section 6.
+// received), Node's error classes and codes.
 
 type Coded<E extends Error> = E & { code: string };
 
@@ -97,11 +97,41 @@ export function validateOptions<T extends object>(options: unknown, name: string
 /** Passed by the library's own factories to constructors users must not call. @internal */
 export const internalConstruction: unique symbol = Symbol('cuda-stream-pool internal construction');
 
-/** Throws `TypeError` ERR_ILLEGAL_CONSTRUCTOR unless `token` is {@link internalConstruction}. */
+/** Throws `TypeError` ERR_ILLEGAL_CONSTRUCTOR unless `token` is {@link internalConstruction}: "`className` has no
+ * public constructor; use `factory`." */
 export function checkConstruction(token: unknown, className: string, factory: string): void {
   if (token === internalConstruction) return;
-  const error = new TypeError(`${className} has no public constructor; use ${factory}.`) as TypeError & { code: string };
-  error.code = 'ERR_ILLEGAL_CONSTRUCTOR';
-  Error.captureStackTrace(error, checkConstruction);
-  throw error;
+  throw illegalConstructor(className, factory, checkConstruction);
+}
+
+/** `TypeError` ERR_ILLEGAL_CONSTRUCTOR: "`className` has no public constructor; use `factory`." */
+export function illegalConstructor(className: string, factory: string, caller: Function = illegalConstructor) {
+  return coded(new TypeError(`${className} has no public constructor; use ${factory}.`), 'ERR_ILLEGAL_CONSTRUCTOR', caller);
+}
+
+/** Makes every method and accessor of `type.prototype` throw `TypeError` ERR_INVALID_THIS ("Value of "this" must be
+ * of type `type.name`") when called on anything but a real instance, such as `Stream.prototype.copy.call({})`.
+ * `isInstance` is the class's own brand check (`#field in value`); without this, such calls fail with V8's
+ * "Cannot read private member" or deeper, internal messages. Run once per class, after its definition. */
+export function guardReceivers(type: { name: string; prototype: object }, isInstance: (value: object) => boolean): void {
+  const prototype = type.prototype;
+  const guard = <F extends (...args: never[]) => unknown>(inner: F, name: string): F => {
+    const outer = function (this: unknown, ...args: Parameters<F>) {
+      if (typeof this !== 'object' || this === null || !isInstance(this))
+        throw coded(new TypeError(`Value of "this" must be of type ${type.name}`), 'ERR_INVALID_THIS', outer);
+      return inner.apply(this, args);
+    };
+    Object.defineProperty(outer, 'name', { value: name });
+    Object.defineProperty(outer, 'length', { value: inner.length });
+    return outer as unknown as F;
+  };
+  for (const key of Reflect.ownKeys(prototype)) {
+    if (key === 'constructor') continue;
+    const descriptor = Object.getOwnPropertyDescriptor(prototype, key)!;
+    const name = typeof key === 'symbol' ? `[${key.description}]` : key;
+    if (typeof descriptor.value === 'function') descriptor.value = guard(descriptor.value, name);
+    if (descriptor.get) descriptor.get = guard(descriptor.get, `get ${name}`);
+    if (descriptor.set) descriptor.set = guard(descriptor.set, `set ${name}`);
+    Object.defineProperty(prototype, key, descriptor);
+  }
 }

@@ -169,6 +169,7 @@ test('a buffer read on stream B is not reused by A until B is done: the pinned c
   const b = Stream.create();
   const bytes = 4 << 20;
   const buffer = DeviceBuffer.alloc(bytes, { stream: a });
+  const address = buffer.ptr;
   a.fill(buffer, ONE, { elementSize: 4 });
   b.waitStream(a);
   spin.launch({ grid: 1, block: 1, stream: b }, 300n * MS, 0n);
@@ -176,6 +177,7 @@ test('a buffer read on stream B is not reused by A until B is done: the pinned c
   b.copy(pinned, buffer);
   buffer.free(); // on A, without waiting for B
   const reused = DeviceBuffer.alloc(bytes, { stream: a });
+  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
   await b.synchronize();
   await a.synchronize();
@@ -194,11 +196,13 @@ test('a DeviceBuffer kernel argument on stream B delays the free on A until the 
   const b = Stream.create();
   const n = 1 << 20;
   const buffer = DeviceBuffer.alloc(4 * n, { stream: a });
+  const address = buffer.ptr;
   b.waitStream(a);
   spin.launch({ grid: 1, block: 1, stream: b }, 300n * MS, 0n);
   fillU32.launch({ grid: n / 256, block: 256, stream: b }, buffer, 0x40000000, n); // 2.0f, late on B
   buffer.free();
   const reused = DeviceBuffer.alloc(4 * n, { stream: a });
+  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
   await b.synchronize();
   // Had the memory been reused before B's kernel, the kernel's 2.0 would have overwritten the -1.0.
@@ -215,12 +219,14 @@ test('recordStream(B) before a raw-pointer kernel on B delays the free the same 
   const b = Stream.create();
   const n = 1 << 20;
   const buffer = DeviceBuffer.alloc(4 * n, { stream: a });
+  const address = buffer.ptr;
   b.waitStream(a);
   buffer.recordStream(b);
   spin.launch({ grid: 1, block: 1, stream: b }, 300n * MS, 0n);
   fillU32.launch({ grid: n / 256, block: 256, stream: b }, buffer.ptr, 0x40000000, n);
   buffer.free();
   const reused = DeviceBuffer.alloc(4 * n, { stream: a });
+  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
   await b.synchronize();
   assert.equal(allEqual(await readFloats(a, reused), -1), undefined);
@@ -236,6 +242,7 @@ test('a free after the allocation stream was destroyed is ordered after its last
   const c = Stream.create();
   const bytes = 4 << 20;
   const buffer = DeviceBuffer.alloc(bytes, { stream: a });
+  const address = buffer.ptr;
   a.fill(buffer, ONE, { elementSize: 4 });
   spin.launch({ grid: 1, block: 1, stream: a }, 300n * MS, 0n);
   const pinned = PinnedBuffer.alloc(bytes);
@@ -244,6 +251,7 @@ test('a free after the allocation stream was destroyed is ordered after its last
   a.destroy(); // its spin and copy are still queued
   buffer.free(); // must not touch the destroyed stream
   const reused = DeviceBuffer.alloc(bytes, { stream: c });
+  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   c.fill(reused, MINUS_ONE, { elementSize: 4 });
   await aDone.synchronize();
   // Had the free not waited for a's last work, c's -1.0 could have landed in the memory before a's copy read it.
@@ -321,6 +329,7 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   const stream = Stream.create();
   const bytes = 4 << 20;
   const buffer = DeviceBuffer.alloc(bytes, { stream });
+  const address = buffer.ptr;
   stream.fill(buffer, ONE, { elementSize: 4 });
   await stream.synchronize();
   const worker = new Worker(workerUrl, { workerData: { mode: 'hold', shared: buffer.share() } });
@@ -331,6 +340,7 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   assert.equal(messages[0], 'queued');
   buffer.free(); // the worker's spin and copy are queued on its stream
   const reused = DeviceBuffer.alloc(bytes, { stream });
+  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   stream.fill(reused, MINUS_ONE, { elementSize: 4 });
   await done;
   const result = messages[1] as { bytes: Uint8Array };

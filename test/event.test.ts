@@ -74,6 +74,22 @@ test('stream.waitStream() orders later work after the other stream\'s queued wor
   b.destroy();
 });
 
+test('stream.waitStream() on two streams in a row keeps both waits: recording its event again moves neither', gpu, async () => {
+  const [a, b, c] = [Stream.create(), Stream.create(), Stream.create()];
+  const stamps = new Stamps(3, a);
+  a.synchronizeSync();
+  await stamps.spin(a, 40n * MS, 0);
+  await stamps.spin(b, 20n * MS, 1);
+  c.waitStream(a);
+  c.waitStream(b); // records the same event again, on b
+  await stamps.spin(c, 1n * MS, 2);
+  const [onA, onB, onC] = await stamps.read(c);
+  assert.ok(onC![0] >= onA![1], 'c waited for a');
+  assert.ok(onC![0] >= onB![1], 'c waited for b');
+  stamps.free();
+  for (const stream of [a, b, c]) stream.destroy();
+});
+
 test('event.synchronize() resolves after the recorded kernel, without blocking timers', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();

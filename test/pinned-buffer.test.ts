@@ -5,6 +5,7 @@ import { test } from 'node:test';
 
 import { cuda, DestroyedError, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from './support/gpu.js';
+import { runChild } from './support/child.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -25,10 +26,35 @@ test('PinnedBuffer.alloc() accepts 1 to 2**32 - 1 bytes and says so', () => {
   assert.throws(() => PinnedBuffer.alloc('8' as never), { code: 'ERR_INVALID_ARG_TYPE' });
 });
 
-test('PinnedBuffer.trimCache() and cacheInfo() never throw, with or without a GPU', () => {
-  assert.equal(typeof PinnedBuffer.trimCache(), 'number');
-  const info = PinnedBuffer.cacheInfo();
-  assert.ok(info.idleBytes >= 0 && info.totalBytes >= info.idleBytes);
+test('without a driver the pinned cache is empty: cacheInfo() reports 0 bytes and trimCache() releases 0', async () => {
+  const result = await runChild(
+    `
+    import { PinnedBuffer } from 'cuda-stream-pool';
+    console.log(JSON.stringify({ info: PinnedBuffer.cacheInfo(), released: PinnedBuffer.trimCache(), again: PinnedBuffer.cacheInfo() }));
+  `,
+    { CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const empty = { idleBytes: 0, totalBytes: 0, staging: { capBytes: 64 << 20, allocatedBytes: 0, highWaterBytes: 0 } };
+  assert.deepEqual(JSON.parse(result.stdout), { info: empty, released: 0, again: empty });
+});
+
+test('a freed PinnedBuffer stays in the cache as idle bytes until trimCache() releases them', gpu, async () => {
+  await settle();
+  PinnedBuffer.trimCache();
+  const before = PinnedBuffer.cacheInfo();
+  assert.equal(before.idleBytes, 0);
+  const bytes = (11 << 20) + 3; // a size class no other test here uses
+  const pinned = PinnedBuffer.alloc(bytes);
+  const held = PinnedBuffer.cacheInfo();
+  assert.ok(held.totalBytes - before.totalBytes >= bytes, 'the block counts in totalBytes');
+  assert.equal(held.idleBytes, 0, 'and is not idle while in use');
+  pinned.free();
+  const idle = PinnedBuffer.cacheInfo();
+  assert.equal(idle.totalBytes, held.totalBytes);
+  assert.equal(idle.idleBytes, held.totalBytes - before.totalBytes, 'back in the cache, idle');
+  assert.equal(PinnedBuffer.trimCache(), idle.idleBytes);
+  assert.deepEqual(PinnedBuffer.cacheInfo(), before);
 });
 
 test('bytes and view() share the pinned memory, with offsets in bytes and lengths in elements', gpu, () => {

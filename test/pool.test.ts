@@ -9,18 +9,8 @@ import { currentStream, DestroyedError, Stream, StreamPool, withStream } from 'c
 import { native } from '../src/native.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '../src/pool.js';
 import { startWorker } from './support/worker.js';
-import {
-  BACKSTOP_MS,
-  CLOSING,
-  DESTROYED,
-  NEXT,
-  PoolCore,
-  poolLayout,
-  poolLayoutWords,
-  STATE,
-  type PoolSlots,
-  type StreamLease,
-} from '../src/pool-policy.js';
+import { BACKSTOP_MS, PoolCore, type PoolSlots, type StreamLease } from '../src/pool-policy.js';
+import { CLOSING, DESTROYED, NEXT, poolLayout, STATE } from '../src/pool-words.js';
 import { runChild } from './support/child.js';
 
 // ---- fakes ----
@@ -223,17 +213,23 @@ test('release() twice does nothing the second time; lease.stream afterwards thro
   other.release();
 });
 
-test('leases never alias, whatever the order of acquires, releases and aborts (model-based)', async () => {
-  type Op = { kind: 'acquire' | 'try' | 'release' | 'abort' | 'tick'; who: number; pick: number };
+test('leases are never aliased nor lost, whatever the order of acquires, releases, aborts and deaths (model-based)', async () => {
+  type Op = { kind: 'acquire' | 'try' | 'release' | 'abort' | 'die' | 'tick'; who: number; pick: number };
   const op = fc.record({
-    kind: fc.constantFrom('acquire', 'try', 'release', 'abort', 'tick'),
+    kind: fc.constantFrom('acquire', 'try', 'release', 'abort', 'die', 'tick'),
     who: fc.integer({ min: 0, max: 2 }),
     pick: fc.nat(),
   }) as fc.Arbitrary<Op>;
   await fc.assert(
     fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 60 }), async (size, ops) => {
-      const first = rig(size, 11);
-      const rigs = [first, sibling(first, 12), sibling(first, 13)];
+      // Native shared words, so that a death is the native departure itself (what a thread's cleanup hook runs).
+      const description = native.poolCreateShared(size, poolLayout(size));
+      const words = new Int32Array(description.memory);
+      const threads = [11, 12, 13].map((environment) => ({
+        environment,
+        core: new PoolCore(words, size, environment, slotsFor(size)),
+        alive: true,
+      }));
       const held: Array<{ lease: StreamLease<Fake>; who: number }> = [];
       const pending: Array<{ controller: AbortController; who: number }> = [];
       const check = () => {
@@ -241,43 +237,101 @@ test('leases never alias, whatever the order of acquires, releases and aborts (m
         assert.equal(new Set(slotsHeld).size, slotsHeld.length, `two leases hold one stream: ${slotsHeld}`);
         assert.ok(slotsHeld.length <= size);
       };
-      for (const { kind, who, pick } of ops) {
-        const core = rigs[who]!.core;
-        if (kind === 'acquire') {
-          const controller = new AbortController();
-          const entry = { controller, who };
-          pending.push(entry);
-          core.acquire({ signal: controller.signal }).then(
-            (lease) => {
-              pending.splice(pending.indexOf(entry), 1);
-              held.push({ lease, who });
-              check();
-            },
-            () => pending.splice(pending.indexOf(entry), 1),
-          );
-        } else if (kind === 'try') {
-          const lease = core.tryAcquire();
-          if (lease) held.push({ lease, who });
-        } else if (kind === 'release' && held.length > 0) {
-          held.splice(pick % held.length, 1)[0]!.lease.release();
-        } else if (kind === 'abort' && pending.length > 0) {
-          pending[pick % pending.length]!.controller.abort();
-        } else {
-          await tick();
+      try {
+        for (const { kind, who, pick } of ops) {
+          const thread = threads[who]!;
+          if (!thread.alive) {
+            await tick();
+            continue;
+          }
+          const core = thread.core;
+          if (kind === 'acquire') {
+            const controller = new AbortController();
+            const entry = { controller, who };
+            pending.push(entry);
+            core.acquire({ signal: controller.signal }).then(
+              (lease) => {
+                pending.splice(pending.indexOf(entry), 1);
+                if (!threads[who]!.alive) return; // granted just before its thread died: its word went back
+                held.push({ lease, who });
+                check();
+              },
+              () => pending.splice(pending.indexOf(entry), 1),
+            );
+          } else if (kind === 'try') {
+            const lease = core.tryAcquire();
+            if (lease) held.push({ lease, who });
+          } else if (kind === 'release' && held.length > 0) {
+            held.splice(pick % held.length, 1)[0]!.lease.release();
+          } else if (kind === 'abort' && pending.length > 0) {
+            pending[pick % pending.length]!.controller.abort();
+          } else if (kind === 'die' && threads.filter((t) => t.alive).length > 1) {
+            // The thread stops where it is, holding and waiting; its cleanup hook gives its words back.
+            thread.alive = false;
+            core.halt();
+            native.poolDepart(description.handle, thread.environment);
+            for (let i = held.length - 1; i >= 0; i--) if (held[i]!.who === who) held.splice(i, 1);
+            for (let i = pending.length - 1; i >= 0; i--) if (pending[i]!.who === who) pending.splice(i, 1);
+          } else {
+            await tick();
+          }
+          check();
         }
-        check();
+        // Everything still waiting in a live thread is served once the holders let go: no lease was lost.
+        while (held.length > 0 || pending.length > 0) {
+          for (const h of held.splice(0)) h.lease.release();
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          check();
+        }
+        const survivor = threads.find((t) => t.alive)!.core;
+        assert.equal(survivor.counters().leased, 0, 'every stream is free again');
+        assert.equal(survivor.counters().waiters, 0);
+        for (let i = 0; i < size; i++) assert.ok(survivor.tryAcquire(), `stream ${i} can be leased`);
+      } finally {
+        for (const t of threads) t.core.halt();
+        native.poolDestroy(description.handle);
       }
-      // Everything still waiting is served once the holders let go.
-      while (held.length > 0 || pending.length > 0) {
-        for (const h of held.splice(0)) h.lease.release();
-        await new Promise((resolve) => setTimeout(resolve, 1));
-        check();
-      }
-      assert.equal(first.core.counters().leased, 0);
-      assert.equal(first.core.counters().waiters, 0);
     }),
     { numRuns: 60 },
   );
+});
+
+test('a stream handed to a thread that stopped waiting and is gone is reclaimed by the next taker', () => {
+  const { core, words } = rig(2, 1);
+  const { leaseBase } = poolLayout(2);
+  // What a hand-off racing a thread's departure can leave: stream 0 handed to environment 7, which has no entry.
+  Atomics.store(words, leaseBase, -7);
+  const first = core.tryAcquire();
+  const second = core.tryAcquire();
+  assert.deepEqual([first && slotOf(first), second && slotOf(second)].sort(), [0, 1]);
+  assert.equal(words[leaseBase], 1, 'stream 0 is held by this thread now');
+});
+
+test('a stream handed to a thread still waiting is left to that thread', async () => {
+  const a = rig(2, 1);
+  const b = sibling(a, 7);
+  const { leaseBase } = poolLayout(2);
+  const lease = a.core.tryAcquire()!;
+  const other = a.core.tryAcquire()!;
+  const bWaits = b.core.acquire(); // registers environment 7 in the waiting table
+  const slot = slotOf(other);
+  other.release(); // handed to b: the word reads -7 until b claims it
+  assert.equal(Atomics.load(a.words, leaseBase + slot), -7);
+  assert.equal(a.core.tryAcquire(), undefined, 'not reclaimed while 7 waits');
+  assert.equal(slotOf(await bWaits), slot);
+  lease.release();
+});
+
+test('close() returns when a stream was left handed to a thread that is gone', async () => {
+  const { core, words } = rig(2, 1);
+  Atomics.store(words, poolLayout(2).leaseBase + 1, -7);
+  let destroyed = false;
+  const closed = core.closeEverywhere(() => (destroyed = true), () => false);
+  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 2000).unref());
+  const outcome = await Promise.race([closed.then(() => 'closed' as const), timeout]);
+  core.destroyEverywhere(() => {}); // ends a close() still waiting, so a failure does not hang the file
+  assert.equal(outcome, 'closed');
+  assert.equal(destroyed, true);
 });
 
 test('acquire() waits in FIFO order within a thread while every stream is leased', async () => {
@@ -701,7 +755,7 @@ test('closing one thread\'s handle waits for its own leases, then detaches it', 
 const workerUrl = new URL('./workers/pool-cpu-worker.js', import.meta.url);
 
 function shared(size: number) {
-  const description = native.poolCreateShared(size, poolLayoutWords(poolLayout(size)));
+  const description = native.poolCreateShared(size, poolLayout(size));
   const slots = slotsFor(size);
   const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, slots);
   return { description, core, destroy: () => core.destroyEverywhere(() => native.poolDestroy(description.handle)) };
@@ -814,8 +868,78 @@ test('destroy in this thread rejects an acquire pending in a worker with Destroy
   assert.throws(() => native.poolAttach(pool.description.id), (e) => e instanceof DestroyedError && e.resource === 'StreamPool');
 });
 
-test('the backstop timer is short enough for leases freed by a dead thread to be found promptly', () => {
-  assert.ok(BACKSTOP_MS > 0 && BACKSTOP_MS <= 250);
+test('a waiter finds a stream freed by a dead thread\'s cleanup (no notification) within its backstop', async () => {
+  const pool = shared(1);
+  try {
+    const { leaseBase } = poolLayout(1);
+    const words = new Int32Array(pool.description.memory);
+    Atomics.store(words, leaseBase, 9); // held by environment 9, another thread
+    const waiting = pool.core.acquire();
+    const freed = performance.now();
+    native.poolDepart(pool.description.handle, 9); // what 9's cleanup hook does when it dies
+    const lease = await waiting;
+    const waitedMs = performance.now() - freed;
+    assert.ok(waitedMs <= BACKSTOP_MS + 200, `found after ${waitedMs.toFixed(1)} ms; the backstop is ${BACKSTOP_MS} ms`);
+    lease.release();
+  } finally {
+    pool.destroy();
+  }
+});
+
+test('workers terminated at random during thousands of hand-offs: no lease lost, none aliased, close() returns', async () => {
+  const size = 2;
+  const pool = shared(size);
+  const marks = new Int32Array(new SharedArrayBuffer((size + 2) * 4)); // holders, then violations and leases
+  const live = new Set<ReturnType<typeof start>>();
+  const spawn = async () => {
+    const w = start({ id: pool.description.id, mode: 'churn', marks: marks.buffer, tasks: 2 });
+    live.add(w);
+    await w.next(); // 'started'
+  };
+  const me = native.environmentId;
+  let terminated = 0;
+  try {
+    for (let i = 0; i < 4; i++) await spawn();
+    // This thread keeps taking part, so hand-offs cross threads in both directions.
+    let stop = false;
+    const mine = (async () => {
+      while (!stop) {
+        const lease = await pool.core.acquire();
+        const slot = slotOf(lease);
+        Atomics.store(marks, slot, me);
+        await tick();
+        if (Atomics.compareExchange(marks, slot, me, 0) !== me) Atomics.add(marks, size, 1);
+        Atomics.add(marks, size + 1, 1);
+        lease.release();
+      }
+    })();
+    let seed = 12345;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    while (terminated < 25 || Atomics.load(marks, size + 1) < 5000) {
+      await new Promise((resolve) => setTimeout(resolve, 5 + random() * 20));
+      const victims = [...live];
+      const victim = victims[Math.floor(random() * victims.length)]!;
+      live.delete(victim);
+      await victim.worker.terminate(); // wherever it is: holding, waiting, or being handed a stream
+      terminated++;
+      await spawn();
+    }
+    stop = true;
+    for (const w of live) await w.worker.terminate();
+    live.clear();
+    await mine;
+    assert.equal(Atomics.load(marks, size), 0, 'never two holders at once');
+    // Every stream comes back to this thread: none stayed with a dead thread.
+    const leases = [await pool.core.acquire(), await pool.core.acquire()];
+    assert.deepEqual(leases.map(slotOf).sort(), [0, 1]);
+    for (const lease of leases) lease.release();
+    const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 2000).unref());
+    const closed = pool.core.closeEverywhere(() => native.poolDestroy(pool.description.handle), () => false);
+    assert.equal(await Promise.race([closed.then(() => 'closed' as const), timeout]), 'closed');
+  } finally {
+    for (const w of live) await w.worker.terminate();
+    pool.destroy();
+  }
 });
 
 // ---- the public StreamPool: options, environment ----

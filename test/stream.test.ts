@@ -232,14 +232,31 @@ test('destroy() returns at once while another thread blocks in synchronizeSync()
   assert.ok(blocked.ms > 500, `the worker's synchronizeSync() returned after ${blocked.ms} ms, before its kernel ended`);
 });
 
-test('a worker terminated with completions pending does not crash the process', gpu, async () => {
+test('waitStream() reuses one event per device in a thread: none before the first call, one after 201', gpu, async () => {
+  const worker = new Worker(workerUrl, { workerData: { mode: 'wait-stream' } });
+  const [result] = (await once(worker, 'message')) as [{ held: number[]; liveEventsAdded: number }];
+  assert.equal(await once(worker, 'exit').then(([code]) => code), 0);
+  assert.deepEqual(result, { held: [0, 1, 1], liveEventsAdded: 0 }, 'one internal event, made by the first call, reused by the next 200');
+});
+
+test('a worker terminated with completions pending: its streams are destroyed, and this thread\'s waits still resolve after their work', gpu, async () => {
+  const { spin } = await testKernels();
+  const before = cuda.liveObjects().streams;
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');
+  assert.equal(cuda.liveObjects().streams, before + 4, 'the worker\'s four streams');
   await worker.terminate();
-  // The dead worker's waits are dropped by the poller later; this thread keeps working meanwhile and after.
-  await new Promise((resolve) => setTimeout(resolve, 700));
+  // Its four streams go with it, though their 500 ms spins are still queued; the poller drops its waits later.
+  for (let i = 0; i < 60 && cuda.liveObjects().streams > before; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(cuda.liveObjects().streams, before);
+  // Meanwhile and after the dead worker's waits ended, a wait here resolves only once its own work is done.
   const stream = Stream.create();
-  await stream.synchronize();
+  for (const ms of [100n, 600n]) {
+    spin.launch({ grid: 1, block: 1, stream }, ms * MS, 0n);
+    assert.equal(stream.query(), false);
+    await stream.synchronize();
+    assert.equal(stream.query(), true, `the ${ms} ms spin is done when synchronize() resolves`);
+  }
   stream.destroy();
 });
 

@@ -1,5 +1,5 @@
 // A batch: one thread's share of the executor benchmark (the main thread's, or a worker's). It owns the thread's
-// inputs and task slots, and runs its tasks with a fixed number in flight. See issue 6, "Scale".
+// inputs and task slots, and runs its tasks with a fixed number in flight.
 import { Device, Event, Stream, StreamPool, type SharedStreamPool } from '../index.js';
 import { benchKernels } from './kernels.js';
 import type { Mode } from './modes.js';

@@ -1,6 +1,6 @@
 // The phases of one task measured alone (one stream, nothing else on the GPU), and the calibration of --intensity so
-// that the kernel takes about as long as one copy. The overlap bound is computed from these times. See issue 6,
-// "The task" and "Output".
+// that the kernel takes about as long as one copy. The overlap bound is computed from these times (README.md,
+// "Calibration").
 import { DeviceBuffer, Event, PinnedBuffer, Stream, type Device, type Kernel } from '../index.js';
 import { summarize } from './harness.js';
 import { fmaGrid, FMA_BLOCK, type BenchKernels } from './kernels.js';

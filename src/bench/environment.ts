@@ -1,5 +1,5 @@
 // What every benchmark prints with its results: the device, the driver, Node.js and the package, so that a figure can be
-// traced to the machine it came from. See STYLE.md section 7, "Tests, benchmarks, commits".
+// traced to the machine it came from.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

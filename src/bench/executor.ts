@@ -1,5 +1,6 @@
 // The executor benchmark behind `cuda-stream-pool bench`: many short tasks (copy in, kernel, copy out, verify) on
-// one GPU, in each mode, on the main thread or split among worker threads sharing one pool. See issue 6.
+// one GPU, in each mode, on the main thread or split among worker threads sharing one pool (README.md, "The executor
+// benchmark").
 import { Worker } from 'node:worker_threads';
 
 import { Device, StreamPool } from '../index.js';

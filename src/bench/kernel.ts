@@ -1,6 +1,6 @@
 // Micro-benchmarks of kernels: the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of the same run
 // (the benchmark addon's launchLoop), and the time Program.compile() takes, first in a process and with NVRTC already
-// loaded, beside loading the cached CUBIN. See DESIGN.md "Measuring".
+// loaded, beside loading the cached CUBIN.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 

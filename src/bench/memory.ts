@@ -1,6 +1,6 @@
 // Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
 // benchmark addon, src/native/bench/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
-// against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair. See DESIGN.md "Measuring".
+// against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair.
 import { Device, DeviceBuffer, PinnedBuffer, Stream } from '../index.js';
 import { benchAddon } from './bench-addon.js';
 import { nativeSample, summarize, targetAddedNs, targetRatio, timeSync, type MicroResult, type Sample } from './harness.js';

@@ -1,5 +1,5 @@
 // `cuda-stream-pool bench micro`: runs the micro-benchmark modules of every concept in one process and prints each
-// row beside its native baseline from the same run, as a ratio. See issue 6, "Micro-benchmarks", and harness.ts.
+// row beside its native baseline from the same run, as a ratio. See harness.ts.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

@@ -1,5 +1,5 @@
 // How a task gets its stream in each executor benchmark mode: the legacy stream, the per-thread default stream, a
-// stream per task, a pool stream handed out round-robin, or an exclusive lease. See modes.ts and DESIGN.md "The problem".
+// stream per task, a pool stream handed out round-robin, or an exclusive lease. See modes.ts.
 import { Stream, type Device, type StreamPool } from '../index.js';
 import type { Mode } from './modes.js';
 

@@ -1,7 +1,7 @@
 // Micro-benchmarks of the stream pool, beside cuStreamCreateWithPriority+cuStreamDestroy timed in a C++ loop of the
 // same run (the benchmark addon): what a task would pay for a stream of its own; and beside plain-JS baselines of the
 // same run where the pool's cost is JS work (the hand-out, the scope of run). Also the CPU an idle process with live
-// pools uses. See DESIGN.md "Measuring" and Note [pool hand-out] in src/pool.ts.
+// pools uses. See Note [pool hand-out] in src/pool.ts.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';

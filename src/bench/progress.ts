@@ -1,5 +1,5 @@
 // The progress bar of `bench` on stderr (cli-progress), shown only when stderr is a terminal and --quiet is off, so
-// that logs and pipes get clean output. See issue 6, "Output".
+// that logs and pipes get clean output.
 import cliProgress from 'cli-progress';
 
 /** Progress over the measured tasks of every mode and run; warm-ups and calibration show as a status only. */

@@ -1,6 +1,6 @@
 // The CPU side of the executor benchmark's inputs: the distinct, deterministically generated partitions (their values,
 // the same in every thread and run), the sample of elements every task verifies, and the reference results of that
-// sample, computed once. Plain computation, no GPU. See issue 6, "The task", and Note [exact fmaf] in fmaf.ts.
+// sample, computed once. Plain computation, no GPU. See Note [exact fmaf] in fmaf.ts.
 import { fmaSteps } from './fmaf.js';
 
 /** Distinct partitions at most; tasks reuse them round-robin (task t reads partition t % count). Enough that tasks

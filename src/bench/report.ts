@@ -1,5 +1,5 @@
 // The text report of `cuda-stream-pool bench`: the environment and every parameter, the phases measured alone, and a
-// row per mode (cli-table3). `--json` prints the same BenchResult as JSON instead. See issue 6, "Output".
+// row per mode (cli-table3). `--json` prints the same BenchResult as JSON instead.
 import Table from 'cli-table3';
 
 import { environmentRows } from './environment.js';

@@ -1,5 +1,5 @@
 // The executor benchmark's results: what `bench --json` prints (schema documented in README.md, "The executor
-// benchmark's JSON"), derived from the batches' records. See issue 6, "Output".
+// benchmark's JSON"), derived from the batches' records.
 import type { Environment } from './environment.js';
 import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';

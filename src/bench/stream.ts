@@ -1,6 +1,6 @@
 // Micro-benchmarks of streams and events, each beside the same driver calls in a native C++ loop of the same run
 // (the benchmark addon, src/native/bench/calls.cc): stream create+destroy, synchronize on an idle stream and after a
-// short kernel, event record; and 10,000 concurrent awaits. See DESIGN.md "Measuring".
+// short kernel, event record; and 10,000 concurrent awaits.
 import { Device, Event, Stream, StreamPool } from '../index.js';
 import { native } from '../native.js';
 import { benchAddon } from './bench-addon.js';

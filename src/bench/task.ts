@@ -1,6 +1,5 @@
 // One executor task: copy a partition in, run fma_steps, copy the result out into the slot's pinned output, wait for
-// it, verify a sample against the CPU reference. With a timeline, event timestamps mark each phase. See issue 6,
-// "The task".
+// it, verify a sample against the CPU reference. With a timeline, event timestamps mark each phase.
 import { DeviceBuffer, Event, PinnedBuffer, type Device, type Kernel, type Stream, type StreamPool } from '../index.js';
 import { ulpDistance } from './fmaf.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The command-line program `cuda-stream-pool`. Its main job is `bench`, the executor benchmark; `bench micro` runs the
 // per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
-// GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched). See issue 6.
+// GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched).
 // `report` renders a saved `bench --json` output (tables, timeline page, trace file) without a GPU.
 import { readFileSync } from 'node:fs';
 

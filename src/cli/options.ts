@@ -1,6 +1,6 @@
 // The options of `cuda-stream-pool bench`: parsers that commander calls per option, and the checks of option
 // combinations. All of it runs before the GPU is touched; a bad value is a usage error (exit 64) that names the
-// option and what it accepts. See issue 6, "Trust".
+// option and what it accepts.
 import { closeSync, existsSync, openSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 

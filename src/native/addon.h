@@ -1,5 +1,5 @@
 // Per-environment state (one per main thread or worker): every JS reference the addon holds lives here.
-// See STYLE.md section 4: process-wide state is only the driver table, contexts, pools, guards and counters.
+// Process-wide state is only the driver table, contexts, pools, guards and counters (src/native/DESIGN.md).
 #pragma once
 #include <napi.h>
 

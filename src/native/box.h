@@ -15,10 +15,13 @@
 // further down the list, and no lock is held across a call that can block on another thread's progress (a driver
 // synchronize, a module load, a JS call that may run finalizers, a thread-safe function call that may wait):
 //   1. the pool registry's mutex (pool.cc)
-//   2. a device buffer's uses_mutex (memory.cc)
-//   3. a stream's marker_mutex (completion engine: one cuStreamWriteValue64 or cuEventRecord inside)
-//   4. leaf mutexes, each taken alone: the pinned cache, ticket slots, the event-marker pool, the share registry, a
-//      completion channel, the poller's park mutex, the retain of a primary context, the library streams.
+//   2. a device buffer's uses_mutex (device_buffer.cc)
+//   3. a stream's marker_mutex (completion.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
+//      copy's mutex (staging.cc)
+//   4. a staging arena, the pinned cache, the ticket slots, the event-marker pool (each may take 5 inside)
+//   5. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
+//      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
+//      poller's park mutex.
 // Entering a box is not a lock: it never waits.
 #pragma once
 #include <napi.h>

@@ -2,11 +2,11 @@
 #include "check.h"
 
 #include "addon.h"
+#include "devices.h"
 #include "loader.h"
 
 namespace csp {
 namespace {
-constexpr int kMaxDevices = 64;
 std::atomic<int> g_faults[kMaxDevices];
 }  // namespace
 

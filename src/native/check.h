@@ -1,5 +1,5 @@
 // Checked driver calls, the errors they raise, the per-device fault record and the live-object counters.
-// See DESIGN.md "Errors" and "Rules": NOT_READY is a status, never an error; sticky faults mark the device.
+// NOT_READY is a status, never an error; sticky faults mark the device (Rules in src/native/DESIGN.md).
 #pragma once
 #include <napi.h>
 #include <cuda.h>
@@ -69,6 +69,16 @@ Napi::Value js_entry(const Napi::CallbackInfo& info) {
     throw;
   } catch (...) {
     rethrow_as_js(info.Env());
+  }
+}
+
+// Settles a promise's deferred from an AsyncWorker's OnOK/OnError: quietly does nothing when the environment is
+// going away (napi_cannot_run_js), where there is nobody left to settle for.
+template <class F>
+void settle_quietly(F&& settle) {
+  try {
+    settle();
+  } catch (const Napi::Error&) {
   }
 }
 

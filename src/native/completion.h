@@ -21,7 +21,7 @@
 //    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
 //    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
 //    waits pending.
-//  - Staged device-to-host copies (Note [staging] in memory.cc) are landings: the bytes are copied from staging
+//  - Staged device-to-host copies (Note [staging] in staging.cc) are landings: the bytes are copied from staging
 //    into the JS array on the thread that owns it, after checking that its buffer was not detached or transferred
 //    (then the data is dropped). Every delivery, and every wait that settles at once, first lands what is ready,
 //    so a copy lands before any later completion of its stream is reported on that thread.

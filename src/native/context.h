@@ -2,10 +2,9 @@
 #pragma once
 #include <cuda.h>
 
-namespace csp {
+#include "devices.h"
 
-// The most devices the addon serves in one process (ordinals 0 to kMaxDevices - 1).
-constexpr int kMaxDevices = 64;
+namespace csp {
 
 // Retains the device's primary context on first use and makes it current on the calling thread. Any thread.
 // Steady state: one cuCtxGetCurrent and no lock (Note [current context]).

@@ -1,5 +1,5 @@
 // The CUDA driver loader: opens libcuda once per process at run time and resolves its entry points.
-// See DESIGN.md "Layers": no link-time dependency on libcuda, so the addon loads where there is no GPU.
+// No link-time dependency on libcuda, so the addon loads where there is no GPU (and reports why CUDA is missing).
 #pragma once
 #include <cuda.h>
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "addon.h"
+#include "check.h"
 #include "context.h"
 #include "loader.h"
 #include "stream.h"
@@ -40,15 +41,6 @@ struct KernelBox {
   std::string name;
 };
 const napi_type_tag KernelBox::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
-
-// Settles a deferred from OnOK: quietly does nothing when the environment is going away (napi_cannot_run_js).
-template <class F>
-void settle_quietly(F&& settle) {
-  try {
-    settle();
-  } catch (const Napi::Error&) {
-  }
-}
 
 class LoadWorker : public Napi::AsyncWorker {
  public:

@@ -52,7 +52,7 @@ struct NvrtcState {
   std::vector<int> supported_archs;  // 75, 80, 90, ...; empty when NVRTC cannot list them
 };
 
-// Process-wide, like the driver table (DESIGN.md "Rules": no JS references here).
+// Process-wide, like the driver table; holds no JS reference (src/native/DESIGN.md).
 Nvrtc g_nvrtc;
 NvrtcState g_state;
 std::once_flag g_once;
@@ -176,15 +176,6 @@ void load_once() {
 const NvrtcState& load_nvrtc() {
   std::call_once(g_once, load_once);
   return g_state;
-}
-
-// Settles a deferred from OnOK: quietly does nothing when the environment is going away (napi_cannot_run_js).
-template <class F>
-void settle_quietly(F&& settle) {
-  try {
-    settle();
-  } catch (const Napi::Error&) {
-  }
 }
 
 Napi::Object state_object(Napi::Env env, const NvrtcState& state) {

@@ -13,8 +13,8 @@ namespace csp {
 
 // Note [pinned cache]: pinned (page-locked) host memory is recycled, never freed while the GPU works: on the H200
 // cuMemFreeHost waited 463 ms for a kernel on an unrelated stream and stalled other threads as long, and
-// cuMemHostAlloc of 64 MiB took 47 ms (DESIGN.md "Rules"). So PinnedBuffers and staging take blocks from one
-// process-wide cache, and give them back instead of freeing them:
+// cuMemHostAlloc of 64 MiB took 47 ms. So PinnedBuffers (and the rare staged copy that finds no staging chunk, Note
+// [staging] in staging.cc) take blocks from one process-wide cache, and give them back instead of freeing them:
 //  - a block's holder (a PinnedBuffer's ArrayBuffer, or one staged copy) records a fence (an event) on each stream
 //    that queued a copy using it, right after that copy; one fence per stream, re-recorded, so they stay few.
 //  - release() hands a block back with its fences; it becomes reusable once they have all completed (checked with

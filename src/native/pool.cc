@@ -1,7 +1,7 @@
 // The stream pool's process-wide shared state: its streams and the block of shared words (round-robin counter,
 // lease words, waiting-thread table) that every thread sees as one SharedArrayBuffer. Mechanism only: the policy
 // is plain TS in src/pool-policy.ts. See Note [pool hand-out] in src/pool.ts, Note [pool shared words] in
-// src/pool-policy.ts, and Note [one backing store] below. Runs on: any JS thread, except where a function says so.
+// src/pool-words.ts, and Note [one backing store] below. Runs on: any JS thread, except where a function says so.
 //
 // Note [one backing store]: every thread must see the pool's words as the same SharedArrayBuffer, so that
 // Atomics.add/compareExchange act on one counter and Atomics.notify in one thread wakes Atomics.waitAsync in
@@ -31,20 +31,20 @@
 namespace csp {
 namespace {
 
-// Where the policy keeps what this file touches, passed by src/pool-policy.ts at creation; see Note [pool shared
-// words] there. Environment entries are [environment id, doorbell, waiters, spare].
+// Where the policy keeps what this file touches: src/pool-words.ts `poolLayout()`, read by name at creation (Note
+// [pool shared words] there, the one specification of the words and their transitions).
 struct Layout {
   int32_t words = 0;         // total int32 words
-  int32_t state = 0;         // 0 open, 1 closing, 2 destroyed
-  int32_t lease_base = 0;    // `size` lease words: 0 free, +id held by environment id, -id handed to id
-  int32_t env_base = 0;      // the waiting-environment table
-  int32_t env_count = 0;     // its entries
-  int32_t waiting_envs = 0;  // how many entries are registered
+  int32_t state = 0;         // the state word
+  int32_t destroyed = 0;     // its value once destroyed
+  int32_t waiting_envs = 0;  // how many waiting-table entries are registered
+  int32_t lease_base = 0;    // `size` lease words
+  int32_t env_base = 0;      // the waiting table: env_entries entries of env_stride words
+  int32_t env_entries = 0;
+  int32_t env_stride = 0;
+  int32_t env_doorbell = 0;  // offsets in an entry; the entry's first word is the environment id
+  int32_t env_waiters = 0;
 };
-constexpr int32_t kEnvStride = 4;
-constexpr int32_t kEnvDoorbell = 1;
-constexpr int32_t kEnvWaiters = 2;
-constexpr int32_t kStateDestroyed = 2;
 
 int32_t load_word(int32_t* word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
 void store_word(int32_t* word, int32_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
@@ -73,7 +73,7 @@ struct PoolState {
   PoolState& operator=(const PoolState&) = delete;
 };
 
-// Process-wide (DESIGN.md: "the default-pool registry"): live pools by id and the default pool of each device.
+// Process-wide: live pools by id and the default pool of each device.
 // Holds no JS reference. Leaked on purpose so that it outlives static destruction at exit.
 struct Registry {
   std::mutex mutex;
@@ -95,7 +95,7 @@ void destroy_pool(const std::shared_ptr<PoolState>& state) {
     std::lock_guard<std::mutex> lock(registry().mutex);
     if (state->destroyed) return;
     state->destroyed = true;
-    store_word(&state->words[state->layout.state], kStateDestroyed);
+    store_word(&state->words[state->layout.state], state->layout.destroyed);
     registry().pools.erase(state->id);
     streams.swap(state->streams);
   }
@@ -127,15 +127,19 @@ struct PoolHandle {
 const napi_type_tag PoolHandle::kTag = {0x6373702d706f6f6cULL, 0x0000000000000001ULL};
 
 Layout read_layout(const Napi::Value& value) {
-  Napi::Array array = value.As<Napi::Array>();
-  auto at = [&](uint32_t i) { return array.Get(i).As<Napi::Number>().Int32Value(); };
+  Napi::Object object = value.As<Napi::Object>();
+  auto at = [&](const char* name) { return object.Get(name).As<Napi::Number>().Int32Value(); };
   Layout layout;
-  layout.words = at(0);
-  layout.state = at(1);
-  layout.lease_base = at(2);
-  layout.env_base = at(3);
-  layout.env_count = at(4);
-  layout.waiting_envs = at(5);
+  layout.words = at("words");
+  layout.state = at("state");
+  layout.destroyed = at("destroyed");
+  layout.waiting_envs = at("waitingEnvs");
+  layout.lease_base = at("leaseBase");
+  layout.env_base = at("envBase");
+  layout.env_entries = at("envEntries");
+  layout.env_stride = at("envStride");
+  layout.env_doorbell = at("envDoorbell");
+  layout.env_waiters = at("envWaiters");
   return layout;
 }
 
@@ -177,7 +181,7 @@ Napi::Value shared_buffer(Napi::Env env, const std::shared_ptr<v8::BackingStore>
 
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
 // The caller counted the handle (state->handles++) and copied `streams` under the registry mutex.
-Napi::Value describe(Napi::Env env, std::shared_ptr<PoolState> state, std::vector<std::shared_ptr<StreamBox>> streams) {
+Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> state, std::vector<std::shared_ptr<StreamBox>> streams) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("id", state->id);
   out.Set("memory", shared_buffer(env, state->store));
@@ -204,7 +208,7 @@ Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
     registry().pools[state->id] = state;
     streams = state->streams;
   }
-  return describe(env, std::move(state), std::move(streams));
+  return handle_description(env, std::move(state), std::move(streams));
 }
 
 // poolCreate(device, size, nonBlocking, priority, layout) -> description: creates `size` streams and the words.
@@ -250,7 +254,7 @@ Napi::Value pool_default(const Napi::CallbackInfo& info) {
     state->handles++;
     streams = state->streams;
   }
-  return describe(env, std::move(state), std::move(streams));
+  return handle_description(env, std::move(state), std::move(streams));
 }
 
 // poolAttach(id) -> description for one more handle in this thread; DestroyedError once the pool is gone.
@@ -266,7 +270,7 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
     state->handles++;
     streams = state->streams;
   }
-  return describe(info.Env(), std::move(state), std::move(streams));
+  return handle_description(info.Env(), std::move(state), std::move(streams));
 }
 
 // poolDestroy(handle): destroys the pool in every thread (state word, streams); a default pool is never
@@ -277,9 +281,28 @@ Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// Gives back what a dying environment held in every pool: its lease words (held or handed to it) and its entry
-// in the waiting table, then rings every doorbell so that waiters rescan. Native code cannot Atomics.notify, so
-// waiters in other threads notice on their backstop timer (Note [pool waiting] in src/pool-policy.ts).
+// The departure transition of Note [pool shared words] (src/pool-words.ts): gives back what `environment` held in
+// one pool. Its waiting-table entry goes first, then its lease words (held or handed to it): a hand-off racing with
+// this either re-reads the entry after it was cleared and takes its word back, or wrote its word before the sweep
+// below, which frees it. Then rings every doorbell; native code cannot Atomics.notify, so waiters in other threads
+// notice on their backstop timer (Note [pool waiting] in src/pool-policy.ts).
+void depart(PoolState& state, int environment) {
+  const Layout& l = state.layout;
+  int32_t* words = state.words;
+  for (int k = 0; k < l.env_entries; k++) {
+    int32_t* entry = &words[l.env_base + k * l.env_stride];
+    if (load_word(entry) != environment) continue;
+    store_word(entry + l.env_waiters, 0);  // before giving up the entry, so a new holder's count is never zeroed
+    if (swap_word(entry, environment, 0)) add_word(&words[l.waiting_envs], -1);
+  }
+  for (int i = 0; i < state.size; i++) {
+    int32_t* lease = &words[l.lease_base + i];
+    if (!swap_word(lease, environment, 0)) swap_word(lease, -environment, 0);
+  }
+  for (int k = 0; k < l.env_entries; k++) add_word(&words[l.env_base + k * l.env_stride + l.env_doorbell], 1);
+}
+
+// Gives back what a dying environment held in every pool.
 // Runs on: the dying environment's thread, from its cleanup hook (main thread exit, worker exit or terminate).
 // Its JS no longer runs; only shared words are touched, no CUDA call, no JS.
 void release_environment(int environment) {
@@ -289,21 +312,16 @@ void release_environment(int environment) {
     for (auto& entry : registry().pools)
       if (!entry.second->destroyed) pools.push_back(entry.second);
   }
-  for (auto& state : pools) {
-    const Layout& l = state->layout;
-    int32_t* words = state->words;
-    for (int i = 0; i < state->size; i++) {
-      int32_t* lease = &words[l.lease_base + i];
-      if (!swap_word(lease, environment, 0)) swap_word(lease, -environment, 0);
-    }
-    for (int k = 0; k < l.env_count; k++) {
-      int32_t* entry = &words[l.env_base + k * kEnvStride];
-      if (load_word(entry) != environment) continue;
-      store_word(entry + kEnvWaiters, 0);  // before giving up the entry, so a new holder's count is never zeroed
-      if (swap_word(entry, environment, 0)) add_word(&words[l.waiting_envs], -1);
-    }
-    for (int k = 0; k < l.env_count; k++) add_word(&words[l.env_base + k * kEnvStride + kEnvDoorbell], 1);
-  }
+  for (auto& state : pools) depart(*state, environment);
+}
+
+// poolDepart(handle, environment): the departure of `environment` from this pool, as its cleanup hook makes it;
+// lets the CPU model test kill a simulated thread at any step.
+Napi::Value pool_depart(const Napi::CallbackInfo& info) {
+  auto handle = unwrap_box<PoolHandle>(info[0]);
+  int environment = info[1].As<Napi::Number>().Int32Value();
+  depart(*handle->state, environment);
+  return info.Env().Undefined();
 }
 
 }  // namespace
@@ -314,6 +332,7 @@ void register_pool(Napi::Env env, Napi::Object exports) {
   exports.Set("poolDefault", Napi::Function::New<js_entry<pool_default>>(env, "poolDefault"));
   exports.Set("poolAttach", Napi::Function::New<js_entry<pool_attach>>(env, "poolAttach"));
   exports.Set("poolDestroy", Napi::Function::New<js_entry<pool_destroy>>(env, "poolDestroy"));
+  exports.Set("poolDepart", Napi::Function::New<js_entry<pool_depart>>(env, "poolDepart"));
   int environment = AddonData::of(env).environment_id;
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
   // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no

@@ -1,6 +1,8 @@
 // Streams: create, borrow, query, synchronize, wait, destroy. Runs on: any JS thread (main or worker).
 #include "stream.h"
 
+#include <map>
+
 #include "addon.h"
 #include "completion.h"
 #include "context.h"
@@ -120,6 +122,38 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// waitStream's events in one environment (thread), one per device, created on first use and recorded again by
+// every call: cuStreamWaitEvent waits for the record that precedes it, so a later record does not move an earlier
+// wait. Confined to the environment's JS thread, so no lock; destroyed with the environment (cleanup hook).
+struct WaitMarkers {
+  std::map<int, std::shared_ptr<EventBox>> by_device;
+};
+
+// streamWaitStream(box, otherBox): later work on the stream waits for the work queued on `other` so far. The two
+// streams are used one after the other, never both at once (no lock order between them).
+Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  auto other = unwrap_box<StreamBox>(info[1]);
+  auto& markers = static_cast<WaitMarkers*>(info.Data())->by_device;
+  int device = box->device;
+  auto& marker = markers[device];
+  if (!marker) marker = create_event(device, CU_EVENT_DISABLE_TIMING, false);
+  {
+    Use<StreamBox> use(*other, "Stream", "waitStream");
+    make_current(device);
+    check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", device, describe(*other));
+  }
+  Use<StreamBox> use(*box, "Stream", "waitStream");
+  make_current(device);
+  check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", device, describe(*box));
+  return info.Env().Undefined();
+}
+
+// streamWaitEventCount() -> how many waitStream events this environment holds (one per device used), for tests.
+Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(static_cast<WaitMarkers*>(info.Data())->by_device.size()));
+}
+
 // streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
 Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
   unwrap_box<StreamBox>(info[0])->destroy();
@@ -136,6 +170,12 @@ void register_stream(Napi::Env env, Napi::Object exports) {
   exports.Set("streamSynchronize", Napi::Function::New<js_entry<stream_synchronize>>(env, "streamSynchronize"));
   exports.Set("streamWaitEvent", Napi::Function::New<js_entry<stream_wait_event>>(env, "streamWaitEvent"));
   exports.Set("streamDestroy", Napi::Function::New<js_entry<stream_destroy>>(env, "streamDestroy"));
+  auto* markers = new WaitMarkers();
+  exports.Set("streamWaitStream", Napi::Function::New<js_entry<stream_wait_stream>>(env, "streamWaitStream", markers));
+  exports.Set("streamWaitEventCount",
+              Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
+  // Runs when the environment tears down, on its thread: destroys its waitStream events.
+  env.AddCleanupHook([markers]() { delete markers; });
 }
 
 }  // namespace csp

@@ -12,7 +12,7 @@ struct StreamBox : Box {
   CUstream handle = nullptr;
   bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
   // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
-  // stream's last work. memory.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
+  // stream's last work. device_buffer.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
   // stream; destroy() records it, and records it again just before the handle dies if calls were still in flight
   // (Note [handle guard] in box.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
   // already be dead.

@@ -8,6 +8,9 @@
 //   'wait'       posts 'waiting', waits in acquire(), posts 'got' with the slot, releases, ends
 //   'wait-destroyed' posts 'waiting', waits in acquire() and posts how it settled
 //   'hand-out'   calls getStream() `iterations` times, posts the slots it got
+//   'churn'      `tasks` endless loops of acquire/release until terminated; `marks` holds one word per stream (the
+//                holder's environment id, set on acquire and put back to 0 on release: a release that finds another
+//                id there means two holders at once), then the violation count and the lease count
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { native } from '../../src/native.js';
@@ -98,6 +101,25 @@ switch (data.mode) {
     const got: number[] = [];
     for (let i = 0; i < (data.iterations ?? 100); i++) got.push(core.getStream().slot);
     post({ got });
+    break;
+  }
+  case 'churn': {
+    const marks = new Int32Array(data.marks!);
+    const me = native.environmentId;
+    post('started');
+    await Promise.all(
+      Array.from({ length: data.tasks ?? 1 }, async (_, task) => {
+        for (let i = 0; ; i++) {
+          const lease = await core.acquire();
+          const slot = lease.stream.slot;
+          Atomics.store(marks, slot, me);
+          if ((i + task) % 2 === 0) await null; // hold across a turn of the loop now and then
+          if (Atomics.compareExchange(marks, slot, me, 0) !== me) Atomics.add(marks, size, 1);
+          Atomics.add(marks, size + 1, 1);
+          lease.release();
+        }
+      }),
+    );
     break;
   }
   default:

@@ -4,9 +4,12 @@
 //  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)
 //  'block'     attach workerData.shared, spin 1 s on its stream 0, report 'blocking', then synchronizeSync() on it
 //              and report { ms } (how long it blocked)
+//  'wait-stream' call waitStream() 1 time, then 200 times, and report how many waitStream events the thread holds and
+//              how many live events there were
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { Stream, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
+import { cuda, Stream, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
+import { native } from '../../src/native.js';
 import { MS, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
@@ -33,6 +36,19 @@ if (mode === 'use') {
   }
   parentPort!.postMessage({ count });
   for (const stream of streams) stream.destroy();
+} else if (mode === 'wait-stream') {
+  const [a, b] = [Stream.create(), Stream.create()];
+  const before = cuda.liveObjects().events;
+  const held = [native.streamWaitEventCount()];
+  b.waitStream(a);
+  held.push(native.streamWaitEventCount());
+  for (let i = 0; i < 200; i++) (i % 2 === 0 ? b : a).waitStream(i % 2 === 0 ? a : b);
+  held.push(native.streamWaitEventCount());
+  const liveEventsAdded = cuda.liveObjects().events - before;
+  b.synchronizeSync();
+  a.destroy();
+  b.destroy();
+  parentPort!.postMessage({ held, liveEventsAdded });
 } else if (mode === 'pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
   for (const stream of streams) {
