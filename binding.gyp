@@ -15,7 +15,8 @@
         "src/native/pool.cc",
         "src/native/memory.cc",
         "src/native/nvrtc.cc",
-        "src/native/bench.cc"
+        "src/native/bench.cc",
+        "src/native/graph.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],

@@ -21,6 +21,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_memory(env, exports);
   register_nvrtc(env, exports);
   register_bench(env, exports);
+  register_graph(env, exports);
   return exports;
 }
 

@@ -27,5 +27,6 @@ void register_pool(Napi::Env env, Napi::Object exports);
 void register_memory(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
 void register_bench(Napi::Env env, Napi::Object exports);
+void register_graph(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

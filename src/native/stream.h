@@ -2,6 +2,8 @@
 #pragma once
 #include "box.h"
 
+#include <atomic>
+
 namespace csp {
 
 struct StreamBox : Box {
@@ -15,6 +17,10 @@ struct StreamBox : Box {
   // and a borrowed handle may already be dead.
   std::once_flag retired_once;
   CUevent retired = nullptr;
+  // Note [capture flag]: set when a capture begins on this stream or the stream joins one (graph.cc), in any thread;
+  // a hint read without a driver call by the guards of operations that are illegal while capturing. When it is set,
+  // cuStreamIsCapturing decides, and the flag is cleared once the driver reports no capture.
+  std::atomic<bool> capturing{false};
   ~StreamBox() override;
   // Destroys an owned stream now (queued work still completes); waits for calls in flight. Idempotent.
   void destroy();
