@@ -8,6 +8,7 @@ import { DestroyedError } from './errors.js';
 import { DeviceBuffer, deviceBufferBox } from './device-buffer.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
 import { streamBox, type Stream } from './stream.js';
+import { noteCaptured, requireNotCapturing } from './capture.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
 
 /** What `stream.copy()` copies between: a {@link DeviceBuffer}, a {@link PinnedBuffer}, or host memory (an
@@ -153,6 +154,8 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const sb = streamBox(stream, 'copy');
   if (byteLength === 0) return;
+  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
+  noteCaptured(sb, dst, src);
   if (d.kind === 'device') {
     if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, dstOffset, s.box, srcOffset, byteLength);
     else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, dstOffset, s.box, s.base + srcOffset, byteLength);
@@ -200,5 +203,6 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streamBox(stream, 'fill');
   if (byteLength === 0) return;
+  noteCaptured(sb, dst);
   native.memoryFill(sb, box, offset, value, byteLength / elementSize, elementSize);
 }

@@ -5,7 +5,8 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
-import { Stream, streamBox } from './stream.js';
+import { requireStreamNotCapturing, Stream, streamBox } from './stream.js';
+import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
@@ -158,6 +159,7 @@ export class DeviceBuffer implements KernelPointer {
     } else {
       stream = currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
     }
+    requireStreamNotCapturing(stream, 'DeviceBuffer.alloc()');
     const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
     return new DeviceBuffer(box, byteLength, ptr, stream.device, stream, false);
   }
@@ -214,6 +216,7 @@ export class DeviceBuffer implements KernelPointer {
     this.#use('launch');
     this.#sameDevice(stream, 'options.stream');
     this.#noteUse(stream, 'launch');
+    noteCaptured(streamBox(stream, 'launch'), this);
     return this.ptr;
   }
 
@@ -236,6 +239,8 @@ export class DeviceBuffer implements KernelPointer {
       return;
     }
     const target = o.stream === undefined ? undefined : streamBox(o.stream, 'free');
+    const freeStream = o.stream ?? this.#stream;
+    if (!freeStream.destroyed) requireStreamNotCapturing(freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     native.deviceBufferFree(this.#box, target, false);
   }
@@ -250,6 +255,7 @@ export class DeviceBuffer implements KernelPointer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed) return this.free();
+    if (!this.#stream.destroyed) requireStreamNotCapturing(this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;

@@ -6,6 +6,7 @@ import { CudaError, DestroyedError } from './errors.js';
 import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
+import { noteCapturedLaunch } from './capture.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
@@ -497,6 +498,7 @@ export class Kernel {
     const streamHandle = streamBox(stream, 'launch');
     this.#packer.bindPointers(args, stream);
     native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    noteCapturedLaunch(streamHandle, this);
   }
 }
 
