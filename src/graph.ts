@@ -173,7 +173,9 @@ export class GraphExec {
   #box: Box;
   #destroyed = false;
   #graphs: Set<Graph>; // the graphs whose kernel nodes name this executable's nodes
-  #nodes: { kernel: Kernel; node: bigint }[];
+  // Per kernel launch: the kernel, the node naming ours (of the graph instantiated), and the same node in the graph
+  // whose work runs now (differs after an in-place update).
+  #nodes: { kernel: Kernel; node: bigint; current: bigint }[];
   #held: ReadonlySet<object>;
   #arguments = new Map<number, DeviceBuffer[]>(); // buffers given by setKernelArguments, per node index
   #packers = new Map<Kernel, ArgumentPacker>();
@@ -186,7 +188,7 @@ export class GraphExec {
     this.#box = box;
     this.device = graph.device;
     this.#graphs = new Set([graph]);
-    this.#nodes = [...parts.nodes];
+    this.#nodes = parts.nodes.map(({ kernel, node }) => ({ kernel, node, current: node }));
     this.#held = new Set(parts.held);
     this.#refresh();
   }
@@ -255,10 +257,14 @@ export class GraphExec {
     const inPlace = native.graphExecUpdate(box, parts.box);
     if (inPlace) {
       // The nodes of the graph instantiated first still name ours; the kernels are the new graph's.
-      this.#nodes = this.#nodes.map((entry, i) => ({ kernel: parts.nodes[i]?.kernel ?? entry.kernel, node: entry.node }));
+      // The driver pairs nodes in the order they were captured, as kernelNodes() lists them.
+      this.#nodes = this.#nodes.map((entry, i) => {
+        const next = parts.nodes[i];
+        return next === undefined ? entry : { kernel: next.kernel, node: entry.node, current: next.node };
+      });
       this.#graphs.add(graph);
     } else {
-      this.#nodes = [...parts.nodes];
+      this.#nodes = parts.nodes.map(({ kernel, node }) => ({ kernel, node, current: node }));
       this.#graphs = new Set([graph]);
     }
     this.#held = new Set(parts.held);
@@ -283,7 +289,7 @@ export class GraphExec {
     const entry = this.#nodes[node.index];
     if (!this.#graphs.has(node.graph) || entry === undefined || entry.kernel !== node.kernel)
       throw invalidValue('node', 'is not a kernel node of the graph this GraphExec was instantiated from or last updated with; take it from that graph\'s kernelNodes().');
-    if (entry.node === 0n)
+    if (entry.node === 0n || entry.current === 0n)
       throw invalidValue('node', `names no single kernel node: the driver reported none after launch ${node.index} was captured.`);
     const kernel = entry.kernel;
     const buffers: DeviceBuffer[] = [];
@@ -301,7 +307,7 @@ export class GraphExec {
       this.#packers.set(kernel, packer);
     }
     packer.pack(values);
-    native.graphExecSetKernelParams(box, entry.node, packer.bytes);
+    native.graphExecSetKernelParams(box, entry.node, entry.current, packer.bytes);
     this.#arguments.set(node.index, buffers);
     this.#refresh();
   }

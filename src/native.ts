@@ -123,7 +123,7 @@ export interface NativeBinding {
   graphExecLaunch(exec: Box, stream: Box): void;
   /** True when updated in place; false when instantiated anew from `graph` after the driver refused the update. */
   graphExecUpdate(exec: Box, graph: Box): boolean;
-  graphExecSetKernelParams(exec: Box, node: bigint, slots: Uint8Array): void;
+  graphExecSetKernelParams(exec: Box, node: bigint, current: bigint, slots: Uint8Array): void;
   graphExecDestroy(exec: Box): void;
 }
 

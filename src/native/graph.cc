@@ -44,6 +44,7 @@ struct GraphExecBox : Box {
   static constexpr const char* kName = "GraphExec";
   CUgraphExec handle = nullptr;
   std::shared_ptr<DriverGraph> source;  // the graph instantiated: its nodes name this executable's nodes
+  std::shared_ptr<DriverGraph> latest;  // the graph whose work the executable runs now (source, or the last update)
   ~GraphExecBox() override { destroy(); }
   void destroy() {
     std::unique_lock<std::shared_mutex> lock(mutex);
@@ -52,6 +53,7 @@ struct GraphExecBox : Box {
     if (handle && make_current_quiet(device)) check_quiet(drv().cuGraphExecDestroy(handle), device);
     handle = nullptr;
     source.reset();
+    latest.reset();
   }
 };
 const napi_type_tag GraphExecBox::kTag = {0x6373702d67657865ULL, 0x630000000000000aULL};
@@ -155,6 +157,7 @@ Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
   check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
         graph->device, "device " + std::to_string(graph->device));
   exec->source = graph->graph;
+  exec->latest = graph->graph;
   return wrap_box(info.Env(), exec);
 }
 
@@ -187,7 +190,10 @@ Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
   make_current(exec->device);
   CUgraphExecUpdateResultInfo result{};
   CUresult r = drv().cuGraphExecUpdate(exec->handle, graph->graph->handle, &result);
-  if (r == CUDA_SUCCESS) return Napi::Boolean::New(info.Env(), true);
+  if (r == CUDA_SUCCESS) {
+    exec->latest = graph->graph;
+    return Napi::Boolean::New(info.Env(), true);
+  }
   if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) check(r, "cuGraphExecUpdate", exec->device);
   CUgraphExec fresh = nullptr;
   check(drv().cuGraphInstantiateWithFlags(&fresh, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
@@ -195,20 +201,24 @@ Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
   check_quiet(drv().cuGraphExecDestroy(exec->handle), exec->device);  // launches in flight still complete
   exec->handle = fresh;
   exec->source = graph->graph;
+  exec->latest = graph->graph;
   return Napi::Boolean::New(info.Env(), false);
 }
 
-// graphExecSetKernelParams(exec, node: bigint, slots: Uint8Array): gives the kernel node `node` (of the graph the
-// executable was instantiated from) new arguments, one 8-byte little-endian slot each, for later launches; its grid,
-// block and shared memory stay as captured. The driver copies the values before it returns.
+// graphExecSetKernelParams(exec, node: bigint, current: bigint, slots: Uint8Array): gives the executable's kernel
+// node named by `node` (a node of the graph it was instantiated from) new arguments, one 8-byte little-endian slot
+// each, for later launches. Its kernel, grid, block and shared memory stay those of `current`, the same node in the
+// graph whose work the executable runs now (the last update's). The driver copies the values before it returns.
+// Both handles come from captures of graphs the executable holds (`source`, `latest`), so they are alive.
 Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
   auto exec = unwrap_box<GraphExecBox>(info[0]);
   auto node = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[1])));
-  auto slots = info[2].As<Napi::Uint8Array>();
+  auto current = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[2])));
+  auto slots = info[3].As<Napi::Uint8Array>();
   Use<GraphExecBox> use(*exec, "GraphExec", "setKernelArguments");
   make_current(exec->device);
   CUDA_KERNEL_NODE_PARAMS params{};
-  check(drv().cuGraphKernelNodeGetParams(node, &params), "cuGraphKernelNodeGetParams", exec->device);
+  check(drv().cuGraphKernelNodeGetParams(current, &params), "cuGraphKernelNodeGetParams", exec->device);
   std::vector<void*> pointers(slots.ByteLength() / 8);
   for (size_t i = 0; i < pointers.size(); i++) pointers[i] = slots.Data() + 8 * i;
   params.kernelParams = pointers.empty() ? nullptr : pointers.data();
