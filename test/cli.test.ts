@@ -7,7 +7,7 @@ import { test } from 'node:test';
 
 import { gpu, repositoryRoot } from './support/gpu.js';
 
-const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease'];
+const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
 const PHASES = ['copy-in', 'kernel', 'copy-out'];
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver

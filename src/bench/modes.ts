@@ -3,7 +3,7 @@
 // in mode-stream.ts. See issue 6, "Modes".
 
 /** The modes in the order they run and print. */
-export const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease'] as const;
+export const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'] as const;
 
 /** One way of giving a task its stream. */
 export type Mode = (typeof MODES)[number];
@@ -15,9 +15,10 @@ export const MODE_DESCRIPTIONS: Record<Mode, string> = {
   'per-task': 'a stream created for each task and destroyed after it (Stream.create / destroy)',
   pool: 'pool.getStream(): shared pool streams handed out round-robin',
   lease: 'pool.run(): an exclusive lease on a pool stream per task, released when the task ends',
+  graph: "pool.getStream(), and the task's copy-in, kernel and copy-out as one GraphExec.launch() (a graph per slot and partition)",
 };
 
 /** Whether the mode needs the shared pool. */
 export function usesPool(mode: Mode): boolean {
-  return mode === 'pool' || mode === 'lease';
+  return mode === 'pool' || mode === 'lease' || mode === 'graph';
 }
