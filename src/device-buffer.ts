@@ -140,7 +140,8 @@ export class DeviceBuffer implements KernelPointer {
    * @param byteLength - size in bytes, an integer from 1 to `Number.MAX_SAFE_INTEGER`.
    * @throws `RangeError` ERR_OUT_OF_RANGE for a bad `byteLength`; `TypeError` ERR_INVALID_ARG_TYPE /
    * ERR_INVALID_ARG_VALUE for bad options, unknown keys, or a stream of another device than `options.device`;
-   * {@link DestroyedError} for a destroyed stream; {@link CudaUnavailableError} without a GPU; {@link CudaError}
+   * {@link DestroyedError} for a destroyed stream; {@link CaptureError} while the stream is capturing a graph (a graph
+   * owns no memory: allocate before the capture); {@link CudaUnavailableError} without a GPU; {@link CudaError}
    * `CUDA_ERROR_OUT_OF_MEMORY` naming the bytes asked for (later allocations still work).
    * Wraps: cuMemAllocFromPoolAsync on the device's default pool (cuDeviceGetDefaultMemPool).
    * Thread-safety: any thread or worker. Lifetime: owned; free with `free({ stream })` or `using`. */
@@ -225,7 +226,9 @@ export class DeviceBuffer implements KernelPointer {
    * the allocation stream was destroyed (and no stream is given) the free is ordered after its last work on a stream
    * the library owns. A borrowed view only retires itself. Idempotent; never throws after a device fault.
    * @throws `TypeError` for bad options or a stream of another device; {@link DestroyedError} for a destroyed
-   * `options.stream`; {@link CudaError} when the driver refuses.
+   * `options.stream`; {@link CaptureError} while the free's stream is capturing a graph (the buffer stays usable);
+   * {@link CudaError} when the driver refuses. A live Graph or GraphExec that uses the buffer does not stop the free:
+   * its launches queued so far finish first, and later launches throw {@link DestroyedError}.
    * Wraps: cuEventRecord, cuStreamWaitEvent, cuMemFreeAsync. Thread-safety: the owning thread. */
   free(options?: DeviceBufferFreeOptions): void {
     const o = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);

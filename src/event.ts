@@ -81,7 +81,10 @@ export class Event {
   }
 
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves
-   * the marker. @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
+   * the marker. Recorded on a stream that is capturing a graph, it marks a point in the graph instead: waiting on it
+   * (`other.waitEvent(event)`) forks `other` into the capture, and `query`, `synchronize`, `synchronizeSync` and
+   * `Event.elapsedMs` throw {@link CaptureError} until it is recorded again outside a capture.
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
   record(stream: Stream): this {
     if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('record');
@@ -95,7 +98,8 @@ export class Event {
   }
 
   /** True when the recorded work is done (or the event was never recorded). Never blocks.
-   * @throws {@link CudaError} when the recorded work failed. Wraps: cuEventQuery. */
+   * @throws {@link CudaError} when the recorded work failed; {@link CaptureError} when last recorded during a capture.
+   * Wraps: cuEventQuery. */
   query(): boolean {
     const status = native.eventStatus(this.#waitable('query'));
     if (status === 0) return true;

@@ -161,7 +161,8 @@ export class Stream {
   }
 
   /** True when all work queued so far is done; false while any is pending. Never blocks.
-   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed. Wraps: cuStreamQuery. */
+   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed; {@link CaptureError} while
+   * the stream is capturing a graph. Wraps: cuStreamQuery. */
   query(): boolean {
     const box = this.#use('query');
     requireNotCapturing(box, this.id, 'stream.query()');
@@ -174,7 +175,8 @@ export class Stream {
   /** Resolves once all work queued on the stream so far is done, without blocking the event loop. Settles at once
    * when the stream is idle; otherwise a host function (cuLaunchHostFunc) wakes this thread, backed by a poll every
    * 250 ms. Rejects with {@link CudaError} when the work failed (within 1 s of a sticky device fault), with
-   * `signal.reason` when aborted, and with {@link DestroyedError} when called after destroy. A stream destroyed
+   * `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph, and with
+   * {@link DestroyedError} when called after destroy. A stream destroyed
    * while the wait is pending still settles when its queued work completes.
    * Thread-safety: any thread. Wraps: cuStreamQuery, cuLaunchHostFunc. */
   synchronize(options?: WaitOptions): Promise<void> {
@@ -193,7 +195,8 @@ export class Stream {
 
 
   /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
-   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy.
+   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy;
+   * {@link CaptureError} while the stream is capturing a graph.
    * Wraps: cuStreamSynchronize. */
   synchronizeSync(): void {
     const box = this.#use('synchronizeSync');
@@ -202,7 +205,8 @@ export class Stream {
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once.
-   * A never-recorded event is complete, so nothing waits. Wraps: cuStreamWaitEvent. */
+   * A never-recorded event is complete, so nothing waits. An event recorded on a capturing stream forks this stream
+   * into that capture (see {@link Stream.beginCapture}). Wraps: cuStreamWaitEvent. */
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
     const box = this.#use('waitEvent');
@@ -210,7 +214,8 @@ export class Stream {
     noteJoin(box, capturedOn(event));
   }
 
-  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
+  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. When `other`
+   * is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it back).
    * Records a private event on `other` (cuEventRecord, cuStreamWaitEvent). */
   waitStream(other: Stream): void {
     if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
@@ -236,7 +241,9 @@ export class Stream {
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands; ERR_INVALID_ARG_VALUE for two host operands, a
    * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
    * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed
-   * buffer or a destroyed stream; {@link CudaError} when the driver refuses.
+   * buffer or a destroyed stream; {@link CaptureError} for staged host memory while the stream is capturing a graph
+   * (the graph would replay a staging block long since reused; copy a PinnedBuffer); {@link CudaError} when the
+   * driver refuses. During a capture the copy is recorded, and the graph keeps its buffers alive.
    * Wraps: cuMemcpyDtoDAsync, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync (+ cuLaunchHostFunc for staged device-to-host).
    * Thread-safety: any thread that has the operands. */
   copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
