@@ -5,8 +5,8 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
-import { requireStreamNotCapturing, Stream, streamBox } from './stream.js';
-import { noteCaptured } from './capture.js';
+import { Stream, streamBox } from './stream.js';
+import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
@@ -160,8 +160,9 @@ export class DeviceBuffer implements KernelPointer {
     } else {
       stream = currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
     }
-    requireStreamNotCapturing(stream, 'DeviceBuffer.alloc()');
-    const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
+    const streamHandle = streamBox(stream, 'alloc');
+    requireNotCapturing(streamHandle, stream.id, 'DeviceBuffer.alloc()');
+    const { box, ptr } = native.deviceBufferAlloc(streamHandle, byteLength);
     return new DeviceBuffer(box, byteLength, ptr, stream.device, stream, false);
   }
 
@@ -243,7 +244,7 @@ export class DeviceBuffer implements KernelPointer {
     }
     const target = o.stream === undefined ? undefined : streamBox(o.stream, 'free');
     const freeStream = o.stream ?? this.#stream;
-    if (!freeStream.destroyed) requireStreamNotCapturing(freeStream, 'DeviceBuffer.free()');
+    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'free'), freeStream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     native.deviceBufferFree(this.#box, target, false);
   }
@@ -258,7 +259,7 @@ export class DeviceBuffer implements KernelPointer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed) return this.free();
-    if (!this.#stream.destroyed) requireStreamNotCapturing(this.#stream, 'DeviceBuffer.free()');
+    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'free'), this.#stream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;

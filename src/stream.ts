@@ -369,9 +369,3 @@ export function retire(stream: Stream, why: string): void {
 export function setGraphFactory(factory: NonNullable<typeof makeGraph>): void {
   makeGraph = factory;
 }
-
-/** The guard of operations illegal while `stream` captures: throws {@link CaptureError} naming `operation`.
- * See Note [capture safety] in src/capture.ts. @internal */
-export function requireStreamNotCapturing(stream: Stream, operation: string): void {
-  requireNotCapturing(boxOf(stream, operation), stream.id, operation);
-}
