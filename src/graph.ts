@@ -290,7 +290,7 @@ export class GraphExec {
     if (!this.#graphs.has(node.graph) || entry === undefined || entry.kernel !== node.kernel)
       throw invalidValue('node', 'is not a kernel node of the graph this GraphExec was instantiated from or last updated with; take it from that graph\'s kernelNodes().');
     if (entry.node === 0n || entry.current === 0n)
-      throw invalidValue('node', `names no single kernel node: the driver reported none after launch ${node.index} was captured.`);
+      throw invalidValue('node', `names no kernel node: the driver did not report one after launch ${node.index} was captured (it needs cuStreamGetCaptureInfo at the CUDA 12.0 ABI).`);
     const kernel = entry.kernel;
     const buffers: DeviceBuffer[] = [];
     const values = args.map((value, i) => {

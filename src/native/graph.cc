@@ -118,13 +118,12 @@ Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
 }
 
 // streamCaptureLastNode(stream) -> the node the stream's next captured work would depend on, as a bigint: right
-// after a kernel launch, that launch's kernel node. 0n when there is not exactly one such node.
+// after a kernel launch, that launch's kernel node. 0n when there is not exactly one such node, or when the driver
+// lacks cuStreamGetCaptureInfo at the 12.0 ABI (the launch is captured all the same; only its node is unnamed).
 Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*stream, "Stream", "launch");
-  if (!drv().cuStreamGetCaptureInfo_v2)
-    throw Unavailable{"the CUDA driver lacks cuStreamGetCaptureInfo at the CUDA 12.0 ABI, which identifies the kernel "
-                      "nodes of a capture. Update the NVIDIA driver."};
+  if (!drv().cuStreamGetCaptureInfo_v2) return Napi::BigInt::New(info.Env(), uint64_t{0});
   make_current(stream->device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
