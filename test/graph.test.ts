@@ -161,7 +161,7 @@ test('every operation illegal during a capture throws CaptureError and the captu
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
   using spare = DeviceBuffer.alloc(BYTES, { stream: other });
   using out = PinnedBuffer.alloc(BYTES);
-  using event = Event.create({ timing: true });
+  using event = Event.create();
   using start = Event.create({ timing: true });
   start.record(other);
   await stream.synchronize();
