@@ -15,6 +15,7 @@ import {
   type Kernel,
 } from 'cuda-stream-pool';
 import { gpu, testKernels } from './support/gpu.js';
+import { startWorker } from './support/worker.js';
 
 const N = 4096; // elements (u32) per buffer
 const BYTES = 4 * N;
@@ -211,6 +212,23 @@ test('a pool stream captured under a lease refuses synchronize() through its get
     leased.endCapture().destroy();
     await shared.synchronize();
   });
+});
+
+test('a worker sharing the pool gets CaptureError from query() and synchronize() of a stream captured here', gpu, async () => {
+  await using pool = new StreamPool({ size: 1 });
+  using lease = await pool.acquire();
+  const stream = lease.stream;
+  stream.beginCapture({ mode: 'relaxed' });
+  try {
+    const worker = startWorker(new URL('./workers/graph-worker.js', import.meta.url), { shared: pool.share() });
+    const reply = (await worker.next()) as { errors: unknown[] };
+    const expect = (operation: string) => ({ name: 'CaptureError', code: 'ERR_STREAM_CAPTURING', operation, streamId: String(stream.id) });
+    assert.deepEqual(reply.errors, [expect('stream.query()'), expect('stream.synchronize()')]);
+    assert.equal(await worker.exit, 0);
+    assert.equal(stream.capturing, true, "the worker's refused calls left the capture going");
+  } finally {
+    stream.endCapture().destroy();
+  }
 });
 
 test('a capture function that throws ends the capture, destroys the partial graph and rethrows its error', gpu, async () => {
