@@ -23,6 +23,10 @@ import { invalidType, invalidValue, validateFunction } from './validate.js';
  *   Launches already queued are safe for device buffers: each stream a GraphExec is launched on is recorded as a use
  *   of its buffers (as `buffer.recordStream(stream)`), so their free waits for that stream. Pinned memory knows no
  *   such uses: await the launch's stream before freeing a PinnedBuffer that a launched graph copies.
+ * - When a GraphExec lets go (destroy, update), what it held stays referenced until the streams it was launched on
+ *   have finished the work queued then, so a collected PinnedBuffer's memory is not recycled under a launch in
+ *   flight. A stream that can no longer be awaited (destroyed, or a lease's wrapper after the lease ended) is not
+ *   waited for: await such a stream's launches before destroying the executable.
  */
 
 /** A kernel launch recorded in a {@link Graph}: the handle {@link GraphExec.setKernelArguments} takes. */
@@ -181,6 +185,7 @@ export class GraphExec {
   #packers = new Map<Kernel, ArgumentPacker>();
   #checks: object[] = []; // #held and #arguments, flattened for the launch check
   #recordedOn = new Set<bigint>(); // ids of streams recorded as uses of the buffers in #checks
+  #launchedOn = new Map<bigint, Stream>(); // streams launched on since what #checks holds was last let go
   /** The device the graph's work runs on. */
   readonly device: Device;
 
@@ -206,6 +211,19 @@ export class GraphExec {
     this.#checks = [...this.#held];
     for (const buffers of this.#arguments.values()) this.#checks.push(...buffers);
     this.#recordedOn.clear();
+  }
+
+  /** Keeps what the work used so far referenced until every stream launched on has finished the work queued on it
+   * now: launches in flight may still copy through pinned memory among it, which no fence protects from reuse once
+   * its PinnedBuffer is collected (device buffers need no such care: their free waits for the launch streams). */
+  #letGoLater(): void {
+    const held = this.#checks;
+    const streams = [...this.#launchedOn.values()];
+    this.#launchedOn.clear();
+    if (streams.length === 0 || !held.some((object) => object instanceof PinnedBuffer || ArrayBuffer.isView(object) || object instanceof ArrayBuffer)) return;
+    // A stream that cannot be awaited any more (destroyed, a lease's wrapper after release) rejects at once: launches
+    // on it get no such delay (see Note [graph ownership]).
+    void Promise.allSettled(streams.map((stream) => stream.synchronize())).then(() => held.length);
   }
 
   /** Throws DestroyedError when the work uses a freed buffer, freed pinned memory or an unloaded module. */
@@ -237,6 +255,7 @@ export class GraphExec {
       for (const object of this.#checks) if (object instanceof DeviceBuffer) object.recordStream(stream);
       this.#recordedOn.add(stream.id);
     }
+    if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);
     native.graphExecLaunch(box, target);
   }
 
@@ -267,6 +286,7 @@ export class GraphExec {
       this.#nodes = parts.nodes.map(({ kernel, node }) => ({ kernel, node, current: node }));
       this.#graphs = new Set([graph]);
     }
+    this.#letGoLater();
     this.#held = new Set(parts.held);
     this.#arguments.clear();
     this.#refresh();
@@ -322,6 +342,7 @@ export class GraphExec {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    this.#letGoLater();
     this.#held = new Set();
     this.#arguments.clear();
     this.#checks = [];
