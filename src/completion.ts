@@ -1,17 +1,12 @@
-// Awaiting stream and event completion without blocking the event loop. See Note [completion path] in
-// src/native/completion.h: a host function wakes the JS thread; a poll (every 250 ms while anything is pending)
-// backs every wait, because the driver stops running host functions once a context has faulted.
+// Awaiting stream and event completion without blocking the event loop. See Note [completion engine] in
+// src/native/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
+// per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
 import { native, NOT_READY, type Box } from './native.js';
 import { validateOptions, validateSignal } from './validate.js';
 
-/** How often pending waits are polled, in milliseconds (DESIGN.md: at most every 250 ms). */
-export const POLL_INTERVAL_MS = 250;
-
 interface Waiter {
-  device: number;
-  status: () => number; // CUresult of a non-blocking query: 0 done, 600 busy, else the failure
   call: string;
-  detail: string;
+  detail: () => string;
   resolve: () => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -20,105 +15,111 @@ interface Waiter {
 
 const waiters = new Map<number, Waiter>();
 let nextToken = 1;
-let pollTimer: NodeJS.Timeout | undefined;
+// Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
+let landingsPending = 0;
 
-function settle(token: number, error?: unknown): void {
+function settle(token: number, result: number | unknown): void {
   const waiter = waiters.get(token);
-  if (!waiter) return; // already settled by the poll or an abort; a late host function lands here
+  if (!waiter) return; // already settled by an abort
   waiters.delete(token);
   if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
-  if (waiters.size === 0) {
-    native.completionUnref();
-    clearInterval(pollTimer);
-    pollTimer = undefined;
-  }
-  if (error === undefined) waiter.resolve();
-  else waiter.reject(error);
+  if (waiters.size === 0) native.completionUnref();
+  if (result === 0) waiter.resolve();
+  else if (typeof result === 'number') waiter.reject(native.cudaError(result, waiter.call, waiter.detail()));
+  else waiter.reject(result);
 }
 
-function failure(waiter: Waiter, code: number): Error {
-  return native.cudaError(code, waiter.call, waiter.detail);
-}
-
-// A destroyed object's queued work still completes; its status can no longer be asked, so only a fault counts.
-function safeStatus(waiter: Waiter): number {
-  try {
-    return waiter.status();
-  } catch {
-    return NOT_READY;
-  }
-}
-
-function poll(): void {
-  for (const [token, waiter] of waiters) {
-    const fault = native.deviceFault(waiter.device);
-    if (fault !== 0) {
-      settle(token, failure(waiter, fault));
-      continue;
-    }
-    const status = safeStatus(waiter);
-    if (status === 0) settle(token);
-    else if (status !== NOT_READY) settle(token, failure(waiter, status));
-  }
-}
-
-// Runs on this thread when a host function reports that the work before it is done.
-native.completionInit((token: number) => {
-  const waiter = waiters.get(token);
-  if (!waiter) return;
-  const fault = native.deviceFault(waiter.device);
-  if (fault !== 0) return settle(token, failure(waiter, fault));
-  const status = safeStatus(waiter);
-  settle(token, status === 0 || status === NOT_READY ? undefined : failure(waiter, status));
+// Runs on this thread once per batch of finished waits (results: 0, or the CUresult that failed them).
+native.completionInit((tokens: number[], results: number[]) => {
+  landingsPending = native.completionFlush();
+  for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
 });
 
-/** What a wait needs: how to ask without blocking, how to enqueue the wake-up, and names for errors. */
-export interface WaitTarget {
-  device: number;
-  status: () => number;
-  notify: (token: number) => void;
-  call: string;
-  detail: string;
+/** Lands every staged device-to-host copy of this thread whose copy is done, so that its bytes are in place before
+ * a completion that follows it is reported (a settled wait, or a query that found the work done). @internal */
+export function landPending(): void {
+  if (landingsPending > 0) landingsPending = native.completionFlush();
 }
 
-/** Resolves once the target's work is done; rejects with the CudaError if it failed, or with `signal.reason` on
- * abort. Settles at once when the target is already idle (no host function round trip). */
-export function waitFor(target: WaitTarget, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  // No separate fault check here: after a sticky fault every query returns the sticky error itself.
-  const status = target.status();
-  if (status === 0) return Promise.resolve();
-  if (status !== NOT_READY) return Promise.reject(native.cudaError(status, target.call, target.detail));
-  return new Promise<void>((resolve, reject) => {
-    const token = nextToken++;
-    target.notify(token);
-    const waiter: Waiter = { ...target, resolve, reject, signal, onAbort: undefined };
-    if (signal) {
-      waiter.onAbort = () => settle(token, signal.reason);
-      signal.addEventListener('abort', waiter.onAbort, { once: true });
-    }
-    if (waiters.size === 0) {
-      native.completionRef(); // keeps the process alive exactly while something is pending
-      pollTimer = setInterval(poll, POLL_INTERVAL_MS).unref();
-    }
-    waiters.set(token, waiter);
-  });
+/** Notes a staged device-to-host copy queued by this thread. @internal */
+export function landingQueued(): void {
+  landingsPending++;
 }
 
-/** `synchronize(options)` of streams and events: validates `{ signal }`, then waits for `target()` (called after
- * validation, so a use-after-destroy check inside it comes second). Never throws: every failure rejects. */
-export function synchronizeWith(options: unknown, target: () => WaitTarget): Promise<void> {
+/** What a wait is on: the work queued on a stream so far, or an event's recorded work. */
+export type WaitKind = 'stream' | 'event';
+
+/** Resolves once the work of `box` (a stream or event box, per `kind`) is done; rejects with the CudaError naming
+ * `call` and `describe()` if it failed, or with `signal.reason` on abort. Settles at once when the work is already
+ * done (no marker, no thread hop). Never throws: every failure rejects. */
+export function waitFor(kind: WaitKind, box: Box, call: string, describe: () => string, signal?: AbortSignal): Promise<void> {
   try {
-    const o = validateOptions<{ signal?: AbortSignal }>(options, 'options', 'synchronize', ['signal']);
-    return waitFor(target(), validateSignal(o.signal, 'options.signal'));
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    // After a sticky fault every query returns the sticky error itself.
+    const status = kind === 'stream' ? native.streamStatus(box) : native.eventStatus(box);
+    if (status === 0) {
+      landPending();
+      return Promise.resolve();
+    }
+    if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
+    const token = nextToken++;
+    if (kind === 'stream') native.streamNotify(box, token);
+    else native.eventNotify(box, token);
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => settle(token, signal.reason);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      if (waiters.size === 0) native.completionRef(); // keeps the process alive exactly while something is pending
+      waiters.set(token, waiter);
+    });
   } catch (error) {
     return Promise.reject(error);
   }
 }
 
+/** The `signal` of `synchronize(options)` of streams and events, validated. @throws TypeError for bad options. */
+export function waitSignal(options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  const o = validateOptions<{ signal?: AbortSignal }>(options, 'options', 'synchronize', ['signal']);
+  return validateSignal(o.signal, 'options.signal');
+}
+
 /** Waits pending in this thread (for tests and diagnostics). */
 export function pendingWaits(): number {
   return waiters.size;
+}
+
+/**
+ * The completion engine's diagnostic counters, for tests and tuning (see {@link completionStats}).
+ */
+export interface CompletionStats {
+  /** Wake-ups of this thread's event loop by the engine (each delivers one batch). */
+  wakeups: number;
+  /** Waits settled by those wake-ups (waits that settled at once, without a wake-up, are not counted). */
+  delivered: number;
+  /** The most waits one wake-up settled. */
+  largestBatch: number;
+  /** Staged device-to-host copies of this thread not landed yet. */
+  landingsPending: number;
+  /** Waits of every thread that the poller still watches. */
+  processPending: number;
+  /** How often the poller thread parked (slept with nothing pending) since the process started. */
+  pollerParks: number;
+  /** Whether the poller thread is parked now. */
+  pollerParked: boolean;
+}
+
+/**
+ * The completion engine's counters: this thread's wake-ups, the waits they settled and the largest batch, and the
+ * process-wide poller's state. Counters only grow (except the pending counts and `pollerParked`).
+ *
+ * Source: the library's own completion engine (markers written by `cuStreamWriteValue64`, or pooled events, watched
+ * by one native poller thread per process). Never throws once the native addon loaded.
+ */
+export function completionStats(): CompletionStats {
+  return native.completionStats();
 }
 
 export type { Box };

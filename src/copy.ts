@@ -4,6 +4,7 @@
 import { types } from 'node:util';
 
 import { native, type Box } from './native.js';
+import { landingQueued } from './completion.js';
 import { DestroyedError } from './errors.js';
 import { DeviceBuffer, deviceBufferBox } from './device-buffer.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
@@ -71,9 +72,10 @@ function operand(value: unknown, name: string, method: string): Operand {
   return { kind: 'pageable', memory, base, length };
 }
 
-// Note [pending destinations]: a device-to-host copy into a JS array lands when its host function has run. Until
-// then the array must not be a copy source (it would stage stale bytes): each pending range is kept here with the
-// native flag the host function sets. Per thread, keyed by the ArrayBuffer, pruned whenever consulted.
+// Note [pending destinations]: a device-to-host copy into a JS array lands when this thread copies its staging into
+// the array (Note [completion engine] in src/native/completion.h). Until then the array must not be a copy source
+// (it would stage stale bytes): each pending range is kept here with its native landing, which copyLanded() lands
+// when the copy is done. Per thread, keyed by the ArrayBuffer, pruned whenever consulted.
 interface Pending {
   start: number;
   end: number;
@@ -169,6 +171,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   }
   const start = d.base + dstOffset;
   const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, srcOffset);
+  landingQueued();
   const pending = stillPending(d.memory);
   pending.push({ start, end: start + byteLength, flag, streamId: stream.id });
   pendingDestinations.set(d.memory, pending);

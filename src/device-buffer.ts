@@ -263,16 +263,7 @@ export class DeviceBuffer implements KernelPointer {
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;
-    await waitFor(
-      {
-        device: this.device.ordinal,
-        status: () => native.eventStatus(marker),
-        notify: (token) => native.eventNotify(marker, token),
-        call: 'cuMemFreeAsync',
-        detail: `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`,
-      },
-      undefined,
-    );
+    await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
   }
 
   /** A structured-cloneable handle for another thread's {@link DeviceBuffer.attach}; creates nothing. The buffer is

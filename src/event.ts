@@ -3,7 +3,7 @@ import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CaptureError, DestroyedError } from './errors.js';
 import { captureStatus } from './capture.js';
-import { synchronizeWith } from './completion.js';
+import { landPending, waitFor, waitSignal } from './completion.js';
 import { Stream, streamBox, type WaitOptions } from './stream.js';
 import { invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
 
@@ -102,25 +102,30 @@ export class Event {
    * Wraps: cuEventQuery. */
   query(): boolean {
     const status = native.eventStatus(this.#waitable('query'));
-    if (status === 0) return true;
+    if (status === 0) {
+      landPending(); // a copy into a JS array queued before lands before the work is reported done
+      return true;
+    }
     if (status === NOT_READY) return false;
     throw native.cudaError(status, 'cuEventQuery', `device ${this.device.ordinal}`);
   }
 
-  /** Resolves once the recorded work is done, without blocking the event loop (a host function on a private stream
-   * that waits for the event, backed by a 250 ms poll). Rejects as {@link Stream.synchronize} does. */
+  /** Resolves once the recorded work is done, without blocking the event loop: the library's poller thread queries
+   * the event (cuEventQuery) and wakes this thread. Rejects as {@link Stream.synchronize} does; an event destroyed
+   * while the wait is pending still settles (its driver event lives until the wait ends).
+   * Thread-safety: any thread. Wraps: cuEventQuery. */
   synchronize(options?: WaitOptions): Promise<void> {
-    return synchronizeWith(options, () => {
-      const box = this.#waitable('synchronize');
-      return {
-        device: this.device.ordinal,
-        status: () => native.eventStatus(box),
-        notify: (token) => native.eventNotify(box, token),
-        call: 'cuEventSynchronize',
-        detail: `device ${this.device.ordinal}`,
-      };
-    });
+    let signal: AbortSignal | undefined;
+    let box: Box;
+    try {
+      signal = waitSignal(options);
+      box = this.#waitable('synchronize');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return waitFor('event', box, 'cuEventSynchronize', () => `device ${this.device.ordinal}`, signal);
   }
+
 
 
   /** Blocks the calling thread (and its event loop) until the recorded work is done; prefer

@@ -6,6 +6,7 @@ export { Graph, GraphExec, type GraphKernelNode } from './graph.js';
 export { type CaptureMode } from './capture.js';
 export { Event, type EventOptions } from './event.js';
 export { currentStream, withStream } from './scope.js';
+export { completionStats, type CompletionStats } from './completion.js';
 export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool.js';
 export { Module, Kernel, type ParamType, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
 export { Program, type CompileOptions } from './program.js';

@@ -52,7 +52,11 @@ export interface NativeBinding {
   eventElapsed(start: Box, end: Box): number;
   eventDestroy(event: Box): void;
 
-  completionInit(dispatch: (token: number) => void): void;
+  completionInit(dispatch: (tokens: number[], results: number[]) => void): void;
+  completionFlush(): number;
+  completionStats(): import('./completion.js').CompletionStats;
+  completionMarker(device: number): 'ticket' | 'event';
+  completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
   completionRef(): void;
   completionUnref(): void;
   streamNotify(stream: Box, token: number): void;

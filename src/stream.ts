@@ -3,7 +3,7 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CaptureError, DestroyedError } from './errors.js';
-import { synchronizeWith } from './completion.js';
+import { landPending, waitFor, waitSignal } from './completion.js';
 import { capturedOn, Event, eventBox } from './event.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
@@ -167,31 +167,36 @@ export class Stream {
     const box = this.#use('query');
     requireNotCapturing(box, this.id, 'stream.query()');
     const status = native.streamStatus(box);
-    if (status === 0) return true;
+    if (status === 0) {
+      landPending(); // a copy into a JS array queued before lands before the work is reported done
+      return true;
+    }
     if (status === NOT_READY) return false;
     throw native.cudaError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
   }
 
   /** Resolves once all work queued on the stream so far is done, without blocking the event loop. Settles at once
-   * when the stream is idle; otherwise a host function (cuLaunchHostFunc) wakes this thread, backed by a poll every
-   * 250 ms. Rejects with {@link CudaError} when the work failed (within 1 s of a sticky device fault), with
-   * `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph, and with
-   * {@link DestroyedError} when called after destroy. A stream destroyed
-   * while the wait is pending still settles when its queued work completes.
-   * Thread-safety: any thread. Wraps: cuStreamQuery, cuLaunchHostFunc. */
+   * when the stream is idle (no thread hop); otherwise it enqueues a completion marker that does not block the stream
+   * (a ticket written by cuStreamWriteValue64 into mapped pinned memory, or a pooled event on devices without stream
+   * memory operations and on the legacy stream), which the library's poller thread watches; finished waits wake
+   * this thread in batches. Rejects with {@link CudaError} when the work failed (within about 10 ms of a sticky
+   * device fault), with `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph,
+   * and with {@link DestroyedError} when called after destroy. A stream destroyed while the wait is pending still
+   * settles: when its queued work completes, or with the fault.
+   * Thread-safety: any thread. Wraps: cuStreamQuery, cuStreamWriteValue64 (or cuEventRecord). */
   synchronize(options?: WaitOptions): Promise<void> {
-    return synchronizeWith(options, () => {
-      const box = this.#use('synchronize');
+    let signal: AbortSignal | undefined;
+    let box: Box;
+    try {
+      signal = waitSignal(options);
+      box = this.#use('synchronize');
       requireNotCapturing(box, this.id, 'stream.synchronize()');
-      return {
-        device: this.device.ordinal,
-        status: () => native.streamStatus(box),
-        notify: (token) => native.streamNotify(box, token),
-        call: 'cuStreamSynchronize',
-        detail: `device ${this.device.ordinal}, stream ${this.id}`,
-      };
-    });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return waitFor('stream', box, 'cuStreamSynchronize', () => `device ${this.device.ordinal}, stream ${this.id}`, signal);
   }
+
 
 
   /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
@@ -236,8 +241,10 @@ export class Stream {
    * `src` to `dst` and returns at once; never blocks the thread. One side must be a `DeviceBuffer`; the other a
    * `DeviceBuffer`, a `PinnedBuffer` or a view into one (copied directly), or other host memory (an ArrayBuffer,
    * SharedArrayBuffer or ArrayBufferView), which goes through the library's pinned staging: a host source is read
-   * now (it may change afterwards); a host destination is written by a host function before any later completion of
-   * this stream is reported, and stays referenced until then; it cannot be a copy source meanwhile.
+   * now (it may change afterwards); a host destination is written by this thread, from staging, before any later
+   * completion of this stream settles here, and stays referenced until then; it cannot be a copy source meanwhile. A
+   * destination whose buffer was detached or transferred meanwhile gets nothing (its data is dropped; waits still
+   * settle).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands; ERR_INVALID_ARG_VALUE for two host operands, a
    * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
    * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed

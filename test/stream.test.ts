@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 
-import { cuda, CudaError, DestroyedError, Device, Event, Stream } from 'cuda-stream-pool';
+import { cuda, CudaError, DestroyedError, Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, overlaps, testKernels } from './support/gpu.js';
 import { Stamps } from './support/stamps.js';
 import { runChild } from './support/child.js';
@@ -109,7 +109,7 @@ test('synchronize() settles only after the work, and timers keep firing while it
   stream.destroy();
 });
 
-test('after a 1 ms kernel, synchronize() settles within 50 ms (the host-function path, not the 250 ms poll)', gpu, async () => {
+test('after a 1 ms kernel, synchronize() settles within 50 ms (woken by the poller, no polling timer)', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();
   spin.launch({ grid: 1, block: 1, stream }, 1n * MS, 0n); // warm-up: JIT, first host function
@@ -214,11 +214,29 @@ test('a worker creates, uses and synchronizes a stream and exits with code 0', g
   assert.equal(code, 0);
 });
 
+test('destroy() returns at once while another thread blocks in synchronizeSync() on the same stream', gpu, async () => {
+  const pool = new StreamPool({ size: 1 });
+  const worker = new Worker(workerUrl, { workerData: { mode: 'block', shared: pool.share() } });
+  const exit = once(worker, 'exit');
+  const messages: unknown[] = [];
+  worker.on('message', (m) => messages.push(m));
+  while (messages.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  await new Promise((resolve) => setTimeout(resolve, 100)); // the worker is now inside cuStreamSynchronize
+  const start = performance.now();
+  pool.destroy();
+  const destroyMs = performance.now() - start;
+  // The worker's kernel runs 1000 ms; a destroy that waited for the blocked call would take about 900 ms.
+  assert.ok(destroyMs < 200, `destroy() took ${destroyMs} ms`);
+  assert.equal((await exit)[0], 0);
+  const blocked = messages[1] as { ms: number };
+  assert.ok(blocked.ms > 500, `the worker's synchronizeSync() returned after ${blocked.ms} ms, before its kernel ended`);
+});
+
 test('a worker terminated with completions pending does not crash the process', gpu, async () => {
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');
   await worker.terminate();
-  // The host functions of the dead worker fire later; this thread keeps working meanwhile and after.
+  // The dead worker's waits are dropped by the poller later; this thread keeps working meanwhile and after.
   await new Promise((resolve) => setTimeout(resolve, 700));
   const stream = Stream.create();
   await stream.synchronize();

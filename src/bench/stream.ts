@@ -83,6 +83,27 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
       ),
     );
 
+    // Both completion markers, measured on the same stream; the faster one is the default where the device has both.
+    const defaultMarker = native.completionMarker(ordinal);
+    for (const kind of ['ticket', 'event'] as const) {
+      if (native.completionSetMarker(ordinal, kind) !== kind) continue;
+      results.push(
+        row(
+          `empty kernel.launch() + await stream.synchronize(), ${kind} marker`,
+          'µs',
+          inMicroseconds(
+            await timeAsync(() => {
+              empty.launch({ grid: 1, block: 1, stream });
+              return stream.synchronize();
+            }, 2000),
+          ),
+          'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
+          inMicroseconds(nativeSample('kernelSynchronize', ordinal, 2000, ptx)),
+        ),
+      );
+    }
+    native.completionSetMarker(ordinal, defaultMarker);
+
     results.push(
       row(
         'event.record(stream)',

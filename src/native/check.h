@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace csp {
 
@@ -33,6 +34,13 @@ bool is_sticky(CUresult code);
 
 // Throws CudaFailure for anything but CUDA_SUCCESS; records sticky faults against `device`.
 void check(CUresult code, const char* call, int device, const std::string& detail = std::string());
+
+// As check, but `describe()` builds the detail only when the call failed: hot paths build no strings and make no
+// extra driver call (such as cuStreamGetId) on success.
+template <class Describe, class = std::enable_if_t<std::is_invocable_r_v<std::string, Describe>>>
+inline void check(CUresult code, const char* call, int device, Describe&& describe) {
+  if (code != CUDA_SUCCESS) check(code, call, device, std::string(describe()));
+}
 
 // For destructors, finalizers and cleanup: never throws; records sticky faults; returns the code.
 CUresult check_quiet(CUresult code, int device);

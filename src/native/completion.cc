@@ -1,8 +1,15 @@
-// Completion plumbing. See Note [completion path] in completion.h.
+// The completion engine. See Note [completion engine] in completion.h.
 #include "completion.h"
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "addon.h"
 #include "context.h"
@@ -11,40 +18,212 @@
 #include "stream.h"
 
 namespace csp {
-namespace {
 
-struct Completion {
-  std::shared_ptr<Channel> channel;
-  double token = 0;                 // 0: nothing to dispatch (staged copies only)
-  std::vector<HostCopy> copies;
-  std::vector<napi_ref> keep_alive;  // deleted only on the JS thread (in deliver); leaked with a dead environment
+// ------------------------------------------------------------------------------------------------------------------
+// Ticket slots: 8-byte words of mapped pinned memory, one per stream that was waited on.
+
+struct TicketSlot {
+  uint64_t* word = nullptr;
+  CUdeviceptr address = 0;  // the word in the context of `address_device`
+  int address_device = -1;
+  uint64_t issued = 0;      // the last value enqueued; under the stream's marker mutex, or the slots' mutex while free
 };
 
-// Runs on: the JS thread of the environment that enqueued the completion.
-void deliver(Napi::Env env, Napi::Function dispatch, Completion* raw) {
-  std::unique_ptr<Completion> completion(raw);
-  if (env == nullptr) return;
-  for (napi_ref ref : completion->keep_alive) napi_delete_reference(env, ref);
-  if (dispatch.IsEmpty() || completion->token == 0) return;
-  dispatch.Call({Napi::Number::New(env, completion->token)});
+namespace {
+
+constexpr size_t kSlotsPerSlab = 4096;
+
+uint64_t load_word(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+// A hint to the core that this thread spins.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
-// Runs on: a driver thread. No CUDA call; see Note [completion path].
-void CUDA_CB on_host(void* data) {
-  std::unique_ptr<Completion> completion(static_cast<Completion*>(data));
-  Channel& channel = *completion->channel;
-  {
-    std::lock_guard<std::mutex> lock(channel.mutex);
-    if (channel.open) {
-      for (const HostCopy& copy : completion->copies) std::memcpy(copy.destination, copy.source, copy.bytes);
+class TicketSlots {
+ public:
+  // A slot whose device address is valid for `device`. The device's context is current. Throws CudaFailure.
+  TicketSlot* acquire(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    collect_locked();
+    if (free_.empty()) add_slab_locked(device);
+    TicketSlot* slot = free_.back();
+    if (slot->address_device != device) {
+      check(drv().cuMemHostGetDevicePointer(&slot->address, slot->word, 0), "cuMemHostGetDevicePointer", device);
+      slot->address_device = device;
     }
-    // else: the destination arrays died with their environment; the copies are dropped.
-    for (const HostCopy& copy : completion->copies)
-      if (copy.done) copy.done(copy.context);
-    completion->copies.clear();
-    if (channel.open && channel.tsfn.NonBlockingCall(completion.get(), deliver) == napi_ok) completion.release();
+    free_.pop_back();
+    return slot;
   }
+
+  // Reusable once its last write landed (a stream destroyed with work queued still writes later).
+  void release(TicketSlot* slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retiring_.push_back(slot);
+  }
+
+ private:
+  void collect_locked() {
+    size_t kept = 0;
+    for (TicketSlot* slot : retiring_) {
+      if (load_word(slot->word) == slot->issued)
+        free_.push_back(slot);
+      else
+        retiring_[kept++] = slot;
+    }
+    retiring_.resize(kept);
+  }
+
+  void add_slab_locked(int device) {
+    void* memory = nullptr;
+    // Mapped (DEVICEMAP) so a stream can write it, PORTABLE for every context, and cached on the host (not
+    // write-combined) because the poller reads it.
+    check(drv().cuMemHostAlloc(&memory, kSlotsPerSlab * sizeof(uint64_t),
+                               CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+          "cuMemHostAlloc", device, [&] { return std::string("device " + std::to_string(device) + ", ticket slots"); });
+    auto* words = static_cast<uint64_t*>(memory);
+    std::memset(words, 0, kSlotsPerSlab * sizeof(uint64_t));
+    for (size_t i = 0; i < kSlotsPerSlab; i++) {
+      auto* slot = new TicketSlot();
+      slot->word = words + i;
+      free_.push_back(slot);
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<TicketSlot*> free_;
+  std::vector<TicketSlot*> retiring_;
+};
+
+TicketSlots& ticket_slots() {
+  static TicketSlots* slots = new TicketSlots();  // never destroyed: streams may die during exit
+  return *slots;
 }
+
+// ------------------------------------------------------------------------------------------------------------------
+// Event markers: a pool of timing-free events per device, for devices without 64-bit stream memory operations, for
+// CUDA_STREAM_POOL_COMPLETION=event and for the legacy stream.
+
+class EventPool {
+ public:
+  CUevent take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& spare = spare_[device];
+      if (!spare.empty()) {
+        CUevent event = spare.back();
+        spare.pop_back();
+        return event;
+      }
+    }
+    CUevent event = nullptr;
+    check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device,
+          [&] { return std::string("device " + std::to_string(device) + ", a completion marker"); });
+    return event;
+  }
+  void put(int device, CUevent event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    spare_[device].push_back(event);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<CUevent> spare_[kMaxDevices];
+};
+
+EventPool& event_pool() {
+  static EventPool* pool = new EventPool();
+  return *pool;
+}
+
+enum class MarkerKind { kUnknown, kTicket, kEvent };
+std::atomic<MarkerKind> g_marker_kind[kMaxDevices];
+
+// The device's marker kind, decided once: tickets where the device has 64-bit stream memory operations, unless
+// CUDA_STREAM_POOL_COMPLETION=event asks for events.
+MarkerKind marker_kind(int device) {
+  MarkerKind kind = g_marker_kind[device].load(std::memory_order_relaxed);
+  if (kind != MarkerKind::kUnknown) return kind;
+  const char* forced = std::getenv("CUDA_STREAM_POOL_COMPLETION");
+  kind = MarkerKind::kEvent;
+  if (!(forced && std::strcmp(forced, "event") == 0)) {
+    CUdevice dev = 0;
+    int supported = 0;
+    if (drv().cuDeviceGet(&dev, device) == CUDA_SUCCESS &&
+        drv().cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+            CUDA_SUCCESS &&
+        supported)
+      kind = MarkerKind::kTicket;
+  }
+  g_marker_kind[device].store(kind, std::memory_order_relaxed);
+  return kind;
+}
+
+}  // namespace
+
+Marker enqueue_marker(StreamBox& stream) {
+  const int device = stream.device;
+  Marker marker;
+  marker.device = device;
+  if (stream.handle == CU_STREAM_LEGACY || marker_kind(device) == MarkerKind::kEvent) {
+    marker.event = event_pool().take(device);
+    CUresult r = drv().cuEventRecord(marker.event, stream.handle);
+    if (r != CUDA_SUCCESS) {
+      event_pool().put(device, marker.event);
+      check(r, "cuEventRecord", device, [&] { return std::string("device " + std::to_string(device) + ", a completion marker"); });
+    }
+    return marker;
+  }
+  std::lock_guard<std::mutex> lock(stream.marker_mutex);
+  if (!stream.ticket) stream.ticket = ticket_slots().acquire(device);
+  TicketSlot& slot = *stream.ticket;
+  const uint64_t value = slot.issued + 1;
+  check(drv().cuStreamWriteValue64(stream.handle, slot.address, value, CU_STREAM_WRITE_VALUE_DEFAULT),
+        "cuStreamWriteValue64", device, [&] { return std::string("device " + std::to_string(device) + ", a completion ticket"); });
+  slot.issued = value;
+  marker.word = slot.word;
+  marker.value = value;
+  return marker;
+}
+
+CUresult marker_status(const Marker& marker) {
+  if (marker.word) return load_word(marker.word) >= marker.value ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return check_quiet(drv().cuEventQuery(marker.event), marker.device);
+}
+
+void release_ticket(TicketSlot* slot) {
+  if (slot) ticket_slots().release(slot);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Per-environment delivery.
+
+namespace {
+
+struct Ready {
+  double token;  // 0 for a landing
+  CUresult result;
+  std::shared_ptr<Landing> landing;
+};
+
+}  // namespace
+
+struct Channel {
+  std::mutex mutex;                 // guards ready, posted and the thread-safe function's use by the poller
+  std::atomic<bool> open{true};     // false once the environment is torn down
+  bool posted = false;              // a drain is queued on the JS thread
+  std::vector<Ready> ready;
+  Napi::ThreadSafeFunction tsfn;
+  // JS thread only:
+  std::vector<std::shared_ptr<Landing>> landings;
+  double wakeups = 0, delivered = 0, largest_batch = 0;
+};
+
+namespace {
 
 Channel& channel_of(Napi::Env env) {
   AddonData& addon = AddonData::of(env);
@@ -52,23 +231,277 @@ Channel& channel_of(Napi::Env env) {
   return *addon.channel;
 }
 
-// completionInit(dispatch: (token) => void): creates this environment's thread-safe function, unref'd.
+void release_staging(Landing& landing) {
+  if (landing.release_staging) landing.release_staging(landing.staging_context);
+}
+
+// Copies staging into the destination array, unless its buffer was detached or transferred. JS thread.
+void finish_landing(Napi::Env env, Landing& landing, bool copy) {
+  if (landing.finished.exchange(true)) return;
+  napi_value value = nullptr;
+  if (copy && napi_get_reference_value(env, landing.destination, &value) == napi_ok && value) {
+    napi_typedarray_type type;
+    size_t length = 0;
+    void* data = nullptr;
+    napi_value buffer = nullptr;
+    size_t offset = 0;
+    bool detached = true;
+    if (napi_get_typedarray_info(env, value, &type, &length, &data, &buffer, &offset) == napi_ok &&
+        napi_is_detached_arraybuffer(env, buffer, &detached) == napi_ok && !detached && data &&
+        length == landing.bytes)
+      std::memcpy(data, landing.staging, landing.bytes);
+  }
+  napi_delete_reference(env, landing.destination);
+  landing.destination = nullptr;
+  release_staging(landing);
+}
+
+// Lands every landing of this environment whose marker is done; returns how many are still pending.
+size_t flush_landings(Napi::Env env, Channel& channel) {
+  size_t kept = 0;
+  for (auto& landing : channel.landings) {
+    if (!settle_landing(env, *landing)) channel.landings[kept++] = std::move(landing);
+  }
+  channel.landings.resize(kept);
+  return kept;
+}
+
+// Runs on: the JS thread of the channel's environment, once per batch posted by the poller.
+void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
+  std::vector<Ready> batch;
+  {
+    std::lock_guard<std::mutex> lock(channel.mutex);
+    batch.swap(channel.ready);
+    channel.posted = false;
+  }
+  if (env == nullptr) return;
+  try {
+    Napi::HandleScope scope(env);
+    flush_landings(env, channel);  // a copy lands before any later completion is reported
+    Napi::Array tokens = Napi::Array::New(env);
+    Napi::Array results = Napi::Array::New(env);
+    uint32_t count = 0;
+    for (Ready& item : batch) {
+      if (item.landing) {
+        finish_landing(env, *item.landing, item.result == CUDA_SUCCESS);
+        continue;
+      }
+      tokens.Set(count, Napi::Number::New(env, item.token));
+      results.Set(count, Napi::Number::New(env, item.result));
+      count++;
+    }
+    channel.wakeups++;
+    channel.delivered += count;
+    if (count > channel.largest_batch) channel.largest_batch = count;
+    if (count) dispatch.Call({tokens, results});
+  } catch (const Napi::Error& error) {
+    // The dispatcher never throws; if it did, report it as an uncaught exception rather than abort the process.
+    napi_fatal_exception(env, error.Value());
+  } catch (...) {
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// The poller.
+
+struct Wait {
+  Wait* next = nullptr;
+  std::shared_ptr<Channel> channel;
+  double token = 0;
+  int device = 0;
+  Marker marker;                      // the library's own marker, when not watching a user event
+  std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
+  std::shared_ptr<StreamBox> stream;  // keeps the stream's ticket slot alive
+  std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker`
+};
+
+class Engine {
+ public:
+  void submit(Wait* wait) {
+    std::call_once(started_, [this] { std::thread([this] { run(); }).detach(); });
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    Wait* head = incoming_.load(std::memory_order_relaxed);
+    do {
+      wait->next = head;
+    } while (!incoming_.compare_exchange_weak(head, wait, std::memory_order_seq_cst, std::memory_order_relaxed));
+    if (state_.load(std::memory_order_seq_cst) != kRunning) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      wake_.notify_one();
+    }
+  }
+
+  double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
+  double pending() const { return static_cast<double>(pending_.load(std::memory_order_relaxed)); }
+  bool parked() const { return state_.load(std::memory_order_relaxed) == kParked; }
+
+ private:
+  enum State { kRunning, kSleeping, kParked };
+
+  // Oldest first.
+  void take_incoming(std::vector<Wait*>& pending) {
+    Wait* list = incoming_.exchange(nullptr, std::memory_order_seq_cst);
+    size_t first = pending.size();
+    for (; list; list = list->next) pending.push_back(list);
+    std::reverse(pending.begin() + static_cast<std::ptrdiff_t>(first), pending.end());
+  }
+
+  // Waits on the condition variable for at most `duration` (forever when parking), unless a wait came in.
+  void rest(State state, std::chrono::microseconds duration) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    state_.store(state, std::memory_order_seq_cst);
+    auto ready = [this] { return incoming_.load(std::memory_order_seq_cst) != nullptr; };
+    if (state == kParked) {
+      parks_.fetch_add(1, std::memory_order_relaxed);
+      wake_.wait(lock, ready);
+    } else {
+      wake_.wait_for(lock, duration, ready);
+    }
+    state_.store(kRunning, std::memory_order_seq_cst);
+  }
+
+  CUresult status(Wait& wait) {
+    if (CUresult fault = device_fault(wait.device)) return fault;
+    if (wait.event) {
+      if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
+      return check_quiet(drv().cuEventQuery(wait.event->handle), wait.device);
+    }
+    if (wait.marker.event && !make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
+    return marker_status(wait.marker);
+  }
+
+  // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
+  void complete(Wait* wait, CUresult result) {
+    if (wait->landing) wait->landing->marker_done.store(true, std::memory_order_release);
+    if (wait->marker.event) {
+      if (result == CUDA_SUCCESS) event_pool().put(wait->device, wait->marker.event);
+      // else: after a fault the event is never reused (its context is lost)
+    }
+    if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
+    pending_.fetch_sub(1, std::memory_order_relaxed);
+    Channel& channel = *wait->channel;
+    bool delivered = false;
+    {
+      std::lock_guard<std::mutex> lock(channel.mutex);
+      if (channel.open.load(std::memory_order_relaxed)) {
+        channel.ready.push_back(Ready{wait->token, result, wait->landing});
+        delivered = true;
+        if (!channel.posted) {
+          Channel* target = &channel;
+          if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) {
+                drain(env, dispatch, *target);
+              }) == napi_ok)
+            channel.posted = true;
+        }
+      }
+    }
+    // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
+    if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) release_staging(*wait->landing);
+    delete wait;
+  }
+
+  // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it).
+  void probe(const std::vector<Wait*>& pending) {
+    bool seen[kMaxDevices] = {};
+    for (Wait* wait : pending) {
+      const int device = wait->device;
+      if (seen[device] || device_fault(device) != CUDA_SUCCESS) continue;
+      seen[device] = true;
+      try {
+        make_current(device);
+        check_quiet(drv().cuStreamQuery(library_stream(device)), device);
+      } catch (...) {
+        // no context or no stream: nothing to ask; the waits' own markers still report
+      }
+    }
+  }
+
+  void run() {
+    using Clock = std::chrono::steady_clock;
+    std::vector<Wait*> pending;
+    auto last_probe = Clock::now();
+    unsigned idle = 0;
+    for (;;) {
+      const size_t before = pending.size();
+      take_incoming(pending);
+      if (pending.empty()) {
+        rest(kParked, std::chrono::microseconds(0));
+        continue;
+      }
+      bool progress = pending.size() != before;
+      size_t kept = 0;
+      for (Wait* wait : pending) {
+        CUresult result = status(*wait);
+        if (result == CUDA_ERROR_NOT_READY) {
+          pending[kept++] = wait;
+        } else {
+          complete(wait, result);
+          progress = true;
+        }
+      }
+      pending.resize(kept);
+      const auto now = Clock::now();
+      if (now - last_probe >= std::chrono::milliseconds(10)) {
+        probe(pending);
+        last_probe = now;
+      }
+      // Spin briefly, then yield, then sleep from 20 us doubling to 1 ms.
+      idle = progress ? 0 : idle + 1;
+      if (idle < 2000) {
+        cpu_relax();
+      } else if (idle < 2100) {
+        std::this_thread::yield();
+      } else {
+        unsigned step = std::min(idle - 2100, 6u);
+        rest(kSleeping, std::chrono::microseconds(std::min(20 << step, 1000)));
+      }
+    }
+  }
+
+  std::once_flag started_;
+  std::atomic<Wait*> incoming_{nullptr};
+  std::atomic<int> state_{kRunning};
+  std::atomic<uint64_t> parks_{0};
+  std::atomic<int64_t> pending_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+};
+
+Engine& engine() {
+  static Engine* instance = new Engine();  // never destroyed: its thread runs until the process exits
+  return *instance;
+}
+
+Wait* new_wait(Napi::Env env, double token, int device) {
+  auto* wait = new Wait();
+  wait->channel = AddonData::of(env).channel;
+  wait->token = token;
+  wait->device = device;
+  return wait;
+}
+
+// completionInit(dispatch: (tokens: number[], results: number[]) => void): this environment's channel, unref'd.
 Napi::Value completion_init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   AddonData& addon = AddonData::of(env);
   auto channel = std::make_shared<Channel>();
-  channel->tsfn = Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(),
-                                                "cuda_stream_pool.completion", 0, 1);
+  channel->tsfn = Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "cuda_stream_pool.completion",
+                                                0, 1);
   channel->tsfn.Unref(env);
   addon.channel = channel;
-  // Cleanup hook: runs at environment teardown (main thread exit or worker exit/terminate), before the thread-safe
-  // function's own cleanup (hooks run in reverse order). Completions still queued in the driver find the channel
-  // closed and only free themselves; harmless at any stage, including when nothing is pending.
+  // Cleanup hook: runs at environment teardown (main thread exit, worker exit or termination), before the
+  // thread-safe function's own cleanup. Waits still pending find the channel closed and are dropped by the poller;
+  // landings already delivered but not drained give their staging back here. Harmless at any stage, including when
+  // nothing is pending; never throws.
   env.AddCleanupHook([channel]() {
-    std::lock_guard<std::mutex> lock(channel->mutex);
-    if (!channel->open) return;
-    channel->open = false;
-    channel->tsfn.Release();
+    std::vector<Ready> dropped;
+    {
+      std::lock_guard<std::mutex> lock(channel->mutex);
+      if (!channel->open.exchange(false)) return;
+      channel->tsfn.Release();
+      dropped.swap(channel->ready);
+    }
+    for (Ready& item : dropped)
+      if (item.landing && !item.landing->finished.exchange(true)) release_staging(*item.landing);
   });
   return env.Undefined();
 }
@@ -83,85 +516,110 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-void launch(Napi::Env env, CUstream stream, int device, std::unique_ptr<Completion> completion) {
-  check(drv().cuLaunchHostFunc(stream, on_host, completion.get()), "cuLaunchHostFunc", device,
-        "device " + std::to_string(device));
-  completion.release();
-}
-
-}  // namespace
-
-void enqueue_host_copies(Napi::Env env, CUstream stream, int device, std::vector<HostCopy> copies,
-                         std::vector<napi_ref> keep_alive) {
-  auto completion = std::make_unique<Completion>();
-  completion->channel = AddonData::of(env).channel;
-  completion->copies = std::move(copies);
-  completion->keep_alive = std::move(keep_alive);
-  CUresult r = CUDA_ERROR_NOT_INITIALIZED;  // completionInit never ran: nothing could deliver
-  if (completion->channel) r = drv().cuLaunchHostFunc(stream, on_host, completion.get());
-  if (r == CUDA_SUCCESS) {
-    completion.release();
-    return;
-  }
-  for (napi_ref ref : completion->keep_alive) napi_delete_reference(env, ref);
-  check(r, "cuLaunchHostFunc", device, "device " + std::to_string(device));
-}
-
-namespace {
-
-// Host functions never go to the legacy stream (DESIGN.md rules): wait on an event on a private stream instead.
-void notify_after_event(Napi::Env env, CUevent event, int device, std::unique_ptr<Completion> completion) {
-  CUstream waiter = nullptr;
-  check(drv().cuStreamCreate(&waiter, CU_STREAM_NON_BLOCKING), "cuStreamCreate", device);
-  CUresult r = drv().cuStreamWaitEvent(waiter, event, 0);
-  if (r == CUDA_SUCCESS) r = drv().cuLaunchHostFunc(waiter, on_host, completion.get());
-  if (r == CUDA_SUCCESS) completion.release();
-  check_quiet(drv().cuStreamDestroy(waiter), device);  // released by the driver once the host function ran
-  check(r, "cuLaunchHostFunc", device, "device " + std::to_string(device));
-}
-
-std::unique_ptr<Completion> make_completion(const Napi::CallbackInfo& info) {
-  auto completion = std::make_unique<Completion>();
-  completion->channel = AddonData::of(info.Env()).channel;
-  completion->token = info[1].As<Napi::Number>().DoubleValue();
-  return completion;
-}
-
-// streamNotify(streamBox, token): dispatch(token) runs on this JS thread once the stream's queued work is done.
+// streamNotify(streamBox, token): dispatch reports `token` once the work queued on the stream so far is done.
 Napi::Value stream_notify(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   channel_of(env);
   auto stream = unwrap_box<StreamBox>(info[0]);
+  const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize");
   make_current(stream->device);
-  auto completion = make_completion(info);
-  if (stream->handle == CU_STREAM_LEGACY) {
-    auto marker = create_event(stream->device, CU_EVENT_DISABLE_TIMING, false);
-    check(drv().cuEventRecord(marker->handle, stream->handle), "cuEventRecord", stream->device);
-    notify_after_event(env, marker->handle, stream->device, std::move(completion));
-  } else {
-    launch(env, stream->handle, stream->device, std::move(completion));
-  }
+  Marker marker = enqueue_marker(*stream);
+  Wait* wait = new_wait(env, token, stream->device);
+  wait->marker = marker;
+  wait->stream = std::move(stream);
+  engine().submit(wait);
   return env.Undefined();
 }
 
-// eventNotify(eventBox, token): dispatch(token) runs once the event's recorded work is done.
+// eventNotify(eventBox, token): dispatch reports `token` once the event's recorded work is done.
 Napi::Value event_notify(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   channel_of(env);
   auto event = unwrap_box<EventBox>(info[0]);
-  Use<EventBox> use(*event, "Event", "synchronize");
-  make_current(event->device);
-  notify_after_event(env, event->handle, event->device, make_completion(info));
+  const double token = info[1].As<Napi::Number>().DoubleValue();
+  if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
+  Wait* wait = new_wait(env, token, event->device);
+  wait->event = std::move(event);
+  engine().submit(wait);
   return env.Undefined();
 }
 
+// completionFlush() -> landings of this environment still pending, after landing every one that is ready.
+Napi::Value completion_flush(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, static_cast<double>(flush_landings(env, channel_of(env))));
+}
+
+// completionStats() -> the engine's diagnostic counters (see CompletionStats in src/completion.ts).
+Napi::Value completion_stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Channel& channel = channel_of(env);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("wakeups", channel.wakeups);
+  out.Set("delivered", channel.delivered);
+  out.Set("largestBatch", channel.largest_batch);
+  out.Set("landingsPending", static_cast<double>(channel.landings.size()));
+  out.Set("processPending", engine().pending());
+  out.Set("pollerParks", engine().parks());
+  out.Set("pollerParked", engine().parked());
+  return out;
+}
+
+// completionMarker(device) -> 'ticket' | 'event': the marker kind the device's waits use.
+Napi::Value completion_marker(const Napi::CallbackInfo& info) {
+  const int device = info[0].As<Napi::Number>().Int32Value();
+  make_current(device);
+  return Napi::String::New(info.Env(), marker_kind(device) == MarkerKind::kTicket ? "ticket" : "event");
+}
+
+// completionSetMarker(device, 'ticket' | 'event'): the marker kind for later waits on the device (the micro-benchmark
+// measures both in one process). Tickets only where the device supports them; returns the kind now in force.
+Napi::Value completion_set_marker(const Napi::CallbackInfo& info) {
+  const int device = info[0].As<Napi::Number>().Int32Value();
+  make_current(device);
+  g_marker_kind[device].store(MarkerKind::kUnknown, std::memory_order_relaxed);
+  const bool event = info[1].As<Napi::String>().Utf8Value() == "event";
+  MarkerKind kind = event ? MarkerKind::kEvent : marker_kind(device);
+  if (event) g_marker_kind[device].store(kind, std::memory_order_relaxed);
+  return Napi::String::New(info.Env(), kind == MarkerKind::kTicket ? "ticket" : "event");
+}
+
 }  // namespace
+
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing) {
+  Channel& channel = channel_of(env);
+  Wait* wait = new_wait(env, 0, landing->marker.device);
+  wait->marker = landing->marker;
+  wait->landing = landing;
+  channel.landings.push_back(std::move(landing));
+  engine().submit(wait);
+}
+
+bool settle_landing(Napi::Env env, Landing& landing) {
+  if (landing.finished.load(std::memory_order_acquire)) return true;
+  CUresult result = CUDA_SUCCESS;
+  if (!landing.marker_done.load(std::memory_order_acquire)) {
+    if (CUresult fault = device_fault(landing.marker.device)) {
+      result = fault;
+    } else {
+      if (landing.marker.event && !make_current_quiet(landing.marker.device)) return false;
+      result = marker_status(landing.marker);
+      if (result == CUDA_ERROR_NOT_READY) return false;
+    }
+  }
+  finish_landing(env, landing, result == CUDA_SUCCESS);
+  return true;
+}
 
 void register_completion(Napi::Env env, Napi::Object exports) {
   exports.Set("completionInit", Napi::Function::New<js_entry<completion_init>>(env, "completionInit"));
   exports.Set("completionRef", Napi::Function::New<js_entry<completion_ref>>(env, "completionRef"));
   exports.Set("completionUnref", Napi::Function::New<js_entry<completion_unref>>(env, "completionUnref"));
+  exports.Set("completionFlush", Napi::Function::New<js_entry<completion_flush>>(env, "completionFlush"));
+  exports.Set("completionStats", Napi::Function::New<js_entry<completion_stats>>(env, "completionStats"));
+  exports.Set("completionMarker", Napi::Function::New<js_entry<completion_marker>>(env, "completionMarker"));
+  exports.Set("completionSetMarker", Napi::Function::New<js_entry<completion_set_marker>>(env, "completionSetMarker"));
   exports.Set("streamNotify", Napi::Function::New<js_entry<stream_notify>>(env, "streamNotify"));
   exports.Set("eventNotify", Napi::Function::New<js_entry<event_notify>>(env, "eventNotify"));
 }

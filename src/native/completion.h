@@ -1,44 +1,82 @@
-// The completion path: host function -> thread-safe function -> promise settled on the JS thread.
+// The completion engine: how the library learns that queued work finished, without blocking any stream or thread.
 //
-// Note [completion path]: cuLaunchHostFunc runs `on_host` on a driver thread once the stream reaches it. The host
-// function makes no CUDA call and takes only the channel mutex, which a JS thread holds just long enough to close the
-// channel at environment teardown (never across a CUDA call). It first copies staging into JS destination arrays
-// (so a device-to-host copy lands before the completion is reported) and runs each copy's lock-free `done` (staging
-// goes back to the pinned cache, see Note [staging] in memory.cc), then posts a token to the JS thread. The JS
-// side keeps the thread-safe function ref'd exactly while completions are pending (completionRef/Unref), and a poll
-// backs every wait because the driver stops running host functions once a context has faulted.
+// Note [completion engine]:
+//  - Markers. To learn that a stream's work so far is done, the library enqueues a marker that does not block the
+//    stream: a ticket, written by cuStreamWriteValue64 (default flags: the work before it is visible first) into a
+//    per-stream word of mapped, not write-combined, pinned memory; or, where the device lacks 64-bit stream memory
+//    operations (or CUDA_STREAM_POOL_COMPLETION=event), an event from a per-device pool. The legacy stream always
+//    gets an event. Host functions (cuLaunchHostFunc) are never used: they block the stream until they return.
+//  - Tickets. A stream's ticket values only grow: `issued` is taken and written under the stream's marker mutex, so
+//    writes land in value order; the marker is done when the word reaches its value (a memory read, no driver call).
+//    A slot outlives its stream until its last write landed, then serves another stream, continuing its values.
+//  - The poller. One native thread per process takes new waits from a lock-free stack, checks them in the order
+//    they came (words, or cuEventQuery for event markers), spins briefly, then yields, then sleeps growing to 1 ms,
+//    and parks on a condition variable when nothing is pending (an idle process uses no CPU). A new wait wakes it
+//    only when it sleeps or parks.
+//  - Faults. A faulted stream never writes its ticket. While waits are pending, the poller asks the driver every
+//    10 ms whether each of their devices has a sticky fault (cuStreamQuery on the device's library stream, which
+//    reports it), so every pending wait on a faulted device fails within that time; the waits hold their stream
+//    or event box, so a wait whose stream, event or pool was destroyed after it began settles all the same.
+//  - Delivery. Finished waits go to the mailbox of the environment (main thread or worker) that made them; the
+//    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
+//    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
+//    waits pending.
+//  - Staged device-to-host copies (Note [staging] in memory.cc) are landings: the bytes are copied from staging
+//    into the JS array on the thread that owns it, after checking that its buffer was not detached or transferred
+//    (then the data is dropped). Every delivery, and every wait that settles at once, first lands what is ready,
+//    so a copy lands before any later completion of its stream is reported on that thread.
+//  - Teardown. An environment's cleanup hook closes its mailbox; the poller then drops its waits (a landing keeps
+//    its staging block until its marker is done, then gives it back). The poller thread and slots live until exit.
+//  - Locks: a mailbox mutex and the poller's park mutex are leaves (no driver call, no other lock inside); the
+//    stream's marker mutex is held only across one cuStreamWriteValue64 or cuEventRecord.
 #pragma once
 #include <napi.h>
 #include <cuda.h>
 
-#include <mutex>
-#include <vector>
+#include <atomic>
+#include <cstdint>
+#include <memory>
 
 namespace csp {
 
-struct Channel {
-  std::mutex mutex;
-  bool open = true;  // false once the environment is torn down: completions are dropped
-  Napi::ThreadSafeFunction tsfn;
+struct StreamBox;
+struct TicketSlot;
+
+// A marker enqueued in a stream: a ticket (`word` reaches `value`) or a pooled event.
+struct Marker {
+  const uint64_t* word = nullptr;
+  uint64_t value = 0;
+  CUevent event = nullptr;  // from the device's event pool; back to it once done
+  int device = 0;
 };
 
-// One staged device-to-host copy finished by the host function: `bytes` from `source` (pinned staging) into
-// `destination` (a JS array kept alive until the completion is delivered). Then `done(context)` runs on the same
-// driver thread, also when the environment is gone and the memcpy is skipped; it may not call CUDA or take a lock
-// (it marks the copy landed and hands the staging back, see Note [staging] in memory.cc).
-struct HostCopy {
-  void* destination;
-  const void* source;
-  size_t bytes;
-  void (*done)(void* context) = nullptr;
-  void* context = nullptr;
+// Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
+// device's context is current. Throws CudaFailure.
+Marker enqueue_marker(StreamBox& stream);
+
+// The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its
+// device's context current.
+CUresult marker_status(const Marker& marker);
+
+// A slot goes back once its last write landed. Called by ~StreamBox.
+void release_ticket(TicketSlot* slot);
+
+// One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
+struct Landing {
+  Marker marker;
+  const void* staging = nullptr;
+  size_t bytes = 0;
+  napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
+  void (*release_staging)(void* context) = nullptr;  // lock-free; runs once, on any thread
+  void* staging_context = nullptr;
+  std::atomic<bool> marker_done{false};  // set by the poller before it returns an event marker to its pool
+  std::atomic<bool> finished{false};     // copied or dropped
 };
 
-// Enqueues on `stream` a host function that performs `copies` in order (see Note [completion path]); `keep_alive`
-// holds strong references to the destination arrays, deleted on this JS thread once the host function ran.
-// Throws CudaFailure when nothing could be enqueued (the driver refused, or completionInit never ran); then no copy
-// and no `done` runs (the caller still owns what the copies point at) and the keep_alive references are deleted.
-void enqueue_host_copies(Napi::Env env, CUstream stream, int device, std::vector<HostCopy> copies,
-                         std::vector<napi_ref> keep_alive);
+// Registers `landing` with the engine and this environment (the JS thread that owns the destination).
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing);
+
+// Finishes the landing now if its marker is done (JS thread of its environment); returns whether it is finished.
+bool settle_landing(Napi::Env env, Landing& landing);
 
 }  // namespace csp

@@ -1,41 +1,59 @@
-// Primary context per device, retained once and never released (see DESIGN.md "Layers: context").
+// Primary context per device, retained once and never released: a retained primary context outlives every stream,
+// event and buffer of the process, so nothing needs to order its release against them.
 #include "context.h"
 
+#include <atomic>
 #include <mutex>
+#include <string>
 
 #include "check.h"
 #include "loader.h"
 
 namespace csp {
 namespace {
-constexpr int kMaxDevices = 64;
-std::mutex g_mutex;
-CUcontext g_contexts[kMaxDevices] = {};
 
-CUcontext retained(int device) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_contexts[device]) {
-    CUdevice dev = 0;
-    check(drv().cuDeviceGet(&dev, device), "cuDeviceGet", device);
-    CUcontext ctx = nullptr;
-    check(drv().cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", device);
-    g_contexts[device] = ctx;
-  }
-  return g_contexts[device];
+std::atomic<CUcontext> g_contexts[kMaxDevices] = {};
+
+// First use of a device in the process: the retain is serialized so that it happens once.
+CUcontext retain(int device) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  CUcontext ctx = g_contexts[device].load(std::memory_order_acquire);
+  if (ctx) return ctx;
+  require_driver();
+  if (device < 0 || device >= load_driver().device_count)
+    throw CudaFailure{CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet", "device " + std::to_string(device)};
+  CUdevice dev = 0;
+  check(drv().cuDeviceGet(&dev, device), "cuDeviceGet", device);
+  check(drv().cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", device);
+  g_contexts[device].store(ctx, std::memory_order_release);
+  return ctx;
 }
+
 }  // namespace
 
+// Note [current context]: every entry point makes its device's primary context current on the calling thread. The
+// steady state is one cuCtxGetCurrent (a thread-local read inside the driver) and no lock: a thread-local record
+// of our own would be wrong as soon as another CUDA library makes its own context current on the same thread. The
+// caller's context is not restored afterwards.
 void make_current(int device) {
-  require_driver();
-  if (device < 0 || device >= load_driver().device_count || device >= kMaxDevices)
+  if (device < 0 || device >= kMaxDevices)
     throw CudaFailure{CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet", "device " + std::to_string(device)};
-  // Only this library sets contexts on the threads it runs on, so a thread-local record of the last one we made
-  // current saves a driver call per entry point (measured: about 100 ns of a 460 ns stream query).
-  thread_local CUcontext current = nullptr;
-  CUcontext ctx = retained(device);
-  if (ctx == current) return;
+  CUcontext ctx = g_contexts[device].load(std::memory_order_acquire);
+  if (!ctx) ctx = retain(device);
+  CUcontext current = nullptr;
+  if (drv().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
   check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
-  current = ctx;
+}
+
+CUstream library_stream(int device) {
+  static std::mutex mutex;
+  static CUstream streams[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!streams[device])
+    check(drv().cuStreamCreate(&streams[device], CU_STREAM_NON_BLOCKING), "cuStreamCreate", device,
+          [&] { return "device " + std::to_string(device) + " (the library's own stream)"; });
+  return streams[device];
 }
 
 bool make_current_quiet(int device) {

@@ -4,11 +4,22 @@
 
 namespace csp {
 
+// The most devices the addon serves in one process (ordinals 0 to kMaxDevices - 1).
+constexpr int kMaxDevices = 64;
+
 // Retains the device's primary context on first use and makes it current on the calling thread. Any thread.
-// Throws Unavailable without a driver, CudaFailure when the retain fails.
+// Steady state: one cuCtxGetCurrent and no lock (Note [current context]).
+// Throws Unavailable without a driver, CudaFailure when the retain fails or the ordinal is out of range.
 void make_current(int device);
 
 // As make_current, but never throws; returns false when the context could not be made current.
 bool make_current_quiet(int device);
+
+// Note [library streams]: one non-blocking stream per device that the library owns, for work that has no live user
+// stream to go to (a free whose stream was destroyed) and for asking the driver about a device's health. Created on
+// first need and never destroyed, like the retained primary context; process-wide because a free may run in a
+// finalizer of any thread. The caller has made the device's context current. Throws CudaFailure; a failed creation
+// is retried next time.
+CUstream library_stream(int device);
 
 }  // namespace csp

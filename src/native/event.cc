@@ -13,18 +13,18 @@ const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002U
 EventBox::~EventBox() { destroy(); }
 
 void EventBox::destroy() {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (destroyed) return;
-  destroyed = true;
+  if (retire() && counted) live().events--;
+}
+
+void EventBox::release() {
   if (make_current_quiet(device)) check_quiet(drv().cuEventDestroy(handle), device);
-  if (counted) live().events--;
 }
 
 std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted) {
   make_current(device);
   auto box = std::make_shared<EventBox>();
   box->device = device;
-  check(drv().cuEventCreate(&box->handle, flags), "cuEventCreate", device, "device " + std::to_string(device));
+  check(drv().cuEventCreate(&box->handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
   box->counted = counted;
   if (counted) live().events++;
   return box;
@@ -48,7 +48,7 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "recordEvent");
   make_current(event->device);
   check(drv().cuEventRecord(event->handle, stream->handle), "cuEventRecord", event->device,
-        "device " + std::to_string(event->device));
+        [&] { return std::string("device " + std::to_string(event->device)); });
   return info.Env().Undefined();
 }
 
@@ -68,7 +68,7 @@ Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
   Use<EventBox> use(*event, "Event", "synchronizeSync");
   make_current(event->device);
   check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
-        "device " + std::to_string(event->device));
+        [&] { return std::string("device " + std::to_string(event->device)); });
   return info.Env().Undefined();
 }
 
@@ -81,7 +81,7 @@ Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
   make_current(start->device);
   float ms = 0;
   check(drv().cuEventElapsedTime(&ms, start->handle, end->handle), "cuEventElapsedTime", start->device,
-        "device " + std::to_string(start->device));
+        [&] { return std::string("device " + std::to_string(start->device)); });
   return Napi::Number::New(info.Env(), ms);
 }
 

@@ -10,7 +10,12 @@ struct EventBox : Box {
   CUevent handle = nullptr;
   bool counted = true;  // user-visible events count in live().events; internal ones do not
   ~EventBox() override;
+  // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
+  // waits included (each holds an entry while it watches the event). Never waits; idempotent.
   void destroy();
+
+ protected:
+  void release() override;
 };
 
 // Creates an event on `device` with CU_EVENT_* flags. Throws CudaFailure.

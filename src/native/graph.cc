@@ -31,11 +31,10 @@ struct GraphBox : Box {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Graph";
   std::shared_ptr<DriverGraph> graph;
-  void destroy() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    destroyed = true;
-    graph.reset();
-  }
+  ~GraphBox() override { retire(); }
+
+ protected:
+  void release() override { graph.reset(); }
 };
 const napi_type_tag GraphBox::kTag = {0x6373702d67726170ULL, 0x6800000000000009ULL};
 
@@ -45,11 +44,10 @@ struct GraphExecBox : Box {
   CUgraphExec handle = nullptr;
   std::shared_ptr<DriverGraph> source;  // the graph instantiated: its nodes name this executable's nodes
   std::shared_ptr<DriverGraph> latest;  // the graph whose work the executable runs now (source, or the last update)
-  ~GraphExecBox() override { destroy(); }
-  void destroy() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    if (destroyed) return;
-    destroyed = true;
+  ~GraphExecBox() override { retire(); }
+
+ protected:
+  void release() override {
     if (handle && make_current_quiet(device)) check_quiet(drv().cuGraphExecDestroy(handle), device);
     handle = nullptr;
     source.reset();
@@ -160,9 +158,10 @@ Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
   return wrap_box(info.Env(), exec);
 }
 
-// graphDestroy(graph): drops the wrapper's share of the CUgraph (Note [graph lifetime]). Idempotent.
+// graphDestroy(graph): retires the box; it drops its share of the CUgraph (Note [graph lifetime]) once no call is in
+// flight. Idempotent.
 Napi::Value graph_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<GraphBox>(info[0])->destroy();
+  unwrap_box<GraphBox>(info[0])->retire();
   return info.Env().Undefined();
 }
 
@@ -183,8 +182,9 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
 Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
   auto exec = unwrap_box<GraphExecBox>(info[0]);
   auto graph = unwrap_box<GraphBox>(info[1]);
-  std::unique_lock<std::shared_mutex> lock(exec->mutex);  // replaces the handle: no launch may use it meanwhile
-  if (exec->destroyed) throw Destroyed{"GraphExec", "update"};
+  // Replaces the handle: safe because an executable graph is used by the one JS thread that made it (graph objects
+  // are not thread-safe in the driver either), so no launch of it is in flight in this call.
+  Use<GraphExecBox> use(*exec, "GraphExec", "update");
   Use<GraphBox> use_graph(*graph, "Graph", "update");
   make_current(exec->device);
   CUgraphExecUpdateResultInfo result{};
@@ -227,9 +227,10 @@ Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// graphExecDestroy(exec): destroys the executable graph now (launches in flight still complete). Idempotent.
+// graphExecDestroy(exec): retires the box; the executable graph is destroyed once no call is in flight (launches
+// already queued still complete). Idempotent.
 Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<GraphExecBox>(info[0])->destroy();
+  unwrap_box<GraphExecBox>(info[0])->retire();
   return info.Env().Undefined();
 }
 

@@ -22,9 +22,10 @@ struct Driver {
   X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
-  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamBeginCapture) X(cuStreamEndCapture)   \
-  X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
-  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)
+  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64)                    \
+  X(cuMemHostGetDevicePointer) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)          \
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy) X(cuGraphExecDestroy)   \
+  X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)
 // CUDA 12.4+, used only to list a module's kernels in error messages and to check a kernel's signature against its
 // parameters; null on older drivers.
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) \

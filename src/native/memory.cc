@@ -1,6 +1,6 @@
 // Stream-ordered memory: device buffers (cuMemAllocFromPoolAsync on the device's default pool), the process-wide
 // pinned-block cache, copies through it, fills and the memory pool's counters. Runs on: any JS thread (main or
-// worker), except `on_landed`, which runs on a driver thread (Note [completion path]). Governed by DESIGN.md
+// worker); the staging of a device-to-host copy goes back from whichever thread lands it. Governed by DESIGN.md
 // "Rules": memory the GPU may still use is not freed or reused until that work is done.
 #include <algorithm>
 #include <atomic>
@@ -22,7 +22,6 @@
 namespace csp {
 namespace {
 
-constexpr int kMaxDevices = 64;
 constexpr size_t kMiB = size_t{1} << 20;
 
 std::string device_text(int device) { return "device " + std::to_string(device); }
@@ -37,31 +36,22 @@ std::string where(const StreamBox& stream) {
 
 size_t to_size(const Napi::Value& value) { return static_cast<size_t>(to_uint64(value)); }
 
-// Holds a stream's shared lock without throwing; `alive()` says whether its handle may be passed to the driver.
+// Enters a stream's box without throwing; `alive()` says whether its handle may be passed to the driver.
 // See Note [handle guard] in box.h.
 class TryUse {
  public:
-  explicit TryUse(StreamBox& box) : lock_(box.mutex), alive_(!box.destroyed) {}
+  explicit TryUse(StreamBox& box) : box_(box), alive_(box.enter()) {}
+  ~TryUse() {
+    if (alive_) box_.leave();
+  }
+  TryUse(const TryUse&) = delete;
+  TryUse& operator=(const TryUse&) = delete;
   bool alive() const { return alive_; }
 
  private:
-  std::shared_lock<std::shared_mutex> lock_;
+  StreamBox& box_;
   bool alive_;
 };
-
-// Note [library streams]: one non-blocking stream per device that the library owns, for work that has no live user
-// stream to go to (a free whose stream was destroyed). Created on first need and never destroyed, like the retained
-// primary context; it is process-wide because a free may run in a finalizer of any thread. The caller has made the
-// device's context current.
-CUstream library_stream(int device) {
-  static std::mutex mutex;
-  static CUstream streams[kMaxDevices] = {};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!streams[device])
-    check(drv().cuStreamCreate(&streams[device], CU_STREAM_NON_BLOCKING), "cuStreamCreate", device,
-          device_text(device) + " (the library's own stream)");
-  return streams[device];
-}
 
 // The device's default memory pool (cuDeviceGetDefaultMemPool), looked up once. Allocations name it explicitly, so
 // another library changing the device's current pool (cuDeviceSetMemPool) does not move ours.
@@ -73,18 +63,18 @@ CUmemoryPool default_pool(int device) {
     CUdevice dev = 0;
     check(drv().cuDeviceGet(&dev, device), "cuDeviceGet", device);
     check(drv().cuDeviceGetDefaultMemPool(&pools[device], dev), "cuDeviceGetDefaultMemPool", device,
-          device_text(device));
+          [&] { return std::string(device_text(device)); });
   }
   return pools[device];
 }
 
 // Makes `stream` record its last work when it is destroyed (Note [stream retirement] in stream.h). The caller holds
-// the stream's shared lock and the stream is alive. Throws CudaFailure; a failed creation is retried next time.
+// an entry of the stream's box (alive). Throws CudaFailure; a failed creation is retried next time.
 void watch_retirement(StreamBox& stream) {
   std::call_once(stream.retired_once, [&stream] {
     CUevent event = nullptr;
     check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream.device,
-          device_text(stream.device));
+          [&] { return std::string(device_text(stream.device)); });
     stream.retired = event;
   });
 }
@@ -150,8 +140,8 @@ class PinnedCache {
     }
     void* ptr = nullptr;
     check(drv().cuMemHostAlloc(&ptr, want, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", device,
-          device_text(device) + ", " + std::to_string(want) + " bytes of pinned host memory (asked for " +
-              std::to_string(bytes) + ")");
+          [&] { return std::string(device_text(device) + ", " + std::to_string(want) + " bytes of pinned host memory (asked for " +
+              std::to_string(bytes) + ")"); });
     auto* block = new Block();
     block->ptr = ptr;
     block->size = want;
@@ -159,13 +149,13 @@ class PinnedCache {
     return block;
   }
 
-  // Records that a copy using `block` was just queued on `stream` (the caller holds its shared lock, alive, and its
+  // Records that a copy using `block` was just queued on `stream` (the caller holds an entry of its box, and its
   // context is current). Throws CudaFailure; then the block must not be reused (the caller leaks it).
   void fence(Block& block, const std::shared_ptr<StreamBox>& stream) {
     std::weak_ptr<StreamBox> key = stream;
     for (Fence& f : block.fences) {
       if (!same_stream(f.stream, key)) continue;
-      check(drv().cuEventRecord(f.event, stream->handle), "cuEventRecord", stream->device, where(*stream));
+      check(drv().cuEventRecord(f.event, stream->handle), "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
       return;
     }
     Fence f;
@@ -175,7 +165,7 @@ class PinnedCache {
     CUresult r = drv().cuEventRecord(f.event, stream->handle);
     if (r != CUDA_SUCCESS) {
       put_event(f.device, f.event);
-      check(r, "cuEventRecord", stream->device, where(*stream));
+      check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
     }
     block.fences.push_back(std::move(f));
   }
@@ -234,7 +224,7 @@ class PinnedCache {
       }
     }
     CUevent event = nullptr;
-    check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device, device_text(device));
+    check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device, [&] { return std::string(device_text(device)); });
     return event;
   }
 
@@ -305,16 +295,13 @@ struct PinnedBox : Box {
     if (counted.exchange(false)) live().pinned_bytes -= static_cast<int64_t>(bytes);
   }
   // free(): copies are refused from now on; waits for copies being queued on other threads.
-  void retire() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    destroyed = true;
+  void free() {
+    retire_and_wait();
     uncount();
   }
-  // The ArrayBuffer's finalizer: the block goes back to the cache once queued copies are done.
+  // The ArrayBuffer's finalizer (once): the block goes back to the cache once queued copies are done.
   void give_back() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    destroyed = true;
-    uncount();
+    free();
     if (block) pinned_cache().release(block);
     block = nullptr;
   }
@@ -336,8 +323,8 @@ const napi_type_tag PinnedBox::kTag = {0x6373702d70696e6eULL, 0x6564000000000005
 //    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
-// Locks: a buffer's guard before any stream's, `uses_mutex` last; the free holds the buffer's guard exclusively, which
-// keeps every other user out.
+// Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
+// other user out; `uses_mutex` follows Note [lock order] in box.h.
 
 struct BufferUse {
   std::shared_ptr<StreamBox> stream;
@@ -372,7 +359,7 @@ ShareRegistry& shares() {
 }
 
 // Reports a use of `buffer` on `stream` (Note [buffer uses]); `after_work`: the work is already queued, so a
-// per-thread stream of a borrowing thread is recorded now. The caller holds both boxes' shared locks, both alive,
+// per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both boxes,
 // and the device's context is current. Throws CudaFailure.
 void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work) {
   std::lock_guard<std::mutex> lock(buffer.uses_mutex);
@@ -387,8 +374,8 @@ void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream,
   if (!after_work || stream->handle != CU_STREAM_PER_THREAD || environment == buffer.owner_environment) return;
   if (!use->event)
     check(drv().cuEventCreate(&use->event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream->device,
-          where(*stream));
-  check(drv().cuEventRecord(use->event, stream->handle), "cuEventRecord", stream->device, where(*stream));
+          [&] { return std::string(where(*stream)); });
+  check(drv().cuEventRecord(use->event, stream->handle), "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
 }
 
 // What a free did: whether it was the first, and its first failure (the driver call and its result).
@@ -400,14 +387,12 @@ struct FreeOutcome {
 
 // Frees `buffer` once, in stream order: on `target` when given and alive, else on the allocation stream when alive,
 // else on the library stream; after every other entry of Note [buffer uses]. `environment` is the calling thread.
-// Waits for calls in flight on other threads (the exclusive guard). When `marker` is given, records it on the free's
+// Waits for calls in flight on other threads (retire_and_wait). When `marker` is given, records it on the free's
 // stream right after the free. Never throws: failures come back in the outcome (finalizers use it too).
 FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& target, int environment,
                         CUevent marker) {
   FreeOutcome out;
-  std::unique_lock<std::shared_mutex> guard(buffer.mutex);
-  if (buffer.destroyed) return out;
-  buffer.destroyed = true;
+  if (!buffer.retire_and_wait()) return out;  // keeps every other user out from here on
   out.freed = true;
   live().device_bytes -= static_cast<int64_t>(buffer.bytes);
   const int device = buffer.device;
@@ -423,8 +408,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
     out.call = "cuCtxSetCurrent";
     return out;
   }
-  // The exclusive guard keeps note_use out, so `uses` needs no uses_mutex here.
-  // The free's stream, held alive (shared lock) until the free is queued.
+  // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
+  // The free's stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
   StreamBox* free_box = nullptr;
   for (StreamBox* candidate : {target.get(), buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
@@ -526,9 +511,9 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   box->uses.push_back(BufferUse{stream, box->owner_environment, nullptr});
   CUresult r = drv().cuMemAllocFromPoolAsync(&box->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
-    box->destroyed = true;  // nothing to free
+    box->retire_and_wait();  // nothing to free
     box->uses.clear();
-    check(r, "cuMemAllocFromPoolAsync", device, where(*stream) + ", " + std::to_string(bytes) + " bytes requested");
+    check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
   live().device_bytes += static_cast<int64_t>(bytes);
   Napi::Object out = Napi::Object::New(env);
@@ -549,7 +534,7 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   FreeOutcome out = free_memory(*buffer, target, environment_of(env), marker ? marker->handle : nullptr);
   if (out.failure != CUDA_SUCCESS && device_fault(buffer->device) == CUDA_SUCCESS)
     check(out.failure, out.call, buffer->device,
-          device_text(buffer->device) + ", freeing " + std::to_string(buffer->bytes) + " bytes");
+          [&] { return std::string(device_text(buffer->device) + ", freeing " + std::to_string(buffer->bytes) + " bytes"); });
   if (!marker || !out.freed) return env.Undefined();
   return wrap_box(env, marker);
 }
@@ -637,7 +622,7 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
 // gives the block back. Returns at once; waits only for a copy being queued on this box by another call.
 Napi::Value pinned_free(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<PinnedBox>(info[0]);
-  box->retire();
+  box->free();
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
   return info.Env().Undefined();
@@ -676,7 +661,7 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   check_span("source", src_offset, bytes, src->bytes, env);
   make_current(stream->device);
   check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
-        "cuMemcpyDtoDAsync", stream->device, copy_text(*stream, bytes));
+        "cuMemcpyDtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes)); });
   const int environment = environment_of(env);
   note_use(*dst, stream, environment, true);
   if (src != dst) note_use(*src, stream, environment, true);
@@ -709,10 +694,10 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   char* host = static_cast<char*>(pinned->block->ptr) + pinned_offset;
   if (ToDevice)
     check(drv().cuMemcpyHtoDAsync(device_ptr, host, bytes, stream->handle), "cuMemcpyHtoDAsync", stream->device,
-          copy_text(*stream, bytes));
+          [&] { return std::string(copy_text(*stream, bytes)); });
   else
     check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
-          copy_text(*stream, bytes));
+          [&] { return std::string(copy_text(*stream, bytes)); });
   pinned_cache().fence(*pinned->block, stream);
   note_use(*device, stream, environment_of(env), true);
   return env.Undefined();
@@ -720,27 +705,19 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
 
 // Note [staging]: pageable JS memory is never handed to the driver (a pageable cuMemcpy*Async blocks the thread).
 // Host to device: the source bytes are copied into a pinned block at call time (so the array may change or die
-// afterwards), the block is fenced on the stream and released. Device to host: the copy lands in a pinned block; a
-// host function (Note [completion path]) memcpys it into the JS array, which a reference keeps alive until the
-// completion is delivered on its thread, then marks the copy landed and gives the block back lock-free.
-struct Landing {
-  Block* block;
-  std::shared_ptr<std::atomic<bool>> landed;
-};
+// afterwards), the block is fenced on the stream and released. Device to host: the copy lands in a pinned block
+// followed by a completion marker; the JS thread that owns the array copies the block into it once the marker is
+// done (a landing, Note [completion engine] in completion.h), after checking that the array's buffer was not
+// detached or transferred, then gives the block back lock-free.
 
-// Runs on: a driver thread (HostCopy::done). No CUDA call, no lock.
-void on_landed(void* context) {
-  std::unique_ptr<Landing> landing(static_cast<Landing*>(context));
-  landing->landed->store(true, std::memory_order_release);
-  pinned_cache().give_back(landing->block);
-}
+// Runs on: any thread, once per landing. No CUDA call, no lock.
+void give_back_staging(void* block) { pinned_cache().give_back(static_cast<Block*>(block)); }
 
-// A landed flag as JS holds it: an External, type-tagged.
-struct LandedFlag {
+// A landing as JS holds it: an External, type-tagged.
+struct LandingHolder {
   static const napi_type_tag kTag;
-  static constexpr const char* kName = "copy landing";
 };
-const napi_type_tag LandedFlag::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
+const napi_type_tag LandingHolder::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
 
 // copyPageableToDevice(stream, dst, dstOffset, source: Uint8Array of exactly the bytes to copy)
 Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
@@ -759,7 +736,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   CUresult r = drv().cuMemcpyHtoDAsync(dst->ptr + dst_offset, block->ptr, bytes, stream->handle);
   if (r != CUDA_SUCCESS) {
     pinned_cache().release(block);  // nothing was queued on it
-    check(r, "cuMemcpyHtoDAsync", stream->device, copy_text(*stream, bytes) + " through pinned staging");
+    check(r, "cuMemcpyHtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes) + " through pinned staging"); });
   }
   pinned_cache().fence(*block, stream);  // on failure the block leaks: the copy may still read it
   pinned_cache().release(block);
@@ -767,7 +744,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// copyDeviceToPageable(stream, destination: Uint8Array of exactly the bytes to fill, src, srcOffset) -> landed flag
+// copyDeviceToPageable(stream, destination: Uint8Array of exactly the bytes to fill, src, srcOffset) -> landing (for copyLanded)
 Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
@@ -783,18 +760,19 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   CUresult r = drv().cuMemcpyDtoHAsync(block->ptr, src->ptr + src_offset, bytes, stream->handle);
   if (r != CUDA_SUCCESS) {
     pinned_cache().release(block);
-    check(r, "cuMemcpyDtoHAsync", stream->device, copy_text(*stream, bytes) + " through pinned staging");
+    check(r, "cuMemcpyDtoHAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes) + " through pinned staging"); });
   }
-  auto landed = std::make_shared<std::atomic<bool>>(false);
-  napi_ref keep = nullptr;
-  if (napi_create_reference(env, destination, 1, &keep) != napi_ok) keep = nullptr;
-  HostCopy copy{destination.Data(), block->ptr, bytes, on_landed, new Landing{block, landed}};
+  auto landing = std::make_shared<Landing>();
+  landing->staging = block->ptr;
+  landing->bytes = bytes;
+  landing->release_staging = give_back_staging;
+  landing->staging_context = block;
   try {
-    if (!keep) throw CudaFailure{CUDA_ERROR_UNKNOWN, "napi_create_reference", copy_text(*stream, bytes)};
-    enqueue_host_copies(env, stream->handle, stream->device, {copy}, {keep});
+    landing->marker = enqueue_marker(*stream);
+    if (napi_create_reference(env, destination, 1, &landing->destination) != napi_ok)
+      throw CudaFailure{CUDA_ERROR_UNKNOWN, "napi_create_reference", copy_text(*stream, bytes)};
   } catch (...) {
-    // The device-to-host copy is queued but nothing will finish it: fence the block so it is reused only after.
-    delete static_cast<Landing*>(copy.context);
+    // The device-to-host copy is queued but nothing will land it: fence the block so it is reused only after.
     try {
       pinned_cache().fence(*block, stream);
       pinned_cache().release(block);
@@ -803,21 +781,22 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     }
     throw;
   }
+  track_landing(env, landing);
   note_use(*src, stream, environment_of(env), true);
-  auto holder = new std::shared_ptr<std::atomic<bool>>(std::move(landed));
-  auto external = Napi::External<std::shared_ptr<std::atomic<bool>>>::New(
-      env, holder, [](Napi::BasicEnv, std::shared_ptr<std::atomic<bool>>* h) { delete h; });
-  external.TypeTag(&LandedFlag::kTag);
+  auto holder = new std::shared_ptr<Landing>(std::move(landing));
+  auto external = Napi::External<std::shared_ptr<Landing>>::New(
+      env, holder, [](Napi::BasicEnv, std::shared_ptr<Landing>* h) { delete h; });
+  external.TypeTag(&LandingHolder::kTag);
   return external;
 }
 
-// copyLanded(flag) -> whether the host function has copied the staged bytes into the JS array.
+// copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done).
 Napi::Value copy_landed(const Napi::CallbackInfo& info) {
   Napi::Value value = info[0];
-  if (!value.IsExternal() || !value.As<Napi::Object>().CheckTypeTag(&LandedFlag::kTag))
-    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: expected a copy landing flag");
-  auto* flag = value.As<Napi::External<std::shared_ptr<std::atomic<bool>>>>().Data();
-  return Napi::Boolean::New(info.Env(), (*flag)->load(std::memory_order_acquire));
+  if (!value.IsExternal() || !value.As<Napi::Object>().CheckTypeTag(&LandingHolder::kTag))
+    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: expected a copy landing");
+  auto* landing = value.As<Napi::External<std::shared_ptr<Landing>>>().Data();
+  return Napi::Boolean::New(info.Env(), settle_landing(info.Env(), **landing));
 }
 
 // memoryFill(stream, dst, offset, value, count, elementSize): count elements of 1 or 4 bytes.
@@ -835,10 +814,10 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   make_current(stream->device);
   if (element == 4)
     check(drv().cuMemsetD32Async(dst->ptr + offset, value, count, stream->handle), "cuMemsetD32Async",
-          stream->device, copy_text(*stream, count * 4));
+          stream->device, [&] { return std::string(copy_text(*stream, count * 4)); });
   else
     check(drv().cuMemsetD8Async(dst->ptr + offset, static_cast<unsigned char>(value), count, stream->handle),
-          "cuMemsetD8Async", stream->device, copy_text(*stream, count));
+          "cuMemsetD8Async", stream->device, [&] { return std::string(copy_text(*stream, count)); });
   note_use(*dst, stream, environment_of(env), true);
   return env.Undefined();
 }
@@ -852,7 +831,7 @@ double bytes_number(cuuint64_t value) {
 cuuint64_t pool_attribute(int device, CUmemPool_attribute which, const char* name) {
   cuuint64_t value = 0;
   check(drv().cuMemPoolGetAttribute(default_pool(device), which, &value), "cuMemPoolGetAttribute", device,
-        device_text(device) + ", " + name);
+        [&] { return std::string(device_text(device) + ", " + name); });
   return value;
 }
 
@@ -878,7 +857,7 @@ Napi::Value memory_pool_set_release_threshold(const Napi::CallbackInfo& info) {
                                                                           : static_cast<cuuint64_t>(requested);
   make_current(device);
   check(drv().cuMemPoolSetAttribute(default_pool(device), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value),
-        "cuMemPoolSetAttribute", device, device_text(device) + ", release threshold " + std::to_string(value));
+        "cuMemPoolSetAttribute", device, [&] { return std::string(device_text(device) + ", release threshold " + std::to_string(value)); });
   return info.Env().Undefined();
 }
 
@@ -888,7 +867,7 @@ Napi::Value memory_pool_trim(const Napi::CallbackInfo& info) {
   size_t keep = to_size(info[1]);
   make_current(device);
   check(drv().cuMemPoolTrimTo(default_pool(device), keep), "cuMemPoolTrimTo", device,
-        device_text(device) + ", keeping " + std::to_string(keep) + " bytes");
+        [&] { return std::string(device_text(device) + ", keeping " + std::to_string(keep) + " bytes"); });
   return info.Env().Undefined();
 }
 
@@ -915,7 +894,7 @@ Napi::Value bench_memcpy(const Napi::CallbackInfo& info) {
   double ns = 0;
   CUresult r = drv().cuMemAllocFromPoolAsync(&dptr, bytes, default_pool(device), stream);
   try {
-    check(r, "cuMemAllocFromPoolAsync", device, std::to_string(bytes) + " bytes");
+    check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(std::to_string(bytes) + " bytes"); });
     block = pinned_cache().acquire(bytes, device);
     auto copy = [&] {
       return to_device ? drv().cuMemcpyHtoDAsync(dptr, block->ptr, bytes, stream)
@@ -962,7 +941,7 @@ Napi::Value bench_alloc_free(const Napi::CallbackInfo& info) {
   ns = elapsed_ns(start);
   check_quiet(drv().cuStreamSynchronize(stream), device);
   check_quiet(drv().cuStreamDestroy(stream), device);
-  check(failure, "cuMemAllocFromPoolAsync", device, std::to_string(bytes) + " bytes");
+  check(failure, "cuMemAllocFromPoolAsync", device, [&] { return std::string(std::to_string(bytes) + " bytes"); });
   return Napi::Number::New(info.Env(), ns);
 }
 

@@ -20,11 +20,12 @@ struct ModuleBox : Box {
   static constexpr const char* kName = "Module";
   CUmodule handle = nullptr;
   ~ModuleBox() override { destroy(); }
-  // Unloads now; waits for calls in flight (Note [handle guard]). Idempotent; never throws.
-  void destroy() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    if (destroyed) return;
-    destroyed = true;
+  // Retires the box at once; the module is unloaded when no call is in flight (Note [handle guard]). Idempotent;
+  // never throws.
+  void destroy() { retire(); }
+
+ protected:
+  void release() override {
     if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(handle), device);
     live().modules--;
   }

@@ -2,6 +2,7 @@
 #include "stream.h"
 
 #include "addon.h"
+#include "completion.h"
 #include "context.h"
 #include "event.h"
 #include "loader.h"
@@ -11,21 +12,26 @@ namespace csp {
 const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
 
 StreamBox::~StreamBox() {
-  retire(false);
+  retire();
+  release_ticket(ticket);
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
 
-void StreamBox::destroy() { retire(true); }
-
-void StreamBox::retire(bool record_last_work) {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (destroyed) return;
-  destroyed = true;
+void StreamBox::destroy() {
   // See Note [stream retirement].
-  if (record_last_work && retired && make_current_quiet(device))
+  if (enter()) {
+    if (retired && make_current_quiet(device)) check_quiet(drv().cuEventRecord(retired, handle), device);
+    record_on_release_.store(true, std::memory_order_relaxed);
+    leave();
+  }
+  retire();
+}
+
+// Never throws: finalizers and destroy after a device fault must not.
+void StreamBox::release() {
+  if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;
-  // Finalizers and destroy after a fault must not throw: see DESIGN.md "device faults".
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
   live().streams--;
 }
@@ -35,7 +41,7 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
   auto box = std::make_shared<StreamBox>();
   box->device = device;
   check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
-        "device " + std::to_string(device));
+        [&] { return std::string("device " + std::to_string(device)); });
   box->owned = true;
   live().streams++;
   return box;
@@ -72,9 +78,9 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
-  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, describe(*box));
-  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, describe(*box));
-  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, describe(*box));
+  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
+  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
+  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
   Napi::Object out = Napi::Object::New(env);
   out.Set("handle", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
   out.Set("id", Napi::BigInt::New(env, static_cast<uint64_t>(id)));
@@ -99,7 +105,7 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "synchronizeSync");
   make_current(box->device);
-  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, describe(*box));
+  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
   return info.Env().Undefined();
 }
 
@@ -110,7 +116,7 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   Use<StreamBox> use(*box, "Stream", "waitEvent");
   Use<EventBox> use_event(*event, "Event", "waitEvent");
   make_current(box->device);
-  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
+  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, [&] { return std::string(describe(*box)); });
   return info.Env().Undefined();
 }
 

@@ -1,0 +1,204 @@
+// The completion engine: markers, the poller thread, batched delivery, faults after destroy, landings of staged
+// copies, workers, foreign contexts. Every GPU case here also runs with event markers (CUDA_STREAM_POOL_COMPLETION=event)
+// in a child process, through the last test.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Worker } from 'node:worker_threads';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+import { completionStats, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+import { native } from '../src/native.js';
+import { gpu, MS, testKernels } from './support/gpu.js';
+import { runChild } from './support/child.js';
+
+const workerUrl = new URL('./workers/completion-worker.js', import.meta.url);
+const forcedMarker = process.env.CUDA_STREAM_POOL_COMPLETION;
+
+test('the marker kind follows the device and CUDA_STREAM_POOL_COMPLETION', gpu, () => {
+  const kind = native.completionMarker(0);
+  if (forcedMarker === 'event') assert.equal(kind, 'event');
+  else assert.ok(kind === 'ticket' || kind === 'event', kind);
+});
+
+test('waits on 32 streams that finish together settle in fewer wake-ups than waits, all delivered', gpu, async () => {
+  const { spin } = await testKernels();
+  const streams = Array.from({ length: 32 }, () => Stream.create());
+  const before = completionStats();
+  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 30n * MS, 0n);
+  await Promise.all(streams.map((stream) => stream.synchronize()));
+  const after = completionStats();
+  const wakeups = after.wakeups - before.wakeups;
+  const delivered = after.delivered - before.delivered;
+  assert.equal(delivered, 32, `delivered ${delivered}`);
+  assert.ok(wakeups >= 1 && wakeups < delivered, `${wakeups} wake-ups for ${delivered} waits`);
+  assert.ok(after.largestBatch >= 2, `largest batch ${after.largestBatch}`);
+  for (const stream of streams) stream.destroy();
+});
+
+test('the poller parks once nothing is pending, and the idle process uses almost no CPU', gpu, async () => {
+  const { spin } = await testKernels();
+  const pool = new StreamPool({ size: 8 });
+  const stream = pool.getStream();
+  spin.launch({ grid: 1, block: 1, stream }, 5n * MS, 0n);
+  const parksBefore = completionStats().pollerParks;
+  await stream.synchronize();
+  await new Promise((resolve) => setTimeout(resolve, 100)); // spin, yield, sleeps growing to 1 ms, then park
+  const parked = completionStats();
+  assert.equal(parked.processPending, 0);
+  assert.equal(parked.pollerParked, true);
+  assert.ok(parked.pollerParks > parksBefore, `parks ${parksBefore} -> ${parked.pollerParks}`);
+  const cpu = process.cpuUsage();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const used = process.cpuUsage(cpu);
+  const ms = (used.user + used.system) / 1000;
+  assert.ok(ms < 25, `${ms} ms of CPU in 500 ms idle with a live pool (5 % of a core; the target is 1 %)`);
+  pool.destroy();
+});
+
+test('a device-to-host copy lands before a later wait settles, also when the stream is idle by then', gpu, async () => {
+  const { spin } = await testKernels();
+  const stream = Stream.create();
+  const source = DeviceBuffer.alloc(4096, { stream });
+  stream.fill(source, 0xab);
+  const output = new Uint8Array(4096);
+  spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  stream.copy(output, source);
+  assert.equal(completionStats().landingsPending, 1);
+  // Block this thread until the GPU is done, so that the wait below finds the stream idle: the landing must still
+  // come first.
+  stream.synchronizeSync();
+  await stream.synchronize();
+  assert.ok(output.every((b) => b === 0xab), 'the bytes landed before synchronize() settled');
+  assert.equal(completionStats().landingsPending, 0);
+  source.free();
+  stream.destroy();
+});
+
+test('a destination transferred away before the copy lands gets nothing; the wait settles and the new owner is intact', gpu, async () => {
+  const { spin } = await testKernels();
+  const stream = Stream.create();
+  const source = DeviceBuffer.alloc(1 << 20, { stream });
+  stream.fill(source, 0x5a);
+  const kept = new Uint8Array(1 << 20);
+  const moved = new ArrayBuffer(1 << 20);
+  spin.launch({ grid: 1, block: 1, stream }, 50n * MS, 0n);
+  stream.copy(kept, source);
+  stream.copy(new Uint8Array(moved), source);
+  const transferred = structuredClone(moved, { transfer: [moved] });
+  assert.equal(moved.byteLength, 0, 'detached by the transfer');
+  new Uint8Array(transferred).fill(7);
+  await stream.synchronize();
+  assert.ok(kept.every((b) => b === 0x5a), 'the array that stayed got its bytes');
+  assert.ok(new Uint8Array(transferred).every((b) => b === 7), 'the transferred memory was not written');
+  source.free();
+  stream.destroy();
+});
+
+test('waits from four workers settle in batches in each worker, and every worker exits 0', gpu, async () => {
+  const workers = Array.from({ length: 4 }, () => new Worker(workerUrl, { workerData: { mode: 'batch' } }));
+  const exits = workers.map((worker) => once(worker, 'exit')); // listening before a worker can finish
+  const reports = await Promise.all(workers.map(async (worker) => (await once(worker, 'message'))[0]));
+  for (const report of reports) {
+    assert.equal(report.delivered, 16, JSON.stringify(report));
+    assert.ok(report.wakeups < report.delivered, JSON.stringify(report));
+  }
+  const codes = (await Promise.all(exits)).map(([code]) => code);
+  assert.deepEqual(codes, [0, 0, 0, 0]);
+});
+
+test('a worker that exits with waits pending: the poller drops them once their work ends, nothing else is left', gpu, async () => {
+  const pendingBefore = completionStats().processPending;
+  const worker = new Worker(workerUrl, { workerData: { mode: 'exit-pending' } });
+  const exit = once(worker, 'exit'); // the worker exits right after its message
+  const [queued] = await once(worker, 'message');
+  assert.equal(queued.pending, pendingBefore + 4);
+  const [code] = await exit;
+  assert.equal(code, 0);
+  // The worker's kernels run 300 ms; their waits go when they finish.
+  const deadline = performance.now() + 5000;
+  while (completionStats().processPending > pendingBefore && performance.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(completionStats().processPending, pendingBefore);
+  const stream = Stream.create();
+  await stream.synchronize();
+  stream.destroy();
+});
+
+test('after a fault, waits whose stream, event or pool was destroyed meanwhile reject within 100 ms', gpu, async () => {
+  const result = await runChild(`
+    import { readFileSync } from 'node:fs';
+    import { Event, Module, Stream, StreamPool, CudaError } from 'cuda-stream-pool';
+    const module = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+    const spin = module.getFunction('spin', ['u64', 'ptr']);
+    const bad = module.getFunction('write_invalid', ['u64']);
+    const owned = Stream.create();
+    const pool = new StreamPool({ size: 2 });
+    const pooled = pool.getStream();
+    const start = performance.now();
+    for (const stream of [owned, pooled]) spin.launch({ grid: 1, block: 1, stream }, 300_000_000n, 0n);
+    bad.launch({ grid: 1, block: 1, stream: owned }, 0x10n);
+    const event = Event.create();
+    event.record(owned);
+    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? /CUDA_ERROR_ILLEGAL_ADDRESS/.test(e.message) ? 'illegal address' : e.message : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
+    const waits = [owned.synchronize(), event.synchronize(), pooled.synchronize()].map(outcome);
+    owned.destroy();
+    event.destroy();
+    pool.destroy();
+    console.log(JSON.stringify(await Promise.all(waits)));
+  `);
+  assert.equal(result.signal, null);
+  assert.equal(result.code, 0, result.stderr);
+  const lines: string[] = JSON.parse(result.stdout);
+  for (const line of lines) {
+    const match = /^illegal address after (\d+)$/.exec(line);
+    assert.ok(match, line);
+    // The fault comes after the 300 ms spin; 100 ms is the target, and 200 ms the bound with a 2x margin.
+    assert.ok(Number(match[1]) < 300 + 200, line);
+  }
+});
+
+test('another CUDA context current on the thread does not misdirect the library\'s calls', gpu, async () => {
+  const result = await runChild(`
+    import koffi from 'koffi';
+    import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+    const cuda = koffi.load('libcuda.so.1');
+    const cuCtxCreate = cuda.func('int cuCtxCreate_v2(_Out_ void **context, unsigned int flags, int device)');
+    const cuCtxSetCurrent = cuda.func('int cuCtxSetCurrent(void *context)');
+    const cuCtxDestroy = cuda.func('int cuCtxDestroy_v2(void *context)');
+    const stream = Stream.create();
+    const buffer = DeviceBuffer.alloc(1024, { stream });
+    const out = [null];
+    if (cuCtxCreate(out, 0, 0) !== 0) throw new Error('cuCtxCreate failed');
+    const foreign = out[0];
+    const results = [];
+    for (let round = 0; round < 3; round++) {
+      if (cuCtxSetCurrent(foreign) !== 0) throw new Error('cuCtxSetCurrent failed');
+      stream.fill(buffer, 0x10 + round);
+      const host = new Uint8Array(1024);
+      stream.copy(host, buffer);
+      if (cuCtxSetCurrent(foreign) !== 0) throw new Error('cuCtxSetCurrent failed');
+      await stream.synchronize();
+      results.push(host.every((b) => b === 0x10 + round));
+    }
+    buffer.free();
+    stream.destroy();
+    cuCtxDestroy(foreign);
+    console.log(JSON.stringify(results));
+  `);
+  assert.equal(result.signal, null);
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), [true, true, true]);
+});
+
+test('every case above also passes with event markers (CUDA_STREAM_POOL_COMPLETION=event)', { ...gpu, skip: gpu.skip || (forcedMarker === 'event' ? 'this run is the event-marker run' : false) }, async () => {
+  const result = await runChild(
+    `import { spawnSync } from 'node:child_process';
+     const r = spawnSync(process.execPath, ['--expose-gc', '--test', ${JSON.stringify(fileURLToPath(import.meta.url))}], { encoding: 'utf8' });
+     process.stdout.write(r.stdout); process.stderr.write(r.stderr); process.exit(r.status ?? 1);`,
+    { CUDA_STREAM_POOL_COMPLETION: 'event' },
+    180_000,
+  );
+  assert.equal(result.code, 0, result.stdout.slice(-3000) + result.stderr.slice(-2000));
+  assert.match(result.stdout, /# fail 0/);
+});

@@ -1,0 +1,27 @@
+// Worker for test/completion.test.ts. workerData.mode:
+//  'batch'         16 streams each run a 20 ms spin; reports the wake-ups and waits delivered to this thread
+//  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
+import { parentPort, workerData } from 'node:worker_threads';
+
+import { completionStats, Stream } from 'cuda-stream-pool';
+import { MS, testKernels } from '../support/gpu.js';
+
+const { spin } = await testKernels();
+const mode = (workerData as { mode: string }).mode;
+if (mode === 'batch') {
+  const streams = Array.from({ length: 16 }, () => Stream.create());
+  const before = completionStats();
+  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  await Promise.all(streams.map((stream) => stream.synchronize()));
+  const after = completionStats();
+  parentPort!.postMessage({ wakeups: after.wakeups - before.wakeups, delivered: after.delivered - before.delivered });
+  for (const stream of streams) stream.destroy();
+} else if (mode === 'exit-pending') {
+  const streams = Array.from({ length: 4 }, () => Stream.create());
+  for (const stream of streams) {
+    spin.launch({ grid: 1, block: 1, stream }, 300n * MS, 0n);
+    void stream.synchronize();
+  }
+  parentPort!.postMessage({ pending: completionStats().processPending });
+  process.exit(0);
+}
