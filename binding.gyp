@@ -13,7 +13,12 @@
         "src/native/completion.cc",
         "src/native/module.cc",
         "src/native/pool.cc",
-        "src/native/memory.cc",
+        "src/native/device_buffer.cc",
+        "src/native/pinned.cc",
+        "src/native/copy.cc",
+        "src/native/staging.cc",
+        "src/native/memory_pool.cc",
+        "src/native/memory_bench.cc",
         "src/native/nvrtc.cc",
         "src/native/bench.cc",
         "src/native/graph.cc"

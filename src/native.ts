@@ -97,6 +97,7 @@ export interface NativeBinding {
   pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number };
   copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
   copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
   copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;

@@ -22,7 +22,7 @@ struct Driver {
   X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
-  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64)                    \
+  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64) X(cuStreamWaitValue64)  \
   X(cuMemHostGetDevicePointer) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)          \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy) X(cuGraphExecDestroy)   \
   X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)
