@@ -139,6 +139,7 @@ test('a fork/join capture across two leased pool streams records both branches i
   fillU32.launch({ grid: Math.ceil(N / 256), block: 256, stream: b }, right, 22, N);
   assert.throws(() => b.synchronizeSync(), isCaptureError('stream.synchronizeSync()', b));
   a.waitStream(b); // join
+  assert.throws(() => b.endCapture(), (error) => isCaptureError('stream.endCapture()', b)(error) && /joined the capture begun on stream/.test((error as Error).message));
   a.copy(out, left);
   a.copy(out, right, { dstOffset: BYTES });
   using graph = a.endCapture();
