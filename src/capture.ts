@@ -26,7 +26,8 @@ import type { Kernel } from './module.js';
 
 /** What one capture collected, in the thread that began it. @internal */
 export interface CaptureRecord {
-  /** The id of the stream the capture began on. */
+  /** The box and id of the stream the capture began on. */
+  readonly origin: Box;
   readonly streamId: bigint;
   /** The origin stream's box and those of streams that joined the capture. */
   readonly members: Set<Box>;
@@ -65,7 +66,7 @@ export function requireNotCapturing(box: Box, streamId: bigint, operation: strin
 export function beginCapture(box: Box, streamId: bigint, mode: CaptureMode): void {
   requireNotCapturing(box, streamId, 'stream.beginCapture()');
   native.streamBeginCapture(box, CAPTURE_MODES[mode]);
-  records.set(box, { streamId, members: new Set([box]), held: new Set(), kernelNodes: [] });
+  records.set(box, { origin: box, streamId, members: new Set([box]), held: new Set(), kernelNodes: [] });
 }
 
 /** Ends the capture begun on `box` in this thread: the graph's box and the record. The record is closed whatever
@@ -85,6 +86,22 @@ export function endCapture(box: Box, streamId: bigint): { graph: Box; record: Ca
   }
   try {
     return { graph: native.streamEndCapture(box), record };
+  } finally {
+    for (const member of record.members) records.delete(member);
+  }
+}
+
+/** Ends and discards a capture begun on `box` in this thread that nobody can end any more: its stream is being
+ * destroyed, or the lease whose stream it is ended (the stream goes back to its pool not capturing). Never throws.
+ * @internal */
+export function abandonCapture(box: Box): void {
+  if (records.size === 0) return;
+  const record = records.get(box);
+  if (record === undefined || record.origin !== box) return;
+  try {
+    native.graphDestroy(native.streamEndCapture(box));
+  } catch {
+    // Invalidated, unjoined or destroyed: the capture is over either way.
   } finally {
     for (const member of record.members) records.delete(member);
   }

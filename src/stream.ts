@@ -7,7 +7,7 @@ import { landPending, waitFor, waitSignal } from './completion.js';
 import { capturedOn, Event, eventBox } from './event.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
-import { beginCapture, CAPTURE_MODES, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
+import { abandonCapture, beginCapture, CAPTURE_MODES, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
 import type { Graph } from './graph.js';
 import { invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
 
@@ -109,6 +109,7 @@ export class Stream {
     };
     usedStream = (stream) => stream.#used;
     retireStream = (stream, why) => {
+      if (stream.#retired === undefined) abandonCapture(stream.#box);
       stream.#retired ??= why;
       stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
     };
@@ -283,6 +284,8 @@ export class Stream {
    * events recorded during the capture. Prefer {@link Graph.capture}, which always ends the capture.
    * Allowed on owned streams, borrowed per-thread or foreign streams, and a lease's stream (`pool.run`,
    * `pool.acquire`); refused on a stream from `pool.getStream()`, which other tasks may be using at the same time.
+   * A capture still open when this wrapper is destroyed, or when the lease whose stream it is ends, is ended and its
+   * graph discarded, so a pool stream never goes back to its pool capturing.
    * @throws {@link CaptureError} for a `getStream()` stream, the legacy default stream, or a stream already
    * capturing; `TypeError` ERR_INVALID_ARG_VALUE for an unknown mode; {@link DestroyedError} after destroy;
    * {@link CudaError} when the driver refuses. Wraps: cuStreamBeginCapture. Thread-safety: end the capture in the
@@ -334,6 +337,7 @@ export class Stream {
       throw invalidValue('stream', 'belongs to a StreamPool; pool streams are destroyed with their pool (pool.destroy()).');
     if (this.#retired !== undefined) return;
     this.#retired = 'was destroyed';
+    abandonCapture(this.#box);
     native.streamDestroy(this.#box);
   }
 

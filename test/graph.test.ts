@@ -232,6 +232,23 @@ test('a worker sharing the pool gets CaptureError from query() and synchronize()
   }
 });
 
+test('a capture left open when its lease ends is discarded, and the stream goes back to the pool not capturing', gpu, async () => {
+  await using pool = new StreamPool({ size: 1 });
+  using buffer = DeviceBuffer.alloc(BYTES, { stream: pool.getStream(0) });
+  await pool.run((stream) => {
+    stream.beginCapture();
+    stream.fill(buffer, 1);
+  });
+  const shared = pool.getStream(0);
+  assert.equal(shared.capturing, false);
+  await shared.synchronize();
+  const nodes = await pool.run(async (stream) => {
+    using graph = await Graph.capture(stream, (s) => s.fill(buffer, 2));
+    return graph.nodeCount;
+  });
+  assert.equal(nodes, 1);
+});
+
 test('a capture function that throws ends the capture, destroys the partial graph and rethrows its error', gpu, async () => {
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
