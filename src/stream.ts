@@ -232,7 +232,7 @@ export class Stream {
     try {
       marker.record(other);
       native.streamWaitEvent(box, eventBox(marker, 'waitStream'));
-      noteJoin(box, boxOf(other, 'waitStream'));
+      noteJoin(box, capturedOn(marker)); // set when `other` is capturing
     } finally {
       marker.destroy();
     }
