@@ -46,6 +46,22 @@ interface GraphParts {
 }
 
 let partsOf: (graph: Graph, method: string) => GraphParts;
+
+const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
+/** Per device buffer, the streams a launch recorded as its uses; shared by the executables that use the buffer, since a
+ * use, once recorded, lasts until the free. */
+const launchUses = new WeakMap<DeviceBuffer, Set<bigint>>();
+
+/** Records that a graph launch on `stream` uses `buffer` (as `buffer.recordStream(stream)`), once per stream. A
+ * borrowed view's use on a per-thread stream is recorded right after the work, so every launch records it again. */
+function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
+  if (buffer.borrowed && stream.handle === PER_THREAD) return buffer.recordStream(stream);
+  let streams = launchUses.get(buffer);
+  if (streams === undefined) launchUses.set(buffer, (streams = new Set()));
+  if (streams.has(stream.id)) return;
+  buffer.recordStream(stream);
+  streams.add(stream.id);
+}
 let makeExec: (box: Box, graph: Graph, parts: GraphParts) => GraphExec;
 
 /** A CUDA graph: the work one stream capture recorded (copies, fills, kernel launches, across the streams forked
@@ -185,6 +201,7 @@ export class GraphExec {
   #packers = new Map<Kernel, ArgumentPacker>();
   #checks: object[] = []; // #held and #arguments, flattened for the launch check
   #recordedOn = new Set<bigint>(); // ids of streams recorded as uses of the buffers in #checks
+  #borrowed: DeviceBuffer[] = []; // borrowed views in #checks, recorded on every launch on a per-thread stream
   #launchedOn = new Map<bigint, Stream>(); // streams launched on since what #checks holds was last let go
   /** The device the graph's work runs on. */
   readonly device: Device;
@@ -211,6 +228,7 @@ export class GraphExec {
     this.#checks = [...this.#held];
     for (const buffers of this.#arguments.values()) this.#checks.push(...buffers);
     this.#recordedOn.clear();
+    this.#borrowed = this.#checks.filter((object): object is DeviceBuffer => object instanceof DeviceBuffer && object.borrowed);
   }
 
   /** Keeps what the work used so far referenced until every stream launched on has finished the work queued on it
@@ -252,8 +270,10 @@ export class GraphExec {
     const target = streamBox(stream, 'launch');
     this.#checkAlive();
     if (!this.#recordedOn.has(stream.id)) {
-      for (const object of this.#checks) if (object instanceof DeviceBuffer) object.recordStream(stream);
+      for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
       this.#recordedOn.add(stream.id);
+    } else if (stream.handle === PER_THREAD) {
+      for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
     if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);
     native.graphExecLaunch(box, target);
