@@ -395,7 +395,6 @@ export class ArgumentPacker {
 }
 
 const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'sharedMemBytes', 'stream'];
-let kernelBoxOf: (kernel: Kernel) => Box;
 
 /** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
  * reachable); after the module is unloaded every method throws {@link DestroyedError}.
@@ -418,10 +417,6 @@ export class Kernel {
     this.name = name;
     this.signature = signature;
     this.#packer = new ArgumentPacker(signature, name);
-  }
-
-  static {
-    kernelBoxOf = (kernel) => kernel.#use('benchLaunch');
   }
 
   #use(method: string): Box {
@@ -500,9 +495,4 @@ export class Kernel {
     native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
     noteCapturedLaunch(streamHandle, this);
   }
-}
-
-/** The native boxes behind a kernel and a stream, for the kernel benchmark's C++ baseline. @internal */
-export function kernelBoxes(kernel: Kernel, stream: Stream): { kernel: Box; stream: Box } {
-  return { kernel: kernelBoxOf(kernel), stream: streamBox(stream, 'benchLaunch') };
 }

@@ -42,8 +42,6 @@ export interface NativeBinding {
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
   poolAttach(id: number): PoolDescription;
   poolDestroy(handle: Box): void;
-  /** ns per cuStreamCreate + cuStreamDestroy pair in a C++ loop. */
-  benchStreamCreateDestroy(device: number, iterations: number): number;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   eventRecord(event: Box, stream: Box): void;
@@ -76,8 +74,6 @@ export interface NativeBinding {
     kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
     sharedMemBytes: number, params: Uint8Array,
   ): void;
-  /** ns per launch of a C++ loop of cuLaunchKernel (grid 1, block 1); synchronizes the stream before and after. */
-  benchLaunch(kernel: Box, stream: Box, iterations: number, params: Uint8Array): number;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -108,11 +104,6 @@ export interface NativeBinding {
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
   memoryPoolTrim(device: number, bytesToKeep: number): void;
-  /** ns for `iterations` copies of `bytes` pinned<->device in a C++ loop, until the stream is idle. Blocks. */
-  benchMemcpy(device: number, toDevice: boolean, bytes: number, iterations: number): number;
-  /** ns for `iterations` cuMemAllocFromPoolAsync + cuMemFreeAsync pairs in a C++ loop. Blocks. */
-  benchAllocFree(device: number, bytes: number, iterations: number): number;
-
   // graph.cc: stream capture, graphs, executable graphs.
   streamBeginCapture(stream: Box, mode: number): void;
   streamEndCapture(stream: Box): Box;

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 
 import { gpu, repositoryRoot } from './support/gpu.js';
 
-const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
+const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
 const PHASES = ['copy-in', 'kernel', 'copy-out'];
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
@@ -182,6 +182,102 @@ test('a corrupted output element in a worker also exits 1 naming that task and e
   });
   assert.equal(r.status, 1, `exit ${r.status}; stderr: ${r.stderr}`);
   assert.match(r.stderr, /task 6 \(mode lease\) element 17 is/);
+});
+
+/** The cells of a cli-table3 row (`│ a │ b │`), trimmed. */
+function cells(line: string): string[] {
+  return line.split('│').slice(1, -1).map((cell) => cell.trim());
+}
+
+test('bench --mode native,pool --tasks 64 verifies every native task and gives each mode its ratio to native', gpu, () => {
+  const r = cli(['bench', '--mode', 'native,pool', '--tasks', '64', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.deepEqual(result.parameters.modes, ['native', 'pool']);
+  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), ['native', 'pool']);
+  const [native, pool] = result.modes;
+  for (const m of result.modes) {
+    assert.equal(m.verifiedTasks, 64, `${m.mode} verified ${m.verifiedTasks} tasks`);
+    assert.ok(m.tasksPerSecond.median > 0 && m.latencyMs.p50 > 0, `${m.mode}: ${JSON.stringify(m.tasksPerSecond)}`);
+  }
+  // One thread per slot, each on a stream of its own.
+  assert.ok(native.streams >= 1 && native.streams <= 32, `native ran on ${native.streams} streams`);
+  assert.equal(native.speedupOverNative, 1);
+  assert.equal(pool.speedupOverNative, pool.tasksPerSecond.median / native.tasksPerSecond.median);
+});
+
+test('bench --mode native,legacy prints a native row and each mode\'s ratio to it in the "vs native" column', gpu, () => {
+  const r = cli(['bench', '--mode', 'native,legacy', '--tasks', '64', '--runs', '1', '--elements', '65536', '--quiet'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.split('\n');
+  const head = lines.map(cells).find((row) => row.includes('vs native') && row.includes('tasks/s'));
+  assert.ok(head, `a mode table with a "vs native" column in:\n${r.stdout}`);
+  const row = (mode: string) => lines.map(cells).find((cellsOfRow) => cellsOfRow[0] === mode);
+  const native = row('native');
+  const legacy = row('legacy');
+  assert.ok(native && legacy, r.stdout);
+  const column = head.indexOf('vs native');
+  const tasks = head.indexOf('tasks/s');
+  assert.equal(native[column], '1.00×');
+  const expected = Number(legacy[tasks]) / Number(native[tasks]);
+  assert.match(legacy[column]!, /^\d+\.\d\d×$/);
+  // The printed ratio is of the unrounded medians: within the rounding of the two printed tasks/s figures and its own.
+  assert.ok(Math.abs(Number.parseFloat(legacy[column]!) - expected) <= 0.01 + expected * 0.01, `${legacy[column]} vs ${expected}`);
+  assert.match(r.stdout, /native: the baseline: C\+\+ threads of the benchmark addon/);
+});
+
+test('bench --mode native --workers 2 runs the native threads in each worker and every task verifies', gpu, () => {
+  const r = cli(['bench', '--mode', 'native', '--tasks', '32', '--workers', '2', '--concurrency', '8', '--runs', '2', '--elements', '65536', '--json'], {
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const [native] = JSON.parse(r.stdout).modes;
+  assert.equal(native.mode, 'native');
+  assert.equal(native.verifiedTasks, 64);
+  assert.ok(native.streams >= 2 && native.streams <= 8, `native ran on ${native.streams} streams`);
+});
+
+test('a corrupted output element in native mode makes bench exit 1 naming that task and element', gpu, () => {
+  const r = cli(['bench', '--tasks', '8', '--runs', '1', '--mode', 'native', '--elements', '65536'], {
+    env: { CUDA_STREAM_POOL_BENCH_CORRUPT: '5:4321' },
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 1, `exit ${r.status}; stderr: ${r.stderr}`);
+  assert.match(r.stderr, /verification failed: task 5 \(mode native\) element 4321 is \S+, expected \S+/);
+});
+
+test('bench micro --json runs every group, with the JS and C++ baseline rows and finite ratios', gpu, () => {
+  const r = cli(['bench', 'micro', '--json', '--quiet'], { timeoutMs: 600_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  for (const group of report.groups) assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  type Row = { name: string; unit: string; value: { median: number }; baseline?: { median: number }; ratio?: number; target?: string; met?: boolean };
+  const rows: Row[] = report.groups.flatMap((group: { results: Row[] }) => group.results);
+  const named = (prefix: string): Row => {
+    const found = rows.find((row) => row.name.startsWith(prefix));
+    assert.ok(found, `a row named "${prefix}..." among ${rows.map((row) => row.name).join('; ')}`);
+    return found;
+  };
+  for (const row of rows) {
+    assert.ok(Number.isFinite(row.value.median) && row.value.median >= 0, `${row.name}: ${row.value.median}`);
+    if (row.baseline) assert.ok(row.baseline.median > 0 && Number.isFinite(row.ratio) && row.ratio! > 0, `${row.name}: ratio ${row.ratio}`);
+  }
+  const pick = named('pool.getStream(), beside a plain JS pick');
+  assert.equal(pick.ratio, pick.value.median / pick.baseline!.median);
+  assert.equal(pick.met, pick.ratio! <= 2);
+  named('pool.run(fn), empty fn, beside acquire() + release()');
+  const idle = named('CPU of an idle process with live pools');
+  assert.equal(idle.unit, '%');
+  assert.ok(idle.value.median < 100, `${idle.value.median} % of a core while idle`);
+  assert.equal(idle.met, idle.value.median <= 1);
+  const awaits = named('10,000 concurrent await');
+  assert.equal(awaits.unit, 'ms');
+  assert.ok(awaits.value.median > 0);
+  const record = named('event.record(stream)');
+  assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
+  assert.equal(record.target, '≤ the baseline + 100 ns');
+  const copy = named('stream.copy() pinned → device, 4 KiB');
+  assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
 });
 
 test('bench --timeline writes a self-contained page with a positive bar per phase of every task, in phase order', gpu, (t) => {

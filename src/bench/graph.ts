@@ -1,14 +1,10 @@
 // Micro-benchmarks of CUDA graphs: one GraphExec.launch() of a 3-node graph (copy in, kernel, copy out) beside the same
 // three calls made one by one, both beside cuGraphLaunch of the same graph in a C++ loop of the same run
-// (src/native/bench/graph_baseline.cc). See DESIGN.md "Measuring".
+// (src/native/bench/graph_baseline.cc, in the benchmark addon). See DESIGN.md "Measuring".
 import { Device, DeviceBuffer, Graph, PinnedBuffer, Stream } from '../index.js';
-import { native } from '../native.js';
+import { benchAddon } from './bench-addon.js';
 import { summarize, type MicroResult, type Sample } from './harness.js';
 import { benchKernels, benchPtx } from './kernels.js';
-
-/** The native baseline: `benchGraphLaunch(device, iterations, bytes, ptx)` → ns per cuGraphLaunch. Typed here, beside
- * its only caller; undefined in a build without it (the rows then have no baseline). */
-const benchGraphLaunch = (native as unknown as { benchGraphLaunch?: (device: number, iterations: number, bytes: number, ptx: Uint8Array) => number }).benchGraphLaunch;
 
 const BASELINE = 'cuGraphLaunch of the same 3-node graph (C++ loop)';
 /** Bytes each copy moves: small, so that the host's cost per launch is what is measured. */
@@ -38,8 +34,7 @@ async function timeQueued(stream: Stream, body: () => void): Promise<Sample> {
   return summarize(values);
 }
 
-function row(name: string, value: Sample, baseline: Sample | undefined, target?: string): MicroResult {
-  if (baseline === undefined) return { name: `${name} (no native baseline in this build)`, unit: 'ns', value };
+function row(name: string, value: Sample, baseline: Sample, target?: string): MicroResult {
   const ratio = value.median / baseline.median;
   return { name, unit: 'ns', value, baselineName: BASELINE, baseline, ratio, better: 'lower', target, met: target === undefined ? undefined : ratio <= 1.2 };
 }
@@ -52,16 +47,14 @@ function row(name: string, value: Sample, baseline: Sample | undefined, target?:
 export async function graphMicroBenchmarks(options: GraphMicroOptions = {}): Promise<MicroResult[]> {
   const device = Device.get(options.device ?? 0);
   const kernels = await benchKernels(device);
-  let baseline: Sample | undefined;
-  if (benchGraphLaunch !== undefined) {
-    const ptx = new TextEncoder().encode(benchPtx());
-    const values: number[] = [];
-    for (let r = -1; r < RUNS; r++) {
-      const ns = benchGraphLaunch(device.ordinal, ITERATIONS, BYTES, ptx);
-      if (r >= 0) values.push(ns);
-    }
-    baseline = summarize(values);
+  const addon = benchAddon();
+  const ptx = benchPtx();
+  const values: number[] = [];
+  for (let r = -1; r < RUNS; r++) {
+    const ns = addon.graphLaunchLoop(device.ordinal, ITERATIONS, ptx, BYTES);
+    if (r >= 0) values.push(ns);
   }
+  const baseline = summarize(values);
   using stream = Stream.create({ device });
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
   using input = PinnedBuffer.alloc(BYTES);

@@ -3,13 +3,14 @@
 // in mode-stream.ts. See issue 6, "Modes".
 
 /** The modes in the order they run and print. */
-export const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'] as const;
+export const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'] as const;
 
 /** One way of giving a task its stream. */
 export type Mode = (typeof MODES)[number];
 
 /** What each mode means, for `--help`, the report's notes, the timeline and the README. */
 export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+  native: 'the baseline: C++ threads of the benchmark addon, one per slot, each on a stream of its own, waiting with cuStreamSynchronize',
   legacy: 'every task on the legacy default stream (tasks serialize)',
   'per-thread': "every task on its thread's per-thread default stream (one stream per thread)",
   'per-task': 'a stream created for each task and destroyed after it (Stream.create / destroy)',

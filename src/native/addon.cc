@@ -23,9 +23,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_copy(env, exports);
   register_staging(env, exports);
   register_memory_pool(env, exports);
-  register_memory_bench(env, exports);
   register_nvrtc(env, exports);
-  register_bench(env, exports);
   register_graph(env, exports);
   return exports;
 }

@@ -29,9 +29,7 @@ void register_pinned(Napi::Env env, Napi::Object exports);
 void register_copy(Napi::Env env, Napi::Object exports);
 void register_staging(Napi::Env env, Napi::Object exports);
 void register_memory_pool(Napi::Env env, Napi::Object exports);
-void register_memory_bench(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
-void register_bench(Napi::Env env, Napi::Object exports);
 void register_graph(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

@@ -1,8 +1,6 @@
-// Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments, and the native
-// launch loop that the kernel benchmark compares kernel.launch() with. Policy (signatures, argument checks,
-// defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
+// Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments. Policy (signatures,
+// argument checks, defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
 // driver JIT-compiles PTX, which can take long).
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -325,33 +323,6 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// benchLaunch(kernel, stream, iterations, params: Uint8Array) -> nanoseconds per launch of `iterations` back-to-back
-// cuLaunchKernel calls (grid 1, block 1, no shared memory) from this C++ loop: the baseline that kernel.launch() is
-// measured against. The stream is synchronized before and after, outside the timed loop. Blocks the calling thread.
-Napi::Value bench_launch(const Napi::CallbackInfo& info) {
-  auto kernel = unwrap_box<KernelBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
-  int64_t iterations = info[2].As<Napi::Number>().Int64Value();
-  auto params = info[3].As<Napi::Uint8Array>();
-  size_t count = params.ByteLength() / kSlotBytes;
-  std::vector<void*> pointers(count);
-  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kSlotBytes * i;
-  Use<ModuleBox> use(*kernel->module, "Module", "benchLaunch");
-  Use<StreamBox> use_stream(*stream, "Stream", "benchLaunch");
-  int device = kernel->module->device;
-  make_current(device);
-  check(drv().cuStreamSynchronize(stream->handle), "cuStreamSynchronize", device, describe(*kernel));
-  void** args = count ? pointers.data() : nullptr;
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < iterations; i++)
-    check(drv().cuLaunchKernel(kernel->handle, 1, 1, 1, 1, 1, 1, 0, stream->handle, args, nullptr), "cuLaunchKernel",
-          device, describe(*kernel));
-  auto end = std::chrono::steady_clock::now();
-  check(drv().cuStreamSynchronize(stream->handle), "cuStreamSynchronize", device, describe(*kernel));
-  double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
-  return Napi::Number::New(info.Env(), iterations > 0 ? ns / static_cast<double>(iterations) : 0);
-}
-
 }  // namespace
 
 void register_module(Napi::Env env, Napi::Object exports) {
@@ -366,7 +337,6 @@ void register_module(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelSetMaxDynamicSharedMemory",
               Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemory"));
   exports.Set("kernelLaunch", Napi::Function::New<js_entry<kernel_launch>>(env, "kernelLaunch"));
-  exports.Set("benchLaunch", Napi::Function::New<js_entry<bench_launch>>(env, "benchLaunch"));
 }
 
 }  // namespace csp

@@ -71,7 +71,7 @@ class Arena {
   std::vector<Chunk*> take(size_t count, int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     collect_locked();
-    while (free_.size() < count && allocated_ + kSlabBytes / 2 <= staging_cap()) grow_locked(device);
+    while (free_.size() < count && allocated_ < staging_cap()) grow_locked(device);
     std::vector<Chunk*> out;
     while (out.size() < count && !free_.empty()) {
       out.push_back(free_.back());
@@ -125,11 +125,13 @@ class Arena {
     busy_.resize(kept);
   }
 
+  // One slab: 8 MiB, or what is left under the cap.
   void grow_locked(int device) {
+    const size_t slab = std::min(kSlabBytes, staging_cap() - allocated_);
     void* memory = nullptr;
-    check(drv().cuMemHostAlloc(&memory, kSlabBytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", device,
-          [&] { return device_text(device) + ", " + std::to_string(kSlabBytes) + " bytes of pinned staging"; });
-    for (size_t offset = 0; offset < kSlabBytes && allocated_ < staging_cap(); offset += kChunkBytes) {
+    check(drv().cuMemHostAlloc(&memory, slab, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", device,
+          [&] { return device_text(device) + ", " + std::to_string(slab) + " bytes of pinned staging"; });
+    for (size_t offset = 0; offset < slab; offset += kChunkBytes) {
       auto* chunk = new Chunk();
       chunk->data = static_cast<char*>(memory) + offset;
       free_.push_back(chunk);

@@ -1,5 +1,5 @@
 // Worker for test/completion.test.ts. workerData.mode:
-//  'batch'         16 streams each run a 20 ms spin; reports the wake-ups and waits delivered to this thread
+//  'batch'         16 streams each run a 200 ms spin; reports the wake-ups and waits delivered to this thread
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
@@ -11,10 +11,19 @@ const mode = (workerData as { mode: string }).mode;
 if (mode === 'batch') {
   const streams = Array.from({ length: 16 }, () => Stream.create());
   const before = completionStats();
-  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  const start = performance.now();
+  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 200n * MS, 0n);
+  const launchedMs = performance.now() - start;
+  const busy = streams.filter((stream) => !stream.query()).length;
   await Promise.all(streams.map((stream) => stream.synchronize()));
   const after = completionStats();
-  parentPort!.postMessage({ wakeups: after.wakeups - before.wakeups, delivered: after.delivered - before.delivered });
+  parentPort!.postMessage({
+    wakeups: after.wakeups - before.wakeups,
+    delivered: after.delivered - before.delivered,
+    busy,
+    launchedMs,
+    settledMs: performance.now() - start,
+  });
   for (const stream of streams) stream.destroy();
 } else if (mode === 'exit-pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
