@@ -1,6 +1,6 @@
 // The executor benchmark's modes: the names, what each means, and which need the pool. Plain data with no import of
 // the GPU API, so that the CLI can validate --mode before anything touches the GPU. The streams themselves are picked
-// in mode-stream.ts. See issue 6, "Modes".
+// in mode-stream.ts.
 
 /** The modes in the order they run and print. */
 export const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'] as const;
@@ -8,8 +8,11 @@ export const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lea
 /** One way of giving a task its stream. */
 export type Mode = (typeof MODES)[number];
 
+/** Every mode a results file can hold: the modes above. */
+export type ResultMode = Mode;
+
 /** What each mode means, for `--help`, the report's notes, the timeline and the README. */
-export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+export const MODE_DESCRIPTIONS: Record<ResultMode, string> = {
   native: 'the baseline: C++ threads of the benchmark addon, one per slot, each on a stream of its own, waiting with cuStreamSynchronize',
   legacy: 'every task on the legacy default stream (tasks serialize)',
   'per-thread': "every task on its thread's per-thread default stream (one stream per thread)",
