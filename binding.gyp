@@ -11,6 +11,8 @@
         "src/native/stream.cc",
         "src/native/event.cc",
         "src/native/completion.cc",
+        "src/native/synchronizer.cc",
+        "src/native/managed.cc",
         "src/native/module.cc",
         "src/native/pool.cc",
         "src/native/device_buffer.cc",

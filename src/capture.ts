@@ -5,6 +5,9 @@ import { native, type Box } from './native.js';
 import { CaptureError } from './errors.js';
 import type { Kernel } from './module.js';
 
+/** A kernel of any signature, as a capture records it. @internal */
+export type CapturedKernel = Kernel<readonly unknown[]>;
+
 /* Note [capture safety]: between `stream.beginCapture()` and `stream.endCapture()` the work queued on the stream is
  * recorded into a graph, not run. The driver answers operations that would wait for that work or run work outside
  * the graph (cuStreamQuery, cuStreamSynchronize, cuEventQuery of an event recorded during the capture, a
@@ -34,7 +37,7 @@ export interface CaptureRecord {
   /** Objects the graph's work uses: DeviceBuffers, PinnedBuffers or views of pinned memory, Kernels. */
   readonly held: Set<object>;
   /** Kernel launches in capture order with their kernel node (0n when the driver did not name exactly one). */
-  readonly kernelNodes: { kernel: Kernel; node: bigint }[];
+  readonly kernelNodes: { kernel: CapturedKernel; node: bigint }[];
 }
 
 /** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. */
@@ -118,7 +121,7 @@ export function noteCaptured(box: Box, ...objects: unknown[]): void {
 
 /** After a launch of `kernel` on `box`'s stream: when it is capturing in this thread, keeps the kernel alive and
  * notes its kernel node. @internal */
-export function noteCapturedLaunch(box: Box, kernel: Kernel): void {
+export function noteCapturedLaunch(box: Box, kernel: CapturedKernel): void {
   if (records.size === 0) return;
   const record = records.get(box);
   if (record === undefined) return;

@@ -3,8 +3,9 @@
 import { native, type Box } from './native.js';
 import type { Device } from './device.js';
 import { DestroyedError } from './errors.js';
-import type { CaptureRecord } from './capture.js';
+import type { CapturedKernel, CaptureRecord } from './capture.js';
 import { DeviceBuffer } from './device-buffer.js';
+import { ManagedBuffer } from './managed-buffer.js';
 import { PinnedBuffer } from './pinned-buffer.js';
 import { ArgumentPacker, Kernel } from './module.js';
 import { withStream } from './scope.js';
@@ -15,13 +16,15 @@ import { invalidType, invalidValue, validateFunction } from './validate.js';
  * - A Graph owns its CUgraph; a GraphExec owns its CUgraphExec and shares the CUgraph it was instantiated from, whose
  *   kernel nodes name the executable's nodes: graph.destroy() while executables live only retires the Graph object,
  *   and the driver graph goes with the last of them.
- * - Both hold every DeviceBuffer, PinnedBuffer (or view of pinned memory) and Kernel that the captured work uses, and
- *   a GraphExec also what setKernelArguments gave it. So none of these is garbage-collected, and no finalizer frees
- *   memory the graph reads or writes, while a graph or an executable made from it lives; destroy() lets go.
+ * - Both hold every DeviceBuffer, ManagedBuffer, PinnedBuffer (or view of pinned memory) and Kernel that the captured
+ *   work uses, and a GraphExec also what setKernelArguments gave it. So none of these is garbage-collected, and no
+ *   finalizer frees memory the graph reads or writes, while a graph or an executable made from it lives; destroy()
+ *   lets go.
  * - An explicit free() or unload() is still the owner's to make. A later launch of an executable whose work uses a
  *   freed buffer, freed pinned memory or an unloaded module throws DestroyedError instead of running on freed memory.
  *   Launches already queued are safe for device buffers: each stream a GraphExec is launched on is recorded as a use
- *   of its buffers (as `buffer.recordStream(stream)`), so their free waits for that stream. Pinned memory knows no
+ *   of its buffers (as `buffer.recordStream(stream)`), so their free waits for that stream; a ManagedBuffer's free
+ *   waits for all of the device's work. Pinned memory knows no
  *   such uses: await the launch's stream before freeing a PinnedBuffer that a launched graph copies.
  * - When a GraphExec lets go (destroy, update), what it held stays referenced until the streams it was launched on
  *   have finished the work queued then, so a collected PinnedBuffer's memory is not recycled under a launch in
@@ -36,13 +39,13 @@ export interface GraphKernelNode {
   /** Its position among the graph's kernel launches, in capture order (from 0). */
   readonly index: number;
   /** The kernel launched, whose signature types the arguments. */
-  readonly kernel: Kernel;
+  readonly kernel: CapturedKernel;
 }
 
 interface GraphParts {
   box: Box;
   held: ReadonlySet<object>;
-  nodes: readonly { kernel: Kernel; node: bigint }[];
+  nodes: readonly { kernel: CapturedKernel; node: bigint }[];
 }
 
 let partsOf: (graph: Graph, method: string) => GraphParts;
@@ -89,7 +92,7 @@ let makeExec: (box: Box, graph: Graph, parts: GraphParts) => GraphExec;
 export class Graph {
   #box: Box;
   #held: Set<object>;
-  #nodes: readonly { kernel: Kernel; node: bigint }[];
+  #nodes: readonly { kernel: CapturedKernel; node: bigint }[];
   #kernelNodes: readonly GraphKernelNode[];
   #destroyed = false;
   /** The device the graph's work runs on. */
@@ -195,10 +198,10 @@ export class GraphExec {
   #graphs: Set<Graph>; // the graphs whose kernel nodes name this executable's nodes
   // Per kernel launch: the kernel, the node naming ours (of the graph instantiated), and the same node in the graph
   // whose work runs now (differs after an in-place update).
-  #nodes: { kernel: Kernel; node: bigint; current: bigint }[];
+  #nodes: { kernel: CapturedKernel; node: bigint; current: bigint }[];
   #held: ReadonlySet<object>;
   #arguments = new Map<number, DeviceBuffer[]>(); // buffers given by setKernelArguments, per node index
-  #packers = new Map<Kernel, ArgumentPacker>();
+  #packers = new Map<CapturedKernel, ArgumentPacker>();
   #checks: object[] = []; // #held and #arguments, flattened for the launch check
   #recordedOn = new Set<bigint>(); // ids of streams recorded as uses of the buffers in #checks
   #borrowed: DeviceBuffer[] = []; // borrowed views in #checks, recorded on every launch on a per-thread stream
@@ -250,6 +253,7 @@ export class GraphExec {
       let gone: string | undefined;
       if (object instanceof DeviceBuffer) gone = object.freed ? 'a DeviceBuffer it uses was freed' : undefined;
       else if (object instanceof PinnedBuffer) gone = object.freed ? 'a PinnedBuffer it copies was freed' : undefined;
+      else if (object instanceof ManagedBuffer) gone = object.freed ? 'a ManagedBuffer it uses was freed' : undefined;
       else if (object instanceof Kernel) gone = object.module.unloaded ? `the module of kernel "${object.name}" was unloaded` : undefined;
       else if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) gone = object.byteLength === 0 ? 'pinned memory it copies was freed' : undefined;
       if (gone !== undefined) throw new DestroyedError('GraphExec', 'launch', `cannot run: ${gone}`);

@@ -25,8 +25,20 @@ export interface NativeBinding {
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
   };
   deviceFault(ordinal: number): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number };
   cudaError(code: number, call: string, detail: string): Error;
+
+  // synchronizer.cc: device-wide waits on a native thread per device.
+  deviceSynchronize(ordinal: number): Promise<void>;
+  deviceSynchronizeSync(ordinal: number): void;
+  deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
+
+  // managed.cc: managed (unified) memory.
+  managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
+  managedFree(managed: Box, buffer: ArrayBuffer): void;
+  managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
+  managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
+  managedCopy(stream: Box, managed: Box, managedOffset: number, other: bigint, toManaged: boolean, bytes: number): void;
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
@@ -69,10 +81,10 @@ export interface NativeBinding {
     registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
   };
   kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
-  kernelSetMaxDynamicSharedMemory(kernel: Box, bytes: number): void;
+  kernelSetMaxDynamicSharedMemBytes(kernel: Box, bytes: number): void;
   kernelLaunch(
     kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
-    sharedMemBytes: number, params: Uint8Array,
+    dynamicSharedMemBytes: number, params: Uint8Array,
   ): void;
 
   nvrtcLoad(): Promise<

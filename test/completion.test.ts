@@ -98,7 +98,10 @@ test('a destination transferred away before the copy lands gets nothing; the wai
 test('waits from four workers settle in batches in each worker, and every worker exits 0', gpu, async () => {
   const workers = Array.from({ length: 4 }, () => new Worker(workerUrl, { workerData: { mode: 'batch' } }));
   const exits = workers.map((worker) => once(worker, 'exit')); // listening before a worker can finish
-  const reports = await Promise.all(workers.map(async (worker) => (await once(worker, 'message'))[0]));
+  await Promise.all(workers.map((worker) => once(worker, 'message'))); // each warmed up
+  const reportsComing = workers.map((worker) => once(worker, 'message'));
+  for (const worker of workers) worker.postMessage('go');
+  const reports = (await Promise.all(reportsComing)).map(([report]) => report);
   for (const report of reports) {
     assert.equal(report.delivered, 16, JSON.stringify(report));
     assert.ok(report.wakeups < report.delivered, JSON.stringify(report));

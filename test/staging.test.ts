@@ -73,7 +73,10 @@ test('many small copies in flight at once with a 1 MiB cap: more copies than chu
       copies.push({ i, back, buffer, stream });
     }
     await Promise.all(streams.map((s) => s.synchronize()));
-    const bad = copies.filter(({ i, back }) => !back.every((v, j) => v === i * 100000 + j)).map(({ i }) => i);
+    const bad = copies.flatMap(({ i, back }) => {
+      const j = back.findIndex((v, j) => v !== i * 100000 + j);
+      return j < 0 ? [] : [{ copy: i, element: j, got: back[j], expected: i * 100000 + j }];
+    });
     for (const c of copies) c.buffer.free();
     for (const s of streams) s.destroy();
     console.log(JSON.stringify({ bad }));

@@ -284,7 +284,7 @@ test('a kernel writing to an invalid address: its await and another pending awai
     spin.launch({ grid: 1, block: 1, stream: faulting }, 50_000_000n, 0n);
     bad.launch({ grid: 1, block: 1, stream: faulting }, 0x10n);
     const start = performance.now();
-    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.name : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
+    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.code : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
     const [mine, theirs] = await Promise.all([outcome(faulting.synchronize()), outcome(otherWait)]);
     // After a sticky fault, new work is refused too: creating a stream throws the same CudaError.
     const late = await outcome(Promise.resolve().then(() => Stream.create().synchronize()));
@@ -304,12 +304,13 @@ test('a kernel writing to an invalid address: its await and another pending awai
   assert.equal(out.healthy, false);
 });
 
-test('an error from the driver is a CudaError with name, code, call and sticky', gpu, async () => {
+test('an error from the driver is a CudaError with name, code, result, call and sticky', gpu, async () => {
   const { module } = await testKernels();
   await assert.rejects(async () => module.getFunction('no_such_kernel', []), (e) => {
     assert.ok(e instanceof CudaError);
-    assert.equal(e.name, 'CUDA_ERROR_NOT_FOUND');
-    assert.equal(e.code, 500);
+    assert.equal(e.name, 'CudaError');
+    assert.equal(e.code, 'CUDA_ERROR_NOT_FOUND');
+    assert.equal(e.result, 500);
     assert.equal(e.call, 'cuModuleGetFunction');
     assert.equal(e.sticky, false);
     assert.match(e.message, /no_such_kernel/);
@@ -335,4 +336,24 @@ test('forgotten streams and events are destroyed by their finalizers', gpu, asyn
   }
   assert.equal(cuda.liveObjects().streams, before.streams);
   assert.equal(cuda.liveObjects().events, before.events);
+});
+
+test('[Symbol.asyncDispose] waits for the stream\'s queued work, then destroys it', gpu, async () => {
+  const { spin } = await testKernels();
+  const before = cuda.liveObjects().streams;
+  const stream = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream }, 100n * MS, 0n);
+  const marker = stream.recordEvent();
+  await stream[Symbol.asyncDispose]();
+  assert.equal(marker.query(), true, 'the work was done when the dispose resolved');
+  assert.equal(stream.destroyed, true);
+  assert.equal(cuda.liveObjects().streams, before);
+  await stream[Symbol.asyncDispose](); // idempotent
+  marker.destroy();
+});
+
+test('[Symbol.asyncDispose] of a pool stream is the TypeError of destroy(), before any wait', gpu, async () => {
+  const { StreamPool } = await import('cuda-stream-pool');
+  using pool = new StreamPool({ size: 1 });
+  await assert.rejects(pool.getStream()[Symbol.asyncDispose](), { code: 'ERR_INVALID_ARG_VALUE', message: /belongs to a StreamPool/ });
 });

@@ -24,6 +24,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_staging(env, exports);
   register_memory_pool(env, exports);
   register_nvrtc(env, exports);
+  register_synchronizer(env, exports);
+  register_managed(env, exports);
   register_graph(env, exports);
   return exports;
 }

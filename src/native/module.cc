@@ -246,11 +246,11 @@ int device_attribute(int device, CUdevice_attribute which) {
   return value;
 }
 
-// kernelSetMaxDynamicSharedMemory(kernel, bytes)
+// kernelSetMaxDynamicSharedMemBytes(kernel, bytes)
 Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
   int bytes = info[1].As<Napi::Number>().Int32Value();
-  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemory");
+  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemBytes");
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
@@ -283,7 +283,7 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
       drv().cuFuncGetAttribute(&dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.handle) ==
           CUDA_SUCCESS)
     detail += " (this kernel allows at most " + std::to_string(threads) + " threads per block and " +
-              std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemory raises the latter)";
+              std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemBytes raises the latter)";
   return detail;
 }
 
@@ -292,7 +292,7 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
 constexpr unsigned kSlotBytes = 8;
 constexpr unsigned kInlineParams = 32;
 
-// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemBytes, params: Uint8Array)
+// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
 // Every value is already validated by src/module.ts; params holds one slot per argument.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
@@ -334,8 +334,8 @@ void register_module(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelAttributes", Napi::Function::New<js_entry<kernel_attributes>>(env, "kernelAttributes"));
   exports.Set("kernelMaxPotentialBlockSize",
               Napi::Function::New<js_entry<kernel_max_potential_block_size>>(env, "kernelMaxPotentialBlockSize"));
-  exports.Set("kernelSetMaxDynamicSharedMemory",
-              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemory"));
+  exports.Set("kernelSetMaxDynamicSharedMemBytes",
+              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemBytes"));
   exports.Set("kernelLaunch", Napi::Function::New<js_entry<kernel_launch>>(env, "kernelLaunch"));
 }
 
