@@ -20,7 +20,8 @@
         "src/native/copy.cc",
         "src/native/staging.cc",
         "src/native/memory_pool.cc",
-        "src/native/nvrtc.cc"
+        "src/native/nvrtc.cc",
+        "src/native/graph.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
@@ -36,6 +37,7 @@
         "src/native/bench/driver.cc",
         "src/native/bench/calls.cc",
         "src/native/bench/executor.cc",
+        "src/native/bench/graph_baseline.cc",
         "src/native/loader.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],

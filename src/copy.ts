@@ -11,6 +11,7 @@ import type { ManagedBuffer } from './managed-buffer.js';
 import { deviceBuffers, managedBuffers, streams } from './handles.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
 import type { Stream } from './stream.js';
+import { noteCaptured, requireNotCapturing } from './capture.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
 
 /** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
@@ -196,6 +197,8 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const sb = streams.box(stream, 'copy');
   if (byteLength === 0) return;
+  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
+  noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
     // The other side is addressed memory (checked above): a DeviceBuffer records the use, as its copies do.
     const other = d.kind === 'managed' ? s : d;
@@ -269,5 +272,6 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streams.box(stream, 'fill');
   if (byteLength === 0) return;
+  noteCaptured(sb, dst);
   native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
 }

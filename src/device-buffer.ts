@@ -7,6 +7,7 @@ import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { deviceBuffers } from './handles.js';
+import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
 
@@ -186,7 +187,8 @@ export class DeviceBuffer implements KernelPointer {
    * @param byteLength - size in bytes, an integer from 1 to `Number.MAX_SAFE_INTEGER`.
    * @throws `RangeError` ERR_OUT_OF_RANGE for a bad `byteLength`; `TypeError` ERR_INVALID_ARG_TYPE /
    * ERR_INVALID_ARG_VALUE for bad options, unknown keys, or a stream of another device than `options.device`;
-   * {@link DestroyedError} for a destroyed stream; {@link CudaUnavailableError} without a GPU; {@link CudaError}
+   * {@link DestroyedError} for a destroyed stream; {@link CaptureError} while the stream is capturing a graph (a graph
+   * owns no memory: allocate before the capture); {@link CudaUnavailableError} without a GPU; {@link CudaError}
    * `CUDA_ERROR_OUT_OF_MEMORY` naming the bytes asked for (later allocations still work).
    * Wraps: cuMemAllocFromPoolAsync on the device's default pool (cuDeviceGetDefaultMemPool).
    * Thread-safety: any thread or worker. Lifetime: owned; free with `free({ stream })` or `using`. */
@@ -194,7 +196,9 @@ export class DeviceBuffer implements KernelPointer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
-    const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
+    const streamHandle = streamBox(stream, 'alloc');
+    requireNotCapturing(streamHandle, stream.id, 'DeviceBuffer.alloc()');
+    const { box, ptr } = native.deviceBufferAlloc(streamHandle, byteLength);
     return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
   }
 
@@ -333,6 +337,7 @@ export class DeviceBuffer implements KernelPointer {
     this.#use('launch');
     this.#sameDevice(stream, 'options.stream');
     this.#noteUse(stream, 'launch');
+    noteCaptured(streamBox(stream, 'launch'), this);
     return this.ptr;
   }
 
@@ -341,7 +346,9 @@ export class DeviceBuffer implements KernelPointer {
    * the allocation stream was destroyed (and no stream is given) the free is ordered after its last work on a stream
    * the library owns. A borrowed view only retires itself. Idempotent; never throws after a device fault.
    * @throws `TypeError` for bad options or a stream of another device; {@link DestroyedError} for a destroyed
-   * `options.stream`; {@link CudaError} when the driver refuses.
+   * `options.stream`; {@link CaptureError} while the free's stream is capturing a graph (the buffer stays usable);
+   * {@link CudaError} when the driver refuses. A live Graph or GraphExec that uses the buffer does not stop the free:
+   * its launches queued so far finish first, and later launches throw {@link DestroyedError}.
    * Wraps: cuEventRecord, cuStreamWaitEvent, cuMemFreeAsync. Thread-safety: the owning thread. */
   free(options?: DeviceBufferFreeOptions): void {
     const o = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);
@@ -359,6 +366,8 @@ export class DeviceBuffer implements KernelPointer {
       return;
     }
     const target = o.stream === undefined ? undefined : streamBox(o.stream, 'free');
+    const freeStream = o.stream ?? this.#stream;
+    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'free'), freeStream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     native.deviceBufferFree(this.#box, target, false);
   }
@@ -373,6 +382,7 @@ export class DeviceBuffer implements KernelPointer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed || this.#parent) return this.free();
+    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'free'), this.#stream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;

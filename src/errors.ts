@@ -72,6 +72,24 @@ export class CompileError extends Error {
   }
 }
 
+/** An operation that is illegal while a stream captures a graph was refused before it reached the driver, so the
+ * capture goes on unharmed (the driver would have invalidated it). `operation` names what was refused
+ * (`'stream.synchronize()'`), `streamId` the capturing stream (cuStreamGetId). See {@link Stream.beginCapture}. */
+export class CaptureError extends Error {
+  override readonly name = 'CaptureError';
+  /** Always `'ERR_STREAM_CAPTURING'`. */
+  readonly code = 'ERR_STREAM_CAPTURING';
+  /** The refused operation, for example `'stream.synchronize()'`. */
+  readonly operation: string;
+  /** The id of the stream whose capture made it illegal. */
+  readonly streamId: bigint;
+  constructor(operation: string, streamId: bigint, why: string) {
+    super(`${operation}: ${why} (stream ${streamId})`);
+    this.operation = operation;
+    this.streamId = streamId;
+  }
+}
+
 /** Builds the errors the native layer raises; handed to the addon at load, so that C++ throws the same classes. */
 export function makeNativeError(kind: string, ...args: unknown[]): Error {
   switch (kind) {

@@ -1,7 +1,8 @@
 // CUDA events: markers recorded on a stream, for ordering between streams and for timing.
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
-import { DestroyedError } from './errors.js';
+import { CaptureError, DestroyedError } from './errors.js';
+import { captureStatus } from './capture.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
 import type { Stream, WaitOptions } from './stream.js';
 import { streams } from './handles.js';
@@ -20,6 +21,7 @@ export interface EventOptions {
 }
 
 let boxOf: (event: Event, method: string) => Box;
+let capturedOf: (event: Event) => Box | undefined;
 
 /** A CUDA event. Owns its `CUevent` (cuEventDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer when
  * forgotten). An event that was never recorded counts as complete.
@@ -37,6 +39,8 @@ export class Event {
   #box: Box;
   #destroyed = false;
   #recorded = false;
+  // The stream box and id when last recorded on a capturing stream (Note [capture safety] in src/capture.ts).
+  #captured: { box: Box; streamId: bigint } | undefined;
   /** The device the event belongs to. */
   readonly device: Device;
   /** Whether the event records timestamps (`options.timing`). */
@@ -52,11 +56,21 @@ export class Event {
   static {
     boxOf = (event, method) => event.#use(method);
     guardReceivers(Event, (value) => #box in value);
+    capturedOf = (event) => event.#captured?.box;
   }
 
   #use(method: string): Box {
     if (this.#destroyed) throw new DestroyedError('Event', method);
     return this.#box;
+  }
+
+  /** The box, for a wait on the recorded work, which the driver refuses while the event was last recorded during a
+   * capture. */
+  #waitable(method: string): Box {
+    const box = this.#use(method);
+    if (this.#captured !== undefined)
+      throw new CaptureError(`event.${method}()`, this.#captured.streamId, 'the event was last recorded on a capturing stream, so it marks work in a graph, not work that runs; record it again outside the capture first');
+    return box;
   }
 
   /** Creates an event. @throws {@link CudaUnavailableError} without a GPU; `TypeError` for bad options.
@@ -70,21 +84,27 @@ export class Event {
   }
 
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves
-   * the marker. @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
+   * the marker. Recorded on a stream that is capturing a graph, it marks a point in the graph instead: waiting on it
+   * (`other.waitEvent(event)`) forks `other` into the capture, and `query`, `synchronize`, `synchronizeSync` and
+   * `Event.elapsedMs` throw {@link CaptureError} until it is recorded again outside a capture.
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
   record(stream: Stream): this {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('record');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
-    native.eventRecord(box, streams.box(stream, 'recordEvent'));
+    const target = streams.box(stream, 'recordEvent');
+    native.eventRecord(box, target);
     this.#recorded = true;
+    this.#captured = captureStatus(target) === 0 ? undefined : { box: target, streamId: stream.id };
     return this;
   }
 
   /** True when the recorded work is done (or the event was never recorded). Never blocks.
-   * @throws {@link CudaError} when the recorded work failed. Wraps: cuEventQuery. */
+   * @throws {@link CudaError} when the recorded work failed; {@link CaptureError} when last recorded during a capture.
+   * Wraps: cuEventQuery. */
   query(): boolean {
-    const status = native.eventStatus(this.#use('query'));
+    const status = native.eventStatus(this.#waitable('query'));
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
       return true;
@@ -102,7 +122,7 @@ export class Event {
     let box: Box;
     try {
       signal = waitSignal(options);
-      box = this.#use('synchronize');
+      box = this.#waitable('synchronize');
     } catch (error) {
       return Promise.reject(error);
     }
@@ -114,7 +134,7 @@ export class Event {
   /** Blocks the calling thread (and its event loop) until the recorded work is done; prefer
    * {@link Event.synchronize}. Wraps: cuEventSynchronize. */
   synchronizeSync(): void {
-    native.eventSynchronize(this.#use('synchronizeSync'));
+    native.eventSynchronize(this.#waitable('synchronizeSync'));
   }
 
   /** Milliseconds between two recorded events (resolution about 0.5 µs).
@@ -124,7 +144,7 @@ export class Event {
   static elapsedMs(start: Event, end: Event): number {
     for (const [name, event] of [['start', start], ['end', end]] as const) {
       if (!(event instanceof Event)) throw invalidType(name, 'an Event', event);
-      event.#use('elapsedMs');
+      event.#waitable('elapsedMs');
       if (!event.timing) throw invalidValue(name, 'was created with timing off; create it with { timing: true }.');
       if (!event.#recorded) throw invalidValue(name, 'was never recorded; call event.record(stream) first.');
     }
@@ -164,4 +184,10 @@ export class Event {
 /** The native box of a live event. @throws {@link DestroyedError}. @internal */
 export function eventBox(event: Event, method: string): Box {
   return boxOf(event, method);
+}
+
+/** The box of the capturing stream `event` was last recorded on, if it was (a wait on it joins that capture).
+ * @internal */
+export function capturedOn(event: Event): Box | undefined {
+  return capturedOf(event);
 }

@@ -1,14 +1,16 @@
 // The public API of cuda-stream-pool: every name a user can import.
 export { cuda, type LiveObjects } from './cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
-export { Stream, type StreamOptions, type WaitOptions } from './stream.js';
+export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions } from './stream.js';
+export { Graph, GraphExec, type GraphKernelNode } from './graph.js';
+export { type CaptureMode } from './capture.js';
 export { Event, type EventOptions } from './event.js';
 export { currentStream, withStream } from './scope.js';
 export { completionStats, type CompletionStats } from './completion.js';
 export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool.js';
 export { Module, Kernel, type ParamType, type KernelArgument, type KernelArguments, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
 export { Program, type CompileOptions } from './program.js';
-export { CudaError, CudaUnavailableError, DestroyedError, CompileError } from './errors.js';
+export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './errors.js';
 export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './pinned-buffer.js';
 export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './copy.js';

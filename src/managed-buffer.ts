@@ -7,6 +7,7 @@ import { DestroyedError } from './errors.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { managedBuffers } from './handles.js';
+import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { PinnedViewConstructor } from './pinned-buffer.js';
 import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
@@ -201,6 +202,7 @@ export class ManagedBuffer implements KernelPointer {
   [asKernelPointer](stream: Stream): bigint {
     this.#use('launch');
     this.#sameDevice(stream, 'options.stream');
+    noteCaptured(streamBox(stream, 'launch'), this);
     return this.ptr;
   }
 

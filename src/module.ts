@@ -6,6 +6,7 @@ import { CudaError, DestroyedError } from './errors.js';
 import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
+import { noteCapturedLaunch } from './capture.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { DeviceBuffer } from './device-buffer.js';
 import type { ManagedBuffer } from './managed-buffer.js';
@@ -518,5 +519,6 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     const streamHandle = streamBox(stream, 'launch');
     this.#packer.bindPointers(args, stream);
     native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    noteCapturedLaunch(streamHandle, this);
   }
 }

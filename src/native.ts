@@ -124,6 +124,23 @@ export interface NativeBinding {
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
   memoryPoolTrim(device: number, bytesToKeep: number): void;
+  // graph.cc: stream capture, graphs, executable graphs.
+  streamBeginCapture(stream: Box, mode: number): void;
+  streamEndCapture(stream: Box): Box;
+  /** 0 not capturing, 1 capturing, 2 capture invalidated; no driver call unless a capture flag is set. */
+  streamCaptureStatus(stream: Box): number;
+  /** As streamCaptureStatus, always asking the driver (after the stream may have joined a capture). */
+  streamCaptureRefresh(stream: Box): number;
+  /** The single node the stream's next captured work depends on (right after a launch: its kernel node), else 0n. */
+  streamCaptureLastNode(stream: Box): bigint;
+  graphNodeCount(graph: Box): number;
+  graphInstantiate(graph: Box): Box;
+  graphDestroy(graph: Box): void;
+  graphExecLaunch(exec: Box, stream: Box): void;
+  /** True when updated in place; false when instantiated anew from `graph` after the driver refused the update. */
+  graphExecUpdate(exec: Box, graph: Box): boolean;
+  graphExecSetKernelParams(exec: Box, node: bigint, current: bigint, slots: Uint8Array): void;
+  graphExecDestroy(exec: Box): void;
 }
 
 /** The package root (two levels above dist/src). */

@@ -176,7 +176,7 @@ export class StreamPool {
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
       leaseView: (slot) => {
-        return wrapStream(boxes[slot]!, device, 'pool', infos[slot], this);
+        return wrapStream(boxes[slot]!, device, 'lease', infos[slot], this);
       },
       retire,
       isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,

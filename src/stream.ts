@@ -2,12 +2,14 @@
 // See Note [handle guard] in src/native/box.h for why destroy is safe across threads.
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
-import { DestroyedError } from './errors.js';
+import { CaptureError, DestroyedError } from './errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
-import { Event, eventBox } from './event.js';
+import { capturedOn, Event, eventBox } from './event.js';
 import { streams } from './handles.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
+import { abandonCapture, beginCapture, CAPTURE_MODES, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
+import type { Graph } from './graph.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link Stream.create}. */
@@ -29,7 +31,17 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
-type Kind = 'owned' | 'borrowed' | 'pool';
+/** Options for {@link Stream.beginCapture}. */
+export interface CaptureOptions {
+  /** Which API calls the driver prohibits while the capture runs, because they could synchronize with the captured
+   * work: `'thread-local'` in this thread only; `'global'` in every thread of the process, the library's own
+   * included; `'relaxed'` none. The library's guards (Note [capture safety] in src/capture.ts) apply in every mode.
+   * @defaultValue 'thread-local' */
+  mode?: CaptureMode;
+}
+
+/** 'pool': handed out by getStream() (shared); 'lease': a lease's view of a pool stream (exclusive). */
+type Kind = 'owned' | 'borrowed' | 'pool' | 'lease';
 
 const LEGACY = 1n; // CU_STREAM_LEGACY
 const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
@@ -42,6 +54,7 @@ let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?
 type StreamInfo = ReturnType<typeof native.streamInfo>;
 let retireStream: (stream: Stream, why: string) => void;
 let usedStream: (stream: Stream) => boolean;
+let makeGraph: ((box: Box, record: ReturnType<typeof endCapture>['record'], device: Device) => Graph) | undefined;
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
  *
@@ -99,6 +112,7 @@ export class Stream {
     };
     usedStream = (stream) => stream.#used;
     retireStream = (stream, why) => {
+      if (stream.#retired === undefined) abandonCapture(stream.#box);
       stream.#retired ??= why;
       stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
     };
@@ -153,9 +167,12 @@ export class Stream {
   }
 
   /** True when all work queued so far is done; false while any is pending. Never blocks.
-   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed. Wraps: cuStreamQuery. */
+   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed; {@link CaptureError} while
+   * the stream is capturing a graph. Wraps: cuStreamQuery. */
   query(): boolean {
-    const status = native.streamStatus(this.#use('query'));
+    const box = this.#use('query');
+    requireNotCapturing(box, this.id, 'stream.query()');
+    const status = native.streamStatus(box);
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
       return true;
@@ -169,8 +186,9 @@ export class Stream {
    * (a ticket written by cuStreamWriteValue64 into mapped pinned memory, or a pooled event on devices without stream
    * memory operations and on the legacy stream), which the library's poller thread watches; finished waits wake
    * this thread in batches. Rejects with {@link CudaError} when the work failed (within about 10 ms of a sticky
-   * device fault), with `signal.reason` when aborted, and with {@link DestroyedError} when called after destroy. A
-   * stream destroyed while the wait is pending still settles: when its queued work completes, or with the fault.
+   * device fault), with `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph,
+   * and with {@link DestroyedError} when called after destroy. A stream destroyed while the wait is pending still
+   * settles: when its queued work completes, or with the fault.
    * Thread-safety: any thread. Wraps: cuStreamQuery, cuStreamWriteValue64 (or cuEventRecord). */
   synchronize(options?: WaitOptions): Promise<void> {
     let signal: AbortSignal | undefined;
@@ -178,6 +196,7 @@ export class Stream {
     try {
       signal = waitSignal(options);
       box = this.#use('synchronize');
+      requireNotCapturing(box, this.id, 'stream.synchronize()');
     } catch (error) {
       return Promise.reject(error);
     }
@@ -187,20 +206,27 @@ export class Stream {
 
 
   /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
-   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy.
+   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy;
+   * {@link CaptureError} while the stream is capturing a graph.
    * Wraps: cuStreamSynchronize. */
   synchronizeSync(): void {
-    native.streamSynchronize(this.#use('synchronizeSync'));
+    const box = this.#use('synchronizeSync');
+    requireNotCapturing(box, this.id, 'stream.synchronizeSync()');
+    native.streamSynchronize(box);
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once.
-   * A never-recorded event is complete, so nothing waits. Wraps: cuStreamWaitEvent. */
+   * A never-recorded event is complete, so nothing waits. An event recorded on a capturing stream forks this stream
+   * into that capture (see {@link Stream.beginCapture}). Wraps: cuStreamWaitEvent. */
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
-    native.streamWaitEvent(this.#use('waitEvent'), eventBox(event, 'waitEvent'));
+    const box = this.#use('waitEvent');
+    native.streamWaitEvent(box, eventBox(event, 'waitEvent'));
+    noteJoin(box, capturedOn(event));
   }
 
-  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once.
+  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. When `other`
+   * is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it back).
    * Records an event on `other` and waits on it: the calling thread keeps one such event per device, recorded again
    * on every call and destroyed when the thread ends (an internal event: not counted in `cuda.liveObjects()`).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; ERR_INVALID_ARG_VALUE for a stream of another device;
@@ -210,7 +236,9 @@ export class Stream {
     const box = this.#use('waitStream');
     if (other.device !== this.device)
       throw invalidValue('other', `is on device ${other.device.ordinal}, but this stream is on device ${this.device.ordinal}.`);
-    native.streamWaitStream(box, other.#use('waitStream'));
+    const source = other.#use('waitStream');
+    native.streamWaitStream(box, source);
+    noteJoin(box, source); // joins the capture when `other` is capturing
   }
 
   /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from
@@ -225,7 +253,9 @@ export class Stream {
    * ManagedBuffer with host memory, a
    * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
    * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed
-   * buffer or a destroyed stream; {@link CudaError} when the driver refuses.
+   * buffer or a destroyed stream; {@link CaptureError} for staged host memory while the stream is capturing a graph
+   * (the graph would replay a staging block long since reused; copy a PinnedBuffer); {@link CudaError} when the
+   * driver refuses. During a capture the copy is recorded, and the graph keeps its buffers alive.
    * Wraps: cuMemcpyDtoDAsync, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync (+ cuLaunchHostFunc for staged device-to-host).
    * Thread-safety: any thread that has the operands. */
   copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
@@ -253,6 +283,54 @@ export class Stream {
     return target;
   }
 
+  /** Begins capturing a graph: until {@link Stream.endCapture}, work queued on this stream (copies, fills, kernel
+   * launches, and `waitEvent`/`waitStream`, which fork other streams into the capture and join them back) is recorded,
+   * not run. Operations that would wait for the recorded work or run work outside the graph throw
+   * {@link CaptureError} and leave the capture usable: `query()`, `synchronize()`, `synchronizeSync()`,
+   * `DeviceBuffer.alloc`/`free` on this stream, a copy of pageable host memory (use a `PinnedBuffer`), and waits on
+   * events recorded during the capture. Prefer {@link Graph.capture}, which always ends the capture.
+   * Allowed on owned streams, borrowed per-thread or foreign streams, and a lease's stream (`pool.run`,
+   * `pool.acquire`); refused on a stream from `pool.getStream()`, which other tasks may be using at the same time.
+   * A capture still open when this wrapper is destroyed, or when the lease whose stream it is ends, is ended and its
+   * graph discarded, so a pool stream never goes back to its pool capturing.
+   * @throws {@link CaptureError} for a `getStream()` stream, the legacy default stream, or a stream already
+   * capturing; `TypeError` ERR_INVALID_ARG_VALUE for an unknown mode; {@link DestroyedError} after destroy;
+   * {@link CudaError} when the driver refuses. Wraps: cuStreamBeginCapture. Thread-safety: end the capture in the
+   * thread that began it. */
+  beginCapture(options?: CaptureOptions): void {
+    const o = validateOptions<CaptureOptions>(options, 'options', 'beginCapture', ['mode']);
+    const mode = o.mode ?? 'thread-local';
+    if (!Object.hasOwn(CAPTURE_MODES, mode))
+      throw invalidValue('options.mode', `must be 'global', 'thread-local' or 'relaxed'; received ${typeof mode === 'string' ? JSON.stringify(mode) : String(mode)}.`);
+    const box = this.#use('beginCapture');
+    if (this.#kind === 'pool')
+      throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
+    if (this.handle === LEGACY)
+      throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
+    beginCapture(box, this.id, mode);
+  }
+
+  /** Ends the capture begun on this stream with {@link Stream.beginCapture} and returns the recorded work as a
+   * {@link Graph}, which keeps alive the buffers, pinned memory and kernels it uses. Streams forked into the capture
+   * must have been joined back (`this.waitStream(other)`) first.
+   * @throws {@link CaptureError} when this stream is not capturing, or joined a capture begun on another stream, or
+   * the capture was begun in another thread; {@link CudaError} CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when the
+   * driver invalidated the capture, CUDA_ERROR_STREAM_CAPTURE_UNJOINED for a forked stream not joined back (the
+   * capture is over either way). Wraps: cuStreamEndCapture. Lifetime: the caller owns the graph. */
+  endCapture(): Graph {
+    const box = this.#use('endCapture');
+    const { graph, record } = endCapture(box, this.id);
+    if (makeGraph === undefined) throw new Error('cuda-stream-pool internal: graph.js was not loaded');
+    return makeGraph(graph, record, this.device);
+  }
+
+  /** True while the stream is capturing a graph (begun here, or joined by waiting on a capturing stream), in any
+   * thread; also while an invalidated capture waits for `endCapture()`. Wraps: cuStreamIsCapturing (asked only
+   * when a capture may be open). */
+  get capturing(): boolean {
+    return captureStatus(this.#use('capturing')) !== 0;
+  }
+
   /** True after `destroy()` (or, for a lease's stream, after the lease ended). */
   get destroyed(): boolean {
     return this.#retired !== undefined;
@@ -262,10 +340,11 @@ export class Stream {
    * `synchronize()` promises settle when it does. Borrowed: retires this wrapper only. Idempotent; never throws
    * after a device fault. @throws `TypeError` for a stream of a `StreamPool` (pool streams die with their pool). */
   destroy(): void {
-    if (this.#kind === 'pool' && this.#retired === undefined)
+    if ((this.#kind === 'pool' || this.#kind === 'lease') && this.#retired === undefined)
       throw invalidValue('stream', 'belongs to a StreamPool; pool streams are destroyed with their pool (pool.destroy()).');
     if (this.#retired !== undefined) return;
     this.#retired = 'was destroyed';
+    abandonCapture(this.#box);
     native.streamDestroy(this.#box);
   }
 
@@ -315,4 +394,9 @@ export function wasUsed(stream: Stream): boolean {
 /** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */
 export function retire(stream: Stream, why: string): void {
   retireStream(stream, why);
+}
+
+/** Installs how endCapture() makes its Graph (src/graph.ts), which imports this file. @internal */
+export function setGraphFactory(factory: NonNullable<typeof makeGraph>): void {
+  makeGraph = factory;
 }

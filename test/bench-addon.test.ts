@@ -69,6 +69,7 @@ test('without a driver the benchmark addon loads, its calls throw CudaUnavailabl
       () => addon.launchLoop(0, 10, '.version 8.0', 'empty_kernel', 1n, new Uint8Array(0), 0),
       () => addon.copyLoop(0, 10, true, bytes, 16),
       () => addon.allocFreeLoop(0, 10, 16),
+      () => addon.graphLaunchLoop(0, 10, '.version 8.0', 16),
     ]) {
       try { call(); errors.push('no error'); } catch (e) { errors.push(describe(e)); }
     }
@@ -83,7 +84,7 @@ test('without a driver the benchmark addon loads, its calls throw CudaUnavailabl
   assert.equal(result.code, 0, result.stderr);
   assert.equal(result.signal, null);
   const errors = JSON.parse(result.stdout) as string[];
-  assert.equal(errors.length, 8);
+  assert.equal(errors.length, 9);
   for (const line of errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open .*\/nonexistent\/libcuda\.so\.1/);
 });
 

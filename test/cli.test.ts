@@ -11,7 +11,7 @@ import { syntheticResults } from './support/synthetic-results.js';
 
 const fixture = benchFixture();
 
-const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease'];
+const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
  * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers. */

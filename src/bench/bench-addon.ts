@@ -81,6 +81,9 @@ export interface BenchBinding {
   copyLoop(device: number, iterations: number, toDevice: boolean, pinned: Uint8Array, bytes: number): { enqueueNs: number; totalNs: number };
   /** cuMemAllocFromPoolAsync (default pool) + cuMemFreeAsync of `bytes`. */
   allocFreeLoop(device: number, iterations: number, bytes: number): number;
+  /** cuGraphLaunch of a 3-node graph (copy `bytes` pinned -> device, empty_kernel, copy back), launched back to back;
+   * the stream is synchronized before and after, untimed. */
+  graphLaunchLoop(device: number, iterations: number, ptx: string, bytes: number): number;
   /** The `native` mode: tasks on C++ threads, one per slot. */
   runTasks(plan: NativeTaskPlan): Promise<NativeTaskOutcome>;
 }

@@ -33,6 +33,7 @@ const GROUPS: Group[] = [
   { name: 'stream', file: './stream.js', exportName: 'streamMicroBenchmarks', run: streamMicroBenchmarks },
   { name: 'memory', file: './memory.js', exportName: 'memoryMicroBenchmarks' },
   { name: 'kernel', file: './kernel.js', exportName: 'kernelMicroBenchmarks' },
+  { name: 'graph', file: './graph.js', exportName: 'graphMicroBenchmarks' },
 ];
 
 /** One group's outcome: its rows, or why there are none. */

@@ -21,6 +21,7 @@ export async function onModeStream<T>(mode: Mode, device: Device, pool: StreamPo
       }
     }
     case 'pool':
+    case 'graph':
       return task(requirePool(pool, mode).getStream());
     case 'lease':
       return requirePool(pool, mode).run((stream: Stream) => task(stream));

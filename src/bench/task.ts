@@ -3,6 +3,7 @@
 import { DeviceBuffer, Event, PinnedBuffer, type Device, type Kernel, type Stream, type StreamPool } from '../index.js';
 import { ulpDistance } from './fmaf.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';
+import { destroySlotGraphs, enqueueGraph } from './graph-task.js';
 import { onModeStream } from './mode-stream.js';
 import type { Mode } from './modes.js';
 import type { Partition } from './partitions.js';
@@ -105,6 +106,7 @@ export class Slot {
 
   /** Frees the memory (in stream order, after every stream that used it) and destroys the events. */
   free(): void {
+    destroySlotGraphs(this);
     for (const event of this.events) event.destroy();
     this.buffer.free();
     this.output.free();
@@ -148,7 +150,8 @@ export async function runTask(ctx: TaskContext, mode: Mode, slot: Slot, task: nu
   const partition = ctx.partitions[task % ctx.partitions.length]!;
   const started = performance.now();
   const streamId = await onModeStream(mode, ctx.device, ctx.pool, async (stream) => {
-    enqueue(ctx, slot, stream, partition);
+    if (mode === 'graph') await enqueueGraph(ctx, slot, stream, partition);
+    else enqueue(ctx, slot, stream, partition);
     // The task waits for its stream, as a task written against this API would. On a stream that other tasks share
     // (legacy, per-thread, pool) that includes their work queued before this call: the cost of sharing, which the
     // modes are there to show. (Waiting on the task's own end event instead would cost every task, in every mode, a

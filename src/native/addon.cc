@@ -26,6 +26,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_nvrtc(env, exports);
   register_synchronizer(env, exports);
   register_managed(env, exports);
+  register_graph(env, exports);
   return exports;
 }
 

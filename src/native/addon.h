@@ -34,5 +34,6 @@ void register_memory_pool(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
 void register_synchronizer(Napi::Env env, Napi::Object exports);
 void register_managed(Napi::Env env, Napi::Object exports);
+void register_graph(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

@@ -71,6 +71,12 @@ void load_once() {
 #define CSP_RESOLVE_OPTIONAL(name) resolve_optional(#name, reinterpret_cast<void**>(&g_driver.name));
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_RESOLVE_OPTIONAL)
 #undef CSP_RESOLVE_OPTIONAL
+  {
+    CUdriverProcAddressQueryResult status{};
+    void** slot = reinterpret_cast<void**>(&g_driver.cuStreamGetCaptureInfo_v2);
+    if (get_proc("cuStreamGetCaptureInfo", slot, kRequiredVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
+      *slot = nullptr;
+  }
   if (!missing.empty()) {
     g_state.unavailable_reason = "the CUDA driver in " + path + " (CUDA " + version_text(version) +
                                  ") lacks entry points " + missing + ". Update the NVIDIA driver.";

@@ -23,7 +23,10 @@ struct Driver {
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
   X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64) X(cuStreamWaitValue64)  \
-  X(cuMemHostGetDevicePointer) X(cuCtxSynchronize) X(cuMemAllocManaged) X(cuMemFree)
+  X(cuMemHostGetDevicePointer) X(cuCtxSynchronize) X(cuMemAllocManaged) X(cuMemFree) X(cuStreamBeginCapture)     \
+  X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) \
+  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams)                        \
+  X(cuGraphExecKernelNodeSetParams)
 // CUDA 12.4+, used only to list a module's kernels in error messages and to check a kernel's signature against its
 // parameters; null on older drivers.
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) \
@@ -38,6 +41,10 @@ struct Driver {
   // through decltype, and named _v1 so that no header macro renames them.
   CUresult (*cuMemPrefetchAsync_v1)(CUdeviceptr ptr, size_t bytes, CUdevice target, CUstream stream) = nullptr;
   CUresult (*cuMemAdvise_v1)(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUdevice device) = nullptr;
+  // cuStreamGetCaptureInfo at the 12.0 ABI, whose signature is the one named _v2: cuda.h 12.3 and later map the name
+  // to _v3 (an extra edge-data argument), so this member's type is spelled out. Null when the driver lacks it.
+  CUresult (*cuStreamGetCaptureInfo_v2)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
+                                        size_t*) = nullptr;
 };
 
 struct DriverState {

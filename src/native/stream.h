@@ -2,6 +2,8 @@
 #pragma once
 #include "box.h"
 
+#include <atomic>
+
 namespace csp {
 
 struct TicketSlot;  // completion.cc
@@ -18,6 +20,10 @@ struct StreamBox : Box {
   // already be dead.
   std::once_flag retired_once;
   CUevent retired = nullptr;
+  // Note [capture flag]: set when a capture begins on this stream or the stream joins one (graph.cc), in any thread;
+  // a hint read without a driver call by the guards of operations that are illegal while capturing. When it is set,
+  // cuStreamIsCapturing decides, and the flag is cleared once the driver reports no capture.
+  std::atomic<bool> capturing{false};
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
   // that keeps ticket values in the order of their writes.
   std::mutex marker_mutex;

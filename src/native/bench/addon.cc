@@ -9,6 +9,7 @@ namespace csp::bench {
 
 void register_calls(Napi::Env env, Napi::Object exports);     // calls.cc: per-call baselines of `bench micro`
 void register_executor(Napi::Env env, Napi::Object exports);  // executor.cc: the `native` mode of `bench`
+void register_graph_baseline(Napi::Env env, Napi::Object exports);  // graph_baseline.cc: the graph rows' baseline
 
 namespace {
 
@@ -24,6 +25,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorFactory", Napi::Function::New<set_error_factory>(env, "setErrorFactory"));
   register_calls(env, exports);
   register_executor(env, exports);
+  register_graph_baseline(env, exports);
   return exports;
 }
 

@@ -1,0 +1,257 @@
+// CUDA graphs: stream capture, graphs, executable graphs. Mechanism only; the policy (who may capture, what is
+// illegal during a capture, what a graph keeps alive) is src/graph.ts and src/capture.ts. Runs on: the JS thread that
+// called (main or worker). See Note [capture flag] in stream.h and Note [graph lifetime] below.
+#include <vector>
+
+#include "addon.h"
+#include "box.h"
+#include "context.h"
+#include "loader.h"
+#include "stream.h"
+
+namespace csp {
+namespace {
+
+// Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
+// every executable graph instantiated from it, because cuGraphExecKernelNodeSetParams names nodes of that graph. So
+// the handle lives in a DriverGraph held by shared_ptr, and GraphBox::destroy only drops the wrapper's share. An
+// executable graph in flight may be destroyed: the driver frees it once its launches complete.
+struct DriverGraph {
+  CUgraph handle = nullptr;
+  int device = 0;
+  DriverGraph(CUgraph h, int d) : handle(h), device(d) {}
+  DriverGraph(const DriverGraph&) = delete;
+  DriverGraph& operator=(const DriverGraph&) = delete;
+  ~DriverGraph() {
+    if (make_current_quiet(device)) check_quiet(drv().cuGraphDestroy(handle), device);
+  }
+};
+
+struct GraphBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "Graph";
+  std::shared_ptr<DriverGraph> graph;
+  ~GraphBox() override { retire(); }
+
+ protected:
+  void release() override { graph.reset(); }
+};
+const napi_type_tag GraphBox::kTag = {0x6373702d67726170ULL, 0x6800000000000009ULL};
+
+struct GraphExecBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "GraphExec";
+  CUgraphExec handle = nullptr;
+  std::shared_ptr<DriverGraph> source;  // the graph instantiated: its nodes name this executable's nodes
+  std::shared_ptr<DriverGraph> latest;  // the graph whose work the executable runs now (source, or the last update)
+  ~GraphExecBox() override { retire(); }
+
+ protected:
+  void release() override {
+    if (handle && make_current_quiet(device)) check_quiet(drv().cuGraphExecDestroy(handle), device);
+    handle = nullptr;
+    source.reset();
+    latest.reset();
+  }
+};
+const napi_type_tag GraphExecBox::kTag = {0x6373702d67657865ULL, 0x630000000000000aULL};
+
+std::string where(const StreamBox& stream) { return "device " + std::to_string(stream.device); }
+
+Napi::Value to_bigint(Napi::Env env, const void* handle) {
+  return Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
+}
+
+// streamBeginCapture(stream, mode): mode is a CUstreamCaptureMode (0 global, 1 thread-local, 2 relaxed).
+Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
+  Use<StreamBox> use(*stream, "Stream", "beginCapture");
+  make_current(stream->device);
+  check(drv().cuStreamBeginCapture(stream->handle, mode), "cuStreamBeginCapture", stream->device, where(*stream));
+  stream->capturing.store(true, std::memory_order_release);
+  return info.Env().Undefined();
+}
+
+// streamEndCapture(stream) -> graph box. The capture is over whatever the outcome; an invalidated capture throws
+// (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed.
+Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "endCapture");
+  make_current(stream->device);
+  CUgraph graph = nullptr;
+  CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
+  stream->capturing.store(false, std::memory_order_release);
+  if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
+  check(r, "cuStreamEndCapture", stream->device, where(*stream));
+  auto box = std::make_shared<GraphBox>();
+  box->device = stream->device;
+  box->graph = std::make_shared<DriverGraph>(graph, stream->device);
+  return wrap_box(info.Env(), box);
+}
+
+CUstreamCaptureStatus ask_driver(StreamBox& stream) {
+  make_current(stream.device);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(drv().cuStreamIsCapturing(stream.handle, &status), "cuStreamIsCapturing", stream.device, where(stream));
+  stream.capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
+  return status;
+}
+
+// streamCaptureStatus(stream) -> 0 none, 1 active, 2 invalidated. No driver call unless the capture flag is set
+// (Note [capture flag]).
+Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  if (!stream->capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
+  Use<StreamBox> use(*stream, "Stream", "capturing");
+  return Napi::Number::New(info.Env(), ask_driver(*stream));
+}
+
+// streamCaptureRefresh(stream) -> as streamCaptureStatus, always asking the driver: after the stream waited on work
+// of a capturing stream, which makes it join that capture.
+Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "capturing");
+  return Napi::Number::New(info.Env(), ask_driver(*stream));
+}
+
+// streamCaptureLastNode(stream) -> the node the stream's next captured work would depend on, as a bigint: right
+// after a kernel launch, that launch's kernel node. 0n when there is not exactly one such node, or when the driver
+// lacks cuStreamGetCaptureInfo at the 12.0 ABI (the launch is captured all the same; only its node is unnamed).
+Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "launch");
+  if (!drv().cuStreamGetCaptureInfo_v2) return Napi::BigInt::New(info.Env(), uint64_t{0});
+  make_current(stream->device);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+  const CUgraphNode* dependencies = nullptr;
+  size_t count = 0;
+  check(drv().cuStreamGetCaptureInfo_v2(stream->handle, &status, &id, &graph, &dependencies, &count),
+        "cuStreamGetCaptureInfo", stream->device, where(*stream));
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || count != 1) return Napi::BigInt::New(info.Env(), uint64_t{0});
+  return to_bigint(info.Env(), dependencies[0]);
+}
+
+// graphNodeCount(graph) -> the number of nodes.
+Napi::Value graph_node_count(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "nodeCount");
+  make_current(graph->device);
+  size_t count = 0;
+  check(drv().cuGraphGetNodes(graph->graph->handle, nullptr, &count), "cuGraphGetNodes", graph->device);
+  return Napi::Number::New(info.Env(), static_cast<double>(count));
+}
+
+// graphInstantiate(graph) -> executable graph box.
+Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "instantiate");
+  make_current(graph->device);
+  auto exec = std::make_shared<GraphExecBox>();
+  exec->device = graph->device;
+  check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
+        graph->device, "device " + std::to_string(graph->device));
+  exec->source = graph->graph;
+  exec->latest = graph->graph;
+  return wrap_box(info.Env(), exec);
+}
+
+// graphDestroy(graph): retires the box; it drops its share of the CUgraph (Note [graph lifetime]) once no call is in
+// flight. Idempotent.
+Napi::Value graph_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<GraphBox>(info[0])->retire();
+  return info.Env().Undefined();
+}
+
+// graphExecLaunch(exec, stream): queues one launch of the executable graph on the stream.
+Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto stream = unwrap_box<StreamBox>(info[1]);
+  Use<GraphExecBox> use(*exec, "GraphExec", "launch");
+  Use<StreamBox> use_stream(*stream, "Stream", "launch");
+  make_current(stream->device);
+  check(drv().cuGraphLaunch(exec->handle, stream->handle), "cuGraphLaunch", stream->device, where(*stream));
+  return info.Env().Undefined();
+}
+
+// graphExecUpdate(exec, graph) -> true when the executable was updated in place (cuGraphExecUpdate); false when the
+// driver refused (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: another topology, node types or kernels' contexts), after
+// which the executable is instantiated anew from `graph`. Either way later launches run `graph`'s work.
+Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto graph = unwrap_box<GraphBox>(info[1]);
+  // Replaces the handle: safe because an executable graph is used by the one JS thread that made it (graph objects
+  // are not thread-safe in the driver either), so no launch of it is in flight in this call.
+  Use<GraphExecBox> use(*exec, "GraphExec", "update");
+  Use<GraphBox> use_graph(*graph, "Graph", "update");
+  make_current(exec->device);
+  CUgraphExecUpdateResultInfo result{};
+  CUresult r = drv().cuGraphExecUpdate(exec->handle, graph->graph->handle, &result);
+  if (r == CUDA_SUCCESS) {
+    exec->latest = graph->graph;
+    return Napi::Boolean::New(info.Env(), true);
+  }
+  if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) check(r, "cuGraphExecUpdate", exec->device);
+  CUgraphExec fresh = nullptr;
+  check(drv().cuGraphInstantiateWithFlags(&fresh, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
+        exec->device, "device " + std::to_string(exec->device));
+  check_quiet(drv().cuGraphExecDestroy(exec->handle), exec->device);  // launches in flight still complete
+  exec->handle = fresh;
+  exec->source = graph->graph;
+  exec->latest = graph->graph;
+  return Napi::Boolean::New(info.Env(), false);
+}
+
+// graphExecSetKernelParams(exec, node: bigint, current: bigint, slots: Uint8Array): gives the executable's kernel
+// node named by `node` (a node of the graph it was instantiated from) new arguments, one 8-byte little-endian slot
+// each, for later launches. Its kernel, grid, block and shared memory stay those of `current`, the same node in the
+// graph whose work the executable runs now (the last update's). The driver copies the values before it returns.
+// Both handles come from captures of graphs the executable holds (`source`, `latest`), so they are alive.
+Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto node = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[1])));
+  auto current = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[2])));
+  auto slots = info[3].As<Napi::Uint8Array>();
+  Use<GraphExecBox> use(*exec, "GraphExec", "setKernelArguments");
+  make_current(exec->device);
+  CUDA_KERNEL_NODE_PARAMS params{};
+  check(drv().cuGraphKernelNodeGetParams(current, &params), "cuGraphKernelNodeGetParams", exec->device);
+  std::vector<void*> pointers(slots.ByteLength() / 8);
+  for (size_t i = 0; i < pointers.size(); i++) pointers[i] = slots.Data() + 8 * i;
+  params.kernelParams = pointers.empty() ? nullptr : pointers.data();
+  params.extra = nullptr;
+  check(drv().cuGraphExecKernelNodeSetParams(exec->handle, node, &params), "cuGraphExecKernelNodeSetParams",
+        exec->device);
+  return info.Env().Undefined();
+}
+
+// graphExecDestroy(exec): retires the box; the executable graph is destroyed once no call is in flight (launches
+// already queued still complete). Idempotent.
+Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<GraphExecBox>(info[0])->retire();
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void register_graph(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamBeginCapture", Napi::Function::New<js_entry<stream_begin_capture>>(env, "streamBeginCapture"));
+  exports.Set("streamEndCapture", Napi::Function::New<js_entry<stream_end_capture>>(env, "streamEndCapture"));
+  exports.Set("streamCaptureStatus", Napi::Function::New<js_entry<stream_capture_status>>(env, "streamCaptureStatus"));
+  exports.Set("streamCaptureRefresh",
+              Napi::Function::New<js_entry<stream_capture_refresh>>(env, "streamCaptureRefresh"));
+  exports.Set("streamCaptureLastNode",
+              Napi::Function::New<js_entry<stream_capture_last_node>>(env, "streamCaptureLastNode"));
+  exports.Set("graphNodeCount", Napi::Function::New<js_entry<graph_node_count>>(env, "graphNodeCount"));
+  exports.Set("graphInstantiate", Napi::Function::New<js_entry<graph_instantiate>>(env, "graphInstantiate"));
+  exports.Set("graphDestroy", Napi::Function::New<js_entry<graph_destroy>>(env, "graphDestroy"));
+  exports.Set("graphExecLaunch", Napi::Function::New<js_entry<graph_exec_launch>>(env, "graphExecLaunch"));
+  exports.Set("graphExecUpdate", Napi::Function::New<js_entry<graph_exec_update>>(env, "graphExecUpdate"));
+  exports.Set("graphExecSetKernelParams",
+              Napi::Function::New<js_entry<graph_exec_set_kernel_params>>(env, "graphExecSetKernelParams"));
+  exports.Set("graphExecDestroy", Napi::Function::New<js_entry<graph_exec_destroy>>(env, "graphExecDestroy"));
+}
+
+}  // namespace csp
