@@ -8,7 +8,7 @@ import { CommanderError } from 'commander';
 import { cuda } from 'cuda-stream-pool';
 
 import { parseSoakOptions, type SoakOptions } from './options.js';
-import type { SeedResult, SeedRun } from './seed.js';
+import type { SeedResult, SeedRun } from './report.js';
 
 const seedScript = new URL('./seed.js', import.meta.url);
 /** How long a seed's process may take to exit after it reported its checks. */

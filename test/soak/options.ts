@@ -65,7 +65,8 @@ export function soakCommand(): Command {
  * 0 for --help) with the message commander prints. */
 export function parseSoakOptions(argv: readonly string[], command: Command = soakCommand()): SoakOptions {
   command.exitOverride();
-  command.parse([...argv], { from: 'user' });
+  // `npm run soak -- --seed 1` passes the `--` on where npm is emulated (the GPU machine has no npm).
+  command.parse(argv[0] === '--' ? argv.slice(1) : [...argv], { from: 'user' });
   const o = command.opts<{
     seed?: number;
     seeds?: number[];

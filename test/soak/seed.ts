@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { completionStats, cuda, Device, StreamPool, type LiveObjects } from 'cuda-stream-pool';
+import { completionStats, cuda, Device, StreamPool } from 'cuda-stream-pool';
 
 import { describeError, SoakFailure } from './check.js';
 import { Context } from './context.js';
@@ -15,48 +15,8 @@ import { operations } from './operations/index.js';
 import { addPool } from './operations/pools.js';
 import { Random } from './random.js';
 import { beginStep, runSteps, teardown } from './thread.js';
+import { liveObjectsDifference, replayCommand, type SeedResult, type SeedRun } from './report.js';
 import { startWatchdog } from './watchdog.js';
-
-/** What the orchestrator asks one seed to do. */
-export interface SeedRun {
-  seed: number;
-  seconds: number;
-  workers: number;
-  steps: number | undefined;
-  verbose: boolean;
-  stepTimeoutMs: number;
-  watchdogSeconds: number;
-  history: number;
-}
-
-/** What a seed's process reports to the orchestrator. */
-export type SeedResult =
-  | {
-      ok: true;
-      seed: number;
-      steps: number;
-      workerSteps: number;
-      workersStarted: number;
-      workersTerminated: number;
-      invalidCalls: number;
-      roundTrips: number;
-      seconds: number;
-      tally: Record<string, number>;
-    }
-  | { ok: false; seed: number; step: number; message: string };
-
-/** The command that replays `seed` up to `step`. */
-export function replayCommand(run: Pick<SeedRun, 'seed' | 'workers'>, step: number): string {
-  return `npm run soak -- --replay ${run.seed} --steps ${step}${run.workers > 0 ? ` --workers ${run.workers} (with workers the interleaving differs from run to run)` : ''}`;
-}
-
-/** Where live-object counts differ from `start`, in words; empty when they match. */
-export function liveObjectsDifference(start: LiveObjects, now: LiveObjects): string {
-  return (Object.keys(start) as Array<keyof LiveObjects>)
-    .filter((key) => start[key] !== now[key])
-    .map((key) => `${key} ${now[key]} (at start ${start[key]})`)
-    .join(', ');
-}
 
 const SHARED_POOL_SIZE = 4;
 /** The running seed's main-thread context and heartbeat buffer, for the failure report. */

@@ -22,7 +22,8 @@ const POLL_MS = 250;
 
 /** Starts the watchdog over `heartbeat`; it does not keep the process alive. */
 export function startWatchdog(data: Omit<WatchdogData, 'role'>): Worker {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { role: 'cuda-stream-pool.soak.watchdog', ...data } });
+  // No flags of this process (such as --input-type or --expose-gc) are needed or wanted in the watchdog.
+  const worker = new Worker(new URL(import.meta.url), { workerData: { role: 'cuda-stream-pool.soak.watchdog', ...data }, execArgv: [] });
   worker.unref();
   return worker;
 }
