@@ -15,10 +15,11 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
  * for a lease) is tracked as pending, with a check that is applied to its outcome when a later step (or the
  * teardown) settles it, raced against the step timeout. The check reads the model at that time, since what is right
  * depends on what happened meanwhile (an acquire on a pool destroyed since may reject with DestroyedError).
- * A thread never waits for a lease while holding one on the same pool, and keeps at most one acquire or run waiting
- * per pool: before settling such a wait it releases its own leases on that pool. So every thread that waits for a
- * lease holds none of that pool, and the holders (which only await GPU work) release theirs: no deadlock of the
- * harness's own making can pass for a hang of the library. */
+ * A thread has at most one acquire() or run() waiting for a lease at a time (`leaseWaits`), and before it awaits
+ * one it releases every lease it holds, on every pool. So a thread blocked on a lease holds none (no cycle of
+ * threads each holding what the next waits for can form, across pools either), and the holders, which go on
+ * stepping or only await GPU work, release theirs: no deadlock of the harness's own making can pass for a hang of
+ * the library. */
 export interface Pending {
   readonly label: string;
   readonly step: number;
@@ -61,6 +62,8 @@ export class Context {
   readonly tally = new Map<string, number>();
   /** Invalid calls that got the right typed error. */
   invalidCalls = 0;
+  /** acquire() and run() calls of this thread not granted yet (at most one: Note [soak waits]). */
+  leaseWaits = 0;
   /** Round trips whose bytes came back right. */
   roundTrips = 0;
   /** Shared buffers received from the main thread, not attached yet (workers). */

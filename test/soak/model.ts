@@ -53,7 +53,7 @@ export interface PoolEntry extends Entry {
   readonly owner: boolean;
   /** True for the pool shared with the workers: it lives until the teardown. */
   readonly longLived: boolean;
-  /** acquire()/run() calls of this thread still waiting for a lease (at most one: see Note [soak waits]). */
+  /** acquire()/run() calls of this thread still waiting for a lease on this pool (Note [soak waits]). */
   waiting: number;
 }
 

@@ -113,7 +113,8 @@ export const memoryOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const dst = ctx.model.buffers.pick(ctx.random);
-      const src = ctx.model.buffers.pick(ctx.random, (b) => b !== dst);
+      const overlaps = (a: BufferEntry, b: BufferEntry) => a.buffer.ptr < b.buffer.ptr + BigInt(b.buffer.byteLength) && b.buffer.ptr < a.buffer.ptr + BigInt(a.buffer.byteLength);
+      const src = dst && ctx.model.buffers.pick(ctx.random, (b) => b !== dst && !overlaps(b, dst));
       const on = dst && src && (dst.view ? streamFor(ctx, dst) : streamFor(ctx, src));
       if (!dst || !src || !on) return undefined;
       const { stream, label } = on;

@@ -5,13 +5,13 @@ import { completionStats, cuda, currentStream, Device, Stream, withStream } from
 import { SoakFailure } from '../check.js';
 import type { Context, Pending } from '../context.js';
 import { workStream, type Operation } from '../operation.js';
-import { releaseAll } from './pools.js';
+import { releaseEverything } from './pools.js';
 
 /** Settles pending waits (all, or the oldest `count`), checking each outcome. */
 export async function settle(ctx: Context, count = ctx.pending.length): Promise<void> {
   const chosen: Pending[] = ctx.pending.splice(0, count);
   for (const pending of chosen) {
-    if (pending.pool?.alive) releaseAll(ctx, pending.pool);
+    if (pending.pool) releaseEverything(ctx); // Note [soak waits]
     const outcome = await ctx.within(pending.outcome, `${pending.label} (pending since step ${pending.step})`);
     const problem = pending.check(outcome);
     if (problem) throw new SoakFailure(`${pending.label} (pending since step ${pending.step}) ${problem}`);

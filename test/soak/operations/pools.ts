@@ -37,9 +37,9 @@ export function releaseLease(ctx: Context, entry: LeaseEntry): void {
   ctx.model.retireStream(entry.view);
 }
 
-/** Releases this thread's leases on `pool` (before waiting for one: Note [soak waits]). */
-export function releaseAll(ctx: Context, pool: PoolEntry): number {
-  const leases = ctx.model.leasesOf(pool);
+/** Releases every lease this thread holds, on every pool (before awaiting a lease: Note [soak waits]). */
+export function releaseEverything(ctx: Context): number {
+  const leases = [...ctx.model.leases.alive];
   for (const lease of leases) releaseLease(ctx, lease);
   return leases.length;
 }
@@ -83,9 +83,11 @@ function leaseCheck(entry: PoolEntry, signal: AbortSignal | undefined) {
 /** Starts acquire(): the lease enters the ledger and the model as soon as it is granted. */
 function acquire(ctx: Context, entry: PoolEntry, signal: AbortSignal | undefined, how: string): Promise<StreamLease> {
   entry.waiting++;
+  ctx.leaseWaits++;
   return entry.pool.acquire(signal ? { signal } : undefined).then(
     (lease) => {
       entry.waiting--;
+      ctx.leaseWaits--;
       if (!entry.alive) {
         if (!lease.released) ctx.fail(`${how}: a lease granted by ${entry.label} is not released although the pool ended here`);
         return lease;
@@ -99,6 +101,7 @@ function acquire(ctx: Context, entry: PoolEntry, signal: AbortSignal | undefined
     },
     (error: unknown) => {
       entry.waiting--;
+      ctx.leaseWaits--;
       throw error;
     },
   );
@@ -114,12 +117,16 @@ interface RunPlan {
  * returns `value` or throws its own error. */
 function run(ctx: Context, entry: PoolEntry, plan: RunPlan, own: Error, signal: AbortSignal | undefined, how: string): Promise<unknown> {
   entry.waiting++;
+  ctx.leaseWaits++;
   let started = false;
+  const granted = () => {
+    if (started) return;
+    started = true;
+    entry.waiting--;
+    ctx.leaseWaits--;
+  };
   const fn = async (stream: Stream) => {
-    if (!started) {
-      started = true;
-      entry.waiting--;
-    }
+    granted();
     const slot = entry.ids.indexOf(stream.id);
     entry.ledger.claim(slot, ctx.thread, `${how} on ${entry.label}`);
     try {
@@ -132,12 +139,7 @@ function run(ctx: Context, entry: PoolEntry, plan: RunPlan, own: Error, signal: 
       entry.ledger.unclaim(slot, ctx.thread, `${how} on ${entry.label} returning`);
     }
   };
-  return entry.pool.run(fn, signal ? { signal } : undefined).finally(() => {
-    if (!started) {
-      started = true;
-      entry.waiting--;
-    }
-  });
+  return entry.pool.run(fn, signal ? { signal } : undefined).finally(granted);
 }
 
 function runCheck(entry: PoolEntry, plan: RunPlan, own: Error, signal: AbortSignal | undefined) {
@@ -196,7 +198,7 @@ export const poolOperations: Operation[] = [
     plan(ctx) {
       const shared = ctx.sharedPool;
       if (!shared) return undefined;
-      const known = ctx.model.pools.alive.find((p) => p.longLived);
+      const known = ctx.model.pools.alive.find((p) => p.ledger === shared.ledger);
       if (!known && ctx.model.pools.full) return undefined;
       return {
         text: `StreamPool.attach(shared pool ${shared.record.id})${known ? ` (already ${known.label})` : ''}`,
@@ -253,15 +255,15 @@ export const poolOperations: Operation[] = [
     weight: 4,
     threads: 'any',
     plan(ctx) {
-      const entry = pick(ctx, (p) => p.waiting === 0);
+      const entry = ctx.leaseWaits === 0 ? pick(ctx) : undefined;
       if (!entry) return undefined;
       const pending = ctx.random.chance(0.5);
       const abort = ctx.random.chance(0.25);
       return {
-        text: `${entry.label}.acquire(${abort ? '{ signal } aborted at once' : ''})${pending ? ' pending' : ' awaited (own leases released first)'}`,
+        text: `${entry.label}.acquire(${abort ? '{ signal } aborted at once' : ''})${pending ? ' pending' : ' awaited (every lease held released first)'}`,
         async run() {
           const controller = abort ? new AbortController() : undefined;
-          if (!pending) releaseAll(ctx, entry);
+          if (!pending) releaseEverything(ctx);
           const waiting = acquire(ctx, entry, controller?.signal, 'acquire()');
           controller?.abort(new Error(`soak abort at step ${ctx.step}`));
           if (pending) return ctx.track(`${entry.label}.acquire()`, waiting, leaseCheck(entry, controller?.signal), entry);
@@ -280,17 +282,17 @@ export const poolOperations: Operation[] = [
     weight: 4,
     threads: 'any',
     plan(ctx) {
-      const entry = pick(ctx, (p) => p.waiting === 0);
+      const entry = ctx.leaseWaits === 0 ? pick(ctx) : undefined;
       if (!entry) return undefined;
       const pending = ctx.random.chance(0.4);
       const abort = ctx.random.chance(0.15);
       const plan: RunPlan = { value: ctx.random.int(0, 1000), throws: ctx.random.chance(0.2), synchronize: ctx.random.chance(0.5) };
       return {
-        text: `${entry.label}.run(fn ${plan.throws ? 'throwing its own error' : `returning ${plan.value}`}${plan.synchronize ? ', awaiting its stream' : ''})${abort ? ' { signal } aborted at once' : ''}${pending ? ' pending' : ' awaited (own leases released first)'}`,
+        text: `${entry.label}.run(fn ${plan.throws ? 'throwing its own error' : `returning ${plan.value}`}${plan.synchronize ? ', awaiting its stream' : ''})${abort ? ' { signal } aborted at once' : ''}${pending ? ' pending' : ' awaited (every lease held released first)'}`,
         async run() {
           const own = new Error(`fn's own error at step ${ctx.step}`);
           const controller = abort ? new AbortController() : undefined;
-          if (!pending) releaseAll(ctx, entry);
+          if (!pending) releaseEverything(ctx);
           const running = run(ctx, entry, plan, own, controller?.signal, 'run()');
           controller?.abort(new Error(`soak abort at step ${ctx.step}`));
           const check = runCheck(entry, plan, own, controller?.signal);

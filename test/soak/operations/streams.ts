@@ -60,7 +60,9 @@ export const streamOperations: Operation[] = [
         text: byHandle ? 'Stream.fromHandle(1n) (CU_STREAM_LEGACY)' : `Stream.${kind}()`,
         run() {
           const stream = byHandle ? Stream.fromHandle(1n) : kind === 'legacy' ? Stream.legacy() : Stream.perThread();
-          ctx.model.addStream(stream, byHandle ? 'legacy' : kind);
+          // legacy() and perThread() give the same object until it is destroyed: one entry per object, so that
+          // destroying one entry never leaves another entry holding a destroyed wrapper.
+          if (!ctx.model.streams.alive.some((s) => s.stream === stream)) ctx.model.addStream(stream, byHandle ? 'legacy' : kind);
         },
       };
     },
@@ -89,7 +91,9 @@ export const streamOperations: Operation[] = [
       const entry = workStream(ctx);
       if (!entry) return undefined;
       const spin = ctx.random.chance(0.5) ? BigInt(ctx.random.int(20, 1000)) * 1000n : 0n;
-      const now = ctx.random.chance(0.5);
+      // A wait still pending on a borrowed wrapper would outlive its lender's destroy: fromHandle's caller keeps the
+      // driver stream alive until every use is done.
+      const now = ctx.random.chance(0.5) || entry.kind === 'borrowed';
       return {
         text: `${spin ? `spin ${spin / 1000n} µs, ` : ''}${entry.label}.synchronize()${now ? ' awaited' : ' pending'}`,
         async run() {
