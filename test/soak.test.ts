@@ -10,7 +10,10 @@ import { Worker } from 'node:worker_threads';
 import { CommanderError } from 'commander';
 
 import { CudaError, DestroyedError } from 'cuda-stream-pool';
-import { errorKind, errorProblem } from './soak/check.js';
+import { errorKind, errorProblem, SoakFailure } from './soak/check.js';
+import { Context } from './soak/context.js';
+import type { Operation } from './soak/operation.js';
+import { runSteps } from './soak/thread.js';
 import { blockedReport } from './soak/watchdog.js';
 import { Heartbeat, heartbeatBuffer, LINE_BYTES } from './soak/heartbeat.js';
 import { DoubleLeaseError, LeaseLedger } from './soak/ledger.js';
@@ -22,6 +25,71 @@ import { runChild } from './support/child.js';
 import { gpu, repositoryRoot } from './support/gpu.js';
 
 const soakMain = path.join(repositoryRoot, 'dist', 'test', 'soak', 'main.js');
+
+/** A context for the step loop without a GPU: fake operations only. */
+function fakeContext(seed: number, stepTimeoutMs = 1000): Context {
+  const heartbeat = new Heartbeat(heartbeatBuffer(1), 0);
+  heartbeat.reset();
+  return new Context({ thread: 1, isMain: true, random: new Random(seed), heartbeat, stepTimeoutMs, ptx: '', gc: () => undefined });
+}
+
+/** Operations that touch no GPU: each plans from the random choices and records what it ran. */
+function fakeOperations(log: string[]): Operation[] {
+  const op = (name: string, weight: number, run: (ctx: Context, n: number) => unknown): Operation => ({
+    name,
+    weight,
+    threads: 'any',
+    plan(ctx) {
+      const n = ctx.random.int(0, 99);
+      return n < 10 ? undefined : { text: `${name} ${n}`, run: async () => void (await run(ctx, n), log.push(`${name} ${n}`)) };
+    },
+  });
+  return [op('a', 1, () => undefined), op('b', 2, () => Promise.resolve()), op('c', 0.5, () => undefined), op('main only', 1, () => undefined)].map((o, i) =>
+    i === 3 ? { ...o, threads: 'worker' as const } : o,
+  );
+}
+
+test('the step loop replays the same steps for a seed, skips operations that do not apply, and counts them', async () => {
+  const runs = await Promise.all(
+    [11, 11, 12].map(async (seed) => {
+      const log: string[] = [];
+      const ctx = fakeContext(seed);
+      await runSteps(ctx, fakeOperations(log), () => ctx.step >= 200);
+      return { log, lines: ctx.heartbeat.read(64).lines, tally: ctx.tally };
+    }),
+  );
+  assert.equal(runs[0]!.log.length, 200);
+  assert.deepEqual(runs[0]!.log, runs[1]!.log);
+  assert.deepEqual(runs[0]!.lines, runs[1]!.lines);
+  assert.notDeepEqual(runs[0]!.log, runs[2]!.log);
+  assert.ok(!runs[0]!.log.some((line) => line.startsWith('main only')), 'a worker-only operation is not drawn on the main thread');
+  assert.match(runs[0]!.lines.at(-1)!, /^#200 [abc]: [abc] \d+$/);
+  assert.equal([...runs[0]!.tally.values()].reduce((a, b) => a + b, 0), 200);
+});
+
+test('a valid call that throws fails the run, naming the operation, the error and the step', async () => {
+  const ctx = fakeContext(3);
+  const failing: Operation = { name: 'stream.query', weight: 1, threads: 'any', plan: () => ({ text: 'x', run: () => { throw new TypeError('target.record is not a function'); } }) };
+  await assert.rejects(runSteps(ctx, [failing], () => false), (e: unknown) => e instanceof SoakFailure && /stream\.query: a valid call threw TypeError \(no code\): target\.record/.test(e.message));
+  assert.equal(ctx.heartbeat.read(1).lines[0], '#1 stream.query: x');
+});
+
+test('an await that does not settle within the step timeout fails as a hang naming the step', async () => {
+  const ctx = fakeContext(3, 50);
+  const hanging: Operation = { name: 'event.wait', weight: 1, threads: 'any', plan: (c) => ({ text: 'never', run: () => c.within(new Promise(() => undefined), 'event#4.synchronize()') }) };
+  await assert.rejects(runSteps(ctx, [hanging], () => false), /hang: event#4\.synchronize\(\) did not settle within 50 ms \(step 1\)/);
+});
+
+test('an invalid call that is accepted, or refused with the wrong or an untyped error, fails the run', async () => {
+  const ctx = fakeContext(3);
+  assert.throws(() => ctx.invalid('alloc(0)', ['range'], () => 1), /alloc\(0\) was accepted; expected a range error/);
+  assert.throws(() => ctx.invalid('alloc(0)', ['range'], () => { throw new Error('plain'); }), /threw an untyped error: Error \(no code\): plain/);
+  assert.throws(() => ctx.invalid('query()', ['destroyed'], () => { throw Object.assign(new TypeError('x'), { code: 'ERR_INVALID_ARG_TYPE' }); }), /a type error where destroyed was expected/);
+  ctx.invalid('query()', ['destroyed'], () => { throw new DestroyedError('Stream', 'query'); });
+  await ctx.invalidAsync('acquire()', ['destroyed'], Promise.reject(new DestroyedError('StreamPool', 'acquire')));
+  await assert.rejects(ctx.invalidAsync('acquire()', ['destroyed'], Promise.resolve(1)), /resolved; expected it to reject/);
+  assert.equal(ctx.invalidCalls, 2);
+});
 
 /** Runs `npm run soak` with `args` (from dist/, as the GPU machine does) and returns its exit and output. */
 function soak(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }> {
