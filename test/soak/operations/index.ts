@@ -4,6 +4,7 @@ import { eventOperations } from './events.js';
 import { kernelOperations } from './kernels.js';
 import { memoryOperations } from './memory.js';
 import { miscOperations } from './misc.js';
+import { newerOperations } from './newer.js';
 import { poolOperations } from './pools.js';
 import { streamOperations } from './streams.js';
 
@@ -14,4 +15,5 @@ export const operations: readonly Operation[] = [
   ...poolOperations,
   ...kernelOperations,
   ...miscOperations,
+  ...newerOperations,
 ];
