@@ -116,27 +116,24 @@ export class Fleet {
     this.start(slot);
   }
 
-  /** Asks every worker to stop, tear down and exit; waits for each (a worker that does not exit in time is a hang). */
-  async stopAll(): Promise<void> {
+  /** Asks every worker to stop, tear down and exit, then waits for each (`onEach` starts a step per worker, so the
+   * watchdog sees progress); a worker that does not exit within the step timeout is a hang. */
+  async stopAll(onEach: (line: string) => void): Promise<void> {
     for (const running of this.#running) {
       running.ending = true;
       running.worker.postMessage({ type: 'stop' } satisfies WorkerCommand);
     }
     for (const running of this.#running.splice(0)) {
       const name = `worker slot ${running.slot} (thread ${running.thread})`;
-      // Its own teardown awaits with the same step timeout, item by item; allow it several.
-      const code = await this.#ctx.within(
-        Promise.race([running.exited, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 5 * this.#base.stepTimeoutMs).unref())]),
-        `exit of ${name} after stop`,
-      );
-      if (code === -1) this.#ctx.fail(`${name} did not exit within ${5 * this.#base.stepTimeoutMs} ms of being asked to stop`);
-      else if (code !== 0) this.#ctx.fail(`${name} exited with code ${code} after stop`);
+      onEach(`end: wait for ${name} to tear down and exit`);
+      const code = await this.#ctx.within(running.exited, `exit of ${name} after stop`);
+      if (code !== 0) this.#ctx.fail(`${name} exited with code ${code} after stop`);
       else if (!running.done) this.#ctx.fail(`${name} exited without reporting its teardown`);
       if (running.done) {
         this.steps += running.done.steps;
         this.invalidCalls += running.done.invalidCalls;
         this.roundTrips += running.done.roundTrips;
-        for (const [name, count] of Object.entries(running.done.tally)) this.tally.set(name, (this.tally.get(name) ?? 0) + count);
+        for (const [op, count] of Object.entries(running.done.tally)) this.tally.set(op, (this.tally.get(op) ?? 0) + count);
       }
       new Heartbeat(this.#base.heartbeat, running.slot).idle();
     }

@@ -74,8 +74,7 @@ async function main(run: SeedRun): Promise<SeedResult> {
   const steps = ctx.step;
 
   if (fleet) {
-    beginStep(ctx, `end: stop ${fleet.slots.length} workers`, run.verbose);
-    await fleet.stopAll();
+    await fleet.stopAll((line) => beginStep(ctx, line, run.verbose));
   }
   await teardown(ctx, run.verbose);
 
