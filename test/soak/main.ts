@@ -105,5 +105,9 @@ console.log(
     `${total((r) => r.workersTerminated)} workers terminated mid-work, ${total((r) => r.invalidCalls)} invalid calls refused with typed errors, ` +
     `${total((r) => r.roundTrips)} round trips checked, ${total((r) => r.seconds).toFixed(0)} s`,
 );
+const drawn = new Map<string, number>();
+for (const o of clean) for (const [name, count] of Object.entries((o.result as Extract<SeedResult, { ok: true }>).tally)) drawn.set(name, (drawn.get(name) ?? 0) + count);
+if (drawn.size > 0)
+  console.log(`steps per operation (all threads, clean seeds): ${[...drawn].sort(([a], [b]) => a.localeCompare(b)).map(([name, count]) => `${name} ${count}`).join(', ')}`);
 for (const o of outcomes.filter((o) => !clean.includes(o))) console.log(`  ${summary(o)}`);
 process.exit(clean.length === outcomes.length ? 0 : 1);
