@@ -20,7 +20,7 @@ import { startWatchdog } from './watchdog.js';
 
 const SHARED_POOL_SIZE = 4;
 /** The running seed's main-thread context and heartbeat buffer, for the failure report. */
-const current: { ctx?: Context; heartbeat?: SharedArrayBuffer } = {};
+const current: { ctx?: Context; heartbeat?: SharedArrayBuffer; randomSteps?: number } = {};
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 async function main(run: SeedRun): Promise<SeedResult> {
@@ -72,6 +72,7 @@ async function main(run: SeedRun): Promise<SeedResult> {
   const table = fleet ? [...operations, ...fleetOperations(fleet)] : operations;
   await runSteps(ctx, table, () => performance.now() >= deadline || (run.steps !== undefined && ctx.step >= run.steps), run.verbose);
   const steps = ctx.step;
+  current.randomSteps = steps;
 
   if (fleet) {
     await fleet.stopAll((line) => beginStep(ctx, line, run.verbose));
@@ -93,6 +94,7 @@ async function main(run: SeedRun): Promise<SeedResult> {
     if (performance.now() > until) throw new SoakFailure(`the completion engine still watches ${completionStats().processPending} waits after teardown`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+  if (ctx.failures.length > 0) throw new SoakFailure(ctx.failures[0]!);
   heartbeat.idle();
   return {
     ok: true,
@@ -132,13 +134,16 @@ try {
   const step = current.ctx?.step ?? 0;
   const message = error instanceof SoakFailure ? error.message : `the soak itself threw ${describeError(error)}${error instanceof Error ? `\n${error.stack}` : ''}`;
   const lines = [`SOAK FAILED: seed ${run.seed}, step ${step} of the main thread`, message];
+  // Failures other threads reported meanwhile (a worker's own report can precede the hang it causes here).
+  for (const other of current.ctx?.failures ?? []) if (other !== message) lines.push(`also: ${other}`);
   if (current.heartbeat)
     for (let slot = 0; slot < 1 + run.workers; slot++) {
       const state = new Heartbeat(current.heartbeat, slot).read(run.history);
       if (state.lines.length === 0) continue;
       lines.push(`last steps of ${slot === 0 ? 'the main thread' : `worker slot ${slot}`}:`, ...state.lines.map((l) => `  ${l}`));
     }
-  lines.push(`replay: ${replayCommand(run, step)}`);
+  // A failure in the teardown or the end checks replays with all the random steps (then the same teardown).
+  lines.push(`replay: ${replayCommand(run, Math.min(step, current.randomSteps ?? step))}`);
   console.error(lines.join('\n'));
   send({ ok: false, seed: run.seed, step, message }, () => process.exit(1));
 }
