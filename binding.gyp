@@ -11,11 +11,32 @@
         "src/native/stream.cc",
         "src/native/event.cc",
         "src/native/completion.cc",
+        "src/native/synchronizer.cc",
+        "src/native/managed.cc",
         "src/native/module.cc",
         "src/native/pool.cc",
-        "src/native/memory.cc",
-        "src/native/nvrtc.cc",
-        "src/native/bench.cc"
+        "src/native/device_buffer.cc",
+        "src/native/pinned.cc",
+        "src/native/copy.cc",
+        "src/native/staging.cc",
+        "src/native/memory_pool.cc",
+        "src/native/nvrtc.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "libraries": ["-ldl"]
+    },
+    {
+      "target_name": "cuda_stream_pool_bench",
+      "sources": [
+        "src/native/bench/addon.cc",
+        "src/native/bench/driver.cc",
+        "src/native/bench/calls.cc",
+        "src/native/bench/executor.cc",
+        "src/native/loader.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],

@@ -6,15 +6,17 @@ import { types } from 'node:util';
 import { native, type Box } from './native.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError } from './errors.js';
-import { DeviceBuffer, deviceBufferBox } from './device-buffer.js';
+import { DeviceBuffer, deviceBufferBox, deviceBufferOffset } from './device-buffer.js';
+import { ManagedBuffer, managedBufferBox } from './managed-buffer.js';
 import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from './pinned-buffer.js';
 import { streamBox, type Stream } from './stream.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
 
-/** What `stream.copy()` copies between: a {@link DeviceBuffer}, a {@link PinnedBuffer}, or host memory (an
- * `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray, DataView, Buffer). A view into a
- * PinnedBuffer is copied directly; other host memory goes through pinned staging. */
-export type CopyOperand = DeviceBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
+/** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
+ * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
+ * DataView, Buffer). A view into a PinnedBuffer is copied directly; other host memory goes through pinned staging. A
+ * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
+export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
  * start). */
@@ -33,14 +35,48 @@ export interface FillOptions {
   byteLength?: number;
   /** Where the fill starts, in bytes, a multiple of `elementSize`. @defaultValue 0 */
   offset?: number;
-  /** The element size in bytes: 1 (cuMemsetD8Async) or 4 (cuMemsetD32Async). @defaultValue 1 */
+  /** The element size in bytes when `value` is a bit pattern: 1 (cuMemsetD8Async) or 4 (cuMemsetD32Async). Not
+   * given together with `type`, which implies it. @defaultValue 1 */
   elementSize?: 1 | 4;
+  /** The element type `value` is written as, named like kernel parameter types: `'f32'` (a number within the float32
+   * range, NaN or ±Infinity; 1.5 is written as 0x3FC00000), `'i32'` (an integer from -2**31 to 2**31 - 1), `'u32'`
+   * (0 to 2**32 - 1) or `'u8'` (0 to 255). Without it, `value` is the unsigned bit pattern of one `elementSize`
+   * element. */
+  type?: FillType;
 }
 
-const OPERAND_TYPES = 'a DeviceBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
+/** The element types `stream.fill()` writes: see {@link FillOptions.type}. */
+export type FillType = 'f32' | 'i32' | 'u32' | 'u8';
+const FILL_TYPES: readonly FillType[] = ['f32', 'i32', 'u32', 'u8'];
+
+const fillBits = new DataView(new ArrayBuffer(4));
+
+/** `value` as the unsigned bit pattern of one element of `type`. */
+function typedFillValue(value: unknown, type: FillType): number {
+  if (typeof value !== 'number') throw invalidType('value', `a number (one ${type} element)`, value);
+  switch (type) {
+    case 'f32':
+      if (Number.isFinite(value) && !Number.isFinite(Math.fround(value)))
+        throw outOfRange('value', 'an f32: a number within the float32 range (magnitude at most 3.4028234663852886e38), Infinity, -Infinity or NaN', value);
+      fillBits.setFloat32(0, value, true);
+      return fillBits.getUint32(0, true);
+    case 'i32':
+      if (!Number.isInteger(value) || value < -(2 ** 31) || value > 2 ** 31 - 1) throw outOfRange('value', `an i32: an integer from ${-(2 ** 31)} to ${2 ** 31 - 1}`, value);
+      return value >>> 0;
+    case 'u32':
+      if (!Number.isInteger(value) || value < 0 || value > 2 ** 32 - 1) throw outOfRange('value', `a u32: an integer from 0 to ${2 ** 32 - 1}`, value);
+      return value;
+    case 'u8':
+      if (!Number.isInteger(value) || value < 0 || value > 255) throw outOfRange('value', 'a u8: an integer from 0 to 255', value);
+      return value;
+  }
+}
+
+const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
 
 type Operand =
-  | { kind: 'device'; buffer: DeviceBuffer; box: Box; length: number }
+  | { kind: 'device'; buffer: DeviceBuffer; box: Box; base: number; length: number }
+  | { kind: 'managed'; buffer: ManagedBuffer; box: Box; length: number }
   | { kind: 'pinned'; box: Box; base: number; length: number }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
@@ -51,7 +87,8 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, metho
 
 function operand(value: unknown, name: string, method: string): Operand {
   if (value instanceof DeviceBuffer)
-    return { kind: 'device', buffer: value, box: deviceBufferBox(value, method), length: value.byteLength };
+    return { kind: 'device', buffer: value, box: deviceBufferBox(value, method), base: deviceBufferOffset(value), length: value.byteLength };
+  if (value instanceof ManagedBuffer) return { kind: 'managed', buffer: value, box: managedBufferBox(value, method), length: value.byteLength };
   if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, method);
   let memory: ArrayBufferLike;
   let base = 0;
@@ -121,11 +158,14 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
   const d = operand(dst, 'dst', 'copy');
   const s = operand(src, 'src', 'copy');
-  if (d.kind !== 'device' && s.kind !== 'device')
+  const addressed = (op: Operand) => op.kind === 'device' || op.kind === 'managed';
+  if (!addressed(d) && !addressed(s))
     throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
+  if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
+    throw invalidValue(d.kind === 'managed' ? 'src' : 'dst', 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
   for (const [name, op] of [['dst', d], ['src', s]] as const)
-    if (op.kind === 'device' && op.buffer.device !== stream.device)
-      throw invalidValue(name, `is a DeviceBuffer on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+    if (addressed(op) && op.buffer.device !== stream.device)
+      throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
   const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
@@ -138,7 +178,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
       byteLength,
       o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}; pass "options.byteLength".` : '',
     );
-  if (d.kind === 'device' && s.kind === 'device') {
+  if (addressed(d) && addressed(s)) {
     const a = d.buffer.ptr + BigInt(dstOffset);
     const b = s.buffer.ptr + BigInt(srcOffset);
     const n = BigInt(byteLength);
@@ -155,19 +195,29 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const sb = streamBox(stream, 'copy');
   if (byteLength === 0) return;
+  if (d.kind === 'managed' || s.kind === 'managed') {
+    // The other side is addressed memory (checked above): a DeviceBuffer records the use, as its copies do.
+    const other = d.kind === 'managed' ? s : d;
+    if (other.kind === 'device') other.buffer.recordStream(stream);
+    const otherOffset = other === s ? srcOffset : dstOffset;
+    const otherPtr = (other.kind === 'device' || other.kind === 'managed' ? other.buffer.ptr : 0n) + BigInt(otherOffset);
+    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, otherPtr, true, byteLength);
+    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, otherPtr, false, byteLength);
+    return;
+  }
   if (d.kind === 'device') {
-    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, dstOffset, s.box, srcOffset, byteLength);
-    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, dstOffset, s.box, s.base + srcOffset, byteLength);
-    else native.copyPageableToDevice(sb, d.box, dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
+    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    else native.copyPageableToDevice(sb, d.box, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
     return;
   }
   if (s.kind !== 'device') return; // unreachable: checked above
   if (d.kind === 'pinned') {
-    native.copyDeviceToPinned(sb, d.box, d.base + dstOffset, s.box, srcOffset, byteLength);
+    native.copyDeviceToPinned(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
     return;
   }
   const start = d.base + dstOffset;
-  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, srcOffset);
+  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, s.base + srcOffset);
   landingQueued();
   const pending = stillPending(d.memory);
   pending.push({ start, end: start + byteLength, flag, streamId: stream.id });
@@ -176,32 +226,47 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
 
 /** Queues a fill on `stream`; see `Stream.fill`. @internal */
 export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
-  const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize']);
+  const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize', 'type']);
   if (!(dst instanceof DeviceBuffer))
     throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || ArrayBuffer.isView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
-  const elementSize = o.elementSize ?? 1;
-  if (elementSize !== 1 && elementSize !== 4)
-    throw invalidValue('options.elementSize', `must be 1 or 4; received ${typeof elementSize === 'number' ? elementSize : `${String(elementSize)} (${typeof elementSize})`}.`);
-  const max = elementSize === 1 ? 0xff : 0xffffffff;
-  if (typeof value !== 'number') throw invalidType('value', 'an integer (the bit pattern of one element)', value);
-  if (!Number.isInteger(value) || value < 0 || value > max)
-    throw outOfRange(
-      'value',
-      `an integer from 0 to ${max} (one ${elementSize}-byte element's unsigned bit pattern)`,
-      value,
-      elementSize === 1 && Number.isInteger(value) && value > max && value <= 0xffffffff ? 'Pass { elementSize: 4 } for 32-bit values.' : '',
-    );
+  let elementSize: 1 | 4;
+  let bits: number;
+  if (o.type !== undefined) {
+    if (!FILL_TYPES.includes(o.type))
+      throw invalidValue('options.type', `must be one of 'f32', 'i32', 'u32', 'u8'; received ${typeof o.type === 'string' ? JSON.stringify(o.type) : String(o.type)}.`);
+    if (o.elementSize !== undefined)
+      throw invalidValue('options.elementSize', `must not be given with "options.type" (${o.type} implies the element size).`);
+    elementSize = o.type === 'u8' ? 1 : 4;
+    bits = typedFillValue(value, o.type);
+  } else {
+    elementSize = o.elementSize ?? 1;
+    if (elementSize !== 1 && elementSize !== 4)
+      throw invalidValue('options.elementSize', `must be 1 or 4; received ${typeof elementSize === 'number' ? elementSize : `${String(elementSize)} (${typeof elementSize})`}.`);
+    const max = elementSize === 1 ? 0xff : 0xffffffff;
+    if (typeof value !== 'number') throw invalidType('value', 'an integer (the bit pattern of one element)', value);
+    if (!Number.isInteger(value) || value < 0 || value > max)
+      throw outOfRange(
+        'value',
+        `an integer from 0 to ${max} (one ${elementSize}-byte element's unsigned bit pattern)`,
+        value,
+        elementSize === 1 && Number.isInteger(value) && value > max && value <= 0xffffffff ? 'Pass { elementSize: 4 } for 32-bit values, or { type } to give a number.' : '',
+      );
+    bits = value;
+  }
   const box = deviceBufferBox(dst, 'fill');
   if (dst.device !== stream.device)
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
   if (offset % elementSize !== 0)
     throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
+  const viewOffset = deviceBufferOffset(dst);
+  if (viewOffset % elementSize !== 0)
+    throw invalidValue('dst', `is a subarray starting ${viewOffset} bytes into its buffer, which is not a multiple of the ${elementSize}-byte elements.`);
   const room = dst.byteLength - offset;
   const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streamBox(stream, 'fill');
   if (byteLength === 0) return;
-  native.memoryFill(sb, box, offset, value, byteLength / elementSize, elementSize);
+  native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
 }

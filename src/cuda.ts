@@ -28,6 +28,9 @@ export interface LiveObjects {
   deviceBytes: number;
   /** Bytes held by live `PinnedBuffer`s (not the library's idle pinned cache). */
   pinnedBytes: number;
+  /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts
+   * until the device's queued work is done and cuMemFree ran). */
+  managedBytes: number;
 }
 
 /** Facts about the CUDA driver in this process. Reading any of them opens the driver on first use; none throws.
@@ -47,10 +50,17 @@ export const cuda = {
   get unavailableReason(): string | undefined {
     return driverState().reason;
   },
-  /** The driver's CUDA version as cuDriverGetVersion reports it (for example 13000 for 13.0); `undefined` when
-   * the driver library could not be opened. */
+  /** The driver's CUDA version as the integer cuDriverGetVersion reports (1000 × major + 10 × minor: 13000 for CUDA
+   * 13.0, 12040 for 12.4), for comparisons; `undefined` when the driver library could not be opened. See
+   * {@link cuda.driverVersionString} for display. */
   get driverVersion(): number | undefined {
     return driverState().driverVersion;
+  },
+  /** The driver's CUDA version as text, `"13.0"` for 13000, as nvidia-smi and the benchmark print it; `undefined`
+   * when the driver library could not be opened. */
+  get driverVersionString(): string | undefined {
+    const version = driverState().driverVersion;
+    return version === undefined ? undefined : `${Math.floor(version / 1000)}.${Math.floor((version % 1000) / 10)}`;
   },
   /** Counts of live objects, process-wide across threads. Never opens the driver. */
   liveObjects(): LiveObjects {

@@ -7,7 +7,7 @@ import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
+import { invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -19,6 +19,35 @@ export interface DeviceBufferAllocOptions {
    * @defaultValue the stream's device, else 0 */
   device?: Device | number;
 }
+
+/** Options for {@link DeviceBuffer.from}: as {@link DeviceBufferAllocOptions}; the copy is queued on the same stream. */
+export type DeviceBufferFromOptions = DeviceBufferAllocOptions;
+
+/** Options for {@link DeviceBuffer.toArray}. */
+export interface ToArrayOptions {
+  /** The stream the copy is queued on and awaited; must be on the buffer's device. Work that writes the buffer on
+   * other streams must be ordered before it (`stream.waitStream(other)`).
+   * @defaultValue {@link currentStream}(the buffer's device) */
+  stream?: Stream;
+  /** Aborts the wait (not the copy); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
+}
+
+/** A typed-array constructor, for {@link DeviceBuffer.toArray}. */
+export type TypedArrayConstructor =
+  | Int8ArrayConstructor
+  | Uint8ArrayConstructor
+  | Uint8ClampedArrayConstructor
+  | Int16ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int32ArrayConstructor
+  | Uint32ArrayConstructor
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | BigInt64ArrayConstructor
+  | BigUint64ArrayConstructor;
+
+const TypedArray = Object.getPrototypeOf(Int8Array) as Function;
 
 /** Options for {@link DeviceBuffer.free}. */
 export interface DeviceBufferFreeOptions {
@@ -64,6 +93,7 @@ function settle(): void {
 }
 
 let boxOf: (buffer: DeviceBuffer, method: string) => Box;
+let offsetOf: (buffer: DeviceBuffer) => number;
 
 /** Device memory, allocated in stream order (`cuMemAllocFromPoolAsync`) from the device's default memory pool
  * ({@link Device.memoryPool}). Its contents start undefined.
@@ -82,12 +112,10 @@ let boxOf: (buffer: DeviceBuffer, method: string) => Box;
  *
  * @example
  * ```ts
- * const stream = Stream.create();
- * using buffer = DeviceBuffer.alloc(4 * n, { stream });
- * stream.copy(buffer, input);
+ * using stream = Stream.create();
+ * using buffer = DeviceBuffer.from(input, { stream }); // a Float32Array of n values
  * kernel.launch({ grid, block, stream }, buffer, n);
- * stream.copy(output, buffer);
- * await stream.synchronize();
+ * const output = await buffer.toArray(Float32Array, { stream });
  * ```
  */
 export class DeviceBuffer implements KernelPointer {
@@ -95,6 +123,8 @@ export class DeviceBuffer implements KernelPointer {
   #stream: Stream;
   #borrowed: boolean;
   #freed: string | undefined;
+  #parent: DeviceBuffer | undefined; // the allocation a subarray view belongs to
+  #offset = 0; // bytes from the allocation's start (views)
   /** The size in bytes. */
   readonly byteLength: number;
   /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed. */
@@ -113,11 +143,24 @@ export class DeviceBuffer implements KernelPointer {
 
   static {
     boxOf = (buffer, method) => buffer.#use(method);
+    offsetOf = (buffer) => buffer.#offset;
   }
 
   #use(method: string): Box {
     if (this.#freed !== undefined) throw new DestroyedError('DeviceBuffer', method, this.#freed);
+    if (this.#parent?.freed) throw new DestroyedError('DeviceBuffer', method, 'is a view of a buffer that was freed');
     return this.#box;
+  }
+
+  static #allocationStream(o: Partial<DeviceBufferAllocOptions>): Stream {
+    if (o.stream === undefined) return currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
+    if (!(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    if (o.device !== undefined) {
+      const device = resolveDevice(o.device);
+      if (device !== o.stream.device)
+        throw invalidValue('options.stream', `is on device ${o.stream.device.ordinal}, but "options.device" is device ${device.ordinal}.`);
+    }
+    return o.stream;
   }
 
   #sameDevice(stream: Stream, name: string): void {
@@ -146,20 +189,92 @@ export class DeviceBuffer implements KernelPointer {
   static alloc(byteLength: number, options?: DeviceBufferAllocOptions): DeviceBuffer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
-    let stream: Stream;
-    if (o.stream !== undefined) {
-      if (!(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
-      stream = o.stream;
-      if (o.device !== undefined) {
-        const device = resolveDevice(o.device);
-        if (device !== stream.device)
-          throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but "options.device" is device ${device.ordinal}.`);
-      }
-    } else {
-      stream = currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
-    }
+    const stream = DeviceBuffer.#allocationStream(o);
     const { box, ptr } = native.deviceBufferAlloc(streamBox(stream, 'alloc'), byteLength);
     return new DeviceBuffer(box, byteLength, ptr, stream.device, stream, false);
+  }
+
+  /** Allocates a buffer of `source.byteLength` bytes on `options.stream` (default: `currentStream(device)`) and
+   * queues the copy of `source` into it on the same stream; returns at once. The source is read now (through the
+   * library's pinned staging, or directly from a `PinnedBuffer` view), so it may change afterwards. Work on other
+   * streams must wait for that stream before using the buffer.
+   * @param source - any TypedArray, DataView or Buffer of 1 byte or more.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another source; `RangeError` ERR_OUT_OF_RANGE for an empty one;
+   * otherwise as {@link DeviceBuffer.alloc} and `stream.copy`.
+   * Wraps: cuMemAllocFromPoolAsync, cuMemcpyHtoDAsync. Thread-safety: any thread or worker. Lifetime: owned.
+   * Follows: RMM `to_device`, CuPy `asarray`.
+   * @example
+   * ```ts
+   * using x = DeviceBuffer.from(new Float32Array([1, 2, 3]), { stream });
+   * ```
+   */
+  static from(source: ArrayBufferView, options?: DeviceBufferFromOptions): DeviceBuffer {
+    if (!ArrayBuffer.isView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
+    validateInteger(source.byteLength, 'source.byteLength', 1, Number.MAX_SAFE_INTEGER);
+    const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
+    const stream = DeviceBuffer.#allocationStream(o);
+    const buffer = DeviceBuffer.alloc(source.byteLength, { stream });
+    try {
+      stream.copy(buffer, source);
+    } catch (error) {
+      buffer.free();
+      throw error;
+    }
+    return buffer;
+  }
+
+  /** Copies the whole buffer into a new typed array of type `Ctor` on `options.stream` (default:
+   * `currentStream(device)`) and resolves with it once the copy has landed; never blocks the event loop.
+   * @param Ctor - a typed-array constructor (`Float32Array`, `Int32Array`, `BigUint64Array`, ...); the buffer's byte
+   * length must be a multiple of its `BYTES_PER_ELEMENT`.
+   * @throws (synchronously) `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor` or a bad stream; ERR_INVALID_ARG_VALUE
+   * for a stream of another device or when the byte length is not a multiple of the element size;
+   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed, or with
+   * `signal.reason` when `options.signal` aborts the wait.
+   * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
+   * Follows: RMM `copy_to_host`, CuPy `get()`.
+   * @example
+   * ```ts
+   * const values = await buffer.toArray(Float32Array, { stream });
+   * ```
+   */
+  toArray<C extends TypedArrayConstructor>(Ctor: C, options?: ToArrayOptions): Promise<InstanceType<C>> {
+    if (typeof Ctor !== 'function' || !(Ctor.prototype instanceof TypedArray))
+      throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array)', Ctor);
+    const o = validateOptions<ToArrayOptions>(options, 'options', 'toArray', ['stream', 'signal']);
+    if (o.stream !== undefined && !(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    const signal = validateSignal(o.signal, 'options.signal');
+    this.#use('toArray');
+    const size = Ctor.BYTES_PER_ELEMENT;
+    if (this.byteLength % size !== 0)
+      throw invalidValue('Ctor', `is ${Ctor.name}, whose ${size}-byte elements do not divide the buffer's ${this.byteLength} bytes; pick an element size that does, or read a subarray.`);
+    const stream = o.stream ?? currentStream(this.device);
+    this.#sameDevice(stream, 'options.stream');
+    const out = new Ctor(this.byteLength / size) as InstanceType<C>;
+    stream.copy(out, this);
+    return stream.synchronize({ signal }).then(() => out);
+  }
+
+  /** A view of bytes `begin` to `end` (exclusive) of this buffer, with JavaScript's `subarray` meaning: negative
+   * values count from the end, values are clamped to the buffer, and `end` before `begin` gives an empty view.
+   * Creates nothing on the device. The view shares this buffer's memory, lifetime and cross-stream tracking: its
+   * uses on other streams delay this buffer's free, and once this buffer is freed every method of the view throws
+   * {@link DestroyedError}. The view's own `free()` only retires the view.
+   * @param begin - byte offset. @defaultValue 0
+   * @param end - byte offset, exclusive. @defaultValue `byteLength`
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-integer offset; {@link DestroyedError} after free. */
+  subarray(begin = 0, end = this.byteLength): DeviceBuffer {
+    for (const [name, value] of [['begin', begin], ['end', end]] as const)
+      if (typeof value !== 'number' || !Number.isInteger(value)) throw invalidType(name, 'an integer (a byte offset)', value);
+    this.#use('subarray');
+    const clamp = (at: number) => (at < 0 ? Math.max(this.byteLength + at, 0) : Math.min(at, this.byteLength));
+    const first = clamp(begin);
+    const length = Math.max(clamp(end) - first, 0);
+    const parent = this.#parent ?? this;
+    const view = new DeviceBuffer(this.#box, length, this.ptr + BigInt(first), this.device, this.#stream, this.#borrowed);
+    view.#parent = parent;
+    view.#offset = this.#offset + first;
+    return view;
   }
 
   /** A borrowed view, in this thread, of the buffer that `shared` (from `buffer.share()` in any thread) names. Its
@@ -187,9 +302,9 @@ export class DeviceBuffer implements KernelPointer {
     return this.#stream;
   }
 
-  /** True after `free()` (or, for a borrowed view, after its `free()`). */
+  /** True after `free()` (or, for a borrowed view or a subarray, after its own `free()` or its buffer's). */
   get freed(): boolean {
-    return this.#freed !== undefined;
+    return this.#freed !== undefined || this.#parent?.freed === true;
   }
 
   /** True for a view from {@link DeviceBuffer.attach}, which never frees the memory. */
@@ -231,6 +346,10 @@ export class DeviceBuffer implements KernelPointer {
       this.#sameDevice(o.stream, 'options.stream');
     }
     if (this.#freed !== undefined) return;
+    if (this.#parent) {
+      this.#freed = 'was freed (this subarray only: its buffer frees the memory)';
+      return;
+    }
     if (this.#borrowed) {
       this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
       return;
@@ -249,7 +368,7 @@ export class DeviceBuffer implements KernelPointer {
    * the pool), without blocking the event loop. Rejects with {@link CudaError} when that work failed. */
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
-    if (this.#borrowed) return this.free();
+    if (this.#borrowed || this.#parent) return this.free();
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;
@@ -260,6 +379,7 @@ export class DeviceBuffer implements KernelPointer {
    * still freed by this owner: a view attached after the free throws {@link DestroyedError}.
    * @throws {@link DestroyedError} after free. */
   share(): SharedDeviceBuffer {
+    if (this.#parent) throw invalidValue('buffer', 'is a subarray; share its buffer and take the subarray in the other thread.');
     const id = native.deviceBufferShare(this.#use('share'));
     return { kind: SHARED_KIND, id, byteLength: this.byteLength, ptr: this.ptr, device: this.device.ordinal };
   }
@@ -268,4 +388,9 @@ export class DeviceBuffer implements KernelPointer {
 /** The native box of a live buffer, for the copy functions. @throws {@link DestroyedError} after free. @internal */
 export function deviceBufferBox(buffer: DeviceBuffer, method: string): Box {
   return boxOf(buffer, method);
+}
+
+/** Where a buffer's bytes start in its allocation's box: 0, or a subarray's offset. @internal */
+export function deviceBufferOffset(buffer: DeviceBuffer): number {
+  return offsetOf(buffer);
 }

@@ -1,7 +1,7 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { checkConstruction, internalConstruction, invalidType, outOfRange } from './validate.js';
+import { checkConstruction, internalConstruction, invalidType, outOfRange, validateOptions, validateSignal } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -15,6 +15,20 @@ export interface ComputeCapability {
 export interface StreamPriorityRange {
   greatest: number;
   least: number;
+}
+
+/** Free and total device memory, in bytes, as {@link Device.memoryInfo} reports it. */
+export interface DeviceMemoryInfo {
+  /** Bytes the driver can still allocate on the device, across every process using it. */
+  freeBytes: number;
+  /** The device's memory in bytes. */
+  totalBytes: number;
+}
+
+/** Options for {@link Device.synchronize}. */
+export interface DeviceSynchronizeOptions {
+  /** Aborts the wait (not the GPU work); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
 }
 
 const devices = new Map<number, Device>();
@@ -63,6 +77,48 @@ export class Device {
    * the process: its context is unusable, every wait on it rejects, frees and destroys stop throwing. */
   get healthy(): boolean {
     return native.deviceFault(this.ordinal) === 0;
+  }
+
+  /** Resolves once all work queued so far on the device's primary context is done: every stream of every thread and
+   * of any other library that uses the primary context (the CUDA runtime does). Never blocks the event loop or a
+   * libuv pool thread: a native thread per device waits in cuCtxSynchronize, and one such wait serves every
+   * request queued before it began. Prefer `stream.synchronize()` for your own work: a device-wide wait also waits
+   * for unrelated streams.
+   * @throws (rejects) {@link CudaError} when queued work failed (a sticky fault: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...);
+   * `signal.reason` when `options.signal` aborts; `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE (thrown)
+   * for bad options. Wraps: cuCtxSynchronize. Thread-safety: any thread or worker. */
+  synchronize(options?: DeviceSynchronizeOptions): Promise<void> {
+    const o = validateOptions<DeviceSynchronizeOptions>(options, 'options', 'synchronize', ['signal']);
+    const signal = validateSignal(o.signal, 'options.signal');
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    let done: Promise<void>;
+    try {
+      done = native.deviceSynchronize(this.ordinal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (!signal) return done;
+    return new Promise<void>((resolve, reject) => {
+      const abort = () => reject(signal.reason);
+      signal.addEventListener('abort', abort, { once: true });
+      done.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+    });
+  }
+
+  /** Blocks the calling thread, event loop included, until all work queued so far on the device's primary context is
+   * done; use {@link Device.synchronize} to wait without blocking.
+   * @throws {@link CudaError} when queued work failed. Wraps: cuCtxSynchronize. Thread-safety: any thread. */
+  synchronizeSync(): void {
+    native.deviceSynchronizeSync(this.ordinal);
+  }
+
+  /** Free and total memory of the device, in bytes, as the driver reports them now. Free bytes count what every
+   * process has allocated, and memory that the device's memory pool holds in reserve (see {@link Device.memoryPool}
+   * and `memoryPool.trim()`) is not free.
+   * @throws {@link CudaError} when the driver fails. Wraps: cuMemGetInfo. Thread-safety: any thread.
+   * Follows: PyTorch `torch.cuda.mem_get_info`, CuPy `Device.mem_info`. */
+  memoryInfo(): DeviceMemoryInfo {
+    return native.deviceMemoryInfo(this.ordinal);
   }
 
   /** The number of visible CUDA devices; 0 when there is no driver or no GPU. Never throws.

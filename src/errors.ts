@@ -2,16 +2,18 @@
 
 /** A CUDA driver call failed.
  *
- * `name` is the CUresult's name (for example `'CUDA_ERROR_ILLEGAL_ADDRESS'`), `code` its number (700), `call` the
- * driver function that returned it (`'cuStreamSynchronize'`), and `sticky` is true for errors that leave the
- * device's context unusable for the rest of the process (illegal address, launch failure, ...): then
- * `device.healthy` is false and every later wait on that device rejects with such an error.
- * `CUDA_ERROR_NOT_READY` is never thrown as an error, except by {@link Event.elapsedMs}. */
+ * `name` is `'CudaError'`; `code` is the CUresult's name as a string (for example `'CUDA_ERROR_ILLEGAL_ADDRESS'`),
+ * like the `code` of Node's system errors; `result` its number (700); `call` the driver function that returned it
+ * (`'cuStreamSynchronize'`); `sticky` is true for errors that leave the device's context unusable for the rest of
+ * the process (illegal address, launch failure, ...): then `device.healthy` is false and every later wait on that
+ * device rejects with such an error. `CUDA_ERROR_NOT_READY` is never thrown as an error, except by
+ * {@link Event.elapsedMs}. */
 export class CudaError extends Error {
+  override readonly name = 'CudaError';
   /** The CUresult name, for example `'CUDA_ERROR_OUT_OF_MEMORY'`. */
-  override readonly name: string;
+  readonly code: string;
   /** The CUresult number, for example 2 for `CUDA_ERROR_OUT_OF_MEMORY`. */
-  readonly code: number;
+  readonly result: number;
   /** The driver function that failed, for example `'cuMemAllocAsync'`. */
   readonly call: string;
   /** The driver's own description of the error. */
@@ -19,12 +21,12 @@ export class CudaError extends Error {
   /** True when the error is sticky: the device's context is unusable in this process. */
   readonly sticky: boolean;
 
-  constructor(code: number, name: string, description: string, call: string, detail: string, sticky: boolean) {
+  constructor(result: number, code: string, description: string, call: string, detail: string, sticky: boolean) {
     const where = detail ? ` on ${detail}` : '';
     const hint = sticky ? ' (sticky: the device is unusable in this process; restart it)' : '';
-    super(`${call} failed${where}: ${description}${hint}`);
-    this.name = name;
+    super(`${code}: ${call} failed${where}: ${description}${hint}`);
     this.code = code;
+    this.result = result;
     this.call = call;
     this.description = description;
     this.sticky = sticky;
@@ -35,6 +37,8 @@ export class CudaError extends Error {
  * `Program.compile`) no NVRTC. The message says what was tried, what failed and what to do. */
 export class CudaUnavailableError extends Error {
   override readonly name = 'CudaUnavailableError';
+  /** Always `'ERR_CUDA_UNAVAILABLE'`, so callers can branch on `code` as they do for Node's errors. */
+  readonly code = 'ERR_CUDA_UNAVAILABLE';
   /** What is missing, in words; the same text as `cuda.unavailableReason` for the driver. */
   readonly reason: string;
   constructor(reason: string) {
@@ -72,8 +76,8 @@ export class CompileError extends Error {
 export function makeNativeError(kind: string, ...args: unknown[]): Error {
   switch (kind) {
     case 'cuda': {
-      const [code, name, description, call, detail, sticky] = args as [number, string, string, string, string, boolean];
-      return new CudaError(code, name, description, call, detail, sticky);
+      const [result, code, description, call, detail, sticky] = args as [number, string, string, string, string, boolean];
+      return new CudaError(result, code, description, call, detail, sticky);
     }
     case 'destroyed':
       return new DestroyedError(args[0] as string, args[1] as string);

@@ -145,6 +145,17 @@ export class Event {
   [Symbol.dispose](): void {
     this.destroy();
   }
+
+  /** Waits for the recorded work as `synchronize()` does (never blocking the event loop), then destroys the event,
+   * also when that work failed; rejects with that work's {@link CudaError}. Idempotent. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#destroyed) return;
+    try {
+      await this.synchronize();
+    } finally {
+      this.destroy();
+    }
+  }
 }
 
 /** The native box of a live event. @throws {@link DestroyedError}. @internal */

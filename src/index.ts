@@ -1,15 +1,16 @@
 // The public API of cuda-stream-pool. See DESIGN.md "Public surface".
 export { cuda, type LiveObjects } from './cuda.js';
-export { Device, type ComputeCapability, type StreamPriorityRange } from './device.js';
+export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions } from './stream.js';
 export { Event, type EventOptions } from './event.js';
 export { currentStream, withStream } from './scope.js';
 export { completionStats, type CompletionStats } from './completion.js';
 export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool.js';
-export { Module, Kernel, type ParamType, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
+export { Module, Kernel, type ParamType, type KernelArgument, type KernelArguments, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
 export { Program, type CompileOptions } from './program.js';
 export { CudaError, CudaUnavailableError, DestroyedError, CompileError } from './errors.js';
-export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './device-buffer.js';
+export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './pinned-buffer.js';
-export { type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
+export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './copy.js';
 export { MemoryPool } from './memory-pool.js';
+export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './managed-buffer.js';

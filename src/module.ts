@@ -7,14 +7,29 @@ import { requireCuda } from './cuda.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
+import type { DeviceBuffer } from './device-buffer.js';
+import type { ManagedBuffer } from './managed-buffer.js';
 import { checkConstruction, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
- * (a `DeviceBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
+ * (a `DeviceBuffer`, a `ManagedBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
  * narrower integers and `bool`), `'i64'`/`'u64'` for 64-bit integers (a bigint or a safe integer), `'f32'`/`'f64'`
  * for `float`/`double`. */
 export type ParamType = 'ptr' | 'i32' | 'u32' | 'i64' | 'u64' | 'f32' | 'f64';
 const PARAM_TYPES: readonly ParamType[] = ['ptr', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'];
+
+/** The JavaScript value a kernel parameter of type `T` takes: a `DeviceBuffer`, `ManagedBuffer` or bigint device
+ * address for `'ptr'`; a bigint or a safe integer for `'i64'`/`'u64'`; a number otherwise. */
+export type KernelArgument<T extends ParamType> = T extends 'ptr'
+  ? DeviceBuffer | ManagedBuffer | bigint
+  : T extends 'i64' | 'u64'
+    ? bigint | number
+    : number;
+
+/** The argument list of a kernel whose signature is `S`, one {@link KernelArgument} per entry, so that
+ * `module.getFunction('scale', ['ptr', 'f32', 'u32'])` gives a kernel whose `launch` takes
+ * `(options, DeviceBuffer | ManagedBuffer | bigint, number, number)` and a wrong argument fails in the compiler. */
+export type KernelArguments<S extends readonly ParamType[]> = { -readonly [K in keyof S]: KernelArgument<S[K]> } extends infer A extends unknown[] ? A : never;
 
 /** Grid or block dimensions: a number, or `[x]`, `[x, y]`, `[x, y, z]`; missing dimensions are 1. */
 export type Dim3 = number | [number] | [number, number] | [number, number, number];
@@ -34,8 +49,8 @@ export interface LaunchOptions {
    * `attributes.maxThreadsPerBlock` (at most 1024) and each dimension against the device (1024, 1024, 64). */
   block: Dim3;
   /** Dynamic shared memory per block in bytes, from 0 to 2**32 - 1; above 48 KiB only after
-   * {@link Kernel.setMaxDynamicSharedMemory}. @defaultValue 0 */
-  sharedMemBytes?: number;
+   * {@link Kernel.setMaxDynamicSharedMemBytes}. @defaultValue 0 */
+  dynamicSharedMemBytes?: number;
   /** The stream to launch on; must be on the kernel's device. @defaultValue {@link currentStream}(kernel's device) */
   stream?: Stream;
 }
@@ -59,7 +74,7 @@ export interface KernelAttributes {
   /** Local memory per thread, in bytes. */
   localMemBytes: number;
   /** The most dynamic shared memory per block a launch may ask for now, in bytes: 48 KiB minus the static shared
-   * memory until {@link Kernel.setMaxDynamicSharedMemory} raises it (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
+   * memory until {@link Kernel.setMaxDynamicSharedMemBytes} raises it (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
   maxDynamicSharedMemBytes: number;
 }
 
@@ -116,8 +131,8 @@ let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8
  *
  * @example
  * ```ts
- * using module = await Module.load(readFileSync('kernels.ptx', 'utf8'));
- * const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+ * using kernels = await Module.load(readFileSync('kernels.ptx', 'utf8'));
+ * const fill = kernels.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
  * fill.launch({ grid: Math.ceil(n / 256), block: 256, stream }, buffer, 7, n);
  * ```
  */
@@ -191,11 +206,16 @@ export class Module {
    * Where the driver can tell (CUDA 12.4 or newer), `signature` is checked against the kernel's parameters: their
    * number, and each size (`'ptr'`, `'f32'` and `'f64'` exactly, integers at most the type's width); a kernel the
    * driver reports without parameters is not checked.
+   * The kernel is typed from the signature: a literal array (or one declared `as const`) gives `launch` the
+   * argument types of {@link KernelArguments}, so a wrong argument fails in the compiler. Where the signature is not
+   * a literal, name the argument types instead: `getFunction<[DeviceBuffer, number, number]>(name, signature)`.
    * @param signature - the parameter types in order, for example `['ptr', 'f32', 'u32']`.
    * @throws {@link CudaError} CUDA_ERROR_NOT_FOUND naming the kernel and listing the module's kernels;
    * `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a bad name or signature, or a signature that does
    * not match the kernel's parameters; {@link DestroyedError} after `unload()`.
    * Wraps: cuModuleGetFunction, cuFuncGetParamInfo. */
+  getFunction<const S extends readonly ParamType[]>(name: string, signature: S): Kernel<KernelArguments<S>>;
+  getFunction<Args extends readonly unknown[]>(name: string, signature: readonly ParamType[]): Kernel<Args>;
   getFunction(name: string, signature: readonly ParamType[]): Kernel {
     if (typeof name !== 'string') throw invalidType('name', 'a string (the kernel\'s extern "C" name)', name);
     if (name === '' || name.includes('\0')) throw invalidValue('name', `must be a kernel name without NUL characters; received ${JSON.stringify(name)}.`);
@@ -205,12 +225,12 @@ export class Module {
     try {
       kernelBox = native.moduleGetFunction(box, name);
     } catch (error) {
-      if (!(error instanceof CudaError) || error.name !== 'CUDA_ERROR_NOT_FOUND') throw error;
+      if (!(error instanceof CudaError) || error.code !== 'CUDA_ERROR_NOT_FOUND') throw error;
       const names = native.moduleFunctionNames(box);
       const known = names.length
         ? `; the module's kernels are ${names.map((n) => `"${n}"`).join(', ')}`
         : '; check that the kernel is declared extern "C" (C++ names are mangled)';
-      throw new CudaError(error.code, error.name, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
+      throw new CudaError(error.result, error.code, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
     }
     // An empty list is not trusted: it is also what a driver that cannot describe the kernel would report.
     const sizes = native.kernelParamSizes(kernelBox);
@@ -339,7 +359,7 @@ export class ArgumentPacker {
           } else if (isKernelPointer(value)) {
             this.#pending[this.#pendingCount++] = i;
           } else {
-            throw invalidType(`args[${i}]`, 'a ptr: a DeviceBuffer or a bigint device address', value, this.#hint());
+            throw invalidType(`args[${i}]`, 'a ptr: a DeviceBuffer, a ManagedBuffer or a bigint device address', value, this.#hint());
           }
           break;
         case 'i32':
@@ -393,13 +413,12 @@ export class ArgumentPacker {
   }
 }
 
-const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'sharedMemBytes', 'stream'];
-let kernelBoxOf: (kernel: Kernel) => Box;
+const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
 
 /** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
  * reachable); after the module is unloaded every method throws {@link DestroyedError}.
  * Thread-safety: usable from the thread that loaded its module. */
-export class Kernel {
+export class Kernel<Args extends readonly unknown[] = unknown[]> {
   #box: Box;
   #module: Module;
   #packer: ArgumentPacker;
@@ -417,10 +436,6 @@ export class Kernel {
     this.name = name;
     this.signature = signature;
     this.#packer = new ArgumentPacker(signature, name);
-  }
-
-  static {
-    kernelBoxOf = (kernel) => kernel.#use('benchLaunch');
   }
 
   #use(method: string): Box {
@@ -457,9 +472,9 @@ export class Kernel {
    * CUDA_ERROR_INVALID_VALUE above the device's limit, naming the limit; {@link DestroyedError} after unload.
    * Wraps: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). Thread-safety: affects this kernel
    * in every thread of the process (the attribute belongs to the driver's function). */
-  setMaxDynamicSharedMemory(bytes: number): void {
+  setMaxDynamicSharedMemBytes(bytes: number): void {
     validateInteger(bytes, 'bytes', 0, 2 ** 31 - 1);
-    native.kernelSetMaxDynamicSharedMemory(this.#use('setMaxDynamicSharedMemory'), bytes);
+    native.kernelSetMaxDynamicSharedMemBytes(this.#use('setMaxDynamicSharedMemBytes'), bytes);
   }
 
   /** Queues the kernel on `options.stream` (default {@link currentStream} of the kernel's device) and returns at
@@ -479,14 +494,14 @@ export class Kernel {
    * saxpy.launch({ grid: Math.ceil(n / 256), block: 256, stream }, n, 2.0, x, y);
    * ```
    */
-  launch(options: LaunchOptions, ...args: unknown[]): void {
+  launch(options: LaunchOptions, ...args: Args): void {
     if (typeof options !== 'object' || options === null || Array.isArray(options))
-      throw invalidType('options', 'a LaunchOptions object ({ grid, block, sharedMemBytes, stream })', options);
+      throw invalidType('options', 'a LaunchOptions object ({ grid, block, dynamicSharedMemBytes, stream })', options);
     for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
     const shape = this.#shape;
     readDims(options.grid, 'options.grid', shape, 0);
     readDims(options.block, 'options.block', shape, 3);
-    const shared = options.sharedMemBytes === undefined ? 0 : validateInteger(options.sharedMemBytes, 'options.sharedMemBytes', 0, 2 ** 32 - 1);
+    const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
     const box = this.#use('launch');
     const device = this.#module.device;
     const stream = options.stream === undefined ? currentStream(device) : options.stream;
@@ -498,9 +513,4 @@ export class Kernel {
     this.#packer.bindPointers(args, stream);
     native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
   }
-}
-
-/** The native boxes behind a kernel and a stream, for the kernel benchmark's C++ baseline. @internal */
-export function kernelBoxes(kernel: Kernel, stream: Stream): { kernel: Box; stream: Box } {
-  return { kernel: kernelBoxOf(kernel), stream: streamBox(stream, 'benchLaunch') };
 }

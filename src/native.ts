@@ -25,8 +25,20 @@ export interface NativeBinding {
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
   };
   deviceFault(ordinal: number): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number };
   cudaError(code: number, call: string, detail: string): Error;
+
+  // synchronizer.cc: device-wide waits on a native thread per device.
+  deviceSynchronize(ordinal: number): Promise<void>;
+  deviceSynchronizeSync(ordinal: number): void;
+  deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
+
+  // managed.cc: managed (unified) memory.
+  managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
+  managedFree(managed: Box, buffer: ArrayBuffer): void;
+  managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
+  managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
+  managedCopy(stream: Box, managed: Box, managedOffset: number, other: bigint, toManaged: boolean, bytes: number): void;
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
@@ -42,8 +54,6 @@ export interface NativeBinding {
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: number[]): PoolDescription;
   poolAttach(id: number): PoolDescription;
   poolDestroy(handle: Box): void;
-  /** ns per cuStreamCreate + cuStreamDestroy pair in a C++ loop. */
-  benchStreamCreateDestroy(device: number, iterations: number): number;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   eventRecord(event: Box, stream: Box): void;
@@ -71,13 +81,11 @@ export interface NativeBinding {
     registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
   };
   kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
-  kernelSetMaxDynamicSharedMemory(kernel: Box, bytes: number): void;
+  kernelSetMaxDynamicSharedMemBytes(kernel: Box, bytes: number): void;
   kernelLaunch(
     kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
-    sharedMemBytes: number, params: Uint8Array,
+    dynamicSharedMemBytes: number, params: Uint8Array,
   ): void;
-  /** ns per launch of a C++ loop of cuLaunchKernel (grid 1, block 1); synchronizes the stream before and after. */
-  benchLaunch(kernel: Box, stream: Box, iterations: number, params: Uint8Array): number;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -97,6 +105,7 @@ export interface NativeBinding {
   pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number };
   copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
   copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
   copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
@@ -107,10 +116,6 @@ export interface NativeBinding {
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
   memoryPoolTrim(device: number, bytesToKeep: number): void;
-  /** ns for `iterations` copies of `bytes` pinned<->device in a C++ loop, until the stream is idle. Blocks. */
-  benchMemcpy(device: number, toDevice: boolean, bytes: number, iterations: number): number;
-  /** ns for `iterations` cuMemAllocFromPoolAsync + cuMemFreeAsync pairs in a C++ loop. Blocks. */
-  benchAllocFree(device: number, bytes: number, iterations: number): number;
 }
 
 /** The package root (two levels above dist/src). */

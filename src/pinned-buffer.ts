@@ -24,6 +24,17 @@ export interface PinnedCacheInfo {
   idleBytes: number;
   /** Bytes of every pinned block the cache holds (idle, in use, or waiting for queued copies), process-wide. */
   totalBytes: number;
+  /** The staging of copies between pageable JS memory and device buffers: reusable pinned chunks of 256 KiB per
+   * device, bounded by `capBytes` (`CUDA_STREAM_POOL_STAGING_BYTES`, default 64 MiB, rounded down to whole chunks);
+   * copies larger than what is free stream through the chunks as they come free. */
+  staging: {
+    /** The most staging one device may hold, in bytes. */
+    capBytes: number;
+    /** Staging allocated so far on every device, in bytes (kept until the process exits). */
+    allocatedBytes: number;
+    /** The most staging in use at once on one device since the process started, in bytes. */
+    highWaterBytes: number;
+  };
 }
 
 /** What copies need to know about a pinned ArrayBuffer, whoever holds it (the wrapper or only views). */
@@ -98,9 +109,9 @@ export class PinnedBuffer {
     return native.pinnedTrimCache();
   }
 
-  /** The state of the library's process-wide pinned cache (staging and PinnedBuffers share it). */
+  /** The state of the library's process-wide pinned cache (PinnedBuffers) and of the staging of pageable copies. */
   static cacheInfo(): PinnedCacheInfo {
-    return native.pinnedCacheInfo();
+    return { ...native.pinnedCacheInfo(), staging: native.stagingInfo() };
   }
 
   /** All the bytes, as one Uint8Array (the same object on each read); length 0 after `free()`. */

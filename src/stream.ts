@@ -218,8 +218,9 @@ export class Stream {
    * now (it may change afterwards); a host destination is written by this thread, from staging, before any later
    * completion of this stream settles here, and stays referenced until then; it cannot be a copy source meanwhile. A
    * destination whose buffer was detached or transferred meanwhile gets nothing (its data is dropped; waits still
-   * settle).
+   * settle). A `ManagedBuffer` pairs with a `DeviceBuffer` or another `ManagedBuffer` (cuMemcpyAsync).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands; ERR_INVALID_ARG_VALUE for two host operands, a
+   * ManagedBuffer with host memory, a
    * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
    * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed
    * buffer or a destroyed stream; {@link CudaError} when the driver refuses.
@@ -229,10 +230,13 @@ export class Stream {
     copyOnStream(this, dst, src, options);
   }
 
-  /** Queues a fill of `dst` with `value`, the unsigned bit pattern of one element (1.0f is 0x3F800000), from
-   * `options.offset` for `options.byteLength` bytes (default: the rest), and returns at once.
-   * @throws `TypeError` for a non-DeviceBuffer or `elementSize` other than 1 or 4; `RangeError` ERR_OUT_OF_RANGE for
-   * a value that does not fit one element or a range outside the buffer or not a multiple of `elementSize`;
+  /** Queues a fill of `dst` with `value` from `options.offset` for `options.byteLength` bytes (default: the rest),
+   * and returns at once. With `options.type` (`'f32'`, `'i32'`, `'u32'`, `'u8'`) `value` is a number of that type
+   * (`stream.fill(buffer, 1.5, { type: 'f32' })`); without it, the unsigned bit pattern of one `elementSize` element
+   * (1.0f is 0x3F800000).
+   * @throws `TypeError` for a non-DeviceBuffer, `elementSize` other than 1 or 4, an unknown `type`, or `type` beside
+   * `elementSize`; `RangeError` ERR_OUT_OF_RANGE for a value that does not fit one element or a range outside the
+   * buffer or not a multiple of the element size;
    * {@link DestroyedError} for a freed buffer or a destroyed stream. Wraps: cuMemsetD8Async, cuMemsetD32Async. */
   fill(dst: DeviceBuffer, value: number, options?: FillOptions): void {
     fillOnStream(this, dst, value, options);
@@ -266,6 +270,19 @@ export class Stream {
   /** Same as {@link Stream.destroy}. */
   [Symbol.dispose](): void {
     this.destroy();
+  }
+
+  /** Waits for the queued work as `synchronize()` does (never blocking the event loop), then destroys the stream as
+   * `destroy()` does, also when that work failed; rejects with that work's {@link CudaError}. Idempotent.
+   * @throws `TypeError` for a stream of a `StreamPool`, before waiting. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#retired !== undefined) return;
+    if (this.#kind === 'pool') return this.destroy(); // throws: pool streams die with their pool
+    try {
+      await this.synchronize();
+    } finally {
+      this.destroy();
+    }
   }
 }
 

@@ -3,8 +3,9 @@ import { test } from 'node:test';
 
 import { fmaf, fmaSteps, ulpDistance } from '../src/bench/fmaf.js';
 import { sampleIndices } from '../src/bench/reference.js';
-import { timelineHtml } from '../src/bench/timeline.js';
-import { BENCH_SCHEMA, PHASES, quantile, type BenchResult, type TimelineData } from '../src/bench/results.js';
+import { timelineHtml, TIMELINE_SCHEMA } from '../src/bench/timeline.js';
+import { PHASES, quantile } from '../src/bench/results.js';
+import { syntheticResults } from './support/synthetic-results.js';
 
 const f32 = (x: number) => Math.fround(x);
 
@@ -59,48 +60,27 @@ test('quantile interpolates between neighbours of the sorted values', () => {
 });
 
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {
-  const data: TimelineData = {
-    schema: 'cuda-stream-pool/timeline/1',
-    phases: PHASES,
-    modes: [
-      {
-        mode: 'pool',
-        wallMs: 1,
-        rows: [
-          {
-            streamId: '7',
-            label: 'stream 7 </script><b>',
-            tasks: [{ task: 0, thread: 0, bars: PHASES.map((phase, i) => ({ phase, startMs: i * 0.1, endMs: (i + 1) * 0.1 })) }],
-          },
-        ],
-      },
-    ],
-  };
-  const sample = { median: 1, p10: 1, p90: 1, runs: 1 };
-  const result: BenchResult = {
-    schema: BENCH_SCHEMA,
-    environment: {
-      date: '2025-01-01T00:00:00.000Z',
-      packageVersion: '0.0.0',
-      node: process.version,
-      os: 'test',
-      cpu: 'test',
-      driverVersion: '13.0',
-      device: { ordinal: 0, name: 'Test <GPU>', computeCapability: '9.0', multiprocessorCount: 1, totalMemoryBytes: 1, asyncEngineCount: 1 },
-    },
-    parameters: {
-      tasks: 1, concurrency: 1, workers: 0, elements: 1, partitionBytes: 4, intensity: 1, intensityCalibrated: false, modes: ['pool'],
-      poolSize: 1, runs: 1, warmupTasks: 2, partitions: 1, sampleSize: 1, ulpTolerance: 4, fma: { a: 1, b: 0 }, timeline: true,
-    },
-    phasesAloneMs: { copyIn: 0.1, kernel: 0.1, copyOut: 0.1 },
-    overlapBoundMs: 0.1,
-    modes: [{ mode: 'pool', wallMs: [1], tasksPerSecond: sample, gigabytesPerSecond: sample, latencyMs: { p50: 1, p99: 1 }, speedupOverLegacy: null, overlapFraction: sample, verifiedTasks: 1, streams: 1 }],
-  };
-  const html = timelineHtml(data, result);
+  const result = syntheticResults({ tasks: 4, modes: ['pool', 'legacy'] });
+  result.environment.device.name = 'Test <GPU>';
+  result.modes[0]!.lastRunTasks![0]!.streamId = '7</script><b>';
+  const html = timelineHtml(result);
   const json = /<script type="application\/json" id="timeline-data">([\s\S]*?)<\/script>/.exec(html);
   assert.ok(json);
-  assert.deepEqual(JSON.parse(json[1]!), data);
+  const data = JSON.parse(json[1]!);
+  assert.equal(data.schema, TIMELINE_SCHEMA);
+  assert.deepEqual(data.phases, PHASES);
+  assert.deepEqual(data.modes.map((m: { mode: string }) => m.mode), ['pool', 'legacy']);
+  const pool = data.modes[0];
+  assert.equal(pool.rows.reduce((n: number, row: { tasks: number[] }) => n + row.tasks.length, 0), 4);
+  assert.ok(pool.rows.some((row: { streamId: string }) => row.streamId === '7</script><b>'), 'the stream id survives the embedding');
   assert.ok(!html.includes('<b>') && !html.includes('Test <GPU>'), 'labels and names are escaped');
-  assert.equal((html.match(/<rect /g) ?? []).length, 3);
-  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=/);
+  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=|@import|url\(http/i);
+});
+
+test('a mode without phase times gets a section with its figures and a note, and no canvas', () => {
+  const result = syntheticResults({ tasks: 4, modes: ['pool', 'lease'] });
+  result.modes[1]!.lastRunTasks = null;
+  const html = timelineHtml(result);
+  assert.match(html, /<section data-mode="lease"><h2>lease<\/h2>[\s\S]*?No phase times were recorded/);
+  assert.equal((html.match(/<canvas /g) ?? []).length, 1);
 });

@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import { gpu, repositoryRoot } from './support/gpu.js';
+import { benchFixture } from './support/fixture.js';
+import { syntheticResults } from './support/synthetic-results.js';
 
-const MODES = ['legacy', 'per-thread', 'per-task', 'pool', 'lease'];
-const PHASES = ['copy-in', 'kernel', 'copy-out'];
+const fixture = benchFixture();
+
+const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease'];
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
  * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers. */
@@ -97,6 +100,74 @@ test('bench --timeline needs an .html file in an existing directory, else exits 
   assert.match(r.stderr, /existing directory/);
 });
 
+test('bench --trace needs a .json file, and a path through a file exits 64 saying that file is not a directory', (t) => {
+  let r = cli(['bench', '--trace', 'trace.html'], { noGpu: true });
+  assert.equal(r.status, 64, r.stderr);
+  assert.match(r.stderr, /--trace/);
+  assert.match(r.stderr, /\.json/);
+  const dir = scratchDir(t);
+  const file = path.join(dir, 'a-file');
+  writeFileSync(file, '');
+  for (const [option, name] of [['--trace', 'trace.json'], ['--timeline', 'timeline.html']]) {
+    r = cli(['bench', option!, path.join(file, 'deeper', name!)], { noGpu: true });
+    assert.equal(r.status, 64, r.stderr);
+    assert.ok(r.stderr.includes(option!), r.stderr);
+    assert.ok(r.stderr.includes(`${file} is not a directory`), r.stderr);
+  }
+  if (process.platform === 'linux') {
+    // No one can create files in /proc, root included: the check tries, rather than reading permission bits.
+    r = cli(['bench', '--trace', '/proc/csp-trace.json'], { noGpu: true });
+    assert.equal(r.status, 64, r.stderr);
+    assert.match(r.stderr, /--trace.*a file in \/proc cannot be written/s);
+  }
+  r = cli(['bench', '--trace', dir + path.sep + '.json'], { noGpu: true });
+  assert.equal(r.status, 2, `a writable path passes the check and the run stops only for the GPU: ${r.stderr}`);
+});
+
+test(`report renders a saved run without a GPU: the tables, the timeline page and the trace file (${fixture.origin} fixture)`, (t) => {
+  const dir = scratchDir(t);
+  const results = path.join(dir, 'results.json');
+  writeFileSync(results, JSON.stringify(fixture.result));
+  const r = cli(['report', results, '--html', path.join(dir, 'page.html'), '--trace', path.join(dir, 'trace.json')], { noGpu: true });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /vs legacy.*vs native/);
+  for (const mode of fixture.result.modes) assert.match(r.stdout, new RegExp(`│ ${mode.mode} +│`));
+  assert.match(r.stdout, /timeline written to .*page\.html\ntrace written to .*trace\.json\n$/);
+  const html = readFileSync(path.join(dir, 'page.html'), 'utf8');
+  const tasks = fixture.result.modes.map((m) => m.lastRunTasks?.length ?? 0);
+  fixture.result.modes.forEach((mode, i) => {
+    if (tasks[i]) assert.ok(html.includes(`<section data-mode="${mode.mode}" data-bars="${3 * tasks[i]!}"`), `${mode.mode}: ${3 * tasks[i]!} bars`);
+  });
+  const trace = JSON.parse(readFileSync(path.join(dir, 'trace.json'), 'utf8'));
+  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, 3 * tasks.reduce((a, b) => a + b, 0));
+});
+
+test('report exits 64 naming the file for a missing file, bad JSON, an older schema, or no phase times to draw', (t) => {
+  const dir = scratchDir(t);
+  const file = (name: string, content: string) => {
+    writeFileSync(path.join(dir, name), content);
+    return path.join(dir, name);
+  };
+  const noPhases = syntheticResults({ tasks: 2, modes: ['pool'] });
+  noPhases.modes[0]!.lastRunTasks = null;
+  const cases: [string[], RegExp][] = [
+    [[path.join(dir, 'missing.json')], /cannot read the results file .*missing\.json/],
+    [[file('bad.json', '{"schema": ')], /bad\.json is not a cuda-stream-pool bench results file: its JSON does not parse/],
+    [[file('old.json', '{"schema": "cuda-stream-pool/bench/1"}')], /old\.json .*schema is "cuda-stream-pool\/bench\/1", and this version reads "cuda-stream-pool\/bench\/2"/],
+    [[file('marks.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], lastRunTasks: [{ task: 0, thread: 0, streamId: '1', marksMs: [2, 1, 3, 4] }] }] }))], /modes\[0\]\.lastRunTasks\[0\]\.marksMs is not 4 ascending numbers/],
+    [[file('mode.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], mode: 'turbo' }] }))], /modes\[0\]\.mode is "turbo", not one of native, legacy, /],
+    [[file('no-phases.json', JSON.stringify(noPhases)), '--html', path.join(dir, 'page.html')], /no-phases\.json holds no phase times.*--phases/],
+  ];
+  for (const [args, message] of cases) {
+    const r = cli(['report', ...args], { noGpu: true });
+    assert.equal(r.status, 64, `${args[0]}: exit ${r.status}, ${r.stderr}`);
+    assert.match(r.stderr, message);
+  }
+  const r = cli(['report', file('ok.json', JSON.stringify(noPhases)), '--trace', path.join(dir, 'ok.json', 'trace.json')], { noGpu: true });
+  assert.equal(r.status, 64, r.stderr);
+  assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);
+});
+
 test('a malformed corruption hook exits 64 naming the variable and the accepted form', () => {
   const r = cli(['bench', '--tasks', '8'], { noGpu: true, env: { CUDA_STREAM_POOL_BENCH_CORRUPT: '8:0' } });
   assert.equal(r.status, 64, r.stderr);
@@ -107,7 +178,7 @@ test('a malformed corruption hook exits 64 naming the variable and the accepted 
 test('bench --help exits 0 and lists every option, the modes and the exit codes', () => {
   const r = cli(['bench', '--help'], { noGpu: true });
   assert.equal(r.status, 0, r.stderr);
-  for (const option of ['--tasks', '--concurrency', '--workers', '--elements', '--intensity', '--mode', '--pool-size', '--runs', '--device', '--json', '--timeline', '--quiet'])
+  for (const option of ['--tasks', '--concurrency', '--workers', '--elements', '--intensity', '--mode', '--pool-size', '--runs', '--device', '--json', '--timeline', '--trace', '--phases', '--quiet'])
     assert.ok(r.stdout.includes(option), `missing ${option}`);
   for (const mode of MODES) assert.ok(r.stdout.includes(mode), `missing ${mode}`);
   assert.match(r.stdout, /Exit codes/);
@@ -144,7 +215,7 @@ test('bench --tasks 8 --json prints results whose values are finite and positive
   const r = cli(['bench', '--tasks', '8', '--runs', '2', '--json'], { timeoutMs: 300_000 });
   assert.equal(r.status, 0, r.stderr);
   const result = JSON.parse(r.stdout);
-  assert.equal(result.schema, 'cuda-stream-pool/bench/1');
+  assert.equal(result.schema, 'cuda-stream-pool/bench/2');
   assert.match(result.environment.device.name, /\S/);
   assert.equal(result.environment.node, process.version);
   assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), MODES);
@@ -153,7 +224,10 @@ test('bench --tasks 8 --json prints results whose values are finite and positive
   for (const m of result.modes) {
     assert.equal(m.verifiedTasks, 16, `${m.mode} verified ${m.verifiedTasks} tasks`);
     assert.equal(typeof m.speedupOverLegacy, 'number');
+    assert.equal(m.speedupOverNative === null, !result.modes.some((other: { mode: string }) => other.mode === 'native'));
+    assert.equal(m.lastRunTasks, null, 'no phase times without --phases');
   }
+  assert.equal(result.parameters.phaseTimes, false);
   assert.equal(result.parameters.tasks, 8);
   assert.equal(result.parameters.intensityCalibrated, true);
   assert.ok(Number.isInteger(result.parameters.intensity) && result.parameters.intensity >= 1);
@@ -184,32 +258,136 @@ test('a corrupted output element in a worker also exits 1 naming that task and e
   assert.match(r.stderr, /task 6 \(mode lease\) element 17 is/);
 });
 
-test('bench --timeline writes a self-contained page with a positive bar per phase of every task, in phase order', gpu, (t) => {
-  const dir = scratchDir(t);
-  const file = path.join(dir, 'timeline.html');
-  const r = cli(['bench', '--tasks', '8', '--runs', '1', '--elements', '262144', '--quiet', '--timeline', file], { timeoutMs: 300_000 });
+/** The cells of a cli-table3 row (`│ a │ b │`), trimmed. */
+function cells(line: string): string[] {
+  return line.split('│').slice(1, -1).map((cell) => cell.trim());
+}
+
+test('bench --mode native,pool --tasks 64 verifies every native task and gives each mode its ratio to native', gpu, () => {
+  const r = cli(['bench', '--mode', 'native,pool', '--tasks', '64', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
   assert.equal(r.status, 0, r.stderr);
-  const html = readFileSync(file, 'utf8');
-  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=|@import|url\(http/i, 'the page loads nothing from the network');
-  const json = /<script type="application\/json" id="timeline-data">([\s\S]*?)<\/script>/.exec(html);
-  assert.ok(json, 'the page embeds its data');
-  const data = JSON.parse(json[1]!);
-  assert.deepEqual(data.phases, PHASES);
-  assert.deepEqual(data.modes.map((m: { mode: string }) => m.mode), MODES);
-  for (const mode of data.modes) {
-    assert.ok(mode.rows.length >= 1, `${mode.mode} has rows`);
-    const tasks = mode.rows.flatMap((row: { tasks: unknown[] }) => row.tasks);
-    assert.deepEqual(tasks.map((task: { task: number }) => task.task).sort((a: number, b: number) => a - b), [0, 1, 2, 3, 4, 5, 6, 7], `${mode.mode}: every task once`);
-    for (const task of tasks) {
-      assert.deepEqual(task.bars.map((bar: { phase: string }) => bar.phase), PHASES, `${mode.mode} task ${task.task}`);
-      task.bars.forEach((bar: { startMs: number; endMs: number; phase: string }, i: number) => {
-        assert.ok(bar.endMs > bar.startMs, `${mode.mode} task ${task.task} ${bar.phase}: ${bar.startMs} to ${bar.endMs}`);
-        if (i > 0) assert.ok(task.bars[i - 1].endMs <= bar.startMs, `${mode.mode} task ${task.task}: ${bar.phase} starts before the previous phase ends`);
-      });
-    }
-    assert.ok(html.includes(`<h2>${mode.mode}</h2>`), `a section for ${mode.mode}`);
+  const result = JSON.parse(r.stdout);
+  assert.deepEqual(result.parameters.modes, ['native', 'pool']);
+  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), ['native', 'pool']);
+  const [native, pool] = result.modes;
+  for (const m of result.modes) {
+    assert.equal(m.verifiedTasks, 64, `${m.mode} verified ${m.verifiedTasks} tasks`);
+    assert.ok(m.tasksPerSecond.median > 0 && m.latencyMs.p50 > 0, `${m.mode}: ${JSON.stringify(m.tasksPerSecond)}`);
   }
-  assert.match(r.stdout, /timeline written to/);
+  // One thread per slot, each on a stream of its own.
+  assert.ok(native.streams >= 1 && native.streams <= 32, `native ran on ${native.streams} streams`);
+  assert.equal(native.speedupOverNative, 1);
+  assert.equal(pool.speedupOverNative, pool.tasksPerSecond.median / native.tasksPerSecond.median);
+});
+
+test('bench --mode native,legacy prints a native row and each mode\'s ratio to it in the "vs native" column', gpu, () => {
+  const r = cli(['bench', '--mode', 'native,legacy', '--tasks', '64', '--runs', '1', '--elements', '65536', '--quiet'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.split('\n');
+  const head = lines.map(cells).find((row) => row.includes('vs native') && row.includes('tasks/s'));
+  assert.ok(head, `a mode table with a "vs native" column in:\n${r.stdout}`);
+  const row = (mode: string) => lines.map(cells).find((cellsOfRow) => cellsOfRow[0] === mode);
+  const native = row('native');
+  const legacy = row('legacy');
+  assert.ok(native && legacy, r.stdout);
+  const column = head.indexOf('vs native');
+  const tasks = head.indexOf('tasks/s');
+  assert.equal(native[column], '1.00×');
+  const expected = Number(legacy[tasks]) / Number(native[tasks]);
+  assert.match(legacy[column]!, /^\d+\.\d\d×$/);
+  // The printed ratio is of the unrounded medians: within the rounding of the two printed tasks/s figures and its own.
+  assert.ok(Math.abs(Number.parseFloat(legacy[column]!) - expected) <= 0.01 + expected * 0.01, `${legacy[column]} vs ${expected}`);
+  assert.match(r.stdout, /native: the baseline: C\+\+ threads of the benchmark addon/);
+});
+
+test('bench --mode native --workers 2 runs the native threads in each worker and every task verifies', gpu, () => {
+  const r = cli(['bench', '--mode', 'native', '--tasks', '32', '--workers', '2', '--concurrency', '8', '--runs', '2', '--elements', '65536', '--json'], {
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const [native] = JSON.parse(r.stdout).modes;
+  assert.equal(native.mode, 'native');
+  assert.equal(native.verifiedTasks, 64);
+  assert.ok(native.streams >= 2 && native.streams <= 8, `native ran on ${native.streams} streams`);
+});
+
+test('a corrupted output element in native mode makes bench exit 1 naming that task and element', gpu, () => {
+  const r = cli(['bench', '--tasks', '8', '--runs', '1', '--mode', 'native', '--elements', '65536'], {
+    env: { CUDA_STREAM_POOL_BENCH_CORRUPT: '5:4321' },
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 1, `exit ${r.status}; stderr: ${r.stderr}`);
+  assert.match(r.stderr, /verification failed: task 5 \(mode native\) element 4321 is \S+, expected \S+/);
+});
+
+test('bench micro --json runs every group, with the JS and C++ baseline rows and finite ratios', gpu, () => {
+  const r = cli(['bench', 'micro', '--json', '--quiet'], { timeoutMs: 600_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  for (const group of report.groups) assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  type Row = { name: string; unit: string; value: { median: number }; baseline?: { median: number }; ratio?: number; target?: string; met?: boolean };
+  const rows: Row[] = report.groups.flatMap((group: { results: Row[] }) => group.results);
+  const named = (prefix: string): Row => {
+    const found = rows.find((row) => row.name.startsWith(prefix));
+    assert.ok(found, `a row named "${prefix}..." among ${rows.map((row) => row.name).join('; ')}`);
+    return found;
+  };
+  for (const row of rows) {
+    assert.ok(Number.isFinite(row.value.median) && row.value.median >= 0, `${row.name}: ${row.value.median}`);
+    if (row.baseline) assert.ok(row.baseline.median > 0 && Number.isFinite(row.ratio) && row.ratio! > 0, `${row.name}: ratio ${row.ratio}`);
+  }
+  const pick = named('pool.getStream(), beside a plain JS pick');
+  assert.equal(pick.ratio, pick.value.median / pick.baseline!.median);
+  assert.equal(pick.met, pick.ratio! <= 2);
+  named('pool.run(fn), empty fn, beside acquire() + release()');
+  const idle = named('CPU of an idle process with live pools');
+  assert.equal(idle.unit, '%');
+  assert.ok(idle.value.median < 100, `${idle.value.median} % of a core while idle`);
+  assert.equal(idle.met, idle.value.median <= 1);
+  const awaits = named('10,000 concurrent await');
+  assert.equal(awaits.unit, 'ms');
+  assert.ok(awaits.value.median > 0);
+  const record = named('event.record(stream)');
+  assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
+  assert.equal(record.target, '≤ the baseline + 100 ns');
+  const copy = named('stream.copy() pinned → device, 4 KiB');
+  assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
+});
+
+test('bench --timeline --trace --json writes the page and the trace from the phase times it prints', gpu, (t) => {
+  const dir = scratchDir(t);
+  const page = path.join(dir, 'timeline.html');
+  const traceFile = path.join(dir, 'trace.json');
+  const r = cli(['bench', '--tasks', '8', '--runs', '1', '--elements', '262144', '--json', '--timeline', page, '--trace', traceFile], {
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.parameters.phaseTimes, true);
+  for (const mode of result.modes) {
+    const tasks = mode.lastRunTasks;
+    assert.deepEqual(tasks.map((task: { task: number }) => task.task), [0, 1, 2, 3, 4, 5, 6, 7], `${mode.mode}: every task once, in order`);
+    for (const task of tasks) {
+      const m = task.marksMs;
+      assert.ok(m[0] >= 0 && m[0] < m[1] && m[1] < m[2] && m[2] < m[3], `${mode.mode} task ${task.task}: marks ${m}`);
+      assert.match(task.streamId, /^\d+$/);
+    }
+  }
+  const html = readFileSync(page, 'utf8');
+  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=|@import|url\(http/i, 'the page loads nothing from the network');
+  for (const mode of result.modes) assert.ok(html.includes(`<section data-mode="${mode.mode}" data-bars="24"`), `a section of 24 bars for ${mode.mode}`);
+  const trace = JSON.parse(readFileSync(traceFile, 'utf8'));
+  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, MODES.length * 8 * 3);
+  assert.match(r.stderr, /timeline written to .*\ntrace written to/);
+});
+
+test('bench --phases alone adds the phase times to --json and writes no file', gpu, () => {
+  const r = cli(['bench', '--tasks', '4', '--runs', '1', '--elements', '65536', '--mode', 'pool', '--quiet', '--json', '--phases'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.parameters.phaseTimes, true);
+  assert.equal(result.modes[0].lastRunTasks.length, 4);
+  assert.equal(r.stderr, '');
 });
 
 test('--version prints the package version and exits 0', () => {

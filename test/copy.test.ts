@@ -37,7 +37,7 @@ test('copy() rejects operands that are not buffers or host memory, naming the ar
   assert.throws(() => copyOnStream(fakeStream, 42, new Uint8Array(4), undefined), {
     name: 'TypeError',
     code: 'ERR_INVALID_ARG_TYPE',
-    message: /^"dst" must be a DeviceBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView; received 42 \(number\)\.$/,
+    message: /^"dst" must be a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView; received 42 \(number\)\.$/,
   });
   assert.throws(() => copyOnStream(fakeStream, new Uint8Array(4), 'text', undefined), { code: 'ERR_INVALID_ARG_TYPE', message: /^"src" must be/ });
 });
@@ -327,7 +327,7 @@ test('fill() checks value, elementSize, offset and byteLength', gpu, () => {
   assert.throws(() => stream.fill(buffer, 256), {
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
-    message: /^"value" must be an integer from 0 to 255 \(one 1-byte element's unsigned bit pattern\); received 256 \(number\)\. Pass \{ elementSize: 4 \} for 32-bit values\.$/,
+    message: /^"value" must be an integer from 0 to 255 \(one 1-byte element's unsigned bit pattern\); received 256 \(number\)\. Pass \{ elementSize: 4 \} for 32-bit values, or \{ type \} to give a number\.$/,
   });
   assert.throws(() => stream.fill(buffer, -1, { elementSize: 4 }), { code: 'ERR_OUT_OF_RANGE', message: /from 0 to 4294967295/ });
   assert.throws(() => stream.fill(buffer, 0, { elementSize: 2 as never }), { code: 'ERR_INVALID_ARG_VALUE', message: '"options.elementSize" must be 1 or 4; received 2.' });
@@ -339,4 +339,63 @@ test('fill() checks value, elementSize, offset and byteLength', gpu, () => {
   });
   assert.throws(() => stream.fill(buffer, '0' as never), { code: 'ERR_INVALID_ARG_TYPE' });
   stream.destroy();
+});
+
+test('fill() with a type writes the number as an f32, i32, u32 or u8 element', gpu, async () => {
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(64, { stream });
+  stream.fill(buffer, 0xee);
+  stream.fill(buffer, 1.5, { type: 'f32', byteLength: 16 });
+  stream.fill(buffer, -7, { type: 'i32', offset: 16, byteLength: 8 });
+  stream.fill(buffer, 4294967295, { type: 'u32', offset: 24, byteLength: 4 });
+  stream.fill(buffer, 200, { type: 'u8', offset: 28, byteLength: 3 });
+  stream.fill(buffer, -Infinity, { type: 'f32', offset: 32, byteLength: 4 });
+  const out = await readBack(stream, buffer);
+  const view = new DataView(out.buffer);
+  assert.deepEqual([0, 4, 8, 12].map((at) => view.getFloat32(at, true)), [1.5, 1.5, 1.5, 1.5]);
+  assert.equal(view.getUint32(0, true), 0x3fc00000, '1.5 as float32 bits');
+  assert.deepEqual([view.getInt32(16, true), view.getInt32(20, true)], [-7, -7]);
+  assert.equal(view.getUint32(24, true), 0xffffffff);
+  assert.deepEqual(Array.from(out.subarray(28, 32)), [200, 200, 200, 0xee]);
+  assert.equal(view.getFloat32(32, true), -Infinity);
+  assert.ok(out.subarray(36).every((b) => b === 0xee), 'the rest is untouched');
+});
+
+test('fill() with a type checks the value against the type and refuses elementSize beside it', gpu, () => {
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(64, { stream });
+  assert.throws(() => stream.fill(buffer, 1e39, { type: 'f32' }), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /^"value" must be an f32: a number within the float32 range/ });
+  assert.throws(() => stream.fill(buffer, 2 ** 31, { type: 'i32' }), { code: 'ERR_OUT_OF_RANGE', message: /^"value" must be an i32: an integer from -2147483648 to 2147483647; received 2147483648/ });
+  assert.throws(() => stream.fill(buffer, 1.5, { type: 'i32' }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => stream.fill(buffer, -1, { type: 'u32' }), { code: 'ERR_OUT_OF_RANGE', message: /^"value" must be a u32/ });
+  assert.throws(() => stream.fill(buffer, 256, { type: 'u8' }), { code: 'ERR_OUT_OF_RANGE', message: /^"value" must be a u8: an integer from 0 to 255/ });
+  assert.throws(() => stream.fill(buffer, 1n as never, { type: 'u32' }), { code: 'ERR_INVALID_ARG_TYPE', message: /^"value" must be a number \(one u32 element\)/ });
+  assert.throws(() => stream.fill(buffer, 1, { type: 'f64' as never }), { code: 'ERR_INVALID_ARG_VALUE', message: `"options.type" must be one of 'f32', 'i32', 'u32', 'u8'; received "f64".` });
+  assert.throws(() => stream.fill(buffer, 1, { type: 'f32', elementSize: 4 }), { code: 'ERR_INVALID_ARG_VALUE', message: /^"options.elementSize" must not be given with "options.type"/ });
+  assert.throws(() => stream.fill(buffer, 1, { type: 'f32', offset: 2 }), { code: 'ERR_OUT_OF_RANGE', message: /"options\.offset" must be a multiple of 4/ });
+});
+
+test('copies and fills through subarrays land at the view\'s offset in its buffer', gpu, async () => {
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(256, { stream });
+  stream.fill(buffer, 0);
+  const view = buffer.subarray(64, 128);
+  stream.copy(view, pattern(64, 3));
+  stream.fill(view.subarray(8, 16), 9, { type: 'u8' });
+  stream.fill(buffer.subarray(200), 2.5, { type: 'f32' });
+  const whole = await readBack(stream, buffer);
+  const expected = new Uint8Array(256);
+  expected.set(pattern(64, 3), 64);
+  expected.fill(9, 72, 80);
+  new Float32Array(expected.buffer, 200, 14).fill(2.5);
+  assert.deepEqual(whole, expected);
+  // Back out of a view, and device to device between views of one buffer.
+  const out = new Uint8Array(16);
+  stream.copy(out, view, { srcOffset: 4, byteLength: 16 });
+  stream.copy(buffer.subarray(0, 64), view);
+  await stream.synchronize();
+  assert.deepEqual(out, expected.subarray(68, 84));
+  assert.deepEqual((await readBack(stream, buffer)).subarray(0, 64), expected.subarray(64, 128));
+  assert.throws(() => stream.copy(buffer.subarray(60, 100), buffer.subarray(64, 104)), { code: 'ERR_INVALID_ARG_VALUE', message: /overlaps "dst"/ });
+  assert.throws(() => stream.fill(buffer.subarray(2, 10), 1, { type: 'u32' }), { code: 'ERR_INVALID_ARG_VALUE', message: /^"dst" is a subarray starting 2 bytes into its buffer/ });
 });

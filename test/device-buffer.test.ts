@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 
-import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+import { cuda, CudaError, currentStream, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from './support/gpu.js';
 
 const workerUrl = new URL('./workers/memory-worker.js', import.meta.url);
@@ -90,11 +90,12 @@ test('an absurd size is CUDA_ERROR_OUT_OF_MEMORY naming the bytes, and the next 
   const absurd = 2 ** 40;
   assert.throws(() => DeviceBuffer.alloc(absurd, { stream }), (e) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_OUT_OF_MEMORY');
-    assert.equal(e.code, 2);
+    assert.equal(e.name, 'CudaError');
+    assert.equal(e.code, 'CUDA_ERROR_OUT_OF_MEMORY');
+    assert.equal(e.result, 2);
     assert.equal(e.call, 'cuMemAllocFromPoolAsync');
     assert.equal(e.sticky, false);
-    assert.ok(e.message.startsWith('cuMemAllocFromPoolAsync failed on device 0, stream '), e.message);
+    assert.ok(e.message.startsWith('CUDA_ERROR_OUT_OF_MEMORY: cuMemAllocFromPoolAsync failed on device 0, stream '), e.message);
     assert.ok(e.message.includes(`${absurd} bytes requested`), e.message);
     return true;
   });
@@ -355,4 +356,120 @@ test('a worker allocates on a shared pool stream, copies in and out, and frees',
   assert.deepEqual(new Uint8Array(message.bytes), Uint8Array.from({ length: bytes }, (_, i) => (i * 13 + 1) & 0xff));
   assert.equal(cuda.liveObjects().deviceBytes, before);
   pool.destroy();
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// DeviceBuffer.from(), toArray() and subarray().
+
+test('DeviceBuffer.from() and toArray() check their arguments before touching the driver', () => {
+  assert.throws(() => DeviceBuffer.from([1, 2] as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"source" must be a TypedArray, DataView or Buffer; received/ });
+  assert.throws(() => DeviceBuffer.from(new Float32Array(0)), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /^"source.byteLength" must be an integer from 1/ });
+  assert.throws(() => DeviceBuffer.from(new Uint8Array(4), { strem: undefined } as never), { code: 'ERR_INVALID_ARG_VALUE', message: /not a DeviceBuffer.from option; did you mean "stream"/ });
+});
+
+test('DeviceBuffer.from() copies any typed array in and toArray() reads it back as any element type', gpu, async () => {
+  using stream = Stream.create();
+  const source = Float64Array.from({ length: 1000 }, (_, i) => i * 0.5 - 17);
+  using buffer = DeviceBuffer.from(source, { stream });
+  assert.equal(buffer.byteLength, 8000);
+  assert.equal(buffer.stream, stream);
+  source.fill(0); // read at call time: later writes do not arrive
+  const back = await buffer.toArray(Float64Array, { stream });
+  assert.ok(back instanceof Float64Array);
+  assert.deepEqual(Array.from(back.subarray(0, 4)), [-17, -16.5, -16, -15.5]);
+  assert.equal(back[999], 999 * 0.5 - 17);
+  const bytes = await buffer.toArray(Uint8Array, { stream });
+  assert.deepEqual(bytes, new Uint8Array(back.buffer));
+  const words = await buffer.toArray(BigUint64Array, { stream });
+  assert.equal(words[1], new BigUint64Array(back.buffer)[1]);
+  using fromView = DeviceBuffer.from(new Int16Array([1, -2, 3, -4, 5]).subarray(1, 4), { stream });
+  assert.deepEqual(Array.from(await fromView.toArray(Int16Array, { stream })), [-2, 3, -4]);
+});
+
+test('DeviceBuffer.from() and toArray() default to currentStream()', gpu, async () => {
+  const buffer = DeviceBuffer.from(new Uint32Array([7, 8, 9]));
+  assert.equal(buffer.stream, currentStream());
+  assert.deepEqual(Array.from(await buffer.toArray(Uint32Array)), [7, 8, 9]);
+  buffer.free();
+});
+
+test('toArray() refuses a type whose element size does not divide the buffer, and non-typed-array constructors', gpu, async () => {
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(6, { stream });
+  assert.throws(() => buffer.toArray(Float32Array, { stream }), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /^"Ctor" is Float32Array, whose 4-byte elements do not divide the buffer's 6 bytes/ });
+  assert.throws(() => buffer.toArray(DataView as never, { stream }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => buffer.toArray(Array as never, { stream }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.equal((await buffer.toArray(Uint16Array, { stream })).length, 3);
+  assert.throws(() => buffer.toArray(Uint8Array, { stream, signal: 'x' as never }), { code: 'ERR_INVALID_ARG_TYPE', message: /^"options.signal" must be an AbortSignal/ });
+  await assert.rejects(buffer.toArray(Uint8Array, { stream, signal: AbortSignal.abort(new Error('no wait')) }), { message: 'no wait' });
+  buffer.free();
+  assert.throws(() => buffer.toArray(Uint8Array, { stream }), DestroyedError);
+});
+
+test('subarray() has JavaScript\'s meaning: negative offsets from the end, clamping, empty when end is before begin', gpu, () => {
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(100, { stream });
+  const cases: Array<[number | undefined, number | undefined, number, number]> = [
+    [undefined, undefined, 0, 100],
+    [10, undefined, 10, 90],
+    [10, 30, 10, 20],
+    [-8, undefined, 92, 8],
+    [-30, -10, 70, 20],
+    [50, 20, 50, 0],
+    [-500, 500, 0, 100],
+    [100, 100, 100, 0],
+  ];
+  for (const [begin, end, offset, length] of cases) {
+    const view = buffer.subarray(begin, end);
+    assert.equal(view.byteLength, length, `subarray(${begin}, ${end})`);
+    assert.equal(view.ptr, buffer.ptr + BigInt(offset), `subarray(${begin}, ${end})`);
+    assert.equal(view.device, buffer.device);
+    assert.equal(view.stream, buffer.stream);
+  }
+  const inner = buffer.subarray(10, 60).subarray(5, 15);
+  assert.equal(inner.ptr, buffer.ptr + 15n);
+  assert.equal(inner.byteLength, 10);
+  assert.throws(() => buffer.subarray(1.5), { code: 'ERR_INVALID_ARG_TYPE', message: /^"begin" must be an integer \(a byte offset\)/ });
+  assert.throws(() => buffer.subarray(0, '4' as never), { code: 'ERR_INVALID_ARG_TYPE', message: /^"end"/ });
+});
+
+test('a subarray shares its buffer\'s lifetime: its own free() leaves the buffer, the buffer\'s free() ends it', gpu, async () => {
+  using stream = Stream.create();
+  const buffer = DeviceBuffer.from(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), { stream });
+  const bytesBefore = cuda.liveObjects().deviceBytes;
+  const view = buffer.subarray(2, 6);
+  assert.equal(cuda.liveObjects().deviceBytes, bytesBefore, 'a view allocates nothing');
+  view.free();
+  assert.equal(view.freed, true);
+  assert.equal(buffer.freed, false);
+  assert.equal(cuda.liveObjects().deviceBytes, bytesBefore, 'freeing a view frees nothing');
+  assert.throws(() => view.toArray(Uint8Array), DestroyedError);
+  assert.deepEqual(Array.from(await buffer.toArray(Uint8Array, { stream })), [1, 2, 3, 4, 5, 6, 7, 8]);
+  const other = buffer.subarray(4);
+  assert.throws(() => other.share(), { code: 'ERR_INVALID_ARG_VALUE', message: /is a subarray; share its buffer/ });
+  buffer.free();
+  assert.equal(other.freed, true);
+  assert.throws(() => other.toArray(Uint8Array, { stream }), (e) => e instanceof DestroyedError && /is a view of a buffer that was freed/.test(e.message));
+  assert.throws(() => other.subarray(0, 1), DestroyedError);
+  assert.throws(() => stream.copy(new Uint8Array(4), other), DestroyedError);
+});
+
+test('a subarray used as a kernel argument on stream B delays its buffer\'s free on A until the kernel ran', gpu, async () => {
+  const { spin, fillU32 } = await testKernels();
+  const a = Stream.create();
+  const b = Stream.create();
+  const n = 1 << 20;
+  const buffer = DeviceBuffer.alloc(8 * n, { stream: a });
+  b.waitStream(a);
+  spin.launch({ grid: 1, block: 1, stream: b }, 300n * MS, 0n);
+  fillU32.launch({ grid: n / 256, block: 256, stream: b }, buffer.subarray(4 * n), 0x40000000, n); // 2.0f, late on B
+  buffer.free();
+  const reused = DeviceBuffer.alloc(8 * n, { stream: a });
+  a.fill(reused, -1, { type: 'f32' });
+  await b.synchronize();
+  assert.equal(allEqual(await reused.toArray(Float32Array, { stream: a }), -1), undefined);
+  reused.free();
+  await a.synchronize();
+  a.destroy();
+  b.destroy();
 });

@@ -31,7 +31,7 @@ test('Event.elapsedMs() measures a 20 ms kernel and enforces timing, recording a
   spin.launch({ grid: 1, block: 1, stream }, 200n * MS, 0n);
   end.record(stream);
   assert.throws(() => Event.elapsedMs(start, untimed.record(stream)), { code: 'ERR_INVALID_ARG_VALUE', message: /"end" was created with timing off/ });
-  assert.throws(() => Event.elapsedMs(start, end), (e) => e instanceof CudaError && e.name === 'CUDA_ERROR_NOT_READY');
+  assert.throws(() => Event.elapsedMs(start, end), (e) => e instanceof CudaError && e.name === 'CudaError' && e.code === 'CUDA_ERROR_NOT_READY' && e.result === 600);
   await end.synchronize();
   assert.equal(end.query(), true);
   const ms = Event.elapsedMs(start, end);
@@ -99,4 +99,16 @@ test('every event method after destroy throws DestroyedError', gpu, async () => 
     assert.throws(call, (e) => e instanceof DestroyedError && e.resource === 'Event');
   await assert.rejects(event.synchronize(), DestroyedError);
   stream.destroy();
+});
+
+test('[Symbol.asyncDispose] waits for the recorded work, then destroys the event', gpu, async () => {
+  const { spin } = await testKernels();
+  using stream = Stream.create();
+  const event = Event.create();
+  spin.launch({ grid: 1, block: 1, stream }, 100n * MS, 0n);
+  event.record(stream);
+  await event[Symbol.asyncDispose]();
+  assert.equal(event.destroyed, true);
+  assert.equal(stream.query(), true, 'the recorded work was done when the dispose resolved');
+  await event[Symbol.asyncDispose](); // idempotent
 });

@@ -55,7 +55,7 @@ test('a wrong argument count is ERR_INVALID_ARG_VALUE naming the expected count 
 
 test('a wrong argument type is ERR_INVALID_ARG_TYPE naming its position, type and what was received', () => {
   const packer = new ArgumentPacker(['ptr', 'i32', 'i64', 'f64'], 'k');
-  assert.throws(() => packer.pack([5, 1, 1n, 1]), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[0\]" must be a ptr: a DeviceBuffer or a bigint device address; received 5 \(number\)/ });
+  assert.throws(() => packer.pack([5, 1, 1n, 1]), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[0\]" must be a ptr: a DeviceBuffer, a ManagedBuffer or a bigint device address; received 5 \(number\)/ });
   assert.throws(() => packer.pack([0n, 1n, 1n, 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[1\]" must be an i32 .*received 1n \(bigint\)/ });
   assert.throws(() => packer.pack([0n, 1, '1', 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[2\]" must be an i64 \(a bigint or a safe integer\); received "1" \(string\)/ });
   assert.throws(() => packer.pack([0n, 1, 1n, null]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[3\]" must be an f64 \(a number\); received null/ });
@@ -281,26 +281,26 @@ test('wrong argument count, type or range throws before launch, and the stream s
   assert.ok(after.every((v) => v === 7));
 });
 
-test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemory and works after', gpu, async () => {
+test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemBytes and works after', gpu, async () => {
   const { sharedSum } = await kernels();
   using stream = Stream.create();
   const bytes = 100 * 1024;
   using sum = DeviceBuffer.alloc(8, { stream });
   assert.ok(sharedSum.attributes.maxDynamicSharedMemBytes < bytes);
   assert.throws(
-    () => sharedSum.launch({ grid: 1, block: 256, sharedMemBytes: bytes, stream }, bytes, sum),
+    () => sharedSum.launch({ grid: 1, block: 256, dynamicSharedMemBytes: bytes, stream }, bytes, sum),
     (e: unknown) => {
       assert.ok(e instanceof CudaError, String(e));
       assert.equal(e.call, 'cuLaunchKernel');
       assert.equal(e.sticky, false);
       assert.match(e.message, /kernel "shared_sum" with grid \[1, 1, 1\], block \[256, 1, 1\] \(256 threads\) and 102400 bytes of dynamic shared memory/);
-      assert.match(e.message, /setMaxDynamicSharedMemory/);
+      assert.match(e.message, /setMaxDynamicSharedMemBytes/);
       return true;
     },
   );
-  sharedSum.setMaxDynamicSharedMemory(bytes);
+  sharedSum.setMaxDynamicSharedMemBytes(bytes);
   assert.equal(sharedSum.attributes.maxDynamicSharedMemBytes, bytes);
-  sharedSum.launch({ grid: 1, block: 256, sharedMemBytes: bytes, stream }, bytes, sum);
+  sharedSum.launch({ grid: 1, block: 256, dynamicSharedMemBytes: bytes, stream }, bytes, sum);
   const [total] = await readBack(stream, sum, new BigUint64Array(1));
   let expected = 0n;
   for (let i = 0; i < bytes; i++) expected += BigInt(i % 251);
@@ -309,9 +309,9 @@ test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedM
 
 test('more dynamic shared memory than the device allows is a CudaError naming the limit', gpu, async () => {
   const { sharedSum } = await kernels();
-  assert.throws(() => sharedSum.setMaxDynamicSharedMemory(16 * 1024 * 1024), (e: unknown) => {
+  assert.throws(() => sharedSum.setMaxDynamicSharedMemBytes(16 * 1024 * 1024), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_INVALID_VALUE');
+    assert.equal(e.code, 'CUDA_ERROR_INVALID_VALUE');
     assert.equal(e.call, 'cuFuncSetAttribute');
     assert.match(e.message, /kernel "shared_sum".*16777216 bytes of dynamic shared memory \(the device allows \d+ bytes/);
     return true;
@@ -331,7 +331,7 @@ test('too many threads per block is a CudaError naming the kernel, the launch sh
     assert.match(e.message, new RegExp(`stream ${stream.id}`));
     return true;
   });
-  assert.throws(() => fill.launch({ grid: 1, block: [64, 32], stream }, out, 1, 2048), { name: 'CUDA_ERROR_INVALID_VALUE', message: /block \[64, 32, 1\] \(2048 threads\)/ });
+  assert.throws(() => fill.launch({ grid: 1, block: [64, 32], stream }, out, 1, 2048), { name: 'CudaError', code: 'CUDA_ERROR_INVALID_VALUE', message: /block \[64, 32, 1\] \(2048 threads\)/ });
   // The stream is still fine.
   fill.launch({ grid: 16, block: 256, stream }, out, 3, 4096);
   const values = await readBack(stream, out, new Uint32Array(4096));
@@ -381,7 +381,7 @@ test('after unload(), every kernel method throws DestroyedError and the module c
   module.unload();
   module.unload();
   assert.equal(cuda.liveObjects().modules, before);
-  for (const call of [() => kernel.launch({ grid: 1, block: 1, stream }), () => kernel.attributes, () => kernel.maxPotentialBlockSize(), () => kernel.setMaxDynamicSharedMemory(0), () => module.getFunction('nothing', [])]) {
+  for (const call of [() => kernel.launch({ grid: 1, block: 1, stream }), () => kernel.attributes, () => kernel.maxPotentialBlockSize(), () => kernel.setMaxDynamicSharedMemBytes(0), () => module.getFunction('nothing', [])]) {
     assert.throws(call, (e: unknown) => e instanceof DestroyedError && e.resource === 'Module');
   }
 });

@@ -102,6 +102,25 @@ test('NVRTC is looked for on the loader path and under CUDA_PATH, CUDA_HOME and 
   }
 });
 
+test('with neither the driver nor NVRTC, Program.compile() names the driver first, then NVRTC', async () => {
+  const result = await runChild(
+    `
+    import { Program } from 'cuda-stream-pool';
+    try { await Program.compile('extern "C" __global__ void k() {}'); console.log('compiled'); }
+    catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); }
+    `,
+    { CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1', CUDA_STREAM_POOL_LIBNVRTC: '/nonexistent/libnvrtc.so.13' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const out = JSON.parse(result.stdout);
+  assert.equal(out.name, 'CudaUnavailableError');
+  assert.equal(out.code, 'ERR_CUDA_UNAVAILABLE');
+  assert.match(out.message, /^CUDA is not available: tried to open the CUDA driver library \/nonexistent\/libcuda\.so\.1/);
+  const driverAt = out.message.indexOf('libcuda');
+  const nvrtcAt = out.message.indexOf('/nonexistent/libnvrtc.so.13');
+  assert.ok(driverAt >= 0 && nvrtcAt > driverAt, out.message);
+});
+
 test('without a driver, Program.compile() and Module.load() reject with CudaUnavailableError', async () => {
   const result = await runChild(
     `
@@ -218,7 +237,7 @@ test('kernels are found by their extern "C" names; an unknown name lists the mod
   assert.equal(module.getFunction('other', []).name, 'other');
   assert.throws(() => module.getFunction('writeValue', ['ptr']), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
-    assert.equal(e.name, 'CUDA_ERROR_NOT_FOUND');
+    assert.equal(e.code, 'CUDA_ERROR_NOT_FOUND');
     assert.equal(e.call, 'cuModuleGetFunction');
     assert.match(e.message, /kernel "writeValue"/);
     assert.match(e.message, /"write_value"/);

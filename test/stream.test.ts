@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 
-import { cuda, CudaError, DestroyedError, Device, Event, Stream } from 'cuda-stream-pool';
+import { cuda, CudaError, DestroyedError, Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, overlaps, testKernels } from './support/gpu.js';
 import { Stamps } from './support/stamps.js';
 import { runChild } from './support/child.js';
@@ -214,6 +214,24 @@ test('a worker creates, uses and synchronizes a stream and exits with code 0', g
   assert.equal(code, 0);
 });
 
+test('destroy() returns at once while another thread blocks in synchronizeSync() on the same stream', gpu, async () => {
+  const pool = new StreamPool({ size: 1 });
+  const worker = new Worker(workerUrl, { workerData: { mode: 'block', shared: pool.share() } });
+  const exit = once(worker, 'exit');
+  const messages: unknown[] = [];
+  worker.on('message', (m) => messages.push(m));
+  while (messages.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  await new Promise((resolve) => setTimeout(resolve, 100)); // the worker is now inside cuStreamSynchronize
+  const start = performance.now();
+  pool.destroy();
+  const destroyMs = performance.now() - start;
+  // The worker's kernel runs 1000 ms; a destroy that waited for the blocked call would take about 900 ms.
+  assert.ok(destroyMs < 200, `destroy() took ${destroyMs} ms`);
+  assert.equal((await exit)[0], 0);
+  const blocked = messages[1] as { ms: number };
+  assert.ok(blocked.ms > 500, `the worker's synchronizeSync() returned after ${blocked.ms} ms, before its kernel ended`);
+});
+
 test('a worker terminated with completions pending does not crash the process', gpu, async () => {
   const worker = new Worker(workerUrl, { workerData: { mode: 'pending' } });
   await once(worker, 'message');
@@ -266,7 +284,7 @@ test('a kernel writing to an invalid address: its await and another pending awai
     spin.launch({ grid: 1, block: 1, stream: faulting }, 50_000_000n, 0n);
     bad.launch({ grid: 1, block: 1, stream: faulting }, 0x10n);
     const start = performance.now();
-    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.name : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
+    const outcome = async (p) => { try { await p; return 'resolved'; } catch (e) { return (e instanceof CudaError ? e.code : 'not CudaError: ' + e) + ' after ' + Math.round(performance.now() - start); } };
     const [mine, theirs] = await Promise.all([outcome(faulting.synchronize()), outcome(otherWait)]);
     // After a sticky fault, new work is refused too: creating a stream throws the same CudaError.
     const late = await outcome(Promise.resolve().then(() => Stream.create().synchronize()));
@@ -286,12 +304,13 @@ test('a kernel writing to an invalid address: its await and another pending awai
   assert.equal(out.healthy, false);
 });
 
-test('an error from the driver is a CudaError with name, code, call and sticky', gpu, async () => {
+test('an error from the driver is a CudaError with name, code, result, call and sticky', gpu, async () => {
   const { module } = await testKernels();
   await assert.rejects(async () => module.getFunction('no_such_kernel', []), (e) => {
     assert.ok(e instanceof CudaError);
-    assert.equal(e.name, 'CUDA_ERROR_NOT_FOUND');
-    assert.equal(e.code, 500);
+    assert.equal(e.name, 'CudaError');
+    assert.equal(e.code, 'CUDA_ERROR_NOT_FOUND');
+    assert.equal(e.result, 500);
     assert.equal(e.call, 'cuModuleGetFunction');
     assert.equal(e.sticky, false);
     assert.match(e.message, /no_such_kernel/);
@@ -317,4 +336,24 @@ test('forgotten streams and events are destroyed by their finalizers', gpu, asyn
   }
   assert.equal(cuda.liveObjects().streams, before.streams);
   assert.equal(cuda.liveObjects().events, before.events);
+});
+
+test('[Symbol.asyncDispose] waits for the stream\'s queued work, then destroys it', gpu, async () => {
+  const { spin } = await testKernels();
+  const before = cuda.liveObjects().streams;
+  const stream = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream }, 100n * MS, 0n);
+  const marker = stream.recordEvent();
+  await stream[Symbol.asyncDispose]();
+  assert.equal(marker.query(), true, 'the work was done when the dispose resolved');
+  assert.equal(stream.destroyed, true);
+  assert.equal(cuda.liveObjects().streams, before);
+  await stream[Symbol.asyncDispose](); // idempotent
+  marker.destroy();
+});
+
+test('[Symbol.asyncDispose] of a pool stream is the TypeError of destroy(), before any wait', gpu, async () => {
+  const { StreamPool } = await import('cuda-stream-pool');
+  using pool = new StreamPool({ size: 1 });
+  await assert.rejects(pool.getStream()[Symbol.asyncDispose](), { code: 'ERR_INVALID_ARG_VALUE', message: /belongs to a StreamPool/ });
 });

@@ -10,10 +10,11 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
     `
     import { cuda, Device, Stream, Event, CudaUnavailableError } from 'cuda-stream-pool';
     const out = { available: cuda.available, reason: cuda.unavailableReason, version: cuda.driverVersion,
+                  versionString: cuda.driverVersionString, codes: [],
                   count: Device.count(), live: cuda.liveObjects(), errors: [] };
     for (const call of [() => Device.get(0), () => Stream.create(), () => Event.create(), () => Stream.perThread()]) {
       try { call(); out.errors.push('no error'); }
-      catch (e) { out.errors.push(e instanceof CudaUnavailableError ? e.name + ': ' + e.message : 'wrong: ' + e); }
+      catch (e) { out.errors.push(e instanceof CudaUnavailableError ? e.name + ': ' + e.message : 'wrong: ' + e); out.codes.push(e.code); }
     }
     console.log(JSON.stringify(out));
   `,
@@ -25,8 +26,10 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   assert.match(out.reason, /\/nonexistent\/libcuda\.so\.1 \(from CUDA_STREAM_POOL_LIBCUDA\)/);
   assert.match(out.reason, /Install the NVIDIA driver/);
   assert.equal(out.version, undefined);
+  assert.equal(out.versionString, undefined);
+  assert.deepEqual(out.codes, ['ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE']);
   assert.equal(out.count, 0);
-  assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0 });
+  assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0 });
   assert.equal(out.errors.length, 4);
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });

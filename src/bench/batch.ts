@@ -3,6 +3,7 @@
 import { Device, Event, Stream, StreamPool, type SharedStreamPool } from '../index.js';
 import { benchKernels } from './kernels.js';
 import type { Mode } from './modes.js';
+import { runNativeBatch } from './native-mode.js';
 import { freePartitions, preparePartitions } from './partitions.js';
 import type { InputSpec } from './reference.js';
 import { runTask, Slot, type TaskContext, type TaskRecord } from './task.js';
@@ -100,6 +101,12 @@ export class BatchThread {
    * Stops taking tasks at the first failure and rejects with it once the tasks in flight have ended.
    * `onTaskDone` is called after every task (progress). */
   async run(mode: Mode, first: number, count: number, timed: boolean, onTaskDone?: () => void): Promise<BatchResult> {
+    if (mode === 'native') {
+      // The C++ threads report when all are done, so progress advances by the whole batch at once.
+      const result = await runNativeBatch(this.ctx, this.slots, this.thread, first, count, timed);
+      for (let i = 0; i < count; i++) onTaskDone?.();
+      return result;
+    }
     // The origin is recorded on an idle stream of its own and complete before the first task, so every phase
     // time (Event.elapsedMs from it) is defined and positive.
     this.ctx.origin.record(this.#originStream);

@@ -45,7 +45,6 @@ export function packageVersion(): string {
 
 /** The environment of `device` in this process. */
 export function describeEnvironment(device: Device): Environment {
-  const version = cuda.driverVersion;
   const cpus = os.cpus();
   return {
     date: new Date().toISOString(),
@@ -53,7 +52,7 @@ export function describeEnvironment(device: Device): Environment {
     node: process.version,
     os: `${os.platform()} ${os.release()} ${os.arch()}`,
     cpu: `${cpus[0]?.model.trim() ?? 'unknown'} (${cpus.length} logical CPUs)`,
-    driverVersion: version === undefined ? null : `${Math.floor(version / 1000)}.${Math.floor((version % 1000) / 10)}`,
+    driverVersion: cuda.driverVersionString ?? null,
     device: {
       ordinal: device.ordinal,
       name: device.name,

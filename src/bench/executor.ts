@@ -11,7 +11,7 @@ import { benchKernels } from './kernels.js';
 import { usesPool, type Mode } from './modes.js';
 import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './reference.js';
 import type { Progress } from './progress.js';
-import { addSpeedups, BENCH_SCHEMA, PHASES, overlapBoundMs, summarizeMode, timelineOf, type BenchResult, type TimelineData } from './results.js';
+import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeMode, type BenchResult } from './results.js';
 import { ULP_TOLERANCE } from './task.js';
 
 /** What `bench` was asked to do, already validated (src/cli/options.ts). */
@@ -27,15 +27,10 @@ export interface ExecutorOptions {
   runs: number;
   device: number;
   corrupt: { task: number; element: number } | undefined;
-  /** Record every task's phase events for the timeline (4 event records and 4 elapsed-time reads per task). */
-  timeline: boolean;
+  /** Record every task's phase events (4 event records and 4 elapsed-time reads per task), for the timeline, the
+   * trace and the results' `lastRunTasks`. */
+  phaseTimes: boolean;
   progress: Progress;
-}
-
-/** The results and the timeline data (the last run of each mode). */
-export interface ExecutorOutcome {
-  result: BenchResult;
-  timeline: TimelineData;
 }
 
 /** The `index`-th of `parts` near-equal shares of `total` (the first `total % parts` shares get one more). */
@@ -176,7 +171,7 @@ class WorkerRunner implements Runner {
 /** Runs the executor benchmark: calibration and phases alone, references, then for each mode a warm-up and `runs`
  * measured runs of `tasks` tasks. @throws `VerificationError` (from the main thread, or rebuilt from a worker) when a
  * task's output is wrong; the library's errors when CUDA fails. */
-export async function runExecutorBenchmark(o: ExecutorOptions): Promise<ExecutorOutcome> {
+export async function runExecutorBenchmark(o: ExecutorOptions): Promise<BenchResult> {
   const device = Device.get(o.device);
   const environment = describeEnvironment(device);
   o.progress.status('calibrating');
@@ -212,18 +207,17 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
       sampleSize: spec.sample.length,
       ulpTolerance: ULP_TOLERANCE,
       fma: { a: FMA_A, b: FMA_B },
-      timeline: o.timeline,
+      phaseTimes: o.phaseTimes,
     },
     phasesAloneMs: calibration.phases,
     overlapBoundMs: boundMs,
     modes: [],
   };
-  const timeline: TimelineData = { schema: 'cuda-stream-pool/timeline/1', phases: PHASES, modes: [] };
 
   o.progress.status('preparing inputs');
   const pool = o.modes.some(usesPool) ? new StreamPool({ device, size: o.poolSize }) : undefined;
   try {
-    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, marks: o.timeline, thread: 0 };
+    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, marks: o.phaseTimes, thread: 0 };
     if (pool && o.workers > 0) setup.sharedPool = pool.share();
     const runner = o.workers === 0 ? await LocalRunner.create(setup, pool) : await WorkerRunner.create(setup, o.workers, o.concurrency);
     let failed = true;
@@ -236,8 +230,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
           o.progress.status(`${mode} (run ${r + 1}/${o.runs})`);
           runs.push(await runner.run(mode, o.tasks, true, () => o.progress.tick()));
         }
-        result.modes.push(summarizeMode(mode, runs, o.tasks, partitionBytes, boundMs));
-        timeline.modes.push(timelineOf(mode, runs[runs.length - 1]!));
+        result.modes.push(summarizeMode(mode, runs, o.tasks, partitionBytes, boundMs, o.phaseTimes));
       }
       failed = false;
     } finally {
@@ -247,5 +240,5 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<Executor
     pool?.destroy();
   }
   addSpeedups(result.modes);
-  return { result, timeline };
+  return result;
 }

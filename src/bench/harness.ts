@@ -13,8 +13,8 @@ export interface Sample {
 export interface MicroResult {
   /** What one call does, for example 'pool.getStream()'. */
   name: string;
-  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, or 'GB/s'. */
-  unit: 'ns' | 'µs' | 'GB/s';
+  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, 'ms' in all, 'GB/s', or '%' of one CPU core. */
+  unit: 'ns' | 'µs' | 'ms' | 'GB/s' | '%';
   value: Sample;
   /** The baseline's name, for example 'cuStreamCreate+cuStreamDestroy (C++ loop)'. */
   baselineName?: string;
@@ -52,6 +52,32 @@ export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 
     if (r >= 0) perCall.push(ns);
   }
   return summarize(perCall);
+}
+
+/** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met. */
+export function targetRatio(result: MicroResult, factor: number): MicroResult {
+  result.target = `≤ ${factor}× the baseline`;
+  result.met = result.value.median <= factor * result.baseline!.median;
+  return result;
+}
+
+/** `result` (a cost in ns beside its baseline) with the target "at most the baseline + `ns` ns" and whether it was
+ * met. */
+export function targetAddedNs(result: MicroResult, ns: number): MicroResult {
+  result.target = `≤ the baseline + ${ns} ns`;
+  result.met = result.value.median <= result.baseline!.median + ns;
+  return result;
+}
+
+/** A native baseline's sample: `measure` (one run of a C++ loop, returning its figure) called `runs` times after one
+ * warm-up call, as {@link timeSync} runs a JS loop. */
+export function nativeSample(measure: () => number, runs = 9): Sample {
+  const values: number[] = [];
+  for (let r = -1; r < runs; r++) {
+    const value = measure();
+    if (r >= 0) values.push(value);
+  }
+  return summarize(values);
 }
 
 /** Nanoseconds per call of an async `fn` awaited in sequence, as {@link timeSync}. */

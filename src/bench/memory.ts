@@ -1,9 +1,9 @@
-// Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run
-// (benchMemcpy, benchAllocFree in src/native/memory.cc): 64 MiB copies pinned<->device in GB/s, pageable copies
-// through staging against the pinned figure, and an alloc+free pair. See DESIGN.md "Measuring" and issue 4.
+// Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
+// benchmark addon, src/native/bench/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
+// against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair. See DESIGN.md "Measuring".
 import { Device, DeviceBuffer, PinnedBuffer, Stream } from '../index.js';
-import { native } from '../native.js';
-import { summarize, timeSync, type MicroResult, type Sample } from './harness.js';
+import { benchAddon } from './bench-addon.js';
+import { nativeSample, summarize, targetAddedNs, targetRatio, timeSync, type MicroResult, type Sample } from './harness.js';
 
 /** Options of {@link memoryMicroBenchmarks}. */
 export interface MemoryMicroOptions {
@@ -44,6 +44,7 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
   const copies = options.copiesPerRun ?? 8;
   const runs = options.runs ?? 9;
   const mib = `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+  const addon = benchAddon();
   const results: MicroResult[] = [];
 
   const stream = Stream.create({ device });
@@ -58,7 +59,7 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
       await stream.synchronize();
       return gbPerSecond(copies * bytes, Number(process.hrtime.bigint() - start));
     };
-    const nativeRun = (toDevice: boolean): number => gbPerSecond(copies * bytes, native.benchMemcpy(ordinal, toDevice, bytes, copies));
+    const nativeRun = (toDevice: boolean): number => gbPerSecond(copies * bytes, addon.copyLoop(ordinal, copies, toDevice, pinned.bytes, bytes).totalNs);
 
     // Library and native runs interleave, so drift (clocks, other load) hits both alike.
     const measure = async (copy: () => void, toDevice: boolean): Promise<[Sample, Sample]> => {
@@ -93,26 +94,60 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
     const stagedOut = await stagedRuns(() => stream.copy(pageable, buffer));
     results.push(throughputRow(`stream.copy() device → pageable through staging, ${mib}`, stagedOut, 'the device → pinned row', d2h));
 
+    // A small pinned copy: the per-call cost of enqueuing it, few enough per run that the stream's queue never fills.
+    const smallBytes = 4096;
+    const smallCopies = 500;
+    const small: number[] = [];
+    const smallNative: number[] = [];
+    for (let r = -1; r < runs; r++) {
+      await stream.synchronize();
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < smallCopies; i++) stream.copy(buffer, pinned, { byteLength: smallBytes });
+      const ns = Number(process.hrtime.bigint() - start) / smallCopies;
+      await stream.synchronize();
+      const nativeNs = addon.copyLoop(ordinal, smallCopies, true, pinned.bytes, smallBytes).enqueueNs;
+      if (r >= 0) {
+        small.push(ns);
+        smallNative.push(nativeNs);
+      }
+    }
+    const smallSample = summarize(small);
+    const smallBaseline = summarize(smallNative);
+    results.push(
+      targetAddedNs(
+        {
+          name: 'stream.copy() pinned → device, 4 KiB, per call',
+          unit: 'ns',
+          value: smallSample,
+          baselineName: 'cuMemcpyHtoDAsync (C++ loop)',
+          baseline: smallBaseline,
+          ratio: smallSample.median / smallBaseline.median,
+          better: 'lower',
+        },
+        100,
+      ),
+    );
+
     const pairBytes = 1 << 20;
     const iterations = 2000;
     const pairs = timeSync(() => DeviceBuffer.alloc(pairBytes, { stream }).free(), iterations, runs);
     await stream.synchronize();
-    const nativePairs: number[] = [];
-    for (let r = -1; r < runs; r++) {
-      const ns = native.benchAllocFree(ordinal, pairBytes, iterations) / iterations;
-      if (r >= 0) nativePairs.push(ns);
-    }
     const toMicroseconds = (s: Sample): Sample => ({ median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000, runs: s.runs });
-    const nativeSample = summarize(nativePairs);
-    results.push({
-      name: 'DeviceBuffer.alloc() + free(), 1 MiB',
-      unit: 'µs',
-      value: toMicroseconds(pairs),
-      baselineName: 'cuMemAllocFromPoolAsync + cuMemFreeAsync (C++ loop)',
-      baseline: toMicroseconds(nativeSample),
-      ratio: pairs.median / nativeSample.median,
-      better: 'lower',
-    });
+    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs);
+    results.push(
+      targetRatio(
+        {
+          name: 'DeviceBuffer.alloc() + free(), 1 MiB',
+          unit: 'µs',
+          value: toMicroseconds(pairs),
+          baselineName: 'cuMemAllocFromPoolAsync + cuMemFreeAsync (C++ loop)',
+          baseline: toMicroseconds(nativePairs),
+          ratio: pairs.median / nativePairs.median,
+          better: 'lower',
+        },
+        1.5,
+      ),
+    );
   } finally {
     buffer.free();
     pinned.free();

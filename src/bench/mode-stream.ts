@@ -24,6 +24,8 @@ export async function onModeStream<T>(mode: Mode, device: Device, pool: StreamPo
       return task(requirePool(pool, mode).getStream());
     case 'lease':
       return requirePool(pool, mode).run((stream: Stream) => task(stream));
+    case 'native':
+      throw new Error('cuda-stream-pool bench: mode native runs on C++ threads (native-mode.ts), never on a library stream; this is a bug in the benchmark.');
   }
 }
 

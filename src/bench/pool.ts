@@ -1,11 +1,14 @@
-// Micro-benchmarks of the stream pool, each beside cuStreamCreate+cuStreamDestroy timed in a C++ loop of the same run
-// (benchStreamCreateDestroy in src/native/pool.cc): what a task would pay for a stream of its own. See DESIGN.md
-// "Measuring", issue 3 "Benchmark", and Note [pool hand-out] in src/pool.ts.
+// Micro-benchmarks of the stream pool, beside cuStreamCreateWithPriority+cuStreamDestroy timed in a C++ loop of the
+// same run (the benchmark addon): what a task would pay for a stream of its own; and beside plain-JS baselines of the
+// same run where the pool's cost is JS work (the hand-out, the scope of run). Also the CPU an idle process with live
+// pools uses. See DESIGN.md "Measuring" and Note [pool hand-out] in src/pool.ts.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 
-import { Device, StreamPool } from '../index.js';
-import { native } from '../native.js';
-import { summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
+import { Device, StreamPool, type Stream } from '../index.js';
+import { benchAddon } from './bench-addon.js';
+import { nativeSample, summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
 
 /** Options of {@link poolMicroBenchmarks}. */
 export interface PoolMicroOptions {
@@ -13,19 +16,45 @@ export interface PoolMicroOptions {
   device?: number;
 }
 
-const BASELINE = 'cuStreamCreate+cuStreamDestroy (C++ loop)';
+const BASELINE = 'cuStreamCreateWithPriority+cuStreamDestroy (C++ loop)';
 
-function nativeCreateDestroy(device: number, iterations: number, runs = 9): Sample {
-  const values: number[] = [];
-  for (let r = -1; r < runs; r++) {
-    const ns = native.benchStreamCreateDestroy(device, iterations);
-    if (r >= 0) values.push(ns);
-  }
-  return summarize(values);
+function row(name: string, value: Sample, baseline: Sample, target?: string, met?: boolean, baselineName = BASELINE): MicroResult {
+  return { name, unit: 'ns', value, baselineName, baseline, ratio: value.median / baseline.median, better: 'lower', target, met };
 }
 
-function row(name: string, value: Sample, baseline: Sample, target?: string, met?: boolean): MicroResult {
-  return { name, unit: 'ns', value, baselineName: BASELINE, baseline, ratio: value.median / baseline.median, better: 'lower', target, met };
+const execute = promisify(execFile);
+
+/** Percent of one CPU core that a process with live pools uses while idle: a fresh process creates a pool of 32 and
+ * the device's default pool, waits for real work (a 256 MiB fill) on a stream of each, so that every thread the
+ * library starts for waiting is running, lets 200 ms pass, then reads process.cpuUsage() (user + system time of all
+ * its threads) over 1 s of idling. Over `runs` processes. */
+async function idleCpuSample(device: number, runs: number): Promise<Sample> {
+  const index = new URL('../index.js', import.meta.url).href;
+  const script = `
+    const { DeviceBuffer, StreamPool } = await import(${JSON.stringify(index)});
+    const pool = new StreamPool({ device: ${device}, size: 32 });
+    const shared = StreamPool.default(${device});
+    for (const stream of [pool.getStream(), shared.getStream()]) {
+      const buffer = DeviceBuffer.alloc(256 * 2 ** 20, { stream });
+      stream.fill(buffer, 0);
+      await stream.synchronize();
+      buffer.free();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const before = process.cpuUsage();
+    const start = process.hrtime.bigint();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const used = process.cpuUsage(before);
+    const wallUs = Number(process.hrtime.bigint() - start) / 1000;
+    pool.destroy();
+    console.log(JSON.stringify({ percent: (100 * (used.user + used.system)) / wallUs }));
+    process.exit(0);`;
+  const values: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const { stdout } = await execute(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
+    values.push((JSON.parse(stdout.trim().split('\n').pop()!) as { percent: number }).percent);
+  }
+  return summarize(values);
 }
 
 /** 64 tasks contending for the streams of `pool` (8 of them), each doing `perTask` acquire/release pairs with a turn
@@ -48,17 +77,22 @@ async function contended(pool: StreamPool, tasks: number, perTask: number, runs 
   return summarize(values);
 }
 
-/** Measures the pool's per-call costs, each beside cuStreamCreate+cuStreamDestroy from a C++ loop of the same run
- * (ratio = pool / create+destroy, lower is better):
+/** Measures the pool's per-call costs beside cuStreamCreateWithPriority+cuStreamDestroy from a C++ loop of the same
+ * run, or beside a plain-JS baseline of the same run where named (ratio = pool / baseline, lower is better):
  * - `pool.getStream()` per call (target ≤ 50 ns, aim ≤ 20 ns, and ≥ 80× cheaper than create+destroy);
  * - `acquire()` + `release()` per pair, uncontended, inside an AsyncLocalStorage context (target ≤ 1 µs);
  * - `run(fn)` per call with an empty fn, uncontended (lease + scope + release);
  * - `acquire()` + `release()` per pair with 64 tasks contending for 8 streams, AsyncLocalStorage in use.
- * Needs a GPU. Creates two pools and destroys them before returning.
+ * - `pool.getStream()` beside a plain JS round-robin over a SharedArrayBuffer counter (target ≤ 2×);
+ * - `run(fn)` beside `acquire()` + `release()` awaited the same way: the cost of `currentStream()` scoping;
+ * - the CPU an idle process with live pools uses over 1 s (target ≤ 1 % of a core).
+ * Needs a GPU. Creates two pools and destroys them before returning; the idle-CPU row runs 3 child processes.
  * @throws {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver fails. */
 export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promise<MicroResult[]> {
   const device = Device.get(options.device ?? 0);
-  const baseline = nativeCreateDestroy(device.ordinal, 2_000);
+  const ordinal = device.ordinal;
+  const addon = benchAddon();
+  const baseline = nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 2_000));
   const results: MicroResult[] = [];
   const pool = new StreamPool({ device, size: 32 });
   const eight = new StreamPool({ device, size: 8 });
@@ -69,6 +103,16 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
     results.push(
       row('pool.getStream()', getStream, baseline, '≤ 50 ns (aim ≤ 20 ns) and ≥ 80× cheaper than create+destroy',
         getStream.median <= 50 && cheaper >= 80),
+    );
+    // The same pick written plainly in JS, over the pool's own streams: what the hand-out costs beyond the counter.
+    const counter = new Int32Array(new SharedArrayBuffer(4));
+    const streams: Stream[] = Array.from({ length: pool.size }, (_, i) => pool.getStream(i));
+    const size = streams.length;
+    const roundRobin = timeSync(() => (sink += streams[(Atomics.add(counter, 0, 1) >>> 0) % size]!.priority), 2_000_000);
+    const handOut = getStream.median / roundRobin.median;
+    results.push(
+      row('pool.getStream(), beside a plain JS pick', getStream, roundRobin, '≤ 2× the plain JS pick', handOut <= 2,
+        'streams[Atomics.add(counter) % size] over a SharedArrayBuffer (JS loop)'),
     );
     if (sink === Number.MIN_SAFE_INTEGER) console.log(sink); // keeps the calls from being optimized away
 
@@ -88,8 +132,15 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
     const tryPair = storage.run(1, () => timeSync(() => pool.tryAcquire()!.release(), 20_000));
     results.push(row('pool.tryAcquire() + lease.release(), uncontended', tryPair, baseline));
 
-    const run = await timeAsync(() => pool.run(() => undefined), 20_000);
-    results.push(row('pool.run(fn), uncontended, empty fn', run, baseline));
+    const scoped = await timeAsync(() => pool.run(() => undefined), 20_000);
+    results.push(row('pool.run(fn), uncontended, empty fn', scoped, baseline));
+    // The same lease awaited the same way (one async call per iteration), without the scope: what currentStream()
+    // scoping adds to a task.
+    const leased = await timeAsync(async () => (await pool.acquire()).release(), 20_000);
+    results.push(
+      row('pool.run(fn), empty fn, beside acquire() + release()', scoped, leased, undefined, undefined,
+        'await pool.acquire() then lease.release() in an async function (JS loop)'),
+    );
 
     const busy = await storage.run(2, () => contended(eight, 64, 500));
     results.push(row('pool.acquire() + lease.release(), 64 tasks on 8 streams', busy, baseline));
@@ -97,5 +148,7 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
     pool.destroy();
     eight.destroy();
   }
+  const idle = await idleCpuSample(ordinal, 3);
+  results.push({ name: 'CPU of an idle process with live pools, over 1 s', unit: '%', value: idle, target: '≤ 1 % of a core', met: idle.median <= 1 });
   return results;
 }

@@ -20,6 +20,11 @@ function figure(value: number): string {
   return !Number.isFinite(value) ? '-' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
 }
 
+/** A speedup as "1.23×", or a dash when its baseline mode did not run. */
+function speedup(ratio: number | null): string {
+  return ratio === null ? '-' : `${ratio.toFixed(2)}×`;
+}
+
 /** The whole report as text. */
 export function formatReport(result: BenchResult): string {
   const p = result.parameters;
@@ -33,7 +38,7 @@ export function formatReport(result: BenchResult): string {
     ['verified', `${p.sampleSize} elements per task, within ${p.ulpTolerance} float32 ulps of the CPU reference`],
     ['modes', p.modes.join(', ')],
     ['pool size', String(p.poolSize)],
-    ['timeline', p.timeline ? 'on: each task also records 4 timing events, read after it completes' : 'off'],
+    ['phase times', p.phaseTimes ? 'on: each task also records 4 timing events, read after it completes' : 'off'],
   );
 
   const ms = result.phasesAloneMs;
@@ -45,8 +50,8 @@ export function formatReport(result: BenchResult): string {
   phases.push(['overlap bound: tasks × the longest', fixed(result.overlapBoundMs, 2), '']);
 
   const modes = table({
-    head: ['mode', 'tasks/s', 'p10-p90', 'GB/s', 'p50 ms', 'p99 ms', 'vs legacy', 'of bound', 'streams', 'verified'],
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+    head: ['mode', 'tasks/s', 'p10-p90', 'GB/s', 'p50 ms', 'p99 ms', 'vs legacy', 'vs native', 'of bound', 'streams', 'verified'],
+    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
   });
   for (const m of result.modes) {
     modes.push([
@@ -56,7 +61,8 @@ export function formatReport(result: BenchResult): string {
       figure(m.gigabytesPerSecond.median),
       fixed(m.latencyMs.p50, 3),
       fixed(m.latencyMs.p99, 3),
-      m.speedupOverLegacy === null ? '-' : `${m.speedupOverLegacy.toFixed(2)}×`,
+      speedup(m.speedupOverLegacy),
+      speedup(m.speedupOverNative),
       fixed(m.overlapFraction.median, 2),
       String(m.streams),
       String(m.verifiedTasks),
@@ -64,7 +70,8 @@ export function formatReport(result: BenchResult): string {
   }
   const notes = [
     ...result.modes.map((m) => `  ${m.mode}: ${MODE_DESCRIPTIONS[m.mode]}`),
-    '  tasks/s, GB/s and "of bound" are medians over the runs; p10-p90 is the spread of tasks/s; latency is per task',
+    '  tasks/s, GB/s and "of bound" are medians over the runs; p10-p90 is the spread of tasks/s; "vs legacy" and',
+    '  "vs native" are median tasks/s over that mode\'s (a dash when it did not run); latency is per task',
     '  (stream taken to output complete) over all runs. "of bound" = tasks × the longest phase alone / wall time:',
     '  1.00 means the busiest engine never idled (above 1: phases overlapped with themselves, e.g. small kernels).',
   ];

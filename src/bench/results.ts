@@ -4,13 +4,13 @@ import type { Environment } from './environment.js';
 import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';
 import type { BatchResult } from './batch.js';
-import type { Mode } from './modes.js';
+import { MODE_DESCRIPTIONS, type Mode, type ResultMode } from './modes.js';
 
 /** The phases of a task in order, as the timeline and the phase table name them. */
 export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
 
 /** The `schema` value of `bench --json` output; bumped when a field changes meaning or goes away. */
-export const BENCH_SCHEMA = 'cuda-stream-pool/bench/1';
+export const BENCH_SCHEMA = 'cuda-stream-pool/bench/2';
 
 /** The parameters of a run, every one printed with the results. */
 export interface BenchParameters {
@@ -23,7 +23,7 @@ export interface BenchParameters {
   intensity: number;
   /** True when --intensity was not given and the benchmark chose it. */
   intensityCalibrated: boolean;
-  modes: Mode[];
+  modes: ResultMode[];
   poolSize: number;
   runs: number;
   /** Warm-up tasks per mode (not measured). */
@@ -35,13 +35,27 @@ export interface BenchParameters {
   ulpTolerance: number;
   /** The kernel's constants: v = fmaf(v, a, b). */
   fma: { a: number; b: number };
-  /** True with --timeline: every task also recorded 4 timing events, read back after it completed. */
-  timeline: boolean;
+  /** True with --phases, --timeline or --trace: every task also recorded 4 timing events, read back after it
+   * completed, and each mode's `lastRunTasks` holds them. */
+  phaseTimes: boolean;
+}
+
+/** One task of a mode's last run, placed on the GPU by the events recorded between its phases. */
+export interface TaskPhaseTimes {
+  /** The task number over the whole run (0 to tasks - 1). */
+  task: number;
+  /** The thread that ran it: 0 the main thread, 1.. a worker (or a C++ thread of the native mode). */
+  thread: number;
+  /** The stream's driver id (cuStreamGetId), as a decimal string. */
+  streamId: string;
+  /** GPU times in ms from the run's timing origin: copy-in start, kernel start, copy-out start, copy-out end; the
+   * phase `PHASES[i]` runs from `marksMs[i]` to `marksMs[i + 1]`. */
+  marksMs: [number, number, number, number];
 }
 
 /** One mode's results over its runs. */
 export interface ModeResult {
-  mode: Mode;
+  mode: ResultMode;
   /** Wall time of each run in ms: first task started to last task verified, over all threads. */
   wallMs: number[];
   /** Tasks per second, over the runs. */
@@ -52,12 +66,16 @@ export interface ModeResult {
   latencyMs: { p50: number; p99: number };
   /** Median tasks/s divided by legacy's; null when legacy did not run. */
   speedupOverLegacy: number | null;
+  /** Median tasks/s divided by native's; null when native did not run. */
+  speedupOverNative: number | null;
   /** tasks × max(phase alone) / wall time, over the runs: 1 means the busiest engine never idled. */
   overlapFraction: Sample;
   /** Tasks verified against the CPU reference, over all runs (tasks × runs when all went well). */
   verifiedTasks: number;
   /** Distinct streams the tasks ran on in the last run. */
   streams: number;
+  /** The phase times of every task of the last run, in task order; null when phase times were not recorded. */
+  lastRunTasks: TaskPhaseTimes[] | null;
 }
 
 /** Everything `bench --json` prints. */
@@ -86,9 +104,16 @@ export function overlapBoundMs(tasks: number, phases: PhaseTimes): number {
   return tasks * Math.max(phases.copyIn, phases.kernel, phases.copyOut);
 }
 
-/** Summarizes one mode's runs; each run is the batches of every thread. `speedupOverLegacy` is filled in by
- * {@link addSpeedups} once every mode ran. */
-export function summarizeMode(mode: Mode, runs: BatchResult[][], tasks: number, partitionBytes: number, boundMs: number): ModeResult {
+/** Summarizes one mode's runs; each run is the batches of every thread. The speedups are filled in by
+ * {@link addSpeedups} once every mode ran. `phaseTimes`: the tasks recorded their phase events. */
+export function summarizeMode(
+  mode: Mode,
+  runs: BatchResult[][],
+  tasks: number,
+  partitionBytes: number,
+  boundMs: number,
+  phaseTimes: boolean,
+): ModeResult {
   const wallMs = runs.map((batches) => Math.max(...batches.map((b) => b.endEpochMs)) - Math.min(...batches.map((b) => b.startEpochMs)));
   const latencies = runs
     .flatMap((batches) => batches.flatMap((b) => b.records.map((r) => r.latencyMs)))
@@ -101,85 +126,93 @@ export function summarizeMode(mode: Mode, runs: BatchResult[][], tasks: number, 
     gigabytesPerSecond: summarize(wallMs.map((ms) => (2 * tasks * partitionBytes) / (ms / 1000) / 1e9)),
     latencyMs: { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) },
     speedupOverLegacy: null,
+    speedupOverNative: null,
     overlapFraction: summarize(wallMs.map((ms) => boundMs / ms)),
     verifiedTasks: latencies.length,
     streams: new Set(last.flatMap((b) => b.records.map((r) => r.streamId))).size,
+    lastRunTasks: phaseTimes ? taskPhaseTimes(last) : null,
   };
 }
 
-/** Fills in each mode's speedup over legacy (median tasks/s ratio), when legacy ran. */
+/** The phase times of one run's tasks, in task order: each thread's GPU event times, shifted by the host time between
+ * the threads' timing origins (events of different threads cannot be compared directly; the host clocks agree to a
+ * few µs). */
+function taskPhaseTimes(batches: BatchResult[]): TaskPhaseTimes[] {
+  const zero = Math.min(...batches.map((b) => b.originEpochMs));
+  const tasks = batches.flatMap((batch) => {
+    const shift = batch.originEpochMs - zero;
+    return batch.records.map((r) => ({
+      task: r.task,
+      thread: r.thread,
+      streamId: r.streamId,
+      marksMs: r.marks.map((t) => t + shift) as TaskPhaseTimes['marksMs'],
+    }));
+  });
+  return tasks.sort((a, b) => a.task - b.task);
+}
+
+/** Fills in each mode's speedups over legacy and over native (median tasks/s ratios), each when that mode ran. */
 export function addSpeedups(modes: ModeResult[]): void {
   const legacy = modes.find((m) => m.mode === 'legacy');
-  for (const m of modes) m.speedupOverLegacy = legacy ? m.tasksPerSecond.median / legacy.tasksPerSecond.median : null;
-}
-
-/** The timeline's data, embedded as JSON in the HTML page (`<script type="application/json" id="timeline-data">`). */
-export interface TimelineData {
-  schema: 'cuda-stream-pool/timeline/1';
-  phases: typeof PHASES;
-  modes: TimelineMode[];
-}
-
-/** One mode's last run: a row per stream, a bar per phase of each task that ran on it. */
-export interface TimelineMode {
-  mode: Mode;
-  wallMs: number;
-  rows: TimelineRow[];
-}
-
-/** One stream of a mode's timeline, with the tasks that ran on it in start order. */
-export interface TimelineRow {
-  /** The stream's driver id (cuStreamGetId), as a decimal string. */
-  streamId: string;
-  label: string;
-  tasks: TimelineTask[];
-}
-
-/** One task of a timeline row: its three phase bars. */
-export interface TimelineTask {
-  task: number;
-  /** 0: the main thread; 1..: a worker. */
-  thread: number;
-  /** One bar per phase, in phase order; times in ms from the run's first timing origin. */
-  bars: { phase: (typeof PHASES)[number]; startMs: number; endMs: number }[];
-}
-
-function threadName(thread: number): string {
-  return thread === 0 ? 'main thread' : `worker ${thread}`;
-}
-
-/** The timeline of one mode's run: GPU event times of each thread, shifted by the host time between the threads'
- * timing origins (the events of different threads cannot be compared directly; the host clocks agree to a few µs). */
-export function timelineOf(mode: Mode, batches: BatchResult[]): TimelineMode {
-  const zero = Math.min(...batches.map((b) => b.originEpochMs));
-  const rows = new Map<string, TimelineRow>();
-  for (const batch of batches) {
-    const shift = batch.originEpochMs - zero;
-    for (const record of batch.records) {
-      const key = mode === 'per-thread' ? `${record.streamId}/${record.thread}` : record.streamId;
-      let row = rows.get(key);
-      if (!row) {
-        const label =
-          mode === 'legacy'
-            ? `legacy stream (id ${record.streamId})`
-            : mode === 'per-thread'
-              ? `per-thread stream of the ${threadName(record.thread)} (id ${record.streamId})`
-              : `stream ${record.streamId}`;
-        row = { streamId: record.streamId, label, tasks: [] };
-        rows.set(key, row);
-      }
-      const m = record.marks.map((t) => t + shift);
-      row.tasks.push({
-        task: record.task,
-        thread: record.thread,
-        bars: PHASES.map((phase, i) => ({ phase, startMs: m[i]!, endMs: m[i + 1]! })),
-      });
-    }
+  const native = modes.find((m) => m.mode === 'native');
+  for (const m of modes) {
+    m.speedupOverLegacy = legacy ? m.tasksPerSecond.median / legacy.tasksPerSecond.median : null;
+    m.speedupOverNative = native ? m.tasksPerSecond.median / native.tasksPerSecond.median : null;
   }
-  const sorted = [...rows.values()];
-  const firstStart = (row: TimelineRow) => Math.min(...row.tasks.map((t) => t.bars[0]!.startMs));
-  sorted.sort((a, b) => firstStart(a) - firstStart(b));
-  for (const row of sorted) row.tasks.sort((a, b) => a.bars[0]!.startMs - b.bars[0]!.startMs);
-  const wallMs = Math.max(...batches.map((b) => b.endEpochMs)) - Math.min(...batches.map((b) => b.startEpochMs));
-  return { mode, wallMs, rows: sorted };
+}
+
+
+
+/** Why a saved results file cannot be read: the file's name and what is wrong in it. */
+export class ResultsFileError extends Error {
+  override name = 'ResultsFileError';
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Parses the text of a saved `bench --json` output (`source` names it in errors) and checks what the report, the
+ * timeline and the trace read: the schema, the sections, and every mode's numbers and phase times.
+ * @throws {@link ResultsFileError} naming the first field that is missing or wrong, or the JSON syntax error. */
+export function parseBenchResults(text: string, source: string): BenchResult {
+  const fail = (what: string): never => {
+    throw new ResultsFileError(`${source} is not a cuda-stream-pool bench results file: ${what}.`);
+  };
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return fail(`its JSON does not parse (${(error as Error).message})`);
+  }
+  if (!isRecord(value)) return fail('it is not a JSON object');
+  if (value.schema !== BENCH_SCHEMA)
+    fail(
+      typeof value.schema === 'string' && value.schema.startsWith('cuda-stream-pool/bench/')
+        ? `its schema is ${JSON.stringify(value.schema)}, and this version reads ${JSON.stringify(BENCH_SCHEMA)} (run the benchmark again with this version)`
+        : `"schema" is ${JSON.stringify(value.schema)}, not ${JSON.stringify(BENCH_SCHEMA)}`,
+    );
+  for (const key of ['environment', 'parameters', 'phasesAloneMs'] as const) if (!isRecord(value[key])) fail(`"${key}" is not an object`);
+  if (!Array.isArray(value.modes)) fail('"modes" is not an array');
+  const finite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
+  (value.modes as unknown[]).forEach((mode, i) => {
+    const at = `modes[${i}]`;
+    if (!isRecord(mode) || !Object.hasOwn(MODE_DESCRIPTIONS, mode.mode as string))
+      return fail(`${at}.mode is ${JSON.stringify(isRecord(mode) ? mode.mode : mode)}, not one of ${Object.keys(MODE_DESCRIPTIONS).join(', ')}`);
+    for (const key of ['tasksPerSecond', 'gigabytesPerSecond', 'overlapFraction', 'latencyMs'] as const)
+      if (!isRecord(mode[key])) fail(`${at}.${key} is not an object`);
+    if (!Array.isArray(mode.wallMs) || !mode.wallMs.every(finite)) fail(`${at}.wallMs is not an array of numbers`);
+    const tasks = mode.lastRunTasks;
+    if (tasks === null) return;
+    if (!Array.isArray(tasks)) return fail(`${at}.lastRunTasks is neither null nor an array`);
+    tasks.forEach((task: unknown, t) => {
+      const where = `${at}.lastRunTasks[${t}]`;
+      if (!isRecord(task) || !Number.isInteger(task.task) || !Number.isInteger(task.thread) || typeof task.streamId !== 'string')
+        fail(`${where} needs an integer task and thread and a string streamId`);
+      const marks = (task as Record<string, unknown>).marksMs;
+      if (!Array.isArray(marks) || marks.length !== 4 || !marks.every(finite) || !marks.every((m, k) => k === 0 || m >= marks[k - 1]))
+        fail(`${where}.marksMs is not 4 ascending numbers`);
+    });
+  });
+  return value as unknown as BenchResult;
 }

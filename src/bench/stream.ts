@@ -1,25 +1,11 @@
 // Micro-benchmarks of streams and events, each beside the same driver calls in a native C++ loop of the same run
-// (src/native/bench.cc): stream create+destroy, synchronize on an idle stream and after a short kernel, event record.
-// See DESIGN.md "Measuring" and issue 6, "Micro-benchmarks".
-import { Device, Event, Stream } from '../index.js';
+// (the benchmark addon, src/native/bench/calls.cc): stream create+destroy, synchronize on an idle stream and after a
+// short kernel, event record; and 10,000 concurrent awaits. See DESIGN.md "Measuring".
+import { Device, Event, Stream, StreamPool } from '../index.js';
 import { native } from '../native.js';
-import { summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
+import { benchAddon } from './bench-addon.js';
+import { nativeSample, summarize, targetAddedNs, targetRatio, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
 import { benchKernels, benchPtx } from './kernels.js';
-
-/** The native baselines: `benchNative(kind, device, iterations, ptx?)` → ns per operation (src/native/bench.cc).
- * Typed here, beside its only caller, rather than in the shared binding type. */
-type NativeKind = 'streamCreateDestroy' | 'streamSynchronizeIdle' | 'kernelSynchronize' | 'eventRecord';
-const benchNative = (native as unknown as { benchNative(kind: NativeKind, device: number, iterations: number, ptx?: Uint8Array): number }).benchNative;
-
-/** Runs the native loop `runs` times after one warm-up run, as harness.timeSync does for JS. */
-function nativeSample(kind: NativeKind, device: number, iterations: number, ptx?: Uint8Array, runs = 9): Sample {
-  const values: number[] = [];
-  for (let r = -1; r < runs; r++) {
-    const ns = benchNative(kind, device, iterations, ptx);
-    if (r >= 0) values.push(ns);
-  }
-  return summarize(values);
-}
 
 function inMicroseconds(sample: Sample): Sample {
   return { median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000, runs: sample.runs };
@@ -27,6 +13,45 @@ function inMicroseconds(sample: Sample): Sample {
 
 function row(name: string, unit: 'ns' | 'µs', value: Sample, baselineName: string, baseline: Sample): MicroResult {
   return { name, unit, value, baselineName, baseline, ratio: value.median / baseline.median, better: 'lower' };
+}
+
+/** Concurrent awaits of the 10,000-await row, spread round-robin over the streams of a pool of 32. */
+const CONCURRENT_AWAITS = 10_000;
+
+/** Milliseconds for 10,000 concurrent `stream.synchronize()` awaits on the 32 streams of a pool to be issued and all
+ * settle, over `runs` runs after a warm-up. The streams first wait on an event behind a `hold` kernel that spins for at
+ * least twice the time the issuing took in the warm-up (50 ms or more), so every await is pending when issued and
+ * none settles on a fast path. The figure is the issuing time plus the time from the hold's end (its device time after
+ * the first call) to the last await settled: the library's cost of the awaits, without the GPU's. */
+async function concurrentAwaits(device: Device, runs = 5): Promise<Sample> {
+  const { hold } = await benchKernels(device);
+  const pool = new StreamPool({ device, size: 32 });
+  const gate = Stream.create({ device });
+  const opened = Event.create({ device });
+  const values: number[] = [];
+  let holdMs = 50;
+  try {
+    for (let r = -1; r < runs; r++) {
+      hold.launch({ grid: 1, block: 1, stream: gate }, BigInt(Math.round(holdMs * 1e6)));
+      opened.record(gate);
+      for (let s = 0; s < pool.size; s++) pool.getStream(s).waitEvent(opened);
+      const start = process.hrtime.bigint();
+      const waits: Promise<void>[] = [];
+      for (let i = 0; i < CONCURRENT_AWAITS; i++) waits.push(pool.getStream(i).synchronize());
+      const issuedMs = Number(process.hrtime.bigint() - start) / 1e6;
+      await Promise.all(waits);
+      const totalMs = Number(process.hrtime.bigint() - start) / 1e6;
+      if (r < 0) holdMs = Math.max(holdMs, 2 * issuedMs);
+      // After both the issuing and the hold ended, only the delivery is left to time.
+      else values.push(issuedMs + (totalMs - Math.max(holdMs, issuedMs)));
+    }
+  } finally {
+    await gate.synchronize();
+    opened.destroy();
+    gate.destroy();
+    pool.destroy();
+  }
+  return summarize(values);
 }
 
 /** Options of {@link streamMicroBenchmarks}. */
@@ -41,15 +66,19 @@ export interface StreamMicroOptions {
 export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): Promise<MicroResult[]> {
   const device = Device.get(options.device ?? 0);
   const ordinal = device.ordinal;
+  const addon = benchAddon();
   const results: MicroResult[] = [];
 
   results.push(
-    row(
-      'Stream.create() + destroy()',
-      'µs',
-      inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
-      'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
-      inMicroseconds(nativeSample('streamCreateDestroy', ordinal, 1000)),
+    targetRatio(
+      row(
+        'Stream.create() + destroy()',
+        'µs',
+        inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
+        'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
+        inMicroseconds(nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 1000))),
+      ),
+      1.2,
     ),
   );
 
@@ -57,29 +86,35 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
   const event = Event.create({ device });
   try {
     results.push(
-      row(
-        'await stream.synchronize() on an idle stream',
-        'ns',
-        await timeAsync(() => stream.synchronize(), 10_000),
-        'cuStreamSynchronize on an idle stream (C++ loop)',
-        nativeSample('streamSynchronizeIdle', ordinal, 10_000),
+      targetAddedNs(
+        row(
+          'await stream.synchronize() on an idle stream',
+          'ns',
+          await timeAsync(() => stream.synchronize(), 10_000),
+          'cuStreamSynchronize on an idle stream (C++ loop)',
+          nativeSample(() => addon.streamSynchronizeIdleLoop(ordinal, 10_000)),
+        ),
+        150,
       ),
     );
 
     const { empty } = await benchKernels(device);
-    const ptx = new TextEncoder().encode(benchPtx());
+    const ptx = benchPtx();
     results.push(
-      row(
-        'empty kernel.launch() + await stream.synchronize()',
-        'µs',
-        inMicroseconds(
-          await timeAsync(() => {
-            empty.launch({ grid: 1, block: 1, stream });
-            return stream.synchronize();
-          }, 2000),
+      targetRatio(
+        row(
+          'empty kernel.launch() + await stream.synchronize()',
+          'µs',
+          inMicroseconds(
+            await timeAsync(() => {
+              empty.launch({ grid: 1, block: 1, stream });
+              return stream.synchronize();
+            }, 2000),
+          ),
+          'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
+          inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
         ),
-        'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
-        inMicroseconds(nativeSample('kernelSynchronize', ordinal, 2000, ptx)),
+        2,
       ),
     );
 
@@ -98,19 +133,22 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
             }, 2000),
           ),
           'cuLaunchKernel + cuStreamSynchronize (C++ loop)',
-          inMicroseconds(nativeSample('kernelSynchronize', ordinal, 2000, ptx)),
+          inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
         ),
       );
     }
     native.completionSetMarker(ordinal, defaultMarker);
 
     results.push(
-      row(
-        'event.record(stream)',
-        'ns',
-        timeSync(() => event.record(stream), 10_000),
-        'cuEventRecord (C++ loop)',
-        nativeSample('eventRecord', ordinal, 10_000),
+      targetAddedNs(
+        row(
+          'event.record(stream)',
+          'ns',
+          timeSync(() => event.record(stream), 10_000),
+          'cuEventRecord (C++ loop)',
+          nativeSample(() => addon.eventRecordLoop(ordinal, 10_000)),
+        ),
+        100,
       ),
     );
   } finally {
@@ -118,5 +156,14 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
     event.destroy();
     stream.destroy();
   }
+
+  const awaits = await concurrentAwaits(device);
+  results.push({
+    name: `${CONCURRENT_AWAITS.toLocaleString('en-US')} concurrent await stream.synchronize() on 32 pool streams, issued and all settled`,
+    unit: 'ms',
+    value: awaits,
+    target: '≤ 30 ms',
+    met: awaits.median <= 30,
+  });
   return results;
 }

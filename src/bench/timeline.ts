@@ -1,76 +1,43 @@
-// The --timeline page: a self-contained HTML file with a section per mode, a row per stream and a bar per task phase
-// from event timings, so a reader sees which copies and kernels overlapped. See issue 6, "Output".
-//
-// Why plain SVG and no chart library: the chart is a Gantt chart of rectangles on a shared time axis, which SVG draws
-// directly; a library (and inlining its dist file so the page opens without network) would add more bytes and more
-// code to own than the chart itself, and none is a dependency of this package. The SVG is generated here, at write time,
-// so the page needs no script to draw; <title> elements give each bar its tooltip. The data is also embedded as JSON
-// (`<script type="application/json" id="timeline-data">`, schema in results.ts and README.md) for tools and tests.
+// The timeline page (--timeline, `report --html`): one self-contained HTML file that loads nothing. Per mode, first
+// an engine lane per phase kind (how many copy-ins, kernels, copy-outs were in flight, how busy each engine was and
+// where it idled), then a row per stream with a bar per task phase, on one time axis shared by every mode that the
+// wheel zooms and a drag pans. The bars are drawn on canvases by the page's script (timeline-script.ts): a run has
+// up to tens of thousands of bars, too many for one DOM node each. The numbers (occupancy per phase) are also in
+// plain HTML tables, with data- attributes for tools and tests.
 import { writeFileSync } from 'node:fs';
 
-import { PHASES, type BenchResult, type TimelineData, type TimelineMode } from './results.js';
 import { MODE_DESCRIPTIONS } from './modes.js';
+import { modeTimeline, type ModeTimeline, type PhaseOccupancy } from './phase-timeline.js';
+import { PHASES, type BenchResult, type ModeResult } from './results.js';
+import { LAYOUT, PHASE_STYLE, TIMELINE_SCRIPT } from './timeline-script.js';
 
-const PHASE_COLORS: Record<(typeof PHASES)[number], string> = {
-  'copy-in': '#4c78a8',
-  kernel: '#f58518',
-  'copy-out': '#54a24b',
-};
+/** The `schema` of the data the page embeds in `<script type="application/json" id="timeline-data">`. */
+export const TIMELINE_SCHEMA = 'cuda-stream-pool/timeline/2';
 
-const CHART_WIDTH = 1100; // px of time axis
-const LABEL_WIDTH = 260; // px of row labels
-const AXIS_HEIGHT = 28;
+/** One stream row as the page embeds it: the tasks in start order, with 4 marks each (flat, to keep large runs small
+ * and quick to parse). */
+interface PageRow {
+  streamId: string;
+  label: string;
+  busyFraction: number;
+  tasks: number[];
+  threads: number[];
+  /** 4 per task: copy-in start, kernel start, copy-out start, copy-out end, ms. */
+  marksMs: number[];
+}
+
+/** One mode as the page embeds it; `rows` and the rest are absent when the mode holds no phase times. */
+interface PageMode {
+  mode: string;
+  spanStartMs?: number;
+  spanEndMs?: number;
+  occupancy?: PhaseOccupancy[];
+  steps?: ModeTimeline['steps'];
+  rows?: PageRow[];
+}
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-/** A "nice" tick step (1, 2 or 5 × 10^k) giving about `count` ticks over `span`. */
-function tickStep(span: number, count: number): number {
-  const raw = span / count;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const factor = raw / power;
-  return (factor < 1.5 ? 1 : factor < 3.5 ? 2 : factor < 7.5 ? 5 : 10) * power;
-}
-
-function formatMs(ms: number): string {
-  return ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3);
-}
-
-/** One mode's chart: rows of bars on a time axis from 0 to `spanMs` (shared by every section). */
-function modeSvg(mode: TimelineMode, spanMs: number): string {
-  const rows = mode.rows.length;
-  const rowHeight = rows <= 40 ? 16 : Math.max(3, Math.floor(640 / rows));
-  const showLabels = rowHeight >= 10;
-  const height = AXIS_HEIGHT + rows * rowHeight + 4;
-  const width = LABEL_WIDTH + CHART_WIDTH + 20;
-  const x = (ms: number) => LABEL_WIDTH + (ms / spanMs) * CHART_WIDTH;
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img">`);
-  const step = tickStep(spanMs, 10);
-  for (let t = 0; t <= spanMs + step / 1000; t += step) {
-    const at = x(t).toFixed(1);
-    out.push(`<line x1="${at}" x2="${at}" y1="${AXIS_HEIGHT - 6}" y2="${height}" class="grid"/>`);
-    out.push(`<text x="${at}" y="${AXIS_HEIGHT - 10}" class="tick">${escapeHtml(formatMs(t))} ms</text>`);
-  }
-  if (!showLabels) out.push(`<text x="4" y="${AXIS_HEIGHT + 12}" class="label">${rows} streams, one row each</text>`);
-  mode.rows.forEach((row, r) => {
-    const y = AXIS_HEIGHT + r * rowHeight;
-    if (showLabels) out.push(`<text x="4" y="${(y + rowHeight * 0.75).toFixed(1)}" class="label">${escapeHtml(row.label)}</text>`);
-    for (const task of row.tasks) {
-      for (const bar of task.bars) {
-        const x0 = x(bar.startMs);
-        const w = Math.max(0.5, x(bar.endMs) - x0);
-        const tip = `task ${task.task}${task.thread ? ` (worker ${task.thread})` : ''}: ${bar.phase} ${formatMs(bar.endMs - bar.startMs)} ms, from ${formatMs(bar.startMs)} to ${formatMs(bar.endMs)} ms; ${row.label}`;
-        out.push(
-          `<rect x="${x0.toFixed(2)}" y="${(y + 1).toFixed(1)}" width="${w.toFixed(2)}" height="${Math.max(1, rowHeight - 2)}" ` +
-            `fill="${PHASE_COLORS[bar.phase]}"><title>${escapeHtml(tip)}</title></rect>`,
-        );
-      }
-    }
-  });
-  out.push('</svg>');
-  return out.join('\n');
 }
 
 /** JSON that is safe inside a <script> element: no "<" can end it early. */
@@ -78,53 +45,132 @@ function embeddedJson(value: unknown): string {
   return JSON.stringify(value).replace(/</g, '\\u003c');
 }
 
-/** The whole page: a header with the device and parameters, a legend, then a section per mode. */
-export function timelineHtml(data: TimelineData, result: BenchResult): string {
-  const spanMs = Math.max(1e-3, ...data.modes.flatMap((m) => m.rows.flatMap((r) => r.tasks.flatMap((t) => t.bars.map((b) => b.endMs)))));
+function formatMs(ms: number): string {
+  return ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3);
+}
+
+function percent(fraction: number): string {
+  return `${(fraction * 100).toFixed(1)}%`;
+}
+
+function pageMode(result: ModeResult, timeline: ModeTimeline | undefined): PageMode {
+  if (!timeline) return { mode: result.mode };
+  return {
+    mode: result.mode,
+    spanStartMs: timeline.spanStartMs,
+    spanEndMs: timeline.spanEndMs,
+    occupancy: timeline.occupancy,
+    steps: timeline.steps,
+    rows: timeline.rows.map((row) => ({
+      streamId: row.streamId,
+      label: row.label,
+      busyFraction: row.busyFraction,
+      tasks: row.tasks.map((t) => t.task),
+      threads: row.tasks.map((t) => t.thread),
+      marksMs: row.tasks.flatMap((t) => t.marksMs),
+    })),
+  };
+}
+
+/** The occupancy table of one mode: a row per phase kind, its values also as data- attributes. */
+function occupancyTable(mode: string, occupancy: PhaseOccupancy[]): string {
+  const rows = occupancy.map(
+    (o) =>
+      `<tr data-phase="${o.phase}" data-busy-fraction="${o.busyFraction}" data-busy-ms="${o.busyMs}" data-mean-in-flight="${o.meanInFlight}" ` +
+      `data-peak-in-flight="${o.peakInFlight}" data-gaps="${o.gaps}" data-idle-ms="${o.idleMs}">` +
+      `<th><span class="swatch ${o.phase}"></span>${o.phase}</th><td>${percent(o.busyFraction)}</td><td>${o.meanInFlight.toFixed(2)}</td>` +
+      `<td>${o.peakInFlight}</td><td>${o.gaps}</td><td>${formatMs(o.idleMs)} ms</td></tr>`,
+  );
+  return (
+    `<table class="occupancy" data-mode="${escapeHtml(mode)}"><thead><tr><th>engine</th><th>busy</th><th>mean in flight</th>` +
+    `<th>peak in flight</th><th>idle gaps</th><th>idle time</th></tr></thead><tbody>${rows.join('')}</tbody></table>`
+  );
+}
+
+function section(result: ModeResult, timeline: ModeTimeline | undefined, index: number, legacyRan: boolean, nativeRan: boolean): string {
+  const facts = [
+    `${result.tasksPerSecond.median.toFixed(0)} tasks/s (median of ${result.tasksPerSecond.runs} runs)`,
+    `${result.overlapFraction.median.toFixed(2)} of the overlap bound`,
+    ...(legacyRan && result.speedupOverLegacy !== null ? [`${result.speedupOverLegacy.toFixed(2)}× legacy`] : []),
+    ...(nativeRan && result.speedupOverNative !== null ? [`${result.speedupOverNative.toFixed(2)}× native`] : []),
+  ];
+  const head = `<h2>${escapeHtml(result.mode)}</h2>\n<p>${escapeHtml(MODE_DESCRIPTIONS[result.mode] ?? '')}. ${escapeHtml(facts.join(', '))}.</p>`;
+  if (!timeline) return `<section data-mode="${escapeHtml(result.mode)}">${head}\n<p class="none">No phase times were recorded for this mode.</p></section>`;
+  const bars = timeline.rows.reduce((sum, row) => sum + row.tasks.length * PHASES.length, 0);
+  const spanMs = timeline.spanEndMs - timeline.spanStartMs;
+  const last = `Last run: ${result.lastRunTasks!.length} tasks on ${timeline.rows.length} stream(s), ${formatMs(spanMs)} ms from the first copy-in to the last copy-out.`;
+  const toggle =
+    timeline.rows.length > LAYOUT.collapsedRows
+      ? `<p><button id="toggle-${index}" type="button">Show all ${timeline.rows.length} stream rows</button> (the first ${LAYOUT.collapsedRows}, in start order, are shown)</p>`
+      : '';
+  return (
+    `<section data-mode="${escapeHtml(result.mode)}" data-bars="${bars}" data-rows="${timeline.rows.length}">${head}\n<p>${escapeHtml(last)}</p>\n` +
+    `${occupancyTable(result.mode, timeline.occupancy)}\n<div class="chart"><canvas id="canvas-${index}" role="img" aria-label="${escapeHtml(`${result.mode}: engine lanes and ${timeline.rows.length} stream rows`)}"></canvas></div>\n${toggle}</section>`
+  );
+}
+
+/** The whole page for `result`: a header with the device and parameters, the zoom controls and legend, then a
+ * section per mode (a mode without phase times gets its figures and a note). */
+export function timelineHtml(result: BenchResult): string {
+  const timelines = result.modes.map((m) => (m.lastRunTasks?.length ? modeTimeline(m) : undefined));
+  const data = { schema: TIMELINE_SCHEMA, phases: PHASES, modes: result.modes.map((m, i) => pageMode(m, timelines[i])) };
+  const legacyRan = result.modes.some((m) => m.mode === 'legacy');
+  const nativeRan = result.modes.some((m) => m.mode === 'native');
   const p = result.parameters;
   const e = result.environment;
-  const legend = PHASES.map((phase) => `<span class="key"><span class="swatch" style="background:${PHASE_COLORS[phase]}"></span>${phase}</span>`).join(' ');
-  const sections = data.modes
-    .map((mode) => {
-      const summary = result.modes.find((m) => m.mode === mode.mode);
-      const facts = summary
-        ? `${summary.tasksPerSecond.median.toFixed(0)} tasks/s, ${(summary.overlapFraction.median * 100).toFixed(0)}% of the overlap bound`
-        : '';
-      return (
-        `<section><h2>${escapeHtml(mode.mode)}</h2>\n<p>${escapeHtml(MODE_DESCRIPTIONS[mode.mode])}. Last run: ${formatMs(mode.wallMs)} ms wall, ` +
-        `${mode.rows.length} stream(s)${facts ? `, ${escapeHtml(facts)}` : ''}.</p>\n${modeSvg(mode, spanMs)}\n</section>`
-      );
-    })
-    .join('\n');
+  const legend = PHASE_STYLE.map((s) => `<span class="key"><span class="swatch ${s.phase}"></span>${s.phase}</span>`).join(' ');
+  const swatches = PHASE_STYLE.map((s) => {
+    const stripes = s.pattern === 'plain' ? s.color : `repeating-linear-gradient(${s.pattern === 'rising' ? '-45deg' : '45deg'}, ${s.color} 0 4px, ${s.stripe} 4px 6px)`;
+    return `.swatch.${s.phase} { background: ${stripes}; }`;
+  }).join('\n');
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>cuda-stream-pool bench timeline: ${escapeHtml(e.device.name)}</title>
 <style>
-body { font: 13px system-ui, sans-serif; margin: 16px; color: #222; }
-h1 { font-size: 18px; } h2 { font-size: 15px; margin: 20px 0 4px; }
-.grid { stroke: #e4e4e4; stroke-width: 1; } .tick { font-size: 10px; fill: #666; text-anchor: middle; }
-.label { font-size: 11px; fill: #333; } .key { margin-right: 14px; }
-.swatch { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -2px; }
-section { overflow-x: auto; } code { font-size: 12px; }
+body { font: 13px system-ui, sans-serif; margin: 0 16px 24px; color: #222; }
+h1 { font-size: 18px; margin: 12px 0 4px; } h2 { font-size: 15px; margin: 22px 0 4px; }
+p { margin: 4px 0; max-width: 110ch; }
+.toolbar { position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid #ddd; padding: 6px 0; }
+.toolbar button, section button { font: inherit; padding: 2px 10px; margin-right: 4px; }
+.key { margin-right: 14px; white-space: nowrap; }
+.swatch { display: inline-block; width: 14px; height: 12px; margin-right: 4px; vertical-align: -2px; border-radius: 2px; }
+${swatches}
+table.occupancy { border-collapse: collapse; margin: 6px 0; font-size: 12px; }
+table.occupancy th, table.occupancy td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
+table.occupancy th:first-child { text-align: left; }
+.chart { width: 100%; cursor: crosshair; }
+canvas { display: block; }
+#tooltip { position: absolute; z-index: 3; background: #222; color: #fff; padding: 6px 8px; border-radius: 4px;
+  font-size: 12px; white-space: pre; pointer-events: none; }
+.none { color: #666; font-style: italic; }
 </style>
 </head>
 <body>
 <h1>cuda-stream-pool bench: timeline</h1>
 <p>${escapeHtml(`${e.device.name} (compute ${e.device.computeCapability}), CUDA driver ${e.driverVersion ?? 'unknown'}, Node.js ${e.node}, ${e.date}`)}<br>
 ${escapeHtml(`${p.tasks} tasks × ${p.elements} float32 (${(p.partitionBytes / 2 ** 20).toFixed(2)} MiB), intensity ${p.intensity}, concurrency ${p.concurrency}, workers ${p.workers}, pool size ${p.poolSize}`)}</p>
-<p>Each row is a stream; each task is three bars, its phases in order: ${legend}. Times come from CUDA events recorded between
-the phases, on one axis for every mode (${formatMs(spanMs)} ms wide). Bars in one column overlapped on the GPU. Hover a bar
-for its task and times. Only the last run of each mode is shown.</p>
-${sections}
+<p>Each mode shows its last run. First an engine lane per phase kind: how many copy-ins, kernels and copy-outs were in
+flight at each moment (the height, up to the lane's peak) and the time that engine idled (tinted red). Then a row
+per stream, each task three bars in phase order, placed by CUDA events recorded between the phases. Every mode starts at
+its own run's first event, on one time axis.</p>
+<div class="toolbar"><button id="zoom-fit" type="button">Zoom to fit</button><button id="zoom-readable" type="button">Readable bars</button><button id="zoom-in" type="button">Zoom in</button><button id="zoom-out" type="button">Zoom out</button>
+<span id="view-range"></span> Wheel: zoom at the pointer; drag: pan; hover: a bar's task and times. ${legend}</div>
+${result.modes.map((m, i) => section(m, timelines[i], i, legacyRan, nativeRan)).join('\n')}
+<noscript><p>The charts need JavaScript; the tables above hold the occupancy figures.</p></noscript>
+<div id="tooltip" hidden></div>
 <script type="application/json" id="timeline-data">${embeddedJson(data)}</script>
+<script type="application/json" id="timeline-layout">${embeddedJson(LAYOUT)}</script>
+<script type="application/json" id="timeline-style">${embeddedJson(PHASE_STYLE)}</script>
+<script>${TIMELINE_SCRIPT}</script>
 </body>
 </html>
 `;
 }
 
-/** Writes the timeline page to `file`. @throws the file system's error when it cannot be written. */
-export function writeTimeline(file: string, data: TimelineData, result: BenchResult): void {
-  writeFileSync(file, timelineHtml(data, result));
+/** Writes the timeline page of `result` to `file`. @throws the file system's error when it cannot be written. */
+export function writeTimeline(file: string, result: BenchResult): void {
+  writeFileSync(file, timelineHtml(result));
 }

@@ -2,11 +2,15 @@
 // The command-line program `cuda-stream-pool`. Its main job is `bench`, the executor benchmark; `bench micro` runs the
 // per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
 // GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched). See issue 6.
+// `report` renders a saved `bench --json` output (tables, timeline page, trace file) without a GPU.
+import { readFileSync } from 'node:fs';
+
 import { Command, type CommanderError } from 'commander';
 
 import { cuda, Device } from '../index.js';
 import { MODES, MODE_DESCRIPTIONS } from '../bench/modes.js';
 import { packageVersion } from '../bench/environment.js';
+import type { BenchResult } from '../bench/results.js';
 import {
   checkCombinations,
   EXIT_FAILED,
@@ -16,6 +20,7 @@ import {
   LIMITS,
   modeOption,
   timelineOption,
+  traceOption,
   type BenchCliOptions,
 } from './options.js';
 
@@ -85,7 +90,13 @@ const bench = program
   .option('--runs <count>', `measured runs per mode, after a warm-up (${range(LIMITS.runs)})`, integerOption(...LIMITS.runs), 5)
   .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
   .option('--json', 'print the results as JSON instead of tables (schema in README.md)', false)
-  .option('--timeline <file.html>', 'also write a self-contained HTML timeline: a section per mode, a row per stream, a bar per task phase', timelineOption)
+  .option(
+    '--timeline <file.html>',
+    'also write a self-contained HTML timeline: per mode, engine occupancy lanes and a row per stream, a bar per task phase',
+    timelineOption,
+  )
+  .option('--trace <file.json>', 'also write the task phases as a Trace Event file, for Perfetto (ui.perfetto.dev) or chrome://tracing', traceOption)
+  .option('--phases', "record every task's phase times (4 timing events each) and print the last run's in --json (implied by --timeline and --trace)", false)
   .option('-q, --quiet', 'no progress bar (there is none either when stderr is not a terminal)', false)
   .addHelpText(
     'after',
@@ -108,12 +119,11 @@ const bench = program
     const { runExecutorBenchmark } = await import('../bench/executor.js');
     const { createProgress } = await import('../bench/progress.js');
     const { formatReport } = await import('../bench/report.js');
-    const { writeTimeline } = await import('../bench/timeline.js');
     const modes = options.mode ?? [...MODES];
     const progress = createProgress(modes.length * options.runs * options.tasks, options.quiet);
-    let outcome: Awaited<ReturnType<typeof runExecutorBenchmark>>;
+    let result: Awaited<ReturnType<typeof runExecutorBenchmark>>;
     try {
-      outcome = await runExecutorBenchmark({
+      result = await runExecutorBenchmark({
         tasks: options.tasks,
         concurrency: options.concurrency,
         workers: options.workers,
@@ -124,7 +134,7 @@ const bench = program
         runs: options.runs,
         device: options.device,
         corrupt,
-        timeline: options.timeline !== undefined,
+        phaseTimes: options.phases || options.timeline !== undefined || options.trace !== undefined,
         progress,
       });
     } catch (error) {
@@ -132,21 +142,67 @@ const bench = program
       reportFailure('bench', error);
     }
     progress.stop();
-    let written = '';
-    if (options.timeline !== undefined) {
-      try {
-        writeTimeline(options.timeline, outcome.timeline, outcome.result);
-        written = `timeline written to ${options.timeline}\n`;
-      } catch (error) {
-        console.error(`cuda-stream-pool bench: cannot write the timeline to ${options.timeline}: ${(error as Error).message}. Pass --timeline a writable .html path.`);
-        process.exit(EXIT_FAILED);
-      }
-    }
+    const written = await writeOutputs('bench', result, { html: options.timeline, trace: options.trace });
     if (options.json) {
       if (written && !options.quiet) process.stderr.write(written);
-      return finish(0, `${JSON.stringify(outcome.result, null, 2)}\n`);
+      return finish(0, `${JSON.stringify(result, null, 2)}\n`);
     }
-    return finish(0, formatReport(outcome.result) + written);
+    return finish(0, formatReport(result) + written);
+  });
+
+/** Writes the timeline page and the trace file that were asked for; returns the lines saying where they went. A
+ * failed write exits 1 naming the file and the option (the paths were checked writable before the run). */
+async function writeOutputs(command: string, result: BenchResult, files: { html?: string; trace?: string }): Promise<string> {
+  const { writeTimeline } = await import('../bench/timeline.js');
+  const { writeTrace } = await import('../bench/trace.js');
+  const outputs = [
+    { file: files.html, what: 'timeline', option: command === 'report' ? '--html' : '--timeline', write: writeTimeline },
+    { file: files.trace, what: 'trace', option: '--trace', write: writeTrace },
+  ];
+  let written = '';
+  for (const { file, what, option, write } of outputs) {
+    if (file === undefined) continue;
+    try {
+      write(file, result);
+    } catch (error) {
+      console.error(`cuda-stream-pool ${command}: cannot write the ${what} to ${file}: ${(error as Error).message}. Pass ${option} a writable path.`);
+      process.exit(EXIT_FAILED);
+    }
+    written += `${what} written to ${file}\n`;
+  }
+  return written;
+}
+
+program
+  .command('report')
+  .description(
+    'render a saved `bench --json` output without a GPU: the tables, and with --html or --trace the timeline page or ' +
+      'the trace file (these need a run with --phases, --timeline or --trace)',
+  )
+  .argument('<results.json>', 'the output of `cuda-stream-pool bench --json`')
+  .option('--html <file.html>', 'write the timeline page (as bench --timeline does)', timelineOption)
+  .option('--trace <file.json>', 'write the Trace Event file (as bench --trace does)', traceOption)
+  .addHelpText('after', '\nExit codes: 0 done; 1 an output could not be written; 64 a bad option or results file.')
+  .action(async (file: string, options: { html?: string; trace?: string }, command: Command) => {
+    const usage = (message: string): never => command.error(`error: ${message}`, { exitCode: EXIT_USAGE, code: 'cuda-stream-pool.usage' });
+    const { parseBenchResults } = await import('../bench/results.js');
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      return usage(`cannot read the results file ${file}: ${(error as Error).message}.`);
+    }
+    let result: BenchResult;
+    try {
+      result = parseBenchResults(text, file);
+    } catch (error) {
+      return usage((error as Error).message);
+    }
+    if ((options.html !== undefined || options.trace !== undefined) && !result.modes.some((m) => m.lastRunTasks?.length))
+      usage(`${file} holds no phase times, which --html and --trace draw. Run the benchmark with --phases, --timeline or --trace.`);
+    const written = await writeOutputs('report', result, options);
+    const { formatReport } = await import('../bench/report.js');
+    return finish(0, formatReport(result) + written);
   });
 
 bench

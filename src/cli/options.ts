@@ -1,7 +1,7 @@
 // The options of `cuda-stream-pool bench`: parsers that commander calls per option, and the checks of option
 // combinations. All of it runs before the GPU is touched; a bad value is a usage error (exit 64) that names the
 // option and what it accepts. See issue 6, "Trust".
-import { existsSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 
 import { InvalidArgumentError } from 'commander';
@@ -47,6 +47,10 @@ export interface BenchCliOptions {
   quiet: boolean;
   /** Absent: no timeline. */
   timeline?: string;
+  /** Absent: no trace file. */
+  trace?: string;
+  /** Record phase times (also implied by --timeline and --trace). */
+  phases: boolean;
 }
 
 /** A commander argument parser for an integer option from `min` to `max` inclusive (decimal digits only, so "1e3",
@@ -75,15 +79,45 @@ export function modeOption(value: string, previous: Mode[] | undefined): Mode[] 
   return out;
 }
 
-/** The commander argument parser of `--timeline`: an .html file in an existing directory. */
-export function timelineOption(value: string): string {
-  if (!/\.html?$/i.test(value)) throw new InvalidArgumentError('Accepted: a file name ending in .html (the timeline is an HTML page).');
-  const directory = path.dirname(path.resolve(value));
-  if (!existsSync(directory) || !statSync(directory).isDirectory())
-    throw new InvalidArgumentError(`Accepted: a file in an existing directory; ${directory} does not exist.`);
-  if (existsSync(value) && statSync(value).isDirectory()) throw new InvalidArgumentError(`Accepted: a file name; ${value} is a directory.`);
-  return value;
+/** Why `file` cannot be written, or undefined when it can: its directory must exist and be a directory (the nearest
+ * existing part of the path is named when it is a file), `file` must not be a directory, and opening it for writing
+ * must succeed (a new file is created and removed again). */
+export function unwritableReason(file: string): string | undefined {
+  const resolved = path.resolve(file);
+  if (existsSync(resolved) && statSync(resolved).isDirectory()) return `${file} is a directory`;
+  const directory = path.dirname(resolved);
+  let existing = directory;
+  while (!existsSync(existing)) existing = path.dirname(existing);
+  if (!statSync(existing).isDirectory()) return `${existing} is not a directory`;
+  if (existing !== directory) return `the directory ${directory} does not exist`;
+  // A real attempt, not only the permission bits (root passes those even on a read-only file system): open the
+  // existing file for appending, or create the new one and remove it again.
+  const exists = existsSync(resolved);
+  try {
+    closeSync(openSync(resolved, exists ? 'a' : 'wx'));
+    if (!exists) unlinkSync(resolved);
+  } catch (error) {
+    return `${exists ? resolved : `a file in ${directory}`} cannot be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+  }
+  return undefined;
 }
+
+/** A commander argument parser for an output file whose name matches `extension`, checked writable before anything
+ * runs (see {@link unwritableReason}). `what`: the kind of file, for the message. */
+export function outputFileOption(extension: RegExp, what: string): (value: string) => string {
+  return (value) => {
+    if (!extension.test(value)) throw new InvalidArgumentError(`Accepted: ${what}.`);
+    const reason = unwritableReason(value);
+    if (reason) throw new InvalidArgumentError(`Accepted: a writable file in an existing directory; ${reason}.`);
+    return value;
+  };
+}
+
+/** The commander argument parser of `--timeline` (and `report --html`): a writable .html file. */
+export const timelineOption = outputFileOption(/\.html?$/i, 'a file name ending in .html (the timeline is an HTML page)');
+
+/** The commander argument parser of `--trace`: a writable .json file. */
+export const traceOption = outputFileOption(/\.json$/i, 'a file name ending in .json (the trace is JSON)');
 
 /** Where the corruption test hook points: the task (0-based, over the whole run) and the element of its output. */
 export interface CorruptHook {

@@ -18,9 +18,14 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_completion(env, exports);
   register_module(env, exports);
   register_pool(env, exports);
-  register_memory(env, exports);
+  register_device_buffer(env, exports);
+  register_pinned(env, exports);
+  register_copy(env, exports);
+  register_staging(env, exports);
+  register_memory_pool(env, exports);
   register_nvrtc(env, exports);
-  register_bench(env, exports);
+  register_synchronizer(env, exports);
+  register_managed(env, exports);
   return exports;
 }
 

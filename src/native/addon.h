@@ -7,12 +7,14 @@
 
 namespace csp {
 
-struct Channel;  // completion.h
+struct Channel;        // completion.h
+struct Synchronizers;  // synchronizer.h
 
 struct AddonData {
   Napi::FunctionReference error_factory;  // (kind, ...) => Error, set by JS at load
   std::shared_ptr<Channel> channel;       // host function -> JS thread hand-off, created by completionInit
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
+  std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
 
   static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 };
@@ -24,8 +26,13 @@ void register_event(Napi::Env env, Napi::Object exports);
 void register_completion(Napi::Env env, Napi::Object exports);
 void register_module(Napi::Env env, Napi::Object exports);
 void register_pool(Napi::Env env, Napi::Object exports);
-void register_memory(Napi::Env env, Napi::Object exports);
+void register_device_buffer(Napi::Env env, Napi::Object exports);
+void register_pinned(Napi::Env env, Napi::Object exports);
+void register_copy(Napi::Env env, Napi::Object exports);
+void register_staging(Napi::Env env, Napi::Object exports);
+void register_memory_pool(Napi::Env env, Napi::Object exports);
 void register_nvrtc(Napi::Env env, Napi::Object exports);
-void register_bench(Napi::Env env, Napi::Object exports);
+void register_synchronizer(Napi::Env env, Napi::Object exports);
+void register_managed(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

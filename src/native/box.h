@@ -1,40 +1,102 @@
 // Handle boxes: a driver handle shared by every JS wrapper and thread that uses it, guarded so that a handle
 // destroyed by one thread is never passed to the driver by another. See Note [handle guard].
 //
-// Note [handle guard]: each call that passes a handle to the driver holds the box's shared lock for the
-// duration of the call; destroy takes the exclusive lock, so it waits for calls in flight, marks the box
-// destroyed, then frees the handle. A JS flag alone is not enough: another worker may hold the same box.
-// Nothing is keyed by the raw handle value (the driver reuses them, Note [handle reuse]); boxes are keyed by
-// identity (their address inside a shared_ptr).
+// Note [handle guard]: each call that passes a box's handle to the driver enters the box for the duration of the
+// call (an atomic count of calls in flight; no lock). destroy() retires the box: from then on no call can enter,
+// and it returns at once, without waiting; the driver handle is released by whoever leaves last: the retiring
+// thread when nothing is in flight, else the last call in flight as it leaves. So a blocking call in one thread
+// (synchronizeSync on a long kernel) never stalls another thread's destroy(), and a handle is never used after its
+// release. Buffers, whose calls are short and never block, instead wait for the calls in flight when they are freed
+// (retire_and_wait), so that the free happens on the freeing thread, in the order it asked for. A JS flag alone is
+// not enough: another worker may hold the same box. Nothing is keyed by the raw handle value (the driver reuses
+// them, Note [handle reuse]); boxes are keyed by identity (their address inside a shared_ptr).
+//
+// Note [lock order]: the locks of the native layer, outermost first. A thread that holds one only takes locks
+// further down the list, and no lock is held across a call that can block on another thread's progress (a driver
+// synchronize, a module load, a JS call that may run finalizers, a thread-safe function call that may wait):
+//   1. the pool registry's mutex (pool.cc)
+//   2. a device buffer's uses_mutex (memory.cc)
+//   3. a stream's marker_mutex (completion engine: one cuStreamWriteValue64 or cuEventRecord inside)
+//   4. leaf mutexes, each taken alone: the pinned cache, ticket slots, the event-marker pool, the share registry, a
+//      completion channel, the poller's park mutex, the retain of a primary context, the library streams.
+// Entering a box is not a lock: it never waits.
 #pragma once
 #include <napi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
+#include <thread>
 
 #include "check.h"
 
 namespace csp {
 
 struct Box {
-  std::shared_mutex mutex;
-  bool destroyed = false;
   int device = 0;
   virtual ~Box() = default;
+
+  bool retired() const { return (state_.load(std::memory_order_acquire) & kRetired) != 0; }
+
+  // Counts a call in flight; false (and nothing counted) once the box is retired.
+  bool enter() {
+    if (state_.fetch_add(1, std::memory_order_acq_rel) & kRetired) {
+      leave();
+      return false;
+    }
+    return true;
+  }
+
+  void leave() {
+    if (state_.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
+  }
+
+  // Retires the box; the handle is released now if nothing is in flight, else by the last call to leave. True for
+  // the call that retired it. Never blocks.
+  bool retire() {
+    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    if (before & kRetired) return false;
+    if ((before & ~kRetired) == 0) release_once();
+    return true;
+  }
+
+  // Retires the box and waits until no call is in flight (for boxes whose calls are short and never block); the
+  // caller then releases what the box holds. True for the call that retired it.
+  bool retire_and_wait() {
+    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    if (before & kRetired) return false;
+    released_.store(true, std::memory_order_relaxed);  // the caller releases; release() does not run
+    while ((state_.load(std::memory_order_acquire) & ~kRetired) != 0) std::this_thread::yield();
+    return true;
+  }
+
+ protected:
+  // Releases the driver handle. Runs once, on the thread that retires the box or leaves it last; never throws.
+  virtual void release() {}
+
+ private:
+  static constexpr uint32_t kRetired = 0x80000000u;
+  void release_once() {
+    if (!released_.exchange(true, std::memory_order_acq_rel)) release();
+  }
+  std::atomic<uint32_t> state_{0};
+  std::atomic<bool> released_{false};
 };
 
-// Holds the box's shared lock for the duration of one driver call; throws Destroyed when it is gone.
+// Holds one entry of the box for the duration of one driver call; throws Destroyed once the box is retired.
 template <class B>
 class Use {
  public:
-  Use(B& box, const char* resource, const char* method) : lock_(box.mutex), box_(box) {
-    if (box.destroyed) throw Destroyed{resource, method};
+  Use(B& box, const char* resource, const char* method) : box_(box) {
+    if (!box.enter()) throw Destroyed{resource, method};
   }
+  ~Use() { box_.leave(); }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
   B* operator->() const { return &box_; }
 
  private:
-  std::shared_lock<std::shared_mutex> lock_;
   B& box_;
 };
 

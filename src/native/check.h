@@ -53,7 +53,7 @@ void record_fault(int device, CUresult code);
 void require_driver();
 
 struct LiveCounters {
-  std::atomic<int64_t> streams{0}, events{0}, modules{0}, device_bytes{0}, pinned_bytes{0};
+  std::atomic<int64_t> streams{0}, events{0}, modules{0}, device_bytes{0}, pinned_bytes{0}, managed_bytes{0};
 };
 LiveCounters& live();
 

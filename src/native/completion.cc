@@ -150,15 +150,7 @@ MarkerKind marker_kind(int device) {
   if (kind != MarkerKind::kUnknown) return kind;
   const char* forced = std::getenv("CUDA_STREAM_POOL_COMPLETION");
   kind = MarkerKind::kEvent;
-  if (!(forced && std::strcmp(forced, "event") == 0)) {
-    CUdevice dev = 0;
-    int supported = 0;
-    if (drv().cuDeviceGet(&dev, device) == CUDA_SUCCESS &&
-        drv().cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
-            CUDA_SUCCESS &&
-        supported)
-      kind = MarkerKind::kTicket;
-  }
+  if (!(forced && std::strcmp(forced, "event") == 0) && stream_memory_operations(device)) kind = MarkerKind::kTicket;
   g_marker_kind[device].store(kind, std::memory_order_relaxed);
   return kind;
 }
@@ -232,7 +224,7 @@ Channel& channel_of(Napi::Env env) {
 }
 
 void release_staging(Landing& landing) {
-  if (landing.release_staging) landing.release_staging(landing.staging_context);
+  if (landing.release) landing.release();
 }
 
 // Copies staging into the destination array, unless its buffer was detached or transferred. JS thread.
@@ -248,8 +240,8 @@ void finish_landing(Napi::Env env, Landing& landing, bool copy) {
     bool detached = true;
     if (napi_get_typedarray_info(env, value, &type, &length, &data, &buffer, &offset) == napi_ok &&
         napi_is_detached_arraybuffer(env, buffer, &detached) == napi_ok && !detached && data &&
-        length == landing.bytes)
-      std::memcpy(data, landing.staging, landing.bytes);
+        length == landing.bytes && landing.copy_out)
+      landing.copy_out(data);
   }
   napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
@@ -312,7 +304,8 @@ struct Wait {
   Marker marker;                      // the library's own marker, when not watching a user event
   std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
   std::shared_ptr<StreamBox> stream;  // keeps the stream's ticket slot alive
-  std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker`
+  std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
+  std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
 };
 
 class Engine {
@@ -361,9 +354,9 @@ class Engine {
 
   CUresult status(Wait& wait) {
     if (CUresult fault = device_fault(wait.device)) return fault;
+    if (wait.poll) return wait.poll();
     if (wait.event) {
       if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
-      std::shared_lock<std::shared_mutex> lock(wait.event->mutex);  // the handle stays while engine_waits > 0
       return check_quiet(drv().cuEventQuery(wait.event->handle), wait.device);
     }
     if (wait.marker.event && !make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -377,8 +370,12 @@ class Engine {
       if (result == CUDA_SUCCESS) event_pool().put(wait->device, wait->marker.event);
       // else: after a fault the event is never reused (its context is lost)
     }
-    if (wait->event) wait->event->end_engine_wait();
+    if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
     pending_.fetch_sub(1, std::memory_order_relaxed);
+    if (!wait->channel) {  // a job: nobody to tell
+      delete wait;
+      return;
+    }
     Channel& channel = *wait->channel;
     bool delivered = false;
     {
@@ -539,7 +536,7 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   channel_of(env);
   auto event = unwrap_box<EventBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
-  event->begin_engine_wait();
+  if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
   Wait* wait = new_wait(env, token, event->device);
   wait->event = std::move(event);
   engine().submit(wait);
@@ -592,6 +589,7 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing) {
   Channel& channel = channel_of(env);
   Wait* wait = new_wait(env, 0, landing->marker.device);
   wait->marker = landing->marker;
+  wait->poll = landing->poll;
   wait->landing = landing;
   channel.landings.push_back(std::move(landing));
   engine().submit(wait);
@@ -603,6 +601,9 @@ bool settle_landing(Napi::Env env, Landing& landing) {
   if (!landing.marker_done.load(std::memory_order_acquire)) {
     if (CUresult fault = device_fault(landing.marker.device)) {
       result = fault;
+    } else if (landing.poll) {
+      result = landing.poll();
+      if (result == CUDA_ERROR_NOT_READY) return false;
     } else {
       if (landing.marker.event && !make_current_quiet(landing.marker.device)) return false;
       result = marker_status(landing.marker);
@@ -611,6 +612,42 @@ bool settle_landing(Napi::Env env, Landing& landing) {
   }
   finish_landing(env, landing, result == CUDA_SUCCESS);
   return true;
+}
+
+void watch_job(int device, std::function<CUresult()> poll) {
+  auto* wait = new Wait();
+  wait->device = device;
+  wait->poll = std::move(poll);
+  engine().submit(wait);
+}
+
+void return_marker(const Marker& marker) {
+  if (marker.event) event_pool().put(marker.device, marker.event);
+}
+
+bool stream_memory_operations(int device) {
+  CUdevice dev = 0;
+  int supported = 0;
+  return drv().cuDeviceGet(&dev, device) == CUDA_SUCCESS &&
+         drv().cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+             CUDA_SUCCESS &&
+         supported;
+}
+
+Gate acquire_gate(int device) {
+  Gate gate;
+  gate.slot = ticket_slots().acquire(device);
+  gate.word = gate.slot->word;
+  gate.address = gate.slot->address;
+  gate.base = gate.slot->issued;
+  return gate;
+}
+
+void open_gate(const Gate& gate, uint64_t value) { __atomic_store_n(gate.word, value, __ATOMIC_RELEASE); }
+
+void release_gate(const Gate& gate, uint64_t last_value) {
+  gate.slot->issued = last_value;
+  ticket_slots().release(gate.slot);
 }
 
 void register_completion(Napi::Env env, Napi::Object exports) {

@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace csp {
@@ -61,14 +62,34 @@ CUresult marker_status(const Marker& marker);
 // A slot goes back once its last write landed. Called by ~StreamBox.
 void release_ticket(TicketSlot* slot);
 
+// Gives an event marker back to its pool once it is done (a ticket needs nothing). Any thread.
+void return_marker(const Marker& marker);
+
+// Whether the device has 64-bit stream memory operations (tickets and gates). The context is current.
+bool stream_memory_operations(int device);
+
+// A gate: a word of mapped pinned memory that a stream waits on (cuStreamWaitValue64, GEQ) and the host opens by
+// raising it. Piece k of a streamed copy waits for `base + k + 1`. The device's context is current.
+struct Gate {
+  TicketSlot* slot = nullptr;
+  uint64_t* word = nullptr;
+  CUdeviceptr address = 0;
+  uint64_t base = 0;
+};
+Gate acquire_gate(int device);
+// Raises the gate to `value` (release store; the GPU sees it without a driver call). Any thread.
+void open_gate(const Gate& gate, uint64_t value);
+// The gate's slot goes back once its last value is written. Any thread.
+void release_gate(const Gate& gate, uint64_t last_value);
+
 // One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
 struct Landing {
-  Marker marker;
-  const void* staging = nullptr;
+  Marker marker;                       // done when the bytes are in staging, unless `poll` is set
+  std::function<CUresult()> poll;      // instead of the marker: SUCCESS, NOT_READY or the failure (any thread)
+  std::function<void(void*)> copy_out;  // staging -> the destination's memory (`bytes` bytes), on its JS thread
+  std::function<void()> release;        // gives the staging back; runs once, on any thread
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
-  void (*release_staging)(void* context) = nullptr;  // lock-free; runs once, on any thread
-  void* staging_context = nullptr;
   std::atomic<bool> marker_done{false};  // set by the poller before it returns an event marker to its pool
   std::atomic<bool> finished{false};     // copied or dropped
 };
@@ -76,7 +97,11 @@ struct Landing {
 // Registers `landing` with the engine and this environment (the JS thread that owns the destination).
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing);
 
-// Finishes the landing now if its marker is done (JS thread of its environment); returns whether it is finished.
+// Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
 bool settle_landing(Napi::Env env, Landing& landing);
+
+// Has the poller call `poll` until it reports anything but CUDA_ERROR_NOT_READY (work that needs the host's help to
+// progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile.
+void watch_job(int device, std::function<CUresult()> poll);
 
 }  // namespace csp

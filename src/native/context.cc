@@ -46,6 +46,16 @@ void make_current(int device) {
   check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
 }
 
+int context_device() {
+  CUcontext current = nullptr;
+  if (load_driver().available && drv().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current)
+    for (int device = 0; device < kMaxDevices; device++)
+      if (g_contexts[device].load(std::memory_order_acquire) == current) return device;
+  for (int device = 0; device < kMaxDevices; device++)
+    if (g_contexts[device].load(std::memory_order_acquire)) return device;
+  return 0;
+}
+
 CUstream library_stream(int device) {
   static std::mutex mutex;
   static CUstream streams[kMaxDevices] = {};

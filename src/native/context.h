@@ -12,6 +12,10 @@ constexpr int kMaxDevices = 64;
 // Throws Unavailable without a driver, CudaFailure when the retain fails or the ordinal is out of range.
 void make_current(int device);
 
+// The device whose primary context is current on this thread, else the first device whose context the process
+// retained, else 0: for work that needs some context but no particular device (portable pinned memory). Any thread.
+int context_device();
+
 // As make_current, but never throws; returns false when the context could not be made current.
 bool make_current_quiet(int device);
 

@@ -66,6 +66,7 @@ Napi::Value live_objects(const Napi::CallbackInfo& info) {
   out.Set("modules", static_cast<double>(c.modules.load()));
   out.Set("deviceBytes", static_cast<double>(c.device_bytes.load()));
   out.Set("pinnedBytes", static_cast<double>(c.pinned_bytes.load()));
+  out.Set("managedBytes", static_cast<double>(c.managed_bytes.load()));
   return out;
 }
 

@@ -13,27 +13,11 @@ const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002U
 EventBox::~EventBox() { destroy(); }
 
 void EventBox::destroy() {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (destroyed) return;
-  destroyed = true;
-  if (counted) live().events--;
-  if (engine_waits == 0) destroy_handle();
+  if (retire() && counted) live().events--;
 }
 
-void EventBox::destroy_handle() {
-  if (handle && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(handle), device);
-  handle = nullptr;
-}
-
-void EventBox::begin_engine_wait() {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (destroyed) throw Destroyed{kName, "synchronize"};
-  engine_waits++;
-}
-
-void EventBox::end_engine_wait() {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (--engine_waits == 0 && destroyed) destroy_handle();
+void EventBox::release() {
+  if (make_current_quiet(device)) check_quiet(drv().cuEventDestroy(handle), device);
 }
 
 std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted) {

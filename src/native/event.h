@@ -9,17 +9,13 @@ struct EventBox : Box {
   static constexpr const char* kName = "Event";
   CUevent handle = nullptr;
   bool counted = true;  // user-visible events count in live().events; internal ones do not
-  // Waits of the completion engine on this event (under `mutex`). destroy() retires the box at once; the driver
-  // event is destroyed when the last of them leaves (Note [completion engine] in completion.h).
-  int engine_waits = 0;
   ~EventBox() override;
+  // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
+  // waits included (each holds an entry while it watches the event). Never waits; idempotent.
   void destroy();
-  // The engine starts / stops watching this event. begin_engine_wait throws Destroyed once retired.
-  void begin_engine_wait();
-  void end_engine_wait();
 
- private:
-  void destroy_handle();  // under `mutex`
+ protected:
+  void release() override;
 };
 
 // Creates an event on `device` with CU_EVENT_* flags. Throws CudaFailure.

@@ -62,6 +62,8 @@ void load_once() {
 #define CSP_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&g_driver.name));
   CSP_DRIVER_FUNCTIONS(CSP_RESOLVE)
 #undef CSP_RESOLVE
+  resolve("cuMemPrefetchAsync", reinterpret_cast<void**>(&g_driver.cuMemPrefetchAsync_v1));
+  resolve("cuMemAdvise", reinterpret_cast<void**>(&g_driver.cuMemAdvise_v1));
   auto resolve_optional = [&](const char* name, void** slot) {
     CUdriverProcAddressQueryResult status{};
     if (get_proc(name, slot, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) *slot = nullptr;

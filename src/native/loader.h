@@ -22,8 +22,8 @@ struct Driver {
   X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
-  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64)                    \
-  X(cuMemHostGetDevicePointer)
+  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64) X(cuStreamWaitValue64)  \
+  X(cuMemHostGetDevicePointer) X(cuCtxSynchronize) X(cuMemAllocManaged) X(cuMemFree)
 // CUDA 12.4+, used only to list a module's kernels in error messages and to check a kernel's signature against its
 // parameters; null on older drivers.
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) \
@@ -32,6 +32,12 @@ struct Driver {
   CSP_DRIVER_FUNCTIONS(CSP_DECLARE)
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_DECLARE)
 #undef CSP_DECLARE
+  // cuMemPrefetchAsync and cuMemAdvise as cuGetProcAddress hands them out at the CUDA 12.0 ABI we request: the
+  // target is a CUdevice (CU_DEVICE_CPU, -1, for host memory). CUDA 13's cuda.h declares these names with the
+  // CUmemLocation signatures of their _v2 variants (CUDA 12.2+), so they are typed here by hand rather than
+  // through decltype, and named _v1 so that no header macro renames them.
+  CUresult (*cuMemPrefetchAsync_v1)(CUdeviceptr ptr, size_t bytes, CUdevice target, CUstream stream) = nullptr;
+  CUresult (*cuMemAdvise_v1)(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUdevice device) = nullptr;
 };
 
 struct DriverState {

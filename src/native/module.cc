@@ -1,8 +1,6 @@
-// Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments, and the native
-// launch loop that the kernel benchmark compares kernel.launch() with. Policy (signatures, argument checks,
-// defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
+// Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments. Policy (signatures,
+// argument checks, defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
 // driver JIT-compiles PTX, which can take long).
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,11 +18,12 @@ struct ModuleBox : Box {
   static constexpr const char* kName = "Module";
   CUmodule handle = nullptr;
   ~ModuleBox() override { destroy(); }
-  // Unloads now; waits for calls in flight (Note [handle guard]). Idempotent; never throws.
-  void destroy() {
-    std::unique_lock<std::shared_mutex> lock(mutex);
-    if (destroyed) return;
-    destroyed = true;
+  // Retires the box at once; the module is unloaded when no call is in flight (Note [handle guard]). Idempotent;
+  // never throws.
+  void destroy() { retire(); }
+
+ protected:
+  void release() override {
     if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(handle), device);
     live().modules--;
   }
@@ -247,11 +246,11 @@ int device_attribute(int device, CUdevice_attribute which) {
   return value;
 }
 
-// kernelSetMaxDynamicSharedMemory(kernel, bytes)
+// kernelSetMaxDynamicSharedMemBytes(kernel, bytes)
 Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
   int bytes = info[1].As<Napi::Number>().Int32Value();
-  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemory");
+  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemBytes");
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
@@ -284,7 +283,7 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
       drv().cuFuncGetAttribute(&dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.handle) ==
           CUDA_SUCCESS)
     detail += " (this kernel allows at most " + std::to_string(threads) + " threads per block and " +
-              std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemory raises the latter)";
+              std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemBytes raises the latter)";
   return detail;
 }
 
@@ -293,7 +292,7 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
 constexpr unsigned kSlotBytes = 8;
 constexpr unsigned kInlineParams = 32;
 
-// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemBytes, params: Uint8Array)
+// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
 // Every value is already validated by src/module.ts; params holds one slot per argument.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
@@ -324,33 +323,6 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// benchLaunch(kernel, stream, iterations, params: Uint8Array) -> nanoseconds per launch of `iterations` back-to-back
-// cuLaunchKernel calls (grid 1, block 1, no shared memory) from this C++ loop: the baseline that kernel.launch() is
-// measured against. The stream is synchronized before and after, outside the timed loop. Blocks the calling thread.
-Napi::Value bench_launch(const Napi::CallbackInfo& info) {
-  auto kernel = unwrap_box<KernelBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
-  int64_t iterations = info[2].As<Napi::Number>().Int64Value();
-  auto params = info[3].As<Napi::Uint8Array>();
-  size_t count = params.ByteLength() / kSlotBytes;
-  std::vector<void*> pointers(count);
-  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kSlotBytes * i;
-  Use<ModuleBox> use(*kernel->module, "Module", "benchLaunch");
-  Use<StreamBox> use_stream(*stream, "Stream", "benchLaunch");
-  int device = kernel->module->device;
-  make_current(device);
-  check(drv().cuStreamSynchronize(stream->handle), "cuStreamSynchronize", device, describe(*kernel));
-  void** args = count ? pointers.data() : nullptr;
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < iterations; i++)
-    check(drv().cuLaunchKernel(kernel->handle, 1, 1, 1, 1, 1, 1, 0, stream->handle, args, nullptr), "cuLaunchKernel",
-          device, describe(*kernel));
-  auto end = std::chrono::steady_clock::now();
-  check(drv().cuStreamSynchronize(stream->handle), "cuStreamSynchronize", device, describe(*kernel));
-  double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
-  return Napi::Number::New(info.Env(), iterations > 0 ? ns / static_cast<double>(iterations) : 0);
-}
-
 }  // namespace
 
 void register_module(Napi::Env env, Napi::Object exports) {
@@ -362,10 +334,9 @@ void register_module(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelAttributes", Napi::Function::New<js_entry<kernel_attributes>>(env, "kernelAttributes"));
   exports.Set("kernelMaxPotentialBlockSize",
               Napi::Function::New<js_entry<kernel_max_potential_block_size>>(env, "kernelMaxPotentialBlockSize"));
-  exports.Set("kernelSetMaxDynamicSharedMemory",
-              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemory"));
+  exports.Set("kernelSetMaxDynamicSharedMemBytes",
+              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemBytes"));
   exports.Set("kernelLaunch", Napi::Function::New<js_entry<kernel_launch>>(env, "kernelLaunch"));
-  exports.Set("benchLaunch", Napi::Function::New<js_entry<bench_launch>>(env, "benchLaunch"));
 }
 
 }  // namespace csp

@@ -16,7 +16,6 @@
 // The V8 API is not ABI-stable across Node.js majors; node-gyp builds this file against the running Node.js.
 #include <v8.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -278,23 +277,6 @@ Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// benchStreamCreateDestroy(device, iterations) -> nanoseconds per cuStreamCreate + cuStreamDestroy pair, timed in
-// a C++ loop: the baseline the pool's hand-out is compared with in `cuda-stream-pool bench micro`.
-Napi::Value bench_stream_create_destroy(const Napi::CallbackInfo& info) {
-  int device = info[0].As<Napi::Number>().Int32Value();
-  int iterations = info[1].As<Napi::Number>().Int32Value();
-  make_current(device);
-  auto started = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; i++) {
-    CUstream stream = nullptr;
-    check(drv().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", device);
-    check(drv().cuStreamDestroy(stream), "cuStreamDestroy", device);
-  }
-  auto elapsed = std::chrono::steady_clock::now() - started;
-  double ns = std::chrono::duration<double, std::nano>(elapsed).count();
-  return Napi::Number::New(info.Env(), ns / (iterations > 0 ? iterations : 1));
-}
-
 // Gives back what a dying environment held in every pool: its lease words (held or handed to it) and its entry
 // in the waiting table, then rings every doorbell so that waiters rescan. Native code cannot Atomics.notify, so
 // waiters in other threads notice on their backstop timer (Note [pool waiting] in src/pool-policy.ts).
@@ -332,8 +314,6 @@ void register_pool(Napi::Env env, Napi::Object exports) {
   exports.Set("poolDefault", Napi::Function::New<js_entry<pool_default>>(env, "poolDefault"));
   exports.Set("poolAttach", Napi::Function::New<js_entry<pool_attach>>(env, "poolAttach"));
   exports.Set("poolDestroy", Napi::Function::New<js_entry<pool_destroy>>(env, "poolDestroy"));
-  exports.Set("benchStreamCreateDestroy",
-              Napi::Function::New<js_entry<bench_stream_create_destroy>>(env, "benchStreamCreateDestroy"));
   int environment = AddonData::of(env).environment_id;
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
   // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no

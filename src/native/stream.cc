@@ -12,22 +12,26 @@ namespace csp {
 const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
 
 StreamBox::~StreamBox() {
-  retire(false);
+  retire();
   release_ticket(ticket);
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
 
-void StreamBox::destroy() { retire(true); }
-
-void StreamBox::retire(bool record_last_work) {
-  std::unique_lock<std::shared_mutex> lock(mutex);
-  if (destroyed) return;
-  destroyed = true;
+void StreamBox::destroy() {
   // See Note [stream retirement].
-  if (record_last_work && retired && make_current_quiet(device))
+  if (enter()) {
+    if (retired && make_current_quiet(device)) check_quiet(drv().cuEventRecord(retired, handle), device);
+    record_on_release_.store(true, std::memory_order_relaxed);
+    leave();
+  }
+  retire();
+}
+
+// Never throws: finalizers and destroy after a device fault must not.
+void StreamBox::release() {
+  if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;
-  // Finalizers and destroy after a fault must not throw: see DESIGN.md "device faults".
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
   live().streams--;
 }

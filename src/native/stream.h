@@ -13,8 +13,9 @@ struct StreamBox : Box {
   bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
   // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
   // stream's last work. memory.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
-  // stream; destroy() records it just before the handle dies. The destructor does not: nobody can wait on it then,
-  // and a borrowed handle may already be dead.
+  // stream; destroy() records it, and records it again just before the handle dies if calls were still in flight
+  // (Note [handle guard] in box.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
+  // already be dead.
   std::once_flag retired_once;
   CUevent retired = nullptr;
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
@@ -22,11 +23,15 @@ struct StreamBox : Box {
   std::mutex marker_mutex;
   TicketSlot* ticket = nullptr;
   ~StreamBox() override;
-  // Destroys an owned stream now (queued work still completes); waits for calls in flight. Idempotent.
+  // Retires the box at once; an owned stream is destroyed (queued work still completes) when no call is in flight
+  // any more. Never waits; idempotent.
   void destroy();
 
+ protected:
+  void release() override;
+
  private:
-  void retire(bool record_last_work);
+  std::atomic<bool> record_on_release_{false};
 };
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.

@@ -36,10 +36,9 @@ export function replayCommand(run: Pick<SeedRun, 'seed' | 'workers'>, step: numb
 }
 
 /** Where live-object counts differ from `start`, in words; empty when they match. */
-export function liveObjectsDifference(start: LiveObjects, now: LiveObjects): string {
-  return (Object.keys(start) as Array<keyof LiveObjects>)
+export function liveObjectsDifference<T extends LiveObjects>(start: T, now: T): string {
+  return (Object.keys(start) as Array<keyof T>)
     .filter((key) => start[key] !== now[key])
-    .map((key) => `${key} ${now[key]} (at start ${start[key]})`)
+    .map((key) => `${String(key)} ${now[key]} (at start ${start[key]})`)
     .join(', ');
 }
-

@@ -1,5 +1,6 @@
 // Worker for test/completion.test.ts. workerData.mode:
-//  'batch'         16 streams each run a 20 ms spin; reports the wake-ups and waits delivered to this thread
+//  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 200 ms spin; reports
+//                  the wake-ups and waits delivered to this thread
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
@@ -10,11 +11,26 @@ const { spin } = await testKernels();
 const mode = (workerData as { mode: string }).mode;
 if (mode === 'batch') {
   const streams = Array.from({ length: 16 }, () => Stream.create());
+  // The first launch of a kernel in a thread loads it (lazy loading), which can wait for other threads' kernels:
+  // warm up, then start together with the other workers.
+  spin.launch({ grid: 1, block: 1, stream: streams[0]! }, 0n, 0n);
+  streams[0]!.synchronizeSync();
+  parentPort!.postMessage('ready');
+  await new Promise((resolve) => parentPort!.once('message', resolve));
   const before = completionStats();
-  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  const start = performance.now();
+  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 200n * MS, 0n);
+  const launchedMs = performance.now() - start;
+  const busy = streams.filter((stream) => !stream.query()).length;
   await Promise.all(streams.map((stream) => stream.synchronize()));
   const after = completionStats();
-  parentPort!.postMessage({ wakeups: after.wakeups - before.wakeups, delivered: after.delivered - before.delivered });
+  parentPort!.postMessage({
+    wakeups: after.wakeups - before.wakeups,
+    delivered: after.delivered - before.delivered,
+    busy,
+    launchedMs,
+    settledMs: performance.now() - start,
+  });
   for (const stream of streams) stream.destroy();
 } else if (mode === 'exit-pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());

@@ -2,9 +2,11 @@
 //  'use'       create a stream, spin, synchronize, report the stream id, exit
 //  'sync-loop' call synchronizeSync() on its own streams in a loop until told to stop, report the count
 //  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)
+//  'block'     attach workerData.shared, spin 1 s on its stream 0, report 'blocking', then synchronizeSync() on it
+//              and report { ms } (how long it blocked)
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { Stream } from 'cuda-stream-pool';
+import { Stream, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
 import { MS, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
@@ -38,4 +40,13 @@ if (mode === 'use') {
     void stream.synchronize();
   }
   parentPort!.postMessage('queued');
+}
+else if (mode === 'block') {
+  const pool = StreamPool.attach((workerData as { shared: SharedStreamPool }).shared);
+  const stream = pool.getStream(0);
+  spin.launch({ grid: 1, block: 1, stream }, 1000n * MS, 0n);
+  parentPort!.postMessage('blocking');
+  const start = performance.now();
+  stream.synchronizeSync();
+  parentPort!.postMessage({ ms: performance.now() - start });
 }

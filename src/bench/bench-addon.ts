@@ -1,0 +1,127 @@
+// The benchmark addon (cuda_stream_pool_bench.node, built from src/native/bench/): the native baselines that the
+// benchmarks print beside the library's figures. A binary of its own, so that the library's carries no benchmark
+// code; loaded here by explicit path, never by the library's loader.
+import { existsSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+import { CudaUnavailableError } from '../errors.js';
+import { native, packageRoot } from '../native.js';
+
+/** The addon's file name in build/Release/; a prebuild's name starts with its stem. */
+export const BENCH_ADDON_FILE = 'cuda_stream_pool_bench.node';
+
+/** A task slot as the native mode sees it: the raw device address and the pinned output's bytes. */
+export interface NativeSlot {
+  memory: bigint;
+  output: Uint8Array;
+}
+
+/** What `runTasks` runs: the executor benchmark's tasks, described by raw pointers and plain values. */
+export interface NativeTaskPlan {
+  device: number;
+  /** kernels/bench.ptx as text; the addon loads it once per device and runs its `fma_steps`. */
+  ptx: string;
+  elements: number;
+  intensity: number;
+  grid: number;
+  block: number;
+  a: number;
+  b: number;
+  /** Each partition's pinned bytes (a PinnedBuffer's `bytes`). */
+  partitions: Uint8Array[];
+  slots: NativeSlot[];
+  sample: Uint32Array;
+  /** references[p × sample.length + k]. */
+  references: Float32Array;
+  ulpTolerance: number;
+  first: number;
+  count: number;
+  /** The corruption test hook's task, -1 for none. */
+  corruptTask: number;
+  corruptElement: number;
+  marks: boolean;
+}
+
+/** What `runTasks` resolves with: per task (index = task - first) its slot, latency and marks. */
+export interface NativeTaskOutcome {
+  startEpochMs: number;
+  endEpochMs: number;
+  originEpochMs: number;
+  slotOf: Uint32Array;
+  latencyMs: Float64Array;
+  /** 4 per task, ms from the origin event; empty without marks. */
+  marks: Float64Array;
+  /** Per slot: its thread's stream, as cuStreamGetId reports it. */
+  streamIds: bigint[];
+  /** Tasks completed (fewer than count after a mismatch). */
+  completed: number;
+  /** The first output element that failed verification, if any. */
+  mismatch?: { task: number; element: number; value: number; expected: number };
+}
+
+/** The benchmark addon's functions (src/native/bench/). Costs are ns per operation, timed by C++ loops that block the
+ * calling thread; `runTasks` runs on threads of its own and returns a promise. Every function throws
+ * {@link CudaUnavailableError} without a usable driver and the library's `CudaError` when the driver fails. */
+export interface BenchBinding {
+  setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
+  /** cuStreamCreateWithPriority(non-blocking, 0) + cuStreamDestroy, as Stream.create() + destroy(). */
+  streamCreateDestroyLoop(device: number, iterations: number): number;
+  /** cuStreamSynchronize on an idle stream. */
+  streamSynchronizeIdleLoop(device: number, iterations: number): number;
+  /** cuLaunchKernel(empty_kernel, 1 block of 1 thread) + cuStreamSynchronize. */
+  kernelSynchronizeLoop(device: number, iterations: number, ptx: string): number;
+  /** cuEventRecord of a timing-disabled event on an idle stream. */
+  eventRecordLoop(device: number, iterations: number): number;
+  /** cuLaunchKernel (grid 1, block 1) of the benchmark kernel `name` on the raw stream `stream`, its arguments packed
+   * in slots of `slotBytes` as kernel.launch() packs them; the stream is synchronized before and after. */
+  launchLoop(device: number, iterations: number, ptx: string, name: string, stream: bigint, params: Uint8Array, slotBytes: number): number;
+  /** `iterations` copies of `bytes` between `pinned` and device memory of its own: ns per copy for the calls alone,
+   * and ns in all until the stream is idle. */
+  copyLoop(device: number, iterations: number, toDevice: boolean, pinned: Uint8Array, bytes: number): { enqueueNs: number; totalNs: number };
+  /** cuMemAllocFromPoolAsync (default pool) + cuMemFreeAsync of `bytes`. */
+  allocFreeLoop(device: number, iterations: number, bytes: number): number;
+  /** The `native` mode: tasks on C++ threads, one per slot. */
+  runTasks(plan: NativeTaskPlan): Promise<NativeTaskOutcome>;
+}
+
+/** Where the benchmark addon is: build/Release/ of a local build first, then the prebuilds folder of this platform
+ * (`prebuilds/<platform>-<arch>/`, a file named cuda_stream_pool_bench*.node). Undefined when neither has it. */
+export function benchAddonPath(root: string = packageRoot): string | undefined {
+  const built = path.join(root, 'build', 'Release', BENCH_ADDON_FILE);
+  if (existsSync(built)) return built;
+  const prebuilds = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+  const stem = BENCH_ADDON_FILE.slice(0, -'.node'.length);
+  const prebuilt = existsSync(prebuilds) ? readdirSync(prebuilds).find((name) => name.startsWith(`${stem}.`) && name.endsWith('.node')) : undefined;
+  return prebuilt === undefined ? undefined : path.join(prebuilds, prebuilt);
+}
+
+/** The errors of the benchmark addon are the library's: a CudaError named by the library's own table, or a
+ * CudaUnavailableError with the loader's reason. */
+function benchError(kind: string, ...args: unknown[]): Error {
+  if (kind === 'cuda') {
+    const [code, call, detail] = args as [number, string, string];
+    return native.cudaError(code, call, detail);
+  }
+  if (kind === 'unavailable') return new CudaUnavailableError(args[0] as string);
+  return new Error(`cuda-stream-pool bench internal: unknown error kind ${kind}`);
+}
+
+let loaded: BenchBinding | undefined;
+
+/** The benchmark addon for this thread, loaded on first use. Loading never touches the driver.
+ * @throws `Error` naming the places looked in and how to build the addon, when it is in neither. */
+export function benchAddon(): BenchBinding {
+  if (loaded) return loaded;
+  const file = benchAddonPath();
+  if (file === undefined)
+    throw new Error(
+      `cuda-stream-pool bench: the benchmark addon ${BENCH_ADDON_FILE} is neither in ${path.join(packageRoot, 'build', 'Release')} ` +
+        `nor in ${path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`)}. Build it with npm run build ` +
+        '(node-gyp builds the library and the benchmark addon).',
+    );
+  const binding = createRequire(import.meta.url)(file) as BenchBinding;
+  binding.setErrorFactory(benchError);
+  loaded = binding;
+  return binding;
+}
