@@ -113,6 +113,20 @@ export class Context {
     throw new SoakFailure(`${what} was accepted; expected a ${kinds.join(' or ')} error`);
   }
 
+  /** Calls `fn`, which must throw, or return a promise that rejects, with a typed error of one of `kinds` (for calls
+   * whose argument checks may come before or inside their promise). @throws SoakFailure otherwise. */
+  async invalidEither(what: string, kinds: readonly ErrorKind[], fn: () => unknown): Promise<void> {
+    let result: unknown;
+    try {
+      result = fn();
+    } catch (error) {
+      this.#checkError(what, kinds, error);
+      return;
+    }
+    if (result instanceof Promise) return this.invalidAsync(what, kinds, result);
+    throw new SoakFailure(`${what} was accepted; expected a ${kinds.join(' or ')} error`);
+  }
+
   /** Awaits `promise`, which must reject with a typed error of one of `kinds`. @throws SoakFailure otherwise. */
   async invalidAsync(what: string, kinds: readonly ErrorKind[], promise: Promise<unknown>): Promise<void> {
     const outcome = await this.within(settled(promise), what);

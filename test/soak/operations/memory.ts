@@ -273,7 +273,8 @@ export const memoryOperations: Operation[] = [
             case 'recordStream':
               return ctx.invalid(what, ['destroyed'], () => b.recordStream(stream));
             case 'share':
-              return ctx.invalid(what, ['destroyed'], () => b.share());
+              // A subarray (a view) can never be shared: ERR_INVALID_ARG_VALUE before the freed check is right too.
+              return ctx.invalid(what, entry.view ? ['destroyed', 'value'] : ['destroyed'], () => b.share());
             case 'launch':
               return ctx.invalid(what, ['destroyed'], () => module!.fill.launch({ grid: 1, block: 1, stream }, b, 0, 0));
           }

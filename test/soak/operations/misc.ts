@@ -34,10 +34,18 @@ export const miscOperations: Operation[] = [
     weight: 1,
     threads: 'any',
     plan(ctx) {
-      const which = ctx.random.pick(['device', 'memoryPool', 'liveObjects', 'completionStats'] as const);
+      const which = ctx.random.pick(['device', 'memoryPool', 'liveObjects', 'completionStats', 'memoryInfo', 'synchronize', 'synchronizeSync'] as const);
       return {
-        text: which,
-        run() {
+        text: which === 'synchronize' || which === 'synchronizeSync' ? `Device.get(0).${which}()` : which,
+        async run() {
+          const device = Device.get(0);
+          if (which === 'synchronize') return ctx.within(device.synchronize(), 'device.synchronize()');
+          if (which === 'synchronizeSync') return device.synchronizeSync();
+          if (which === 'memoryInfo') {
+            const info = device.memoryInfo();
+            if (!(info.freeBytes >= 0 && info.totalBytes >= info.freeBytes)) throw new SoakFailure(`memoryInfo(): ${JSON.stringify(info)}`);
+            return;
+          }
           if (which === 'device') {
             const device = Device.get(0);
             if (Device.get(0) !== device || !(Device.count() >= 1) || !device.healthy || !(device.multiprocessorCount >= 1))
@@ -73,9 +81,10 @@ export const miscOperations: Operation[] = [
         ['withStream(42, fn)', ['type'], () => withStream(42 as never, () => 1)],
         ['withStream(stream, 42)', ['type'], () => withStream(Stream.perThread(), 42 as never)],
         ['currentStream(-1)', ['range'], () => currentStream(-1)],
+        ['Device.get(0).synchronize({ signal: 42 })', ['type'], () => Device.get(0).synchronize({ signal: 42 as never })],
       ];
       const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return { text, run: () => ctx.invalidEither(text, kinds, fn) };
     },
   },
   {
