@@ -275,12 +275,24 @@ export class Stream {
   }
 
   /** Records `event` (or a new event, timing off) on this stream and returns it; the event completes when the work
-   * queued so far is done. Wraps: cuEventRecord. Lifetime: a new event is owned by the caller. */
+   * queued so far is done. Wraps: cuEventRecord. Lifetime: a new event is owned by the caller.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `event` is given and is not an {@link Event}; as
+   * {@link Event.record} otherwise (a new event is destroyed again when the record fails). */
   recordEvent(event?: Event): Event {
+    if (event !== undefined && !(event instanceof Event)) throw invalidType('event', 'an Event', event);
     this.#use('recordEvent');
-    const target = event ?? Event.create({ device: this.device });
-    target.record(this);
-    return target;
+    if (event) {
+      event.record(this);
+      return event;
+    }
+    const created = Event.create({ device: this.device });
+    try {
+      created.record(this);
+    } catch (error) {
+      created.destroy();
+      throw error;
+    }
+    return created;
   }
 
   /** Begins capturing a graph: until {@link Stream.endCapture}, work queued on this stream (copies, fills, kernel

@@ -161,6 +161,18 @@ test('every method after destroy throws DestroyedError; a second destroy does no
   event.destroy();
 });
 
+test('recordEvent() refuses what is not an Event with ERR_INVALID_ARG_TYPE and records a new event otherwise', gpu, async () => {
+  const stream = Stream.create();
+  const events = cuda.liveObjects().events;
+  assert.throws(() => stream.recordEvent('event' as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
+  assert.equal(cuda.liveObjects().events, events, 'no event was made for the refused call');
+  const made = stream.recordEvent();
+  assert.equal(cuda.liveObjects().events, events + 1);
+  await made.synchronize();
+  made.destroy();
+  stream.destroy();
+});
+
 test('a borrowed stream is not destroyed by its wrapper', gpu, () => {
   const owner = Stream.create();
   const borrowed = Stream.fromHandle(owner.handle, 0);

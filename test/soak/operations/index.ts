@@ -1,0 +1,19 @@
+// Every soak operation, by concept. To cover a new part of the API, add a table here (or entries to one).
+import type { Operation } from '../operation.js';
+import { eventOperations } from './events.js';
+import { kernelOperations } from './kernels.js';
+import { memoryOperations } from './memory.js';
+import { miscOperations } from './misc.js';
+import { newerOperations } from './newer.js';
+import { poolOperations } from './pools.js';
+import { streamOperations } from './streams.js';
+
+export const operations: readonly Operation[] = [
+  ...streamOperations,
+  ...eventOperations,
+  ...memoryOperations,
+  ...poolOperations,
+  ...kernelOperations,
+  ...miscOperations,
+  ...newerOperations,
+];
