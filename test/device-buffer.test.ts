@@ -163,8 +163,13 @@ test('1,000 alloc/free pairs bring memoryPool.usedBytes back to where it started
 // ---------------------------------------------------------------------------------------------------------------
 // Safety across streams (Note [buffer uses]).
 
-test('a buffer read on stream B is not reused by A until B is done: the pinned copy holds 1.0 everywhere', gpu, async () => {
-  const { spin } = await testKernels();
+/** Whether the byte range [ptr, ptr + bytes) overlaps [other, other + otherBytes). */
+function overlapping(ptr: bigint, bytes: number, other: bigint, otherBytes: number): boolean {
+  return ptr < other + BigInt(otherBytes) && other < ptr + BigInt(bytes);
+}
+
+test('a free on A of a buffer B still reads: A is not held up by B\'s kernel, and the memory is not reused under B', gpu, async () => {
+  const { spin, empty } = await testKernels();
   const a = Stream.create();
   const b = Stream.create();
   const bytes = 4 << 20;
@@ -175,12 +180,18 @@ test('a buffer read on stream B is not reused by A until B is done: the pinned c
   spin.launch({ grid: 1, block: 1, stream: b }, 300n * MS, 0n);
   const pinned = PinnedBuffer.alloc(bytes);
   b.copy(pinned, buffer);
-  buffer.free(); // on A, without waiting for B
+  buffer.free(); // on A, without making A wait for B
   const reused = DeviceBuffer.alloc(bytes, { stream: a });
-  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
-  await b.synchronize();
+  empty.launch({ grid: 1, block: 1, stream: a });
+  const start = performance.now();
   await a.synchronize();
+  const aMs = performance.now() - start;
+  // B's kernel runs 300 ms; a free that made A wait for B would hold A that long.
+  assert.ok(aMs < 150, `A's later work waited ${aMs.toFixed(0)} ms behind B's kernel`);
+  assert.ok(!b.query(), 'B was still running when A finished');
+  assert.ok(!overlapping(reused.ptr, bytes, address, bytes), 'memory B still reads was handed out again');
+  await b.synchronize();
   assert.equal(allEqual(pinned.view(Float32Array), 1), undefined);
   assert.equal(allEqual(await readFloats(a, reused), -1), undefined);
   reused.free();
@@ -190,7 +201,7 @@ test('a buffer read on stream B is not reused by A until B is done: the pinned c
   b.destroy();
 });
 
-test('a DeviceBuffer kernel argument on stream B delays the free on A until the kernel ran', gpu, async () => {
+test('a DeviceBuffer kernel argument on stream B keeps its memory from reuse until the kernel ran', gpu, async () => {
   const { spin, fillU32 } = await testKernels();
   const a = Stream.create();
   const b = Stream.create();
@@ -202,9 +213,10 @@ test('a DeviceBuffer kernel argument on stream B delays the free on A until the 
   fillU32.launch({ grid: n / 256, block: 256, stream: b }, buffer, 0x40000000, n); // 2.0f, late on B
   buffer.free();
   const reused = DeviceBuffer.alloc(4 * n, { stream: a });
-  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
+  const reusedEarly = overlapping(reused.ptr, 4 * n, address, 4 * n) && !b.query();
   await b.synchronize();
+  assert.equal(reusedEarly, false, 'the memory was handed out again while B\'s kernel was still to write it');
   // Had the memory been reused before B's kernel, the kernel's 2.0 would have overwritten the -1.0.
   assert.equal(allEqual(await readFloats(a, reused), -1), undefined);
   reused.free();
@@ -213,7 +225,7 @@ test('a DeviceBuffer kernel argument on stream B delays the free on A until the 
   b.destroy();
 });
 
-test('recordStream(B) before a raw-pointer kernel on B delays the free the same way', gpu, async () => {
+test('recordStream(B) before a raw-pointer kernel on B keeps the memory from reuse the same way', gpu, async () => {
   const { spin, fillU32 } = await testKernels();
   const a = Stream.create();
   const b = Stream.create();
@@ -226,9 +238,10 @@ test('recordStream(B) before a raw-pointer kernel on B delays the free the same 
   fillU32.launch({ grid: n / 256, block: 256, stream: b }, buffer.ptr, 0x40000000, n);
   buffer.free();
   const reused = DeviceBuffer.alloc(4 * n, { stream: a });
-  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   a.fill(reused, MINUS_ONE, { elementSize: 4 });
+  const reusedEarly = overlapping(reused.ptr, 4 * n, address, 4 * n) && !b.query();
   await b.synchronize();
+  assert.equal(reusedEarly, false, 'the memory was handed out again while B\'s kernel was still to write it');
   assert.equal(allEqual(await readFloats(a, reused), -1), undefined);
   reused.free();
   await a.synchronize();
@@ -251,9 +264,10 @@ test('a free after the allocation stream was destroyed is ordered after its last
   a.destroy(); // its spin and copy are still queued
   buffer.free(); // must not touch the destroyed stream
   const reused = DeviceBuffer.alloc(bytes, { stream: c });
-  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   c.fill(reused, MINUS_ONE, { elementSize: 4 });
+  const reusedEarly = overlapping(reused.ptr, bytes, address, bytes) && !aDone.query();
   await aDone.synchronize();
+  assert.equal(reusedEarly, false, 'the memory was handed out again before the destroyed stream\'s copy read it');
   // Had the free not waited for a's last work, c's -1.0 could have landed in the memory before a's copy read it.
   assert.equal(allEqual(pinned.view(Float32Array), 1), undefined);
   assert.equal(allEqual(await readFloats(c, reused), -1), undefined);
@@ -340,9 +354,10 @@ test('a worker\'s queued use of a shared buffer delays the owner\'s free and reu
   assert.equal(messages[0], 'queued');
   buffer.free(); // the worker's spin and copy are queued on its stream
   const reused = DeviceBuffer.alloc(bytes, { stream });
-  assert.equal(reused.ptr, address, 'the freed address was handed out again: else this test tests nothing');
   stream.fill(reused, MINUS_ONE, { elementSize: 4 });
+  const reusedEarly = overlapping(reused.ptr, bytes, address, bytes) && messages.length < 2;
   await done;
+  assert.equal(reusedEarly, false, 'the memory was handed out again while the worker still read it');
   const result = messages[1] as { bytes: Uint8Array };
   const floats = new Float32Array(result.bytes.buffer, result.bytes.byteOffset, bytes / 4);
   assert.equal(allEqual(floats, 1), undefined);

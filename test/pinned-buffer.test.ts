@@ -50,6 +50,7 @@ test('a freed PinnedBuffer stays in the cache as idle bytes until trimCache() re
   assert.ok(held.totalBytes - before.totalBytes >= bytes, 'the block counts in totalBytes');
   assert.equal(held.idleBytes, 0, 'and is not idle while in use');
   pinned.free();
+  await settle(); // the block goes back from its ArrayBuffer's finalizer, once the detached buffer is collected
   const idle = PinnedBuffer.cacheInfo();
   assert.equal(idle.totalBytes, held.totalBytes);
   assert.equal(idle.idleBytes, held.totalBytes - before.totalBytes, 'back in the cache, idle');

@@ -46,6 +46,10 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
         [&] { return std::string("device " + std::to_string(device)); });
   box->owned = true;
   live().streams++;
+  if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS &&
+      drv().cuStreamGetPriority(box->handle, &box->priority) == CUDA_SUCCESS &&
+      drv().cuStreamGetFlags(box->handle, &box->flags) == CUDA_SUCCESS)
+    box->info_known = true;
   return box;
 }
 
@@ -77,12 +81,14 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "info");
   make_current(box->device);
-  unsigned long long id = 0;
-  int priority = 0;
-  unsigned flags = 0;
-  check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
-  check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
-  check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
+  unsigned long long id = box->id;
+  int priority = box->priority;
+  unsigned flags = box->flags;
+  if (!box->info_known) {
+    check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
+    check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
+    check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
+  }
   Napi::Object out = Napi::Object::New(env);
   out.Set("handle", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
   out.Set("id", Napi::BigInt::New(env, static_cast<uint64_t>(id)));

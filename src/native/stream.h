@@ -28,6 +28,12 @@ struct StreamBox : Box {
   // that keeps ticket values in the order of their writes.
   std::mutex marker_mutex;
   TicketSlot* ticket = nullptr;
+  // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
+  // that a wrapper made later, in any thread, needs no driver call: those calls fail while the stream captures.
+  bool info_known = false;
+  unsigned long long id = 0;
+  int priority = 0;
+  unsigned flags = 0;
   ~StreamBox() override;
   // Retires the box at once; an owned stream is destroyed (queued work still completes) when no call is in flight
   // any more. Never waits; idempotent.

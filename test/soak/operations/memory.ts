@@ -94,7 +94,8 @@ export const memoryOperations: Operation[] = [
       const on = entry && streamFor(ctx, entry);
       if (!entry || !on) return undefined;
       const { stream, label } = on;
-      const elementSize = ctx.random.pick([1, 4] as const);
+      // 4-byte fills need 4-byte aligned memory: a subarray that starts elsewhere takes 1-byte fills only.
+      const elementSize = entry.buffer.ptr % 4n === 0n ? ctx.random.pick([1, 4] as const) : 1;
       const elements = Math.floor(entry.buffer.byteLength / elementSize);
       if (elements === 0) return undefined;
       const first = ctx.random.int(0, elements - 1);
