@@ -207,7 +207,9 @@ test('another CUDA context current on the thread does not misdirect the library\
 test('every case above also passes with event markers (CUDA_STREAM_POOL_COMPLETION=event)', { ...gpu, skip: gpu.skip || (forcedMarker === 'event' ? 'this run is the event-marker run' : false) }, async () => {
   const result = await runChild(
     `import { spawnSync } from 'node:child_process';
-     const r = spawnSync(process.execPath, ['--expose-gc', '--test', ${JSON.stringify(fileURLToPath(import.meta.url))}], { encoding: 'utf8' });
+     const env = { ...process.env };
+     delete env.NODE_TEST_CONTEXT; // a test run of its own, not a child reporting to this one
+     const r = spawnSync(process.execPath, ['--expose-gc', '--test', '--test-reporter=tap', ${JSON.stringify(fileURLToPath(import.meta.url))}], { encoding: 'utf8', env });
      process.stdout.write(r.stdout); process.stderr.write(r.stderr); process.exit(r.status ?? 1);`,
     { CUDA_STREAM_POOL_COMPLETION: 'event' },
     180_000,

@@ -219,7 +219,8 @@ struct StreamedCopy {
 };
 
 // Takes chunks for `pieces` pieces: all of them when free (the copy is not streamed), else what is free, else one busy
-// chunk (whose previous copy the streamed copy waits for first). Empty: nothing available; use a pinned block.
+// chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such a chunk is never
+// written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned block.
 std::vector<Chunk*> take_chunks(size_t pieces, int device, bool can_stream, SharedMarker* first_wait) {
   std::vector<Chunk*> chunks = arena(device).take(pieces, device);
   if (chunks.size() == pieces) return chunks;
@@ -287,7 +288,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   const size_t pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
   SharedMarker first_wait;
   std::vector<Chunk*> chunks = take_chunks(pieces, device, stream_memory_operations(device), &first_wait);
-  if (chunks.size() == pieces) {
+  if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
     size_t queued = 0;
     try {
       for (; queued < pieces; queued++) {
@@ -345,7 +346,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   landing->bytes = bytes;
   SharedMarker first_wait;
   std::vector<Chunk*> chunks = take_chunks(pieces, device, stream_memory_operations(device), &first_wait);
-  if (chunks.size() == pieces) {
+  if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
     size_t queued = 0;
     try {
       for (; queued < pieces; queued++) {
