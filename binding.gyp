@@ -17,12 +17,13 @@
         "src/native/nvrtc.cc",
         "src/native/bench.cc"
       ],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-      "libraries": ["-ldl"]
+      "libraries": ["-ldl"],
+      "ldflags": ["-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL"]
     }
   ]
 }

@@ -2,7 +2,7 @@
 // See DESIGN.md "Errors" and "Rules": NOT_READY is a status, never an error; sticky faults mark the device.
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <atomic>
 #include <cstdint>

@@ -9,7 +9,7 @@
 // backs every wait because the driver stops running host functions once a context has faulted.
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <mutex>
 #include <vector>
