@@ -1,4 +1,7 @@
 // The public API of cuda-stream-pool. See DESIGN.md "Public surface".
+// The declarations use Symbol.dispose and Symbol.asyncDispose; this brings their types to every project that
+// imports the package, whatever its "lib" setting and whether or not it has @types/node.
+/// <reference lib="esnext.disposable" preserve="true" />
 export { cuda, type LiveObjects } from './cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions } from './stream.js';

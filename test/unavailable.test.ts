@@ -43,7 +43,7 @@ function packageWithoutAddon(t: { after(fn: () => void): void }, broken = false)
   const root = mkdtempSync(path.join(os.tmpdir(), 'csp-no-addon-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   copyFileSync(path.join(repositoryRoot, 'package.json'), path.join(root, 'package.json'));
-  cpSync(path.join(repositoryRoot, 'dist', 'src'), path.join(root, 'dist', 'src'), { recursive: true });
+  cpSync(path.join(repositoryRoot, 'dist', 'src'), path.join(root, 'dist', 'src'), { recursive: true, dereference: true });
   symlinkSync(path.join(repositoryRoot, 'node_modules'), path.join(root, 'node_modules'));
   if (broken) {
     mkdirSync(path.join(root, 'build', 'Release'), { recursive: true });
