@@ -131,4 +131,19 @@ cp -r "$repo/kernels" "$suite/"
 ln -s "$installed/dist/src" "$suite/dist/src"
 ln -s "$repo/node_modules" "$suite/node_modules"
 cd "$suite"
-"$node_bin" dist/test/support/run-tests.js
+if [ -z "$qemu_root" ]; then
+  "$node_bin" dist/test/support/run-tests.js
+else
+  # node --test starts each file with the path it read before any preload ran, which qemu cannot start without
+  # binfmt_misc; so each file runs directly (node:test then runs its tests in that process) and the counts add up.
+  passed=0 failed=0 skipped=0 status=0
+  for file in $(find dist/test -name '*.test.js' -not -path '*/support/*' | sort); do
+    "$node_bin" --expose-gc "$file" >"$work/test.tap" 2>&1 || status=1
+    grep -E '^not ok|^# (pass|fail|skipped)' "$work/test.tap" | sed "s|^|$file: |" | grep -v ': # ' || true
+    count() { sed -n "s/^# $1 \([0-9]*\)$/\1/p" "$work/test.tap" | tail -1; }
+    passed=$((passed + $(count pass))) failed=$((failed + $(count fail))) skipped=$((skipped + $(count skipped)))
+    [ "$(count fail)" = 0 ] || cat "$work/test.tap"
+  done
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ "$status" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
+fi
