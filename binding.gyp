@@ -23,9 +23,11 @@
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                    "-fvisibility=hidden", "-fvisibility-inlines-hidden",
                     "-include", "<(module_root_dir)/src/native/glibc-compat.h"],
       "libraries": ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"],
-      "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL"]
+      "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL",
+                  "-Wl,--version-script=<(module_root_dir)/src/native/exports.map"]
     }
   ]
 }
