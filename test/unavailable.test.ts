@@ -2,7 +2,8 @@
 // package imports, reports why, and every GPU call throws CudaUnavailableError. Runs everywhere, in child processes.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -37,14 +38,19 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });
 
-/** A copy of the package without its native addon: package.json and dist/src, with the repository's node_modules.
+/** The node_modules folder that holds the library's dependencies: the repository's, or the one the package was
+ * installed into when the suite runs against an installed copy. */
+let dependencies = createRequire(realpathSync(path.join(repositoryRoot, 'dist', 'src', 'index.js'))).resolve('commander');
+while (path.basename(dependencies) !== 'node_modules') dependencies = path.dirname(dependencies);
+
+/** A copy of the package without its native addon: package.json and dist/src, with the library's dependencies.
  * `broken`: a file that is not a shared library stands where the local build would be. */
 function packageWithoutAddon(t: { after(fn: () => void): void }, broken = false): string {
   const root = mkdtempSync(path.join(os.tmpdir(), 'csp-no-addon-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   copyFileSync(path.join(repositoryRoot, 'package.json'), path.join(root, 'package.json'));
   cpSync(path.join(repositoryRoot, 'dist', 'src'), path.join(root, 'dist', 'src'), { recursive: true, dereference: true });
-  symlinkSync(path.join(repositoryRoot, 'node_modules'), path.join(root, 'node_modules'));
+  symlinkSync(dependencies, path.join(root, 'node_modules'));
   if (broken) {
     mkdirSync(path.join(root, 'build', 'Release'), { recursive: true });
     writeFileSync(path.join(root, 'build', 'Release', 'cuda_stream_pool.node'), 'not a shared library');
