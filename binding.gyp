@@ -1,4 +1,16 @@
 {
+  "target_defaults": {
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                  "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                  "-include", "<(module_root_dir)/src/native/glibc-compat.h"],
+    "libraries": ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"],
+    "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL",
+                "-Wl,--version-script=<(module_root_dir)/src/native/exports.map"]
+  },
   "targets": [
     {
       "target_name": "cuda_stream_pool",
@@ -17,17 +29,7 @@
         "src/native/nvrtc.cc",
         "src/native/bench.cc",
         "src/native/glibc-compat.cc"
-      ],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
-      "cflags!": ["-fno-exceptions"],
-      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
-      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                    "-fvisibility=hidden", "-fvisibility-inlines-hidden",
-                    "-include", "<(module_root_dir)/src/native/glibc-compat.h"],
-      "libraries": ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"],
-      "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL",
-                  "-Wl,--version-script=<(module_root_dir)/src/native/exports.map"]
+      ]
     }
   ]
 }
