@@ -1,4 +1,16 @@
 {
+  "target_defaults": {
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                  "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                  "-include", "<(module_root_dir)/src/native/glibc-compat.h"],
+    "libraries": ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"],
+    "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL",
+                "-Wl,--version-script=<(module_root_dir)/src/native/exports.map"]
+  },
   "targets": [
     {
       "target_name": "cuda_stream_pool",
@@ -21,14 +33,9 @@
         "src/native/staging.cc",
         "src/native/memory_pool.cc",
         "src/native/nvrtc.cc",
-        "src/native/graph.cc"
-      ],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
-      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
-      "cflags!": ["-fno-exceptions"],
-      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
-      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-      "libraries": ["-ldl"]
+        "src/native/graph.cc",
+        "src/native/glibc-compat.cc"
+      ]
     },
     {
       "target_name": "cuda_stream_pool_bench",
@@ -38,14 +45,9 @@
         "src/native/bench/calls.cc",
         "src/native/bench/executor.cc",
         "src/native/bench/graph_baseline.cc",
-        "src/native/loader.cc"
-      ],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "<!(node scripts/find-cuda.cjs)"],
-      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS"],
-      "cflags!": ["-fno-exceptions"],
-      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
-      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-      "libraries": ["-ldl"]
+        "src/native/loader.cc",
+        "src/native/glibc-compat.cc"
+      ]
     }
   ]
 }

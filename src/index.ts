@@ -1,4 +1,7 @@
 // The public API of cuda-stream-pool: every name a user can import.
+// The declarations use Symbol.dispose and Symbol.asyncDispose; this brings their types to every project that
+// imports the package, whatever its "lib" setting and whether or not it has @types/node.
+/// <reference lib="esnext.disposable" preserve="true" />
 export { cuda, type LiveObjects } from './cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions } from './stream.js';

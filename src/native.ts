@@ -1,10 +1,11 @@
 // The addon binding: loaded once per thread (main or worker), typed here so the rest of the TS layer sees plain
 // functions. Mechanism only: arguments are validated by the callers (src/native/DESIGN.md).
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
-import { makeNativeError } from './errors.js';
+import { CudaUnavailableError, makeNativeError } from './errors.js';
 import type { PoolLayout } from './pool-words.js';
 
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
@@ -146,11 +147,85 @@ export interface NativeBinding {
 /** The package root (two levels above dist/src). */
 export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-const require = createRequire(import.meta.url);
-const nodeGypBuild = require('node-gyp-build') as (dir: string) => NativeBinding;
+/** The library's build target in binding.gyp. */
+const LIBRARY_TARGET = 'cuda_stream_pool';
 
-/** The addon for this thread. Loading never touches the driver; the driver opens on first use. */
-export const native: NativeBinding = nodeGypBuild(packageRoot);
+/** The platform folder of prebuilt binaries (`linux-x64`, `linux-arm64`), as node-gyp-build names it. */
+const platformFolder = `${process.platform}-${process.arch}`;
+
+/** Where a build target's binary is: a local build (`npm rebuild`, `--build-from-source`, a clone) first, then the
+ * prebuilt one shipped in the package. The library's prebuild sits where node-gyp-build looks at install time
+ * (`prebuilds/<platform>-<arch>/node.napi.glibc.node`); every other target's sits in a folder of its own name beside
+ * it, which node-gyp-build never picks for the library. Returns undefined when neither exists.
+ * @param target - a target_name of binding.gyp, for example `cuda_stream_pool_bench`. */
+export function addonPath(target: string): string | undefined {
+  const candidates = [
+    path.join(packageRoot, 'build', 'Release', `${target}.node`),
+    target === LIBRARY_TARGET
+      ? path.join(packageRoot, 'prebuilds', platformFolder, 'node.napi.glibc.node')
+      : path.join(packageRoot, 'prebuilds', platformFolder, target, 'node.napi.glibc.node'),
+  ];
+  return candidates.find((candidate) => existsSync(candidate));
+}
+
+/** Why the addon could not be loaded, with what to do; undefined when it loaded. */
+export let addonFailure: string | undefined;
+
+const require = createRequire(import.meta.url);
+
+function loadLibrary(): NativeBinding | undefined {
+  const file = addonPath(LIBRARY_TARGET);
+  if (file === undefined) {
+    const shipped = ['linux-x64', 'linux-arm64'].includes(platformFolder) && !existsSync('/etc/alpine-release');
+    addonFailure =
+      `the native addon of cuda-stream-pool is missing: there is no build/Release/${LIBRARY_TARGET}.node and no ` +
+      `prebuilt binary for ${platformFolder} in ${path.join(packageRoot, 'prebuilds')}. ` +
+      (shipped
+        ? 'The package ships one for this platform, so it was installed without it or its install script did not run ' +
+          '(npm --ignore-scripts, pnpm without approving build scripts). Run `npm rebuild cuda-stream-pool`.'
+        : 'Prebuilt binaries exist for linux-x64 and linux-arm64 with glibc only; on this platform run ' +
+          '`npm rebuild cuda-stream-pool --build-from-source` (needs a C++17 compiler and Python for node-gyp).');
+    return undefined;
+  }
+  try {
+    return require(file) as NativeBinding;
+  } catch (error) {
+    addonFailure =
+      `the native addon of cuda-stream-pool at ${file} failed to load: ${(error as Error).message.split('\n')[0]}. ` +
+      'Run `npm rebuild cuda-stream-pool --build-from-source` to compile it for this machine (needs a C++17 compiler ' +
+      'and Python for node-gyp).';
+    return undefined;
+  }
+}
+
+/** A binding whose every GPU call throws CudaUnavailableError with `reason`; the driver reports unavailable and no
+ * live objects. It stands in for a missing or broken addon, so that importing the package never throws: the calls
+ * that modules make while they load (registering the error factory and the completion callback) do nothing. */
+function unavailableBinding(reason: string): NativeBinding {
+  const known: Partial<NativeBinding> = {
+    environmentId: 0,
+    setErrorFactory: () => {},
+    completionInit: () => {},
+    completionRef: () => {},
+    completionUnref: () => {},
+    driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0 }),
+    pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
+    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
+  };
+  return new Proxy(known as NativeBinding, {
+    get(target, name: string) {
+      if (name in target) return target[name as keyof NativeBinding];
+      return () => {
+        throw new CudaUnavailableError(reason);
+      };
+    },
+  });
+}
+
+/** The addon for this thread, or a stand-in that reports why there is none (see addonFailure). Loading never
+ * touches the driver; the driver opens on first use. */
+export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFailure!);
 native.setErrorFactory(makeNativeError);
 
 /** CUDA_ERROR_NOT_READY: a status ("still working"), never an error. */

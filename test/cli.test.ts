@@ -69,10 +69,11 @@ test('bench with an unknown option exits 64 naming it and suggesting the near mi
   assert.match(r.stderr, /--tasks/);
 });
 
-test('bench micro with an option of bench exits 64: the usage exit code applies to subcommands too', () => {
+test('bench micro with an option of bench exits 64 and says that bench takes it', () => {
   const r = cli(['bench', 'micro', '--tasks', '8'], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /unknown option '--tasks'/);
+  assert.match(r.stderr, /'--tasks' is an option of 'cuda-stream-pool bench' only/);
 });
 
 test('bench with an unknown benchmark name exits 64 naming the accepted ones', () => {
@@ -390,9 +391,11 @@ test('bench --phases alone adds the phase times to --json and writes no file', g
   assert.equal(r.stderr, '');
 });
 
-test('--version prints the package version and exits 0', () => {
-  const result = cli(['--version'], { noGpu: true });
+test('--version and -v print the package version and exit 0', () => {
   const { version } = JSON.parse(readFileSync(path.join(repositoryRoot, 'package.json'), 'utf8')) as { version: string };
-  assert.equal(result.status, 0);
-  assert.equal(result.stdout.trim(), version);
+  for (const flag of ['--version', '-v']) {
+    const result = cli([flag], { noGpu: true });
+    assert.equal(result.status, 0, `${flag}: ${result.stderr}`);
+    assert.equal(result.stdout.trim(), version, flag);
+  }
 });

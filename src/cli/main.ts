@@ -57,12 +57,33 @@ function reportFailure(command: string, error: unknown): never {
 
 const range = (limits: readonly [number, number]) => `${limits[0]} to ${limits[1]}`;
 
+/** The command's name as typed, from the program down: `cuda-stream-pool bench micro`. */
+function commandPath(command: Command): string {
+  return command.parent ? `${commandPath(command.parent)} ${command.name()}` : command.name();
+}
+
+/** Adds to commander's unknown-option error the commands that do take the option, so that an option given to the
+ * wrong subcommand (`bench micro --tasks 5`) says where it belongs. Other messages pass unchanged. */
+function nameCommandsTakingOption(message: string): string {
+  const flag = /unknown option '([^']+)'/.exec(message)?.[1];
+  if (flag === undefined) return message;
+  const taking: string[] = [];
+  const visit = (command: Command) => {
+    if (command.options.some((option) => option.long === flag || option.short === flag)) taking.push(`'${commandPath(command)}'`);
+    command.commands.forEach(visit);
+  };
+  visit(program);
+  if (taking.length === 0) return message;
+  return `${message.trimEnd()}\n'${flag}' is an option of ${taking.join(' and ')} only.\n`;
+}
+
 const program = new Command('cuda-stream-pool')
   .description('CUDA streams, events, memory and kernels for Node.js, built around a shared stream pool')
   // Set before the commands are added: subcommands copy these settings when they are created.
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
-  .version(packageVersion(), '-V, --version', 'print the version of cuda-stream-pool')
+  .version(packageVersion(), '-v, --version', 'print the version of cuda-stream-pool')
+  .configureOutput({ outputError: (message, write) => write(nameCommandsTakingOption(message)) })
   .showHelpAfterError('(add --help to see the options and the values they accept)');
 
 const bench = program

@@ -2,7 +2,7 @@
 // NOT_READY is a status, never an error; sticky faults mark the device (Rules in src/native/DESIGN.md).
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <atomic>
 #include <cstdint>

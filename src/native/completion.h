@@ -31,7 +31,7 @@
 //    stream's marker mutex is held only across one cuStreamWriteValue64 or cuEventRecord.
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Primary contexts: retained once per device for the life of the process, made current by every entry point.
 #pragma once
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include "devices.h"
 

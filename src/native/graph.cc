@@ -121,14 +121,14 @@ Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
 Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*stream, "Stream", "launch");
-  if (!drv().cuStreamGetCaptureInfo_v2) return Napi::BigInt::New(info.Env(), uint64_t{0});
+  if (!drv().cuStreamGetCaptureInfo) return Napi::BigInt::New(info.Env(), uint64_t{0});
   make_current(stream->device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   CUgraph graph = nullptr;
   const CUgraphNode* dependencies = nullptr;
   size_t count = 0;
-  check(drv().cuStreamGetCaptureInfo_v2(stream->handle, &status, &id, &graph, &dependencies, &count),
+  check(drv().cuStreamGetCaptureInfo(stream->handle, &status, &id, &graph, &dependencies, &count),
         "cuStreamGetCaptureInfo", stream->device, where(*stream));
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || count != 1) return Napi::BigInt::New(info.Env(), uint64_t{0});
   return to_bigint(info.Env(), dependencies[0]);

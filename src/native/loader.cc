@@ -13,8 +13,8 @@ Driver g_driver;
 DriverState g_state;
 std::once_flag g_once;
 
-// The ABI we compile against: entry points are requested at this version so that a newer driver hands out the
-// 12.0 behaviour and a newer cuda.h cannot silently change a signature under us.
+// The ABI of cuda-driver.h: required entry points are requested at this version so that a newer driver hands out
+// the 12.0 behaviour that the declared function types describe.
 constexpr int kRequiredVersion = 12000;
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
@@ -32,10 +32,8 @@ void load_once() {
                                  "GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1.";
     return;
   }
-  using GetVersion = CUresult (*)(int*);
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto get_version = reinterpret_cast<GetVersion>(dlsym(lib, "cuDriverGetVersion"));
-  auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto get_version = reinterpret_cast<PFN_cuDriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
+  auto get_proc = reinterpret_cast<PFN_cuGetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
   int version = 0;
   if (!get_version || get_version(&version) != CUDA_SUCCESS) {
     g_state.unavailable_reason = "opened " + path + how +
@@ -58,25 +56,19 @@ void load_once() {
       missing += missing.empty() ? name : std::string(", ") + name;
     }
   };
-  // '#name' is the documented name; 'g_driver.name' expands through cuda.h's version macros.
-#define CSP_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&g_driver.name));
+#define CSP_RESOLVE(name, abi_version) resolve(#name, reinterpret_cast<void**>(&g_driver.name));
   CSP_DRIVER_FUNCTIONS(CSP_RESOLVE)
 #undef CSP_RESOLVE
-  resolve("cuMemPrefetchAsync", reinterpret_cast<void**>(&g_driver.cuMemPrefetchAsync_v1));
-  resolve("cuMemAdvise", reinterpret_cast<void**>(&g_driver.cuMemAdvise_v1));
-  auto resolve_optional = [&](const char* name, void** slot) {
+  // Asked at the version each came with, so a later driver cannot hand out a later ABI than cuda-driver.h declares.
+  auto resolve_optional = [&](const char* name, int abi_version, void** slot) {
     CUdriverProcAddressQueryResult status{};
-    if (get_proc(name, slot, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) *slot = nullptr;
+    if (version < abi_version || get_proc(name, slot, abi_version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
+      *slot = nullptr;
   };
-#define CSP_RESOLVE_OPTIONAL(name) resolve_optional(#name, reinterpret_cast<void**>(&g_driver.name));
+#define CSP_RESOLVE_OPTIONAL(name, abi_version) \
+  resolve_optional(#name, abi_version, reinterpret_cast<void**>(&g_driver.name));
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_RESOLVE_OPTIONAL)
 #undef CSP_RESOLVE_OPTIONAL
-  {
-    CUdriverProcAddressQueryResult status{};
-    void** slot = reinterpret_cast<void**>(&g_driver.cuStreamGetCaptureInfo_v2);
-    if (get_proc("cuStreamGetCaptureInfo", slot, kRequiredVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
-      *slot = nullptr;
-  }
   if (!missing.empty()) {
     g_state.unavailable_reason = "the CUDA driver in " + path + " (CUDA " + version_text(version) +
                                  ") lacks entry points " + missing + ". Update the NVIDIA driver.";

@@ -1,50 +1,54 @@
 // The CUDA driver loader: opens libcuda once per process at run time and resolves its entry points.
 // No link-time dependency on libcuda, so the addon loads where there is no GPU (and reports why CUDA is missing).
 #pragma once
-#include <cuda.h>
-
 #include <string>
+
+#include "cuda-driver.h"
 
 namespace csp {
 
-// Entry points resolved through cuGetProcAddress at the CUDA 12.0 ABI. Member names go through cuda.h's
-// version macros (cuStreamDestroy -> cuStreamDestroy_v2), so calls read as the documented names.
+// The entry points, each with the ABI version that cuGetProcAddress returns for it when asked at the version the
+// loader requests (kRequiredVersion, CUDA 12.0): the highest version N <= 12000 for which the toolkit's
+// cudaTypedefs.h declares PFN_<name>_v<N>. cuda-driver.h declares PFN_<name> with that ABI, and
+// test/native/cuda-driver-check.cc compares the two. To add an entry point: one X(name, version) here, one PFN_<name>
+// in cuda-driver.h; the check then covers it.
+#define CSP_DRIVER_FUNCTIONS(X)                                                                                   \
+  X(cuInit, 2000) X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuDeviceGet, 2000)                          \
+  X(cuDeviceGetCount, 2000) X(cuDeviceGetName, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceTotalMem, 3020)      \
+  X(cuDeviceCanAccessPeer, 4000) X(cuDevicePrimaryCtxRetain, 7000) X(cuCtxSetCurrent, 4000)                       \
+  X(cuCtxGetCurrent, 4000) X(cuCtxSynchronize, 2000) X(cuCtxGetStreamPriorityRange, 5050)                         \
+  X(cuCtxEnablePeerAccess, 4000) X(cuStreamCreate, 2000) X(cuStreamCreateWithPriority, 5050)                      \
+  X(cuStreamDestroy, 4000) X(cuStreamQuery, 2000) X(cuStreamSynchronize, 2000) X(cuStreamWaitEvent, 3020)        \
+  X(cuStreamGetId, 12000) X(cuStreamGetPriority, 5050) X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020)         \
+  X(cuLaunchHostFunc, 10000) X(cuStreamWriteValue64, 11070) X(cuStreamWaitValue64, 11070)                         \
+  X(cuStreamBatchMemOp, 11070) X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)             \
+  X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000) X(cuModuleLoadDataEx, 2010)      \
+  X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000) X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)   \
+  X(cuLaunchKernel, 4000) X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
+  X(cuMemAllocAsync, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020)                            \
+  X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 8000) X(cuMemAdvise, 8000) X(cuMemHostAlloc, 2020)            \
+  X(cuMemFreeHost, 2000) X(cuMemFree, 3020) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)                                  \
+  X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \
+  X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemsetD8Async, 3020)      \
+  X(cuMemsetD32Async, 3020) X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolGetAttribute, 11020)                   \
+  X(cuMemPoolSetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuStreamBeginCapture, 10010)                        \
+  X(cuStreamEndCapture, 10000) X(cuStreamIsCapturing, 10000) X(cuStreamGetCaptureInfo, 11030)                     \
+  X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphExecUpdate, 12000)                       \
+  X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000)   \
+  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)                                   \
+  X(cuGraphMemcpyNodeGetParams, 10000) X(cuGraphExecMemcpyNodeSetParams, 10020)
+// Newer than CUDA 12.0, each requested at the version it came with, and null on older drivers: used only to list a
+// module's kernels in error messages and to check a kernel's signature against its parameters.
+#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X)                                                                 \
+  X(cuModuleGetFunctionCount, 12040) X(cuModuleEnumerateFunctions, 12040) X(cuFuncGetName, 12030)       \
+  X(cuFuncGetParamInfo, 12040)
+
+// The resolved table. Members carry the documented names, so calls read drv().cuStreamDestroy(stream).
 struct Driver {
-#define CSP_DRIVER_FUNCTIONS(X)                                                                           \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)                   \
-  X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                     \
-  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxGetStreamPriorityRange)       \
-  X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize)               \
-  X(cuStreamWaitEvent) X(cuStreamGetId) X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamGetCtx)     \
-  X(cuLaunchHostFunc) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload)                    \
-  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)                    \
-  X(cuOccupancyMaxPotentialBlockSize) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)  \
-  X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)            \
-  X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)            \
-  X(cuMemPoolTrimTo) X(cuMemGetInfo) X(cuMemAllocFromPoolAsync) X(cuStreamWriteValue64) X(cuStreamWaitValue64)  \
-  X(cuMemHostGetDevicePointer) X(cuCtxSynchronize) X(cuMemAllocManaged) X(cuMemFree) X(cuStreamBeginCapture)     \
-  X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) \
-  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams)                        \
-  X(cuGraphExecKernelNodeSetParams)
-// CUDA 12.4+, used only to list a module's kernels in error messages and to check a kernel's signature against its
-// parameters; null on older drivers.
-#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X) \
-  X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuFuncGetParamInfo)
-#define CSP_DECLARE(name) decltype(&::name) name = nullptr;
+#define CSP_DECLARE(name, version) PFN_##name name = nullptr;
   CSP_DRIVER_FUNCTIONS(CSP_DECLARE)
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_DECLARE)
 #undef CSP_DECLARE
-  // cuMemPrefetchAsync and cuMemAdvise as cuGetProcAddress hands them out at the CUDA 12.0 ABI we request: the
-  // target is a CUdevice (CU_DEVICE_CPU, -1, for host memory). CUDA 13's cuda.h declares these names with the
-  // CUmemLocation signatures of their _v2 variants (CUDA 12.2+), so they are typed here by hand rather than
-  // through decltype, and named _v1 so that no header macro renames them.
-  CUresult (*cuMemPrefetchAsync_v1)(CUdeviceptr ptr, size_t bytes, CUdevice target, CUstream stream) = nullptr;
-  CUresult (*cuMemAdvise_v1)(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, CUdevice device) = nullptr;
-  // cuStreamGetCaptureInfo at the 12.0 ABI, whose signature is the one named _v2: cuda.h 12.3 and later map the name
-  // to _v3 (an extra edge-data argument), so this member's type is spelled out. Null when the driver lacks it.
-  CUresult (*cuStreamGetCaptureInfo_v2)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
-                                        size_t*) = nullptr;
 };
 
 struct DriverState {

@@ -105,7 +105,7 @@ Napi::Value managed_prefetch(const Napi::CallbackInfo& info) {
   Use<ManagedBox> use(*box, "ManagedBuffer", "prefetch");
   Use<StreamBox> use_stream(*stream, "Stream", "prefetch");
   make_current(stream->device);
-  check(drv().cuMemPrefetchAsync_v1(box->ptr + offset, bytes, processor(target, stream->device), stream->handle), "cuMemPrefetchAsync",
+  check(drv().cuMemPrefetchAsync(box->ptr + offset, bytes, processor(target, stream->device), stream->handle), "cuMemPrefetchAsync",
         stream->device, span_text(*box, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
   return info.Env().Undefined();
 }
@@ -119,7 +119,7 @@ Napi::Value managed_advise(const Napi::CallbackInfo& info) {
   int device = info[4].As<Napi::Number>().Int32Value();
   Use<ManagedBox> use(*box, "ManagedBuffer", "advise");
   make_current(box->device);
-  check(drv().cuMemAdvise_v1(box->ptr + offset, bytes, advice, processor(device, box->device)), "cuMemAdvise", box->device,
+  check(drv().cuMemAdvise(box->ptr + offset, bytes, advice, processor(device, box->device)), "cuMemAdvise", box->device,
         span_text(*box, offset, bytes));
   return info.Env().Undefined();
 }

@@ -3,7 +3,7 @@
 // any JS thread (main or worker). Memory the GPU may still use is not freed or reused until that work is done.
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <memory>
 #include <mutex>

@@ -13,7 +13,13 @@
 // waiters by backing store, not only by address. A store made per thread over the same memory counted right and
 // never woke anybody. The store's deleter frees the memory once the last SharedArrayBuffer in any thread and
 // this registry have let go of it, on whichever thread that happens.
-// The V8 API is not ABI-stable across Node.js majors; node-gyp builds this file against the running Node.js.
+//
+// Note [V8 in one place]: SharedWords below is the only use of V8's C++ API in the addon; nothing else includes
+// v8.h. Node-API cannot make a SharedArrayBuffer over native memory that every thread reaches synchronously, which
+// StreamPool.default() needs (see Note [one backing store]). V8's C++ API is outside Node-API's promise of one
+// binary for every Node.js version, so the class uses the fewest calls that do the job (BackingStore creation and
+// destruction, SharedArrayBuffer::New, Isolate::GetCurrent), all unchanged from Node.js 20 to 24; CI loads one
+// build under Node.js 20, 22 and 24 and runs the whole CPU suite with it.
 #include <v8.h>
 
 #include <cstdlib>
@@ -53,6 +59,38 @@ bool swap_word(int32_t* word, int32_t expected, int32_t desired) {
   return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+// Memory that every thread sees as one SharedArrayBuffer. See Note [V8 in one place] and Note [one backing store].
+class SharedWords {
+ public:
+  SharedWords() = default;
+  // Zeroed, 64-byte aligned memory of `bytes` bytes (a multiple of 64), freed once the last SharedArrayBuffer over
+  // it in any thread and every SharedWords copy have let go of it, on whichever thread that happens.
+  static SharedWords allocate(size_t bytes) {
+    void* memory = std::aligned_alloc(64, bytes);
+    if (memory == nullptr) throw std::bad_alloc();
+    std::memset(memory, 0, bytes);
+    SharedWords out;
+    out.words_ = static_cast<int32_t*>(memory);
+    out.store_ = v8::SharedArrayBuffer::NewBackingStore(
+        memory, bytes, [](void* data, size_t, void*) { std::free(data); }, nullptr);
+    return out;
+  }
+  int32_t* words() const { return words_; }
+  // A new SharedArrayBuffer over the same backing store, for the calling JS thread. Node's own Node-API converts
+  // between v8::Local<v8::Value> and napi_value by copying the pointer; so does this.
+  Napi::Value to_js(Napi::Env env) const {
+    v8::Local<v8::Value> buffer = v8::SharedArrayBuffer::New(v8::Isolate::GetCurrent(), store_);
+    napi_value out;
+    static_assert(sizeof(out) == sizeof(buffer), "napi_value and v8::Local<v8::Value> differ in size");
+    std::memcpy(&out, &buffer, sizeof(out));
+    return Napi::Value(env, out);
+  }
+
+ private:
+  std::shared_ptr<v8::BackingStore> store_;
+  int32_t* words_ = nullptr;
+};
+
 struct PoolState {
   int id = 0;
   int device = -1;  // -1: shared words without streams (the policy's CPU tests and their workers)
@@ -62,8 +100,8 @@ struct PoolState {
   bool is_default = false;
   int owner_environment = 0;
   Layout layout;
-  int32_t* words = nullptr;                   // owned by `store`
-  std::shared_ptr<v8::BackingStore> store;    // one for every thread: Note [one backing store]
+  int32_t* words = nullptr;                   // owned by `memory`
+  SharedWords memory;                         // one for every thread: Note [one backing store]
   std::vector<std::shared_ptr<StreamBox>> streams;
   int handles = 0;  // JS handles alive in all environments; guarded by the registry mutex
   bool destroyed = false;
@@ -148,13 +186,8 @@ std::shared_ptr<PoolState> new_state(int size, const Layout& layout) {
   auto state = std::make_shared<PoolState>();
   state->size = size;
   state->layout = layout;
-  size_t bytes = (static_cast<size_t>(layout.words) * sizeof(int32_t) + 63) / 64 * 64;
-  void* memory = std::aligned_alloc(64, bytes);
-  if (memory == nullptr) throw std::bad_alloc();
-  std::memset(memory, 0, bytes);
-  state->words = static_cast<int32_t*>(memory);
-  state->store = v8::SharedArrayBuffer::NewBackingStore(
-      memory, bytes, [](void* data, size_t, void*) { std::free(data); }, nullptr);
+  state->memory = SharedWords::allocate((static_cast<size_t>(layout.words) * sizeof(int32_t) + 63) / 64 * 64);
+  state->words = state->memory.words();
   return state;
 }
 
@@ -168,23 +201,12 @@ void add_streams(PoolState& state, int device, bool non_blocking, int priority) 
   for (int i = 0; i < state.size; i++) state.streams.push_back(create_stream(device, flags, priority));
 }
 
-// A v8::SharedArrayBuffer over the pool's store, as a napi_value. Node's own N-API implementation converts
-// between v8::Local<v8::Value> and napi_value by copying the pointer; so does this.
-Napi::Value shared_buffer(Napi::Env env, const std::shared_ptr<v8::BackingStore>& store) {
-  v8::Isolate* isolate = v8::Isolate::GetCurrent();
-  v8::Local<v8::Value> buffer = v8::SharedArrayBuffer::New(isolate, store);
-  napi_value out;
-  static_assert(sizeof(out) == sizeof(buffer), "napi_value and v8::Local<v8::Value> differ in size");
-  std::memcpy(&out, &buffer, sizeof(out));
-  return Napi::Value(env, out);
-}
-
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
 // The caller counted the handle (state->handles++) and copied `streams` under the registry mutex.
 Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> state, std::vector<std::shared_ptr<StreamBox>> streams) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("id", state->id);
-  out.Set("memory", shared_buffer(env, state->store));
+  out.Set("memory", state->memory.to_js(env));
   Napi::Array boxes = Napi::Array::New(env, streams.size());
   for (size_t i = 0; i < streams.size(); i++) boxes.Set(static_cast<uint32_t>(i), wrap_box(env, streams[i]));
   out.Set("streams", boxes);

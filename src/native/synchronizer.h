@@ -3,7 +3,7 @@
 // Note [device synchronizer].
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "cuda-driver.h"
 
 #include <cstddef>
 #include <memory>

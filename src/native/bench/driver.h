@@ -4,7 +4,7 @@
 // library is, so the library's per-environment state and completion machinery never enter this binary.
 #pragma once
 #include <napi.h>
-#include <cuda.h>
+#include "../cuda-driver.h"
 
 #include <chrono>
 #include <exception>
