@@ -157,13 +157,14 @@ const platformFolder = `${process.platform}-${process.arch}`;
  * prebuilt one shipped in the package. The library's prebuild sits where node-gyp-build looks at install time
  * (`prebuilds/<platform>-<arch>/node.napi.glibc.node`); every other target's sits in a folder of its own name beside
  * it, which node-gyp-build never picks for the library. Returns undefined when neither exists.
- * @param target - a target_name of binding.gyp, for example `cuda_stream_pool_bench`. */
-export function addonPath(target: string): string | undefined {
+ * @param target - a target_name of binding.gyp, for example `cuda_stream_pool_bench`.
+ * @param root - the package root to look in. @defaultValue this package's root */
+export function addonPath(target: string, root: string = packageRoot): string | undefined {
   const candidates = [
-    path.join(packageRoot, 'build', 'Release', `${target}.node`),
+    path.join(root, 'build', 'Release', `${target}.node`),
     target === LIBRARY_TARGET
-      ? path.join(packageRoot, 'prebuilds', platformFolder, 'node.napi.glibc.node')
-      : path.join(packageRoot, 'prebuilds', platformFolder, target, 'node.napi.glibc.node'),
+      ? path.join(root, 'prebuilds', platformFolder, 'node.napi.glibc.node')
+      : path.join(root, 'prebuilds', platformFolder, target, 'node.napi.glibc.node'),
   ];
   return candidates.find((candidate) => existsSync(candidate));
 }

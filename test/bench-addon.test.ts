@@ -8,8 +8,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
-import { benchAddon, benchAddonPath, BENCH_ADDON_FILE } from '../src/bench/bench-addon.js';
-import { native, packageRoot } from '../src/native.js';
+import { benchAddon, BENCH_ADDON_TARGET } from '../src/bench/bench-addon.js';
+import { addonPath, native, packageRoot } from '../src/native.js';
 import { runChild } from './support/child.js';
 import { gpu, repositoryRoot } from './support/gpu.js';
 
@@ -19,25 +19,24 @@ function scratchRoot(t: { after(fn: () => void): void }): string {
   return dir;
 }
 
-test('benchAddonPath prefers build/Release, then a cuda_stream_pool_bench*.node in prebuilds/<platform>-<arch>', (t) => {
+test('addonPath() finds the benchmark addon in build/Release first, then in its own folder of the prebuilds', (t) => {
   const root = scratchRoot(t);
-  assert.equal(benchAddonPath(root), undefined);
+  assert.equal(addonPath(BENCH_ADDON_TARGET, root), undefined);
   const prebuilds = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
-  mkdirSync(prebuilds, { recursive: true });
-  writeFileSync(path.join(prebuilds, 'cuda-stream-pool.napi.node'), '');
-  assert.equal(benchAddonPath(root), undefined, 'the library prebuild is not the benchmark addon');
-  writeFileSync(path.join(prebuilds, 'cuda_stream_pool_bench.napi.node'), '');
-  assert.equal(benchAddonPath(root), path.join(prebuilds, 'cuda_stream_pool_bench.napi.node'));
+  mkdirSync(path.join(prebuilds, BENCH_ADDON_TARGET), { recursive: true });
+  writeFileSync(path.join(prebuilds, 'node.napi.glibc.node'), '');
+  assert.equal(addonPath(BENCH_ADDON_TARGET, root), undefined, 'the library prebuild is not the benchmark addon');
+  assert.equal(addonPath('cuda_stream_pool', root), path.join(prebuilds, 'node.napi.glibc.node'));
+  writeFileSync(path.join(prebuilds, BENCH_ADDON_TARGET, 'node.napi.glibc.node'), '');
+  assert.equal(addonPath(BENCH_ADDON_TARGET, root), path.join(prebuilds, BENCH_ADDON_TARGET, 'node.napi.glibc.node'));
   const release = path.join(root, 'build', 'Release');
   mkdirSync(release, { recursive: true });
-  writeFileSync(path.join(release, 'cuda_stream_pool.node'), '');
-  assert.equal(benchAddonPath(root), path.join(prebuilds, 'cuda_stream_pool_bench.napi.node'));
-  writeFileSync(path.join(release, BENCH_ADDON_FILE), '');
-  assert.equal(benchAddonPath(root), path.join(release, BENCH_ADDON_FILE));
+  writeFileSync(path.join(release, `${BENCH_ADDON_TARGET}.node`), '');
+  assert.equal(addonPath(BENCH_ADDON_TARGET, root), path.join(release, `${BENCH_ADDON_TARGET}.node`));
 });
 
 test('the library loader picks the library binary and the library exports none of the benchmark functions', () => {
-  const found = benchAddonPath();
+  const found = addonPath(BENCH_ADDON_TARGET);
   assert.ok(found, 'the benchmark addon is built');
   assert.match(path.basename(found), /^cuda_stream_pool_bench\b.*\.node$/);
   const nodeGypBuild = createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string };

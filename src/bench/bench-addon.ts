@@ -1,15 +1,14 @@
 // The benchmark addon (cuda_stream_pool_bench.node, built from src/native/bench/): the native baselines that the
 // benchmarks print beside the library's figures. A binary of its own, so that the library's carries no benchmark
 // code; loaded here by explicit path, never by the library's loader.
-import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
 import { CudaUnavailableError } from '../errors.js';
-import { native, packageRoot } from '../native.js';
+import { addonPath, native, packageRoot } from '../native.js';
 
-/** The addon's file name in build/Release/; a prebuild's name starts with its stem. */
-export const BENCH_ADDON_FILE = 'cuda_stream_pool_bench.node';
+/** The benchmark addon's target in binding.gyp (see addonPath in src/native.ts for where its binary is found). */
+export const BENCH_ADDON_TARGET = 'cuda_stream_pool_bench';
 
 /** A task slot as the native mode sees it: the raw device address and the pinned output's bytes. */
 export interface NativeSlot {
@@ -88,17 +87,6 @@ export interface BenchBinding {
   runTasks(plan: NativeTaskPlan): Promise<NativeTaskOutcome>;
 }
 
-/** Where the benchmark addon is: build/Release/ of a local build first, then the prebuilds folder of this platform
- * (`prebuilds/<platform>-<arch>/`, a file named cuda_stream_pool_bench*.node). Undefined when neither has it. */
-export function benchAddonPath(root: string = packageRoot): string | undefined {
-  const built = path.join(root, 'build', 'Release', BENCH_ADDON_FILE);
-  if (existsSync(built)) return built;
-  const prebuilds = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
-  const stem = BENCH_ADDON_FILE.slice(0, -'.node'.length);
-  const prebuilt = existsSync(prebuilds) ? readdirSync(prebuilds).find((name) => name.startsWith(`${stem}.`) && name.endsWith('.node')) : undefined;
-  return prebuilt === undefined ? undefined : path.join(prebuilds, prebuilt);
-}
-
 /** The errors of the benchmark addon are the library's: a CudaError named by the library's own table, or a
  * CudaUnavailableError with the loader's reason. */
 function benchError(kind: string, ...args: unknown[]): Error {
@@ -116,11 +104,11 @@ let loaded: BenchBinding | undefined;
  * @throws `Error` naming the places looked in and how to build the addon, when it is in neither. */
 export function benchAddon(): BenchBinding {
   if (loaded) return loaded;
-  const file = benchAddonPath();
+  const file = addonPath(BENCH_ADDON_TARGET);
   if (file === undefined)
     throw new Error(
-      `cuda-stream-pool bench: the benchmark addon ${BENCH_ADDON_FILE} is neither in ${path.join(packageRoot, 'build', 'Release')} ` +
-        `nor in ${path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`)}. Build it with npm run build ` +
+      `cuda-stream-pool bench: the benchmark addon ${BENCH_ADDON_TARGET} is neither in ${path.join(packageRoot, 'build', 'Release')} ` +
+        `nor in ${path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`, BENCH_ADDON_TARGET)}. Build it with npm run build ` +
         '(node-gyp builds the library and the benchmark addon).',
     );
   const binding = createRequire(import.meta.url)(file) as BenchBinding;
