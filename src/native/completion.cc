@@ -227,6 +227,11 @@ void release_staging(Landing& landing) {
   if (landing.release) landing.release();
 }
 
+// One holder of the landing's marker is done with it (see Landing::marker_holders).
+void drop_marker(Landing& landing) {
+  if (landing.marker_holders.fetch_sub(1, std::memory_order_acq_rel) == 1) return_marker(landing.marker);
+}
+
 // Copies staging into the destination array, unless its buffer was detached or transferred. JS thread.
 void finish_landing(Napi::Env env, Landing& landing, bool copy) {
   if (landing.finished.exchange(true)) return;
@@ -246,6 +251,7 @@ void finish_landing(Napi::Env env, Landing& landing, bool copy) {
   napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
   release_staging(landing);
+  drop_marker(landing);
 }
 
 // Lands every landing of this environment whose marker is done; returns how many are still pending.
@@ -365,11 +371,13 @@ class Engine {
 
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
-    if (wait->landing) wait->landing->marker_done.store(true, std::memory_order_release);
-    if (wait->marker.event) {
-      if (result == CUDA_SUCCESS) event_pool().put(wait->device, wait->marker.event);
-      // else: after a fault the event is never reused (its context is lost)
+    if (wait->landing) {
+      wait->landing->marker_done.store(true, std::memory_order_release);
+      if (result == CUDA_SUCCESS) drop_marker(*wait->landing);
+    } else if (wait->marker.event && result == CUDA_SUCCESS) {
+      event_pool().put(wait->device, wait->marker.event);
     }
+    // After a fault an event is never reused (its context is lost).
     if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
     pending_.fetch_sub(1, std::memory_order_relaxed);
     if (!wait->channel) {  // a job: nobody to tell
@@ -393,7 +401,10 @@ class Engine {
       }
     }
     // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
-    if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) release_staging(*wait->landing);
+    if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
+      release_staging(*wait->landing);
+      drop_marker(*wait->landing);
+    }
     delete wait;
   }
 
@@ -499,7 +510,10 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
       dropped.swap(channel->ready);
     }
     for (Ready& item : dropped)
-      if (item.landing && !item.landing->finished.exchange(true)) release_staging(*item.landing);
+      if (item.landing && !item.landing->finished.exchange(true)) {
+        release_staging(*item.landing);
+        drop_marker(*item.landing);
+      }
   });
   return env.Undefined();
 }

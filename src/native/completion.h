@@ -90,8 +90,11 @@ struct Landing {
   std::function<void()> release;        // gives the staging back; runs once, on any thread
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
-  std::atomic<bool> marker_done{false};  // set by the poller before it returns an event marker to its pool
+  std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done
   std::atomic<bool> finished{false};     // copied or dropped
+  // An event marker goes back to its pool only when both the poller and the landing's finisher are done with it: a
+  // recycled event could be recorded again and make a finished copy look pending.
+  std::atomic<int> marker_holders{2};
 };
 
 // Registers `landing` with the engine and this environment (the JS thread that owns the destination).

@@ -32,7 +32,7 @@ interface GraphLike {
   instantiate(): { launch(stream: Stream): void; destroy(): void };
   destroy(): void;
 }
-const Graph = (library as unknown as { Graph?: { capture(stream: Stream, fn: (stream: Stream) => unknown): Promise<GraphLike> } }).Graph;
+const Graph = (library as unknown as { Graph?: { capture(stream: Stream, fn: (stream: Stream) => unknown, options?: { mode: 'relaxed' }): Promise<GraphLike> } }).Graph;
 
 const CTORS: readonly TypedArrayCtor[] = [Uint8Array, Int16Array, Uint32Array, Float32Array, Float64Array, BigInt64Array] as unknown as TypedArrayCtor[];
 
@@ -175,10 +175,12 @@ export const newerOperations: Operation[] = [
           let exec: ReturnType<GraphLike['instantiate']> | undefined;
           try {
             graph = await ctx.within(
+              // Relaxed: this thread's other pending steps (leases, runs, waits) go on while the capture awaits, and
+              // their calls (the legacy stream, allocations) would invalidate a thread-local capture.
               Graph!.capture(stream, () => {
                 module.fill.launch({ grid: Math.ceil(words / 256), block: 256 }, buffer, value, words);
                 module.empty.launch({ grid: 1, block: 1 });
-              }),
+              }, { mode: 'relaxed' }),
               'Graph.capture()',
             );
             exec = graph.instantiate();
