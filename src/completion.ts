@@ -59,9 +59,11 @@ export function waitFor(kind: WaitKind, box: Box, call: string, describe: () => 
     const status = kind === 'stream' ? native.streamStatus(box) : native.eventStatus(box);
     if (status === 0) {
       landPending();
-      return Promise.resolve();
+      // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
+      // then the wait goes through the engine, whose delivery lands copies before it settles waits.
+      if (landingsPending === 0) return Promise.resolve();
     }
-    if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
+    else if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
     const token = nextToken++;
     if (kind === 'stream') native.streamNotify(box, token);
     else native.eventNotify(box, token);

@@ -335,13 +335,14 @@ export const memoryOperations: Operation[] = [
       if (!kernels(ctx)) return undefined;
       const length = ctx.random.size(64 * KiB);
       return {
-        text: `copy ${length} B into a pageable array behind a 2 ms spin, then use that array as a copy source (refused)`,
+        text: `copy ${length} B into a pageable array behind a 50 ms spin, then use that array as a copy source (refused)`,
         async run() {
           const stream = Stream.perThread();
           const buffer = DeviceBuffer.alloc(length, { stream });
           const host = new Uint8Array(length);
           try {
-            spinFirst(ctx, stream, 2_000_000n);
+            // Long enough to outlast a first staging allocation (a pinned slab takes milliseconds) between the calls.
+            spinFirst(ctx, stream, 50_000_000n);
             stream.copy(host, buffer);
             ctx.invalid('a pending copy destination used as a copy source', ['value'], () => stream.copy(buffer, host));
           } finally {
