@@ -249,14 +249,19 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
             const controller = new AbortController();
             const entry = { controller, who };
             pending.push(entry);
+            // An entry is gone from `pending` already when its thread died (splice(-1) would drop another's).
+            const forget = () => {
+              const at = pending.indexOf(entry);
+              if (at >= 0) pending.splice(at, 1);
+            };
             core.acquire({ signal: controller.signal }).then(
               (lease) => {
-                pending.splice(pending.indexOf(entry), 1);
+                forget();
                 if (!threads[who]!.alive) return; // granted just before its thread died: its word went back
                 held.push({ lease, who });
                 check();
               },
-              () => pending.splice(pending.indexOf(entry), 1),
+              forget,
             );
           } else if (kind === 'try') {
             const lease = core.tryAcquire();
