@@ -38,7 +38,8 @@ test('addonPath() finds the benchmark addon in build/Release first, then in its 
 test('the library loader picks the library binary and the library exports none of the benchmark functions', () => {
   const found = addonPath(BENCH_ADDON_TARGET);
   assert.ok(found, 'the benchmark addon is built');
-  assert.match(path.basename(found), /^cuda_stream_pool_bench\b.*\.node$/);
+  // build/Release/cuda_stream_pool_bench.node, or the prebuild in its own folder, prebuilds/<platform>/cuda_stream_pool_bench/
+  assert.match(found, /cuda_stream_pool_bench(\.node|[\\/]node\.napi\.glibc\.node)$/);
   const nodeGypBuild = createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string };
   const library = nodeGypBuild.resolve(packageRoot);
   assert.notEqual(path.resolve(library), path.resolve(found));
