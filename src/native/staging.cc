@@ -237,6 +237,19 @@ std::vector<Chunk*> take_chunks(size_t pieces, int device, bool can_stream, Shar
   return chunks;
 }
 
+// The chunks of a staged copy of `bytes`: see take_chunks. The device's context is current.
+struct Staging {
+  size_t pieces = 0;
+  SharedMarker first_wait;
+  std::vector<Chunk*> chunks;
+};
+Staging stage(size_t bytes, int device) {
+  Staging staging;
+  staging.pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
+  staging.chunks = take_chunks(staging.pieces, device, stream_memory_operations(device), &staging.first_wait);
+  return staging;
+}
+
 // Queues a streamed copy on `stream` (held, context current): every piece behind its gate, then a marker. The
 // caller fills `copy` except gate/done. Throws CudaFailure; then nothing will open the gates, so the stream would
 // wait forever on a partly queued copy: the gates are opened at once (the copy's data is then undefined).
@@ -285,9 +298,10 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   const int device = stream->device;
   make_current(device);
   const CUdeviceptr target = dst->ptr + dst_offset;
-  const size_t pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
-  SharedMarker first_wait;
-  std::vector<Chunk*> chunks = take_chunks(pieces, device, stream_memory_operations(device), &first_wait);
+  Staging staging = stage(bytes, device);
+  const size_t pieces = staging.pieces;
+  SharedMarker& first_wait = staging.first_wait;
+  std::vector<Chunk*>& chunks = staging.chunks;
   if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
     size_t queued = 0;
     try {
@@ -341,11 +355,12 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   const int device = stream->device;
   make_current(device);
   const CUdeviceptr from = src->ptr + src_offset;
-  const size_t pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
   auto landing = std::make_shared<Landing>();
   landing->bytes = bytes;
-  SharedMarker first_wait;
-  std::vector<Chunk*> chunks = take_chunks(pieces, device, stream_memory_operations(device), &first_wait);
+  Staging staging = stage(bytes, device);
+  const size_t pieces = staging.pieces;
+  SharedMarker& first_wait = staging.first_wait;
+  std::vector<Chunk*>& chunks = staging.chunks;
   if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
     size_t queued = 0;
     try {
