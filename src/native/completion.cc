@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -15,6 +14,7 @@
 #include "context.h"
 #include "event.h"
 #include "loader.h"
+#include "native_thread.h"
 #include "stream.h"
 
 namespace csp {
@@ -317,7 +317,7 @@ struct Wait {
 class Engine {
  public:
   void submit(Wait* wait) {
-    std::call_once(started_, [this] { std::thread([this] { run(); }).detach(); });
+    std::call_once(started_, [this] { start_detached_thread([this] { run(); }); });
     pending_.fetch_add(1, std::memory_order_relaxed);
     Wait* head = incoming_.load(std::memory_order_relaxed);
     do {
@@ -472,7 +472,7 @@ class Engine {
   std::atomic<uint64_t> parks_{0};
   std::atomic<int64_t> pending_{0};
   std::mutex mutex_;
-  std::condition_variable wake_;
+  Condition wake_;
 };
 
 Engine& engine() {

@@ -12,9 +12,9 @@
 // thread-safe function and wakes the threads: each finishes its current cuCtxSynchronize, frees what is queued,
 // drops pending requests without touching JS, and exits. The threads are detached; they hold the state through a
 // shared_ptr, so it outlives the environment as long as they run.
+#include "native_thread.h"
 #include "synchronizer.h"
 
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -51,7 +51,7 @@ struct DeviceQueue {
 
 struct Synchronizers {
   std::mutex mutex;
-  std::condition_variable wake;
+  Condition wake;
   bool open = true;                   // false once the environment is torn down
   std::map<int, DeviceQueue> devices;  // by ordinal
   Napi::ThreadSafeFunction tsfn;
@@ -145,7 +145,7 @@ void start_if_needed(const std::shared_ptr<Synchronizers>& owner, int device) {
   DeviceQueue& queue = owner->devices[device];
   if (!queue.running) {
     queue.running = true;
-    std::thread(serve, owner, device).detach();
+    start_detached_thread([owner, device] { serve(owner, device); });
   }
   owner->wake.notify_all();
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../native_thread.h"
 #include "../loader.h"
 #include "driver.h"
 
@@ -211,21 +212,21 @@ Outcome run(const Plan& plan) {
     }
   };
 
-  std::vector<std::thread> threads;
+  std::vector<pthread_t> threads;
   threads.reserve(slots);
   try {
-    for (size_t s = 0; s < slots; s++) threads.emplace_back(task_thread, s);
+    for (size_t s = 0; s < slots; s++) threads.push_back(start_thread([&task_thread, s] { task_thread(s); }));
   } catch (...) {
     stop = true;
     go = true;
-    for (auto& thread : threads) thread.join();
+    for (pthread_t thread : threads) pthread_join(thread, nullptr);
     throw;
   }
   // Every thread has its context current and waits: the clock starts when they are released together.
   while (ready.load() < slots) std::this_thread::yield();
   const auto start = Clock::now();
   go.store(true, std::memory_order_release);
-  for (auto& thread : threads) thread.join();
+  for (pthread_t thread : threads) pthread_join(thread, nullptr);
   if (failure) std::rethrow_exception(failure);
   auto end = start;
   for (size_t s = 0; s < slots; s++)
@@ -352,7 +353,7 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
   Delivery delivery = Delivery::New(env, "cuda_stream_pool_bench.native", 0, 1);
   Job* raw = job.release();
   try {
-    std::thread([delivery, raw]() mutable {
+    start_detached_thread([delivery, raw]() mutable {
       try {
         raw->outcome = run(raw->plan);
       } catch (...) {
@@ -360,7 +361,7 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
       }
       if (delivery.BlockingCall(raw) != napi_ok) delete raw;  // the environment is gone: nobody waits
       delivery.Release();
-    }).detach();
+    });
   } catch (...) {
     delivery.Release();
     delete raw;

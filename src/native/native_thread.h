@@ -1,0 +1,74 @@
+// Native threads without std::thread. libstdc++ is linked statically, and its thread code binds pthread_create to
+// the symbol version of the glibc it was built on (2.34 here); these calls are in our own code, where glibc-compat.h
+// binds them to their first versions, so the binaries keep the glibc floor the README states.
+#pragma once
+#include <pthread.h>
+#include <time.h>
+
+#include <cerrno>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <system_error>
+
+namespace csp {
+
+// Starts `body` on a new thread (joinable). An exception leaving `body` is swallowed: nothing may escape a thread.
+// Throws std::system_error when the thread cannot be created.
+inline pthread_t start_thread(std::function<void()> body) {
+  auto* heap = new std::function<void()>(std::move(body));
+  pthread_t thread;
+  const int error = pthread_create(
+      &thread, nullptr,
+      [](void* argument) -> void* {
+        std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(argument));
+        try {
+          (*run)();
+        } catch (...) {
+        }
+        return nullptr;
+      },
+      heap);
+  if (error != 0) {
+    delete heap;
+    throw std::system_error(error, std::generic_category(), "pthread_create");
+  }
+  return thread;
+}
+
+// Starts `body` on a new thread that nobody joins.
+inline void start_detached_thread(std::function<void()> body) { pthread_detach(start_thread(std::move(body))); }
+
+// A condition variable for a std::mutex, on pthread_cond_t: std::condition_variable's code in the static libstdc++
+// brings its thread-exit support, which needs glibc 2.34.
+class Condition {
+ public:
+  Condition() { pthread_cond_init(&cond_, nullptr); }
+  ~Condition() { pthread_cond_destroy(&cond_); }
+  Condition(const Condition&) = delete;
+  Condition& operator=(const Condition&) = delete;
+  void notify_one() { pthread_cond_signal(&cond_); }
+  void notify_all() { pthread_cond_broadcast(&cond_); }
+  // Waits until `ready()` holds; `lock` holds its mutex.
+  template <class Predicate>
+  void wait(std::unique_lock<std::mutex>& lock, Predicate ready) {
+    while (!ready()) pthread_cond_wait(&cond_, lock.mutex()->native_handle());
+  }
+  // Waits until `ready()` holds or `duration` passed (by the realtime clock).
+  template <class Predicate>
+  void wait_for(std::unique_lock<std::mutex>& lock, std::chrono::microseconds duration, Predicate ready) {
+    timespec deadline{};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    const long long nanoseconds = deadline.tv_nsec + static_cast<long long>(duration.count()) * 1000;
+    deadline.tv_sec += static_cast<time_t>(nanoseconds / 1000000000);
+    deadline.tv_nsec = static_cast<long>(nanoseconds % 1000000000);
+    while (!ready())
+      if (pthread_cond_timedwait(&cond_, lock.mutex()->native_handle(), &deadline) == ETIMEDOUT) return;
+  }
+
+ private:
+  pthread_cond_t cond_;
+};
+
+}  // namespace csp
