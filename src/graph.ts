@@ -10,7 +10,7 @@ import { PinnedBuffer } from './pinned-buffer.js';
 import { ArgumentPacker, Kernel } from './module.js';
 import { withStream } from './scope.js';
 import { setGraphFactory, Stream, streamBox, type CaptureOptions } from './stream.js';
-import { invalidType, invalidValue, validateFunction } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateFunction } from './validate.js';
 
 /* Note [graph ownership]: who keeps what alive.
  * - A Graph owns its CUgraph; a GraphExec owns its CUgraphExec and shares the CUgraph it was instantiated from, whose
@@ -98,7 +98,8 @@ export class Graph {
   /** The device the graph's work runs on. */
   readonly device: Device;
 
-  private constructor(box: Box, record: CaptureRecord, device: Device) {
+  private constructor(token: symbol, box: Box, record: CaptureRecord, device: Device) {
+    checkConstruction(token, 'Graph', 'stream.endCapture() or Graph.capture()');
     this.#box = box;
     this.#held = record.held;
     this.#nodes = record.kernelNodes;
@@ -107,7 +108,8 @@ export class Graph {
   }
 
   static {
-    setGraphFactory((box, record, device) => new Graph(box, record, device));
+    setGraphFactory((box, record, device) => new Graph(internalConstruction, box, record, device));
+    guardReceivers(Graph, (value) => #box in value);
     partsOf = (graph, method) => ({ box: graph.#use(method), held: graph.#held, nodes: graph.#nodes });
   }
 
@@ -209,7 +211,8 @@ export class GraphExec {
   /** The device the graph's work runs on. */
   readonly device: Device;
 
-  private constructor(box: Box, graph: Graph, parts: GraphParts) {
+  private constructor(token: symbol, box: Box, graph: Graph, parts: GraphParts) {
+    checkConstruction(token, 'GraphExec', 'graph.instantiate()');
     this.#box = box;
     this.device = graph.device;
     this.#graphs = new Set([graph]);
@@ -219,7 +222,8 @@ export class GraphExec {
   }
 
   static {
-    makeExec = (box, graph, parts) => new GraphExec(box, graph, parts);
+    makeExec = (box, graph, parts) => new GraphExec(internalConstruction, box, graph, parts);
+    guardReceivers(GraphExec, (value) => #box in value);
   }
 
   #use(method: string): Box {

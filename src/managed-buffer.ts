@@ -10,7 +10,7 @@ import { managedBuffers } from './handles.js';
 import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { PinnedViewConstructor } from './pinned-buffer.js';
-import { invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link ManagedBuffer.alloc}. */
 export interface ManagedBufferAllocOptions {
@@ -94,7 +94,8 @@ export class ManagedBuffer implements KernelPointer {
   /** The device whose context owns the memory. */
   readonly device: Device;
 
-  private constructor(box: Box, ptr: bigint, buffer: ArrayBuffer, device: Device) {
+  private constructor(token: symbol, box: Box, ptr: bigint, buffer: ArrayBuffer, device: Device) {
+    checkConstruction(token, 'ManagedBuffer', 'ManagedBuffer.alloc()');
     this.#box = box;
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
@@ -106,6 +107,7 @@ export class ManagedBuffer implements KernelPointer {
   static {
     boxOf = (buffer, method) => buffer.#use(method);
     Object.assign(managedBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
+    guardReceivers(ManagedBuffer, (value) => #box in value);
   }
 
   #use(method: string): Box {
@@ -131,7 +133,7 @@ export class ManagedBuffer implements KernelPointer {
     requireCuda();
     const device = resolveDevice(o.device);
     const { box, ptr, buffer } = native.managedAlloc(device.ordinal, byteLength);
-    return new ManagedBuffer(box, ptr, buffer, device);
+    return new ManagedBuffer(internalConstruction, box, ptr, buffer, device);
   }
 
   /** All the bytes, as one Uint8Array over the managed memory (the same object on each read); length 0 after free. */

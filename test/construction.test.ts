@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Device, DeviceBuffer, Event, Kernel, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool } from 'cuda-stream-pool';
+import { Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool } from 'cuda-stream-pool';
 
 const factories: Array<[string, Function, RegExp]> = [
   ['Event', Event, /use Event\.create\(\) or stream\.recordEvent\(\)/],
@@ -16,6 +16,9 @@ const factories: Array<[string, Function, RegExp]> = [
   ['Device', Device, /use Device\.get\(ordinal\)/],
   ['MemoryPool', MemoryPool, /use device\.memoryPool/],
   ['StreamLease', StreamLease, /use pool\.acquire\(\), pool\.tryAcquire\(\) or pool\.run\(\)/],
+  ['Graph', Graph, /use stream\.endCapture\(\) or Graph\.capture\(\)/],
+  ['GraphExec', GraphExec, /use graph\.instantiate\(\)/],
+  ['ManagedBuffer', ManagedBuffer, /use ManagedBuffer\.alloc\(\)/],
 ];
 
 for (const [name, type, factory] of factories) {
@@ -45,6 +48,9 @@ const receivers: Array<[string, Function]> = [
   ['MemoryPool', MemoryPool],
   ['StreamLease', StreamLease],
   ['StreamPool', StreamPool],
+  ['Graph', Graph],
+  ['GraphExec', GraphExec],
+  ['ManagedBuffer', ManagedBuffer],
 ];
 
 for (const [name, type] of receivers) {

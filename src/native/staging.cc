@@ -50,12 +50,12 @@ struct Chunk {
   SharedMarker last;  // queued after the chunk's last copy (busy chunks only)
 };
 
-// The cap per device: CUDA_STREAM_POOL_STAGING_BYTES when it is a whole number of bytes of at least one chunk, else
-// 64 MiB; rounded down to whole chunks.
+// The cap per device: CUDA_STREAM_POOL_STAGING_BYTES when it is a whole number of bytes (digits only) of at least one
+// chunk, else 64 MiB; rounded down to whole chunks.
 size_t staging_cap() {
   static const size_t cap = [] {
     const char* text = std::getenv("CUDA_STREAM_POOL_STAGING_BYTES");
-    if (!text || !*text) return kDefaultCapBytes;
+    if (!text || !*text || *text < '0' || *text > '9') return kDefaultCapBytes;  // strtoull would take "-5"
     char* end = nullptr;
     unsigned long long value = std::strtoull(text, &end, 10);
     if (*end != '\0' || value < kChunkBytes) return kDefaultCapBytes;
