@@ -17,6 +17,19 @@ test('cacheInfo() reports the staging cap, what is allocated and the high-water 
   assert.ok(staging.highWaterBytes >= 0 && staging.highWaterBytes <= staging.allocatedBytes);
 });
 
+test('CUDA_STREAM_POOL_STAGING_BYTES: whole bytes rounded down to 256 KiB chunks; anything else keeps 64 MiB', async () => {
+  const caps: Record<string, number> = {};
+  for (const value of ['1048576', '1000000', '-5', '1x', '4096', '']) {
+    const result = await runChild(
+      `import { PinnedBuffer } from 'cuda-stream-pool'; console.log(PinnedBuffer.cacheInfo().staging.capBytes);`,
+      { CUDA_STREAM_POOL_STAGING_BYTES: value, CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' },
+    );
+    assert.equal(result.code, 0, result.stderr);
+    caps[value] = Number(result.stdout.trim());
+  }
+  assert.deepEqual(caps, { '1048576': MiB, '1000000': 786432, '-5': 64 * MiB, '1x': 64 * MiB, '4096': 64 * MiB, '': 64 * MiB });
+});
+
 test('with a 1 MiB cap, 5 MiB copies in both directions stream through the chunks and return every byte', gpu, async () => {
   const result = await runChild(`
     import { readFileSync } from 'node:fs';
