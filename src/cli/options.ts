@@ -114,7 +114,7 @@ export function outputFileOption(extension: RegExp, what: string): (value: strin
 }
 
 /** The commander argument parser of `--timeline` (and `report --html`): a writable .html file. */
-export const timelineOption = outputFileOption(/\.html?$/i, 'a file name ending in .html (the timeline is an HTML page)');
+export const timelineOption = outputFileOption(/\.html?$/i, 'a file name ending in .html or .htm (the timeline is an HTML page)');
 
 /** The commander argument parser of `--trace`: a writable .json file. */
 export const traceOption = outputFileOption(/\.json$/i, 'a file name ending in .json (the trace is JSON)');
