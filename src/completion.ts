@@ -88,11 +88,6 @@ export function waitSignal(options: unknown): AbortSignal | undefined {
   return validateSignal(o.signal, 'options.signal');
 }
 
-/** Waits pending in this thread (for tests and diagnostics). */
-export function pendingWaits(): number {
-  return waiters.size;
-}
-
 /**
  * The completion engine's diagnostic counters, for tests and tuning (see {@link completionStats}).
  */

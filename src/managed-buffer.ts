@@ -9,8 +9,8 @@ import { Stream, streamBox } from './stream.js';
 import { managedBuffers } from './handles.js';
 import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import type { PinnedViewConstructor } from './pinned-buffer.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { hostView, type PinnedViewConstructor } from './pinned-buffer.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link ManagedBuffer.alloc}. */
 export interface ManagedBufferAllocOptions {
@@ -53,7 +53,6 @@ export interface ManagedAdviseOptions {
 
 const CPU = -1; // CU_DEVICE_CPU
 const MAX_MANAGED_BYTES = 2 ** 32 - 1; // the largest typed array Node 20 can make
-const TypedArray = Object.getPrototypeOf(Int8Array) as Function;
 
 let boxOf: (buffer: ManagedBuffer, method: string) => Box;
 
@@ -151,16 +150,7 @@ export class ManagedBuffer implements KernelPointer {
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor`; `RangeError` ERR_OUT_OF_RANGE for a range outside
    * the buffer or a misaligned offset; {@link DestroyedError} after `free()`. */
   view<T extends ArrayBufferView>(Ctor: PinnedViewConstructor<T>, byteOffset = 0, length?: number): T {
-    const isView = typeof Ctor === 'function' && (Ctor === (DataView as unknown) || Ctor.prototype instanceof TypedArray);
-    if (!isView) throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array) or DataView', Ctor);
-    this.#use('view');
-    const size = Ctor === (DataView as unknown) ? 1 : Ctor.BYTES_PER_ELEMENT ?? 1;
-    validateInteger(byteOffset, 'byteOffset', 0, this.byteLength);
-    if (byteOffset % size !== 0)
-      throw outOfRange('byteOffset', `a multiple of ${size} (${Ctor.name}.BYTES_PER_ELEMENT) from 0 to ${this.byteLength}`, byteOffset);
-    const fits = Math.floor((this.byteLength - byteOffset) / size);
-    const count = length === undefined ? fits : validateInteger(length, 'length', 0, fits);
-    return new Ctor(this.#buffer, byteOffset, count);
+    return hostView(this.#buffer, Ctor, byteOffset, length, () => this.#use('view'));
   }
 
   /** Queues on `stream` a migration of the whole buffer to `target` (a device, or `'cpu'` for host memory) and

@@ -36,6 +36,23 @@ export interface PinnedCacheInfo {
   };
 }
 
+/** A `Ctor` view of `memory` (host memory of a PinnedBuffer or ManagedBuffer) from `byteOffset`, `length` elements
+ * (default: the rest): the checks and errors `view()` documents. `requireAlive` runs after the type check and throws
+ * DestroyedError once the memory was freed. @internal */
+export function hostView<T extends ArrayBufferView>(memory: ArrayBuffer, Ctor: PinnedViewConstructor<T>, byteOffset: number, length: number | undefined, requireAlive: () => void): T {
+  const isView = typeof Ctor === 'function' && (Ctor === (DataView as unknown) || Ctor.prototype instanceof TypedArray);
+  if (!isView) throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array) or DataView', Ctor);
+  requireAlive();
+  const byteLength = memory.byteLength;
+  const size = Ctor === (DataView as unknown) ? 1 : Ctor.BYTES_PER_ELEMENT ?? 1;
+  validateInteger(byteOffset, 'byteOffset', 0, byteLength);
+  if (byteOffset % size !== 0)
+    throw outOfRange('byteOffset', `a multiple of ${size} (${Ctor.name}.BYTES_PER_ELEMENT) from 0 to ${byteLength}`, byteOffset);
+  const fits = Math.floor((byteLength - byteOffset) / size);
+  const count = length === undefined ? fits : validateInteger(length, 'length', 0, fits);
+  return new Ctor(memory, byteOffset, count);
+}
+
 /** What copies need to know about a pinned ArrayBuffer, whoever holds it (the wrapper or only views). */
 interface PinnedRecord {
   box: Box;
@@ -133,16 +150,9 @@ export class PinnedBuffer {
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor`; `RangeError` ERR_OUT_OF_RANGE for a range outside
    * the buffer or a misaligned offset; {@link DestroyedError} after `free()`. */
   view<T extends ArrayBufferView>(Ctor: PinnedViewConstructor<T>, byteOffset = 0, length?: number): T {
-    const isView = typeof Ctor === 'function' && (Ctor === (DataView as unknown) || Ctor.prototype instanceof TypedArray);
-    if (!isView) throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array) or DataView', Ctor);
-    if (this.#record.freed) throw new DestroyedError('PinnedBuffer', 'view', 'was freed');
-    const size = Ctor === (DataView as unknown) ? 1 : Ctor.BYTES_PER_ELEMENT ?? 1;
-    validateInteger(byteOffset, 'byteOffset', 0, this.byteLength);
-    if (byteOffset % size !== 0)
-      throw outOfRange('byteOffset', `a multiple of ${size} (${Ctor.name}.BYTES_PER_ELEMENT) from 0 to ${this.byteLength}`, byteOffset);
-    const fits = Math.floor((this.byteLength - byteOffset) / size);
-    const count = length === undefined ? fits : validateInteger(length, 'length', 0, fits);
-    return new Ctor(this.#buffer, byteOffset, count);
+    return hostView(this.#buffer, Ctor, byteOffset, length, () => {
+      if (this.#record.freed) throw new DestroyedError('PinnedBuffer', 'view', 'was freed');
+    });
   }
 
   /** Returns at once: detaches every view of the memory and gives it back to the library's pinned cache, where it
