@@ -27,7 +27,7 @@ export interface NativeBinding {
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
   };
   deviceFault(ordinal: number): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; contexts: number[] };
   cudaError(code: number, call: string, detail: string): Error;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
@@ -210,7 +210,7 @@ function unavailableBinding(reason: string): NativeBinding {
     completionRef: () => {},
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
-    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0 }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, contexts: [] }),
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true }),
