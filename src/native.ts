@@ -44,6 +44,7 @@ export interface NativeBinding {
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
+  streamShareHandle(box: Box): void;
   streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;
@@ -213,7 +214,7 @@ function unavailableBinding(reason: string): NativeBinding {
     liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, contexts: [] }),
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {
