@@ -47,6 +47,8 @@ export interface NativeBinding {
   streamShareHandle(box: Box): void;
   /** 0 done; NOT_READY: marker queued, `token` reported later; -1/-2 capturing (active/invalidated); else a CUresult. */
   streamWait(box: Box, token: number): number;
+  /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
+  streamLastTicket(box: Box): { address: bigint; value: number } | null;
   streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;

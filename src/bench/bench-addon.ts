@@ -73,13 +73,16 @@ export interface BenchBinding {
   streamSynchronizeIdleLoop(device: number, iterations: number): number;
   /** cuLaunchKernel(empty_kernel, 1 block of 1 thread) + cuStreamSynchronize. */
   kernelSynchronizeLoop(device: number, iterations: number, ptx: string): number;
-  /** Starts a C++ observer thread over `count` zeroed words of mapped pinned memory (the wake-latency row). */
+  /** An observer of `count` waits for the wake-latency row, with its gate closed (src/native/bench/wake_observer.cc). */
   wakeObserverStart(device: number, count: number): WakeObserver;
-  /** cuStreamWriteValue64(stream, word `index`, 1): the observer sees the word written once the stream's work so far
-   * is done. `stream` is a raw CUstream. */
-  wakeObserverMark(observer: WakeObserver, stream: bigint, index: number): void;
-  /** Stops the observer; per word, when it was first seen written, in ns of the steady clock (CLOCK_MONOTONIC, as
-   * process.hrtime.bigint()), 0 when never. */
+  /** cuStreamWaitValue64 on the observer's gate: the raw stream's later work waits until the release. */
+  wakeObserverHold(observer: WakeObserver, stream: bigint): void;
+  /** Wait `index` is done once the 8-byte word at host address `address` reaches `value` (a completion ticket). */
+  wakeObserverWatch(observer: WakeObserver, index: number, address: bigint, value: number): void;
+  /** Starts the observer thread spinning on the watched words, then opens the gate. */
+  wakeObserverRelease(observer: WakeObserver): void;
+  /** Stops the observer; per wait, when its word was first seen at its value, in ns of the steady clock
+   * (CLOCK_MONOTONIC, as process.hrtime.bigint()), 0 when never. */
   wakeObserverFinish(observer: WakeObserver): Float64Array;
   /** cuEventRecord of a timing-disabled event on an idle stream. */
   eventRecordLoop(device: number, iterations: number): number;

@@ -2,6 +2,7 @@
 // (the benchmark addon, src/native/bench/calls.cc): stream create+destroy, synchronize on an idle stream and after a
 // short kernel, event record; and 10,000 concurrent awaits.
 import { Device, Event, Stream, StreamPool } from '../index.js';
+import { streamBox, streamHandle } from '../stream.js';
 import { native } from '../native.js';
 import { benchAddon } from './bench-addon.js';
 import { nativeSample, summarize, targetAddedNs, targetRatio, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
@@ -58,43 +59,37 @@ async function concurrentAwaits(device: Device, runs = 5): Promise<Sample> {
 const WAKE_WAITS = 1000;
 
 /** The wake latency of waits under load: 1,000 waits in flight over the 32 streams of a pool, each behind its own
- * 50 µs kernel, all issued behind a held gate so that none settles before all are issued. Just before each wait's
- * marker, its stream writes a word that a C++ observer thread of the benchmark addon spins on; for each wait, the
- * time from the observer seeing its word to its promise's reaction running on the JS thread, in µs, over `runs` runs
- * (every wait of every run is one value). */
+ * 50 µs kernel; the streams are held behind a gate until every wait is issued. A C++ observer thread of the benchmark
+ * addon spins on each wait's completion ticket (the same word and value the library's poller reads) and stamps when
+ * it is reached; the figure is, for each wait, the time from that stamp to its promise's reaction running on the JS
+ * thread, in µs, over `runs` runs (every wait of every run is one value). Needs ticket markers: empty with events. */
 async function wakeLatency(device: Device, runs = 3): Promise<number[]> {
+  if (native.completionMarker(device.ordinal) !== 'ticket') return [];
   const { hold } = await benchKernels(device);
   const addon = benchAddon();
   const pool = new StreamPool({ device, size: 32 });
-  const gate = Stream.create({ device });
-  const opened = Event.create({ device });
-  // Reading a handle makes each of these streams' waits enqueue a marker of its own: one per wait, as measured.
-  const handles = Array.from({ length: pool.size }, (_, s) => pool.getStream(s).handle);
+  const streams = Array.from({ length: pool.size }, (_, s) => pool.getStream(s));
   const latencies: number[] = [];
   try {
     for (let r = -1; r < runs; r++) {
       const observer = addon.wakeObserverStart(device.ordinal, WAKE_WAITS);
+      for (const stream of streams) addon.wakeObserverHold(observer, streamHandle(stream));
       const resolvedNs = new Float64Array(WAKE_WAITS);
-      hold.launch({ grid: 1, block: 1, stream: gate }, 100_000_000n);
-      opened.record(gate);
-      for (let s = 0; s < pool.size; s++) pool.getStream(s).waitEvent(opened);
       const waits: Promise<void>[] = [];
       for (let i = 0; i < WAKE_WAITS; i++) {
-        const stream = pool.getStream(i % pool.size);
+        const stream = streams[i % streams.length]!;
         hold.launch({ grid: 1, block: 1, stream }, 50_000n);
-        addon.wakeObserverMark(observer, handles[i % pool.size]!, i);
         waits.push(stream.synchronize().then(() => void (resolvedNs[i] = Number(process.hrtime.bigint()))));
+        const ticket = native.streamLastTicket(streamBox(stream, 'synchronize'))!;
+        addon.wakeObserverWatch(observer, i, ticket.address, ticket.value);
       }
+      addon.wakeObserverRelease(observer);
       await Promise.all(waits);
       const seenNs = addon.wakeObserverFinish(observer);
       if (r < 0) continue; // warm-up
-      for (let i = 0; i < WAKE_WAITS; i++)
-        if (seenNs[i]! > 0) latencies.push((resolvedNs[i]! - seenNs[i]!) / 1000);
+      for (let i = 0; i < WAKE_WAITS; i++) if (seenNs[i]! > 0) latencies.push((resolvedNs[i]! - seenNs[i]!) / 1000);
     }
   } finally {
-    await gate.synchronize();
-    opened.destroy();
-    gate.destroy();
     pool.destroy();
   }
   return latencies;
@@ -186,6 +181,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
   }
 
   const latencies = (await wakeLatency(device)).sort((a, b) => a - b);
+  if (latencies.length > 0) {
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
   for (const [label, q] of [['median', 0.5], ['p99', 0.99]] as const)
     results.push({
@@ -194,6 +190,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
       // The p99 row is one percentile: no spread of its own.
       value: q === 0.5 ? { median: at(0.5), p10: at(0.1), p90: at(0.9), runs: latencies.length } : { median: at(q), p10: at(q), p90: at(q), runs: latencies.length },
     });
+  }
 
   const awaits = await concurrentAwaits(device);
   results.push({

@@ -160,7 +160,7 @@ MarkerKind marker_kind(int device) {
 
 }  // namespace
 
-Marker enqueue_marker(StreamBox& stream) {
+Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
   const int device = stream.device;
   Marker marker;
   marker.device = device;
@@ -181,7 +181,7 @@ Marker enqueue_marker(StreamBox& stream) {
   // Read before the write: every call counted so far queued its work before this ticket; one counted later may not
   // have, so a later count never shares it.
   const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);
-  if (stream.shares_tickets() && submissions == stream.submissions_at_ticket) {
+  if (use == MarkerUse::kWait && stream.shares_tickets() && submissions == stream.submissions_at_ticket) {
     marker.value = slot.issued;
     return marker;
   }
@@ -568,7 +568,7 @@ Napi::Value stream_notify(const Napi::CallbackInfo& info) {
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   make_current(stream->device);
-  Marker marker = enqueue_marker(*stream);
+  Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(env, token, stream->device);
   wait->marker = marker;
   wait->stream = std::move(stream);
@@ -588,12 +588,26 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   const CUresult status = query_stream(*stream);
   if (status != CUDA_ERROR_NOT_READY) return Napi::Number::New(env, status);
   channel_of(env);  // throws unless completionInit ran
-  Marker marker = enqueue_marker(*stream);
+  Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(env, token, stream->device);
   wait->marker = marker;
   wait->stream = std::move(stream);
   engine().submit(wait);
   return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
+}
+
+// streamLastTicket(streamBox) -> { address: bigint, value } | null: the host address of the stream's ticket word and
+// the value its last marker writes there; null without a ticket. For the benchmark's observer of wake latency, which
+// spins on the same word as the poller.
+Napi::Value stream_last_ticket(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  std::lock_guard<std::mutex> lock(stream->marker_mutex);
+  if (!stream->ticket) return env.Null();
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("address", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(stream->ticket->word))));
+  out.Set("value", static_cast<double>(stream->ticket->issued));
+  return out;
 }
 
 // eventNotify(eventBox, token): dispatch reports `token` once the event's recorded work is done.
@@ -725,6 +739,7 @@ void register_completion(Napi::Env env, Napi::Object exports) {
   exports.Set("completionStats", Napi::Function::New<js_entry<completion_stats>>(env, "completionStats"));
   exports.Set("completionMarker", Napi::Function::New<js_entry<completion_marker>>(env, "completionMarker"));
   exports.Set("completionSetMarker", Napi::Function::New<js_entry<completion_set_marker>>(env, "completionSetMarker"));
+  exports.Set("streamLastTicket", Napi::Function::New<js_entry<stream_last_ticket>>(env, "streamLastTicket"));
   exports.Set("streamWait", Napi::Function::New<js_entry<stream_wait>>(env, "streamWait"));
   exports.Set("streamNotify", Napi::Function::New<js_entry<stream_notify>>(env, "streamNotify"));
   exports.Set("eventNotify", Napi::Function::New<js_entry<event_notify>>(env, "eventNotify"));

@@ -56,9 +56,14 @@ struct Marker {
   int device = 0;
 };
 
+// How a marker relates to the work before it: a wait (its caller queued nothing) may share the stream's last ticket;
+// a marker after work that the caller itself just queued, within the same use, must not, because that work is not
+// counted until the use ends.
+enum class MarkerUse { kWait, kAfterOwnWork };
+
 // Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
 // device's context is current. Throws CudaFailure.
-Marker enqueue_marker(StreamBox& stream);
+Marker enqueue_marker(StreamBox& stream, MarkerUse use);
 
 // Whether the work queued on the stream so far is done: CUDA_SUCCESS, CUDA_ERROR_NOT_READY, or the failure (a sticky
 // fault is recorded). For a stream that shares tickets, known without a driver call when no work was queued since a

@@ -174,6 +174,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   }
   // A missing wait could free memory that another stream still uses: leak it instead.
   if (ordered) fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
+  // The free is work on its stream: a later wait there must not share a ticket written before it.
+  if (free_box && free_stream == free_box->handle) free_box->submissions.fetch_add(1, std::memory_order_release);
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
   if (own) check_quiet(drv().cuEventDestroy(own), device);  // released by the driver once its record completed
   for (BufferUse& use : buffer.uses)

@@ -269,7 +269,7 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
                                                  stream.handle);
       check(r, copy.to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", stream.device,
             [&] { return copy_text(stream, copy.bytes) + " through pinned staging"; });
-      copy.done.push_back(enqueue_marker(stream));
+      copy.done.push_back(enqueue_marker(stream, MarkerUse::kAfterOwnWork));
     }
   } catch (...) {
     open_gate(copy.gate, copy.gate.base + n);  // releases what was queued; the chunks and gate are not reused
@@ -311,7 +311,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
         check(drv().cuMemcpyHtoDAsync(target + offset, chunks[queued]->data, length, stream->handle),
               "cuMemcpyHtoDAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
       }
-      arena(device).put(chunks, share_marker(enqueue_marker(*stream)));
+      arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork)));
     } catch (...) {
       // Chunks whose copy may be queued are not reused; the others go back.
       arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
@@ -369,7 +369,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
         check(drv().cuMemcpyDtoHAsync(chunks[queued]->data, from + offset, length, stream->handle),
               "cuMemcpyDtoHAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
       }
-      landing->marker = enqueue_marker(*stream);
+      landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
     } catch (...) {
       arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
                         SharedMarker());
@@ -399,7 +399,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     check(drv().cuMemcpyDtoHAsync(block->data(), from, bytes, stream->handle), "cuMemcpyDtoHAsync", device,
           [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
     try {
-      landing->marker = enqueue_marker(*stream);
+      landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
     } catch (...) {
       block->fence(stream);  // reused only after the copy; a failed fence leaks the block instead
       throw;

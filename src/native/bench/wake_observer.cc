@@ -1,12 +1,13 @@
 // The wake-latency row of `cuda-stream-pool bench micro`: a C++ observer thread that sees each wait's work finish, so
 // the benchmark can time how long the library then takes to resolve the wait's promise on the JS thread.
 //
-// Each wait gets a word of mapped pinned memory that its stream writes (cuStreamWriteValue64) right before the
-// library's own completion marker, so the observer sees the same moment the library's poller can first see. The
-// observer spins over the words not yet written and stamps each with the steady clock (CLOCK_MONOTONIC on Linux, the
-// clock of Node's process.hrtime), so the JS side subtracts its own stamps directly.
+// The observer spins on the very words the library's poller reads: each wait's completion ticket (the stream's ticket
+// word in mapped pinned memory, and the value its marker writes), given by the library. It stamps each with the
+// steady clock (CLOCK_MONOTONIC on Linux, the clock of Node's process.hrtime), so the JS side subtracts its own
+// stamps directly. The streams are held behind a gate (cuStreamWaitValue64 on a word of this observer) until every
+// wait is issued and watched, so the observer and the poller both start while every wait is still in flight.
 //
-// Runs on: wakeObserverStart/Mark/Finish on one JS thread; the observer on a thread of its own, joined by Finish.
+// Runs on: wakeObserver* on one JS thread; the observer on a thread of its own, from Release to Finish.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -20,22 +21,33 @@
 namespace csp::bench {
 namespace {
 
+struct Target {
+  const uint64_t* word = nullptr;
+  uint64_t value = 0;
+};
+
 struct Observer {
   int device = 0;
-  size_t count = 0;
-  uint64_t* words = nullptr;  // mapped pinned memory, count words
-  CUdeviceptr addresses = 0;  // the same words as the device sees them
-  std::vector<double> seen_ns;  // steady-clock ns when each word was first seen written, 0 if never
+  std::vector<Target> targets;
+  std::vector<double> seen_ns;  // steady-clock ns when each target was first seen reached, 0 if never
+  uint64_t* gate = nullptr;     // mapped pinned word the held streams wait on
+  CUdeviceptr gate_address = 0;
   std::atomic<bool> stop{false};
   pthread_t thread{};
   bool running = false;
 
   ~Observer() {
+    open_gate();  // a stream must never be left waiting on freed memory
     finish();
-    if (words) {
+    if (gate) {
       ContextScope context(device);
-      drv().cuMemFreeHost(words);
+      drv().cuCtxSynchronize();  // the held streams read the gate until they pass it
+      drv().cuMemFreeHost(gate);
     }
+  }
+
+  void open_gate() {
+    if (gate) __atomic_store_n(gate, uint64_t{1}, __ATOMIC_RELEASE);
   }
 
   void finish() {
@@ -46,12 +58,13 @@ struct Observer {
   }
 
   void watch() {
-    std::vector<size_t> unseen(count);
-    for (size_t i = 0; i < count; i++) unseen[i] = i;
+    std::vector<size_t> unseen;
+    for (size_t i = 0; i < targets.size(); i++)
+      if (targets[i].word) unseen.push_back(i);
     while (!unseen.empty() && !stop.load(std::memory_order_acquire)) {
       size_t kept = 0;
       for (size_t index : unseen) {
-        if (__atomic_load_n(&words[index], __ATOMIC_ACQUIRE) != 0)
+        if (__atomic_load_n(targets[index].word, __ATOMIC_ACQUIRE) >= targets[index].value)
           seen_ns[index] = static_cast<double>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
                   .count());
@@ -63,11 +76,14 @@ struct Observer {
   }
 };
 
-Observer& observer_of(const Napi::Value& value) {
-  return *value.As<Napi::External<Observer>>().Data();
+Observer& observer_of(const Napi::Value& value) { return *value.As<Napi::External<Observer>>().Data(); }
+
+uint64_t to_u64(const Napi::Value& value) {
+  bool lossless = false;
+  return value.As<Napi::BigInt>().Uint64Value(&lossless);
 }
 
-// wakeObserverStart(device, count) -> observer: `count` zeroed words and a thread that watches them until Finish.
+// wakeObserverStart(device, count) -> observer for `count` waits, with its gate closed.
 Napi::Value wake_observer_start(const Napi::CallbackInfo& info) {
   const int device = info[0].As<Napi::Number>().Int32Value();
   const size_t count = static_cast<size_t>(info[1].As<Napi::Number>().Int64Value());
@@ -75,40 +91,58 @@ Napi::Value wake_observer_start(const Napi::CallbackInfo& info) {
   auto* observer = new Observer();
   auto external = Napi::External<Observer>::New(info.Env(), observer, [](Napi::BasicEnv, Observer* o) { delete o; });
   observer->device = device;
-  observer->count = count;
+  observer->targets.resize(count);
   observer->seen_ns.assign(count, 0);
   void* memory = nullptr;
-  check(drv().cuMemHostAlloc(&memory, count * sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+  check(drv().cuMemHostAlloc(&memory, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
         "cuMemHostAlloc", device);
-  observer->words = static_cast<uint64_t*>(memory);
-  std::memset(observer->words, 0, count * sizeof(uint64_t));
-  check(drv().cuMemHostGetDevicePointer(&observer->addresses, memory, 0), "cuMemHostGetDevicePointer", device);
-  observer->thread = start_thread([observer] { observer->watch(); });
-  observer->running = true;
+  observer->gate = static_cast<uint64_t*>(memory);
+  *observer->gate = 0;
+  check(drv().cuMemHostGetDevicePointer(&observer->gate_address, memory, 0), "cuMemHostGetDevicePointer", device);
   return external;
 }
 
-// wakeObserverMark(observer, stream: bigint, index): the stream writes word `index` once its work so far is done.
-Napi::Value wake_observer_mark(const Napi::CallbackInfo& info) {
+// wakeObserverHold(observer, stream: bigint): the stream's later work waits until Release opens the gate.
+Napi::Value wake_observer_hold(const Napi::CallbackInfo& info) {
   Observer& observer = observer_of(info[0]);
-  bool lossless = false;
-  auto stream = reinterpret_cast<CUstream>(info[1].As<Napi::BigInt>().Uint64Value(&lossless));
-  const size_t index = static_cast<size_t>(info[2].As<Napi::Number>().Int64Value());
-  if (index >= observer.count) throw Napi::RangeError::New(info.Env(), "wakeObserverMark: index out of range");
+  auto stream = reinterpret_cast<CUstream>(to_u64(info[1]));
   ContextScope context(observer.device);
-  check(drv().cuStreamWriteValue64(stream, observer.addresses + index * sizeof(uint64_t), 1,
-                                   CU_STREAM_WRITE_VALUE_DEFAULT),
-        "cuStreamWriteValue64", observer.device);
+  check(drv().cuStreamWaitValue64(stream, observer.gate_address, 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64",
+        observer.device);
   return info.Env().Undefined();
 }
 
-// wakeObserverFinish(observer) -> Float64Array: per word, the steady-clock ns when the observer saw it written (0:
-// never). Stops and joins the observer thread.
+// wakeObserverWatch(observer, index, address: bigint, value): wait `index` is done once the 8-byte word at host
+// address `address` reaches `value`.
+Napi::Value wake_observer_watch(const Napi::CallbackInfo& info) {
+  Observer& observer = observer_of(info[0]);
+  const size_t index = static_cast<size_t>(info[1].As<Napi::Number>().Int64Value());
+  if (index >= observer.targets.size() || observer.running)
+    throw Napi::RangeError::New(info.Env(), "wakeObserverWatch: index out of range, or the observer already runs");
+  observer.targets[index].word = reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(to_u64(info[2])));
+  observer.targets[index].value = static_cast<uint64_t>(info[3].As<Napi::Number>().Int64Value());
+  return info.Env().Undefined();
+}
+
+// wakeObserverRelease(observer): starts the observer thread, then opens the gate.
+Napi::Value wake_observer_release(const Napi::CallbackInfo& info) {
+  Observer& observer = observer_of(info[0]);
+  if (!observer.running) {
+    observer.thread = start_thread([&observer] { observer.watch(); });
+    observer.running = true;
+  }
+  observer.open_gate();
+  return info.Env().Undefined();
+}
+
+// wakeObserverFinish(observer) -> Float64Array: per wait, the steady-clock ns when the observer saw its word reach
+// its value (0: never). Stops and joins the observer thread.
 Napi::Value wake_observer_finish(const Napi::CallbackInfo& info) {
   Observer& observer = observer_of(info[0]);
+  observer.open_gate();
   observer.finish();
-  auto out = Napi::Float64Array::New(info.Env(), observer.count);
-  std::memcpy(out.Data(), observer.seen_ns.data(), observer.count * sizeof(double));
+  auto out = Napi::Float64Array::New(info.Env(), observer.seen_ns.size());
+  std::memcpy(out.Data(), observer.seen_ns.data(), observer.seen_ns.size() * sizeof(double));
   return out;
 }
 
@@ -116,7 +150,9 @@ Napi::Value wake_observer_finish(const Napi::CallbackInfo& info) {
 
 void register_wake_observer(Napi::Env env, Napi::Object exports) {
   exports.Set("wakeObserverStart", Napi::Function::New<entry<wake_observer_start>>(env, "wakeObserverStart"));
-  exports.Set("wakeObserverMark", Napi::Function::New<entry<wake_observer_mark>>(env, "wakeObserverMark"));
+  exports.Set("wakeObserverHold", Napi::Function::New<entry<wake_observer_hold>>(env, "wakeObserverHold"));
+  exports.Set("wakeObserverWatch", Napi::Function::New<entry<wake_observer_watch>>(env, "wakeObserverWatch"));
+  exports.Set("wakeObserverRelease", Napi::Function::New<entry<wake_observer_release>>(env, "wakeObserverRelease"));
   exports.Set("wakeObserverFinish", Napi::Function::New<entry<wake_observer_finish>>(env, "wakeObserverFinish"));
 }
 

@@ -67,7 +67,22 @@ export const newerOperations: Operation[] = [
           try {
             const back = await ctx.within((buffer as unknown as NewerBuffer).toArray!(Ctor, options), 'toArray()');
             const at = firstDifference(new Uint8Array(back.buffer as ArrayBuffer, back.byteOffset, back.byteLength), bytes);
-            if (back.constructor !== Ctor || at >= 0) throw new SoakFailure(`DeviceBuffer.from/toArray of ${Ctor.name}(${length}): byte ${at} differs`);
+            if (back.constructor !== Ctor || at >= 0) {
+              // Which half went wrong: the device's bytes, read again through pinned memory and a blocking wait.
+              const pinned = library.PinnedBuffer.alloc(bytes.length);
+              const check = Stream.create();
+              check.copy(pinned, buffer);
+              check.synchronizeSync();
+              const onDevice = firstDifference(pinned.view(Uint8Array), bytes);
+              const hex = (view: Uint8Array) => Buffer.from(view.subarray(0, 16)).toString('hex');
+              const got = new Uint8Array(back.buffer as ArrayBuffer, back.byteOffset, back.byteLength);
+              pinned.free();
+              check.destroy();
+              throw new SoakFailure(
+                `DeviceBuffer.from/toArray of ${Ctor.name}(${length}): byte ${at} differs (expected ${hex(bytes)}, got ${hex(got)}; ` +
+                  (onDevice < 0 ? 'the device holds the right bytes: the copy back is wrong)' : `the device differs at byte ${onDevice}: the copy there is wrong)`),
+              );
+            }
             ctx.roundTrips++;
           } finally {
             buffer.free();
