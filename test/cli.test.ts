@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
+import { Device } from 'cuda-stream-pool';
 import { gpu, repositoryRoot } from './support/gpu.js';
 import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
@@ -325,7 +326,11 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   const r = cli(['bench', 'micro', '--json', '--quiet'], { timeoutMs: 600_000 });
   assert.equal(r.status, 0, r.stderr);
   const report = JSON.parse(r.stdout);
-  for (const group of report.groups) assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  for (const group of report.groups) {
+    // The peer group needs two GPUs; with fewer it is skipped, saying so.
+    if (group.name === 'peer' && Device.count() < 2) assert.deepEqual([group.status, group.message], ['skipped', `needs 2 GPUs; ${Device.count()} visible`]);
+    else assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  }
   type Row = { name: string; unit: string; value: { median: number }; baseline?: { median: number }; ratio?: number; target?: string; met?: boolean };
   const rows: Row[] = report.groups.flatMap((group: { results: Row[] }) => group.results);
   const named = (prefix: string): Row => {
@@ -353,6 +358,12 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   assert.equal(record.target, '≤ the baseline + 100 ns');
   const copy = named('stream.copy() pinned → device, 4 KiB');
   assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
+  if (Device.count() >= 2) {
+    assert.equal(named('stream.copy() device 0 → device 1, no peer access').unit, 'GB/s');
+    const direct = named('stream.copy() device 0 → device 1, peer access enabled');
+    assert.equal(direct.ratio, direct.value.median / direct.baseline!.median);
+    named('stream.copy() device 1 → device 0, peer access enabled');
+  }
 });
 
 test('bench --timeline --trace --json writes the page and the trace from the phase times it prints', gpu, (t) => {
