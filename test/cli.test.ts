@@ -63,6 +63,26 @@ test('bench --mode with an unknown name exits 64 listing every mode', () => {
   for (const mode of MODES) assert.ok(r.stderr.includes(mode), `missing ${mode} in: ${r.stderr}`);
 });
 
+test('bench --devices exits 64 for a bad entry, a device named twice, or beside --device', () => {
+  for (const [value, message] of [
+    ['x', /"x" is not a device ordinal/],
+    ['0,,1', /An empty entry is not a device ordinal/],
+    ['1024', /"1024" is not a device ordinal/],
+    ['0,1,0', /Device 0 is named twice/],
+  ] as const) {
+    const r = cli(['bench', '--devices', value], { noGpu: true });
+    assert.equal(r.status, 64, `${value}: ${r.stderr}`);
+    assert.match(r.stderr, /option '--devices <list\|all>' argument/);
+    assert.match(r.stderr, message);
+    assert.match(r.stderr, /Accepted: all, or a comma list of distinct device ordinals from 0 to 1023/);
+  }
+  const both = cli(['bench', '--devices', 'all', '--device', '0'], { noGpu: true });
+  assert.equal(both.status, 64, both.stderr);
+  assert.match(both.stderr, /'--device <ordinal>' and '--devices <list\|all>' cannot be used together/);
+  const fine = cli(['bench', '--devices', 'all'], { noGpu: true });
+  assert.equal(fine.status, 2, fine.stderr); // a good value reaches the GPU check
+});
+
 test('bench with an unknown option exits 64 naming it and suggesting the near miss', () => {
   const r = cli(['bench', '--taks', '8'], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
@@ -142,6 +162,42 @@ test(`report renders a saved run without a GPU: the tables, the timeline page an
   });
   const trace = JSON.parse(readFileSync(path.join(dir, 'trace.json'), 'utf8'));
   assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, 3 * tasks.reduce((a, b) => a + b, 0));
+});
+
+test('report renders a saved run over two devices with each device\'s row under its mode\'s total', (t) => {
+  const dir = scratchDir(t);
+  const result = syntheticResults({ tasks: 16, modes: ['pool', 'native'] });
+  result.devices = [0, 1].map((ordinal) => ({ ...result.environment.device, ordinal }));
+  result.parameters.devices = [0, 1];
+  for (const mode of result.modes)
+    mode.perDevice = [0, 1].map((device) => ({
+      device,
+      tasks: 8,
+      wallMs: mode.wallMs,
+      tasksPerSecond: mode.tasksPerSecond,
+      gigabytesPerSecond: mode.gigabytesPerSecond,
+      latencyMs: mode.latencyMs,
+      overlapFraction: mode.overlapFraction,
+      verifiedTasks: 8,
+      streams: 3 + device,
+    }));
+  const file = path.join(dir, 'results.json');
+  writeFileSync(file, JSON.stringify(result));
+  const r = cli(['report', file], { noGpu: true });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /the tasks are spread over 2: 0 \(.+\), 1 \(/);
+  assert.match(r.stdout, /tasks in flight per device/);
+  const lines = r.stdout.split('\n');
+  const rowOf = (pattern: RegExp, from = 0) => lines.findIndex((line, i) => i >= from && pattern.test(line));
+  for (const mode of result.modes) {
+    const total = rowOf(new RegExp(`^│ ${mode.mode} +│`));
+    const next = rowOf(/^│ (pool|native) +│/, total + 1);
+    for (const device of [0, 1]) {
+      const row = rowOf(new RegExp(`^│ {3}device ${device} +│`), total);
+      assert.ok(row > total && (next < 0 || row < next), `${mode.mode}: device ${device}'s row follows the total`);
+      assert.match(lines[row]!, new RegExp(`│ +${3 + device} │ +8 │$`));
+    }
+  }
 });
 
 test('report exits 64 naming the file for a missing file, bad JSON, an older schema, or no phase times to draw', (t) => {
@@ -311,6 +367,34 @@ test('bench --mode native --workers 2 runs the native threads in each worker and
   assert.equal(native.mode, 'native');
   assert.equal(native.verifiedTasks, 64);
   assert.ok(native.streams >= 2 && native.streams <= 8, `native ran on ${native.streams} streams`);
+});
+
+test('bench --devices all spreads the tasks over every GPU, with a row per device beside the total when there are several', gpu, () => {
+  const count = Device.count();
+  const r = cli(['bench', '--devices', 'all', '--mode', 'pool,native', '--tasks', '64', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.schema, 'cuda-stream-pool/bench/2');
+  assert.deepEqual(result.parameters.devices, Array.from({ length: count }, (_, i) => i));
+  for (const mode of result.modes) {
+    assert.equal(mode.verifiedTasks, 64, mode.mode);
+    if (count === 1) {
+      assert.equal(mode.perDevice, undefined);
+      continue;
+    }
+    assert.deepEqual(mode.perDevice.map((d: { device: number }) => d.device), result.parameters.devices);
+    const shares = mode.perDevice.map((d: { tasks: number; verifiedTasks: number }) => [d.tasks, d.verifiedTasks]);
+    assert.equal(shares.reduce((sum: number, [tasks]: number[]) => sum + tasks!, 0), 64);
+    for (const [tasks, verified] of shares) assert.equal(verified, tasks, `${mode.mode}: each device verified its own tasks`);
+  }
+  if (count > 1) {
+    assert.equal(result.devices.length, count);
+    const table = cli(['bench', '--devices', '0,1', '--mode', 'pool', '--tasks', '32', '--runs', '1', '--elements', '65536'], { timeoutMs: 300_000 });
+    assert.equal(table.status, 0, table.stderr);
+    assert.match(table.stdout, /^│ {3}device 0 /m);
+    assert.match(table.stdout, /^│ {3}device 1 /m);
+    assert.match(table.stdout, /the tasks are spread over 2: 0 \(/);
+  }
 });
 
 test('a corrupted output element in native mode makes bench exit 1 naming that task and element', gpu, () => {
