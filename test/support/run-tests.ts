@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { sortSkips } from './skips.js';
+
 const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const noSkips = args.includes('--gpu');
@@ -59,11 +61,7 @@ const skips = report.split('\n').filter((line) => /# SKIP/.test(line)).map((line
 // A multi-device test skips with "needs N GPUs" (test/support/gpu.ts); on a machine with fewer than N that is the one
 // skip --gpu accepts, so single-GPU runs stay green while every other skip still fails them.
 const visible = Device.count();
-const tooFewDevices = skips.filter((line) => {
-  const needed = /# SKIP needs (\d+) GPUs$/.exec(line)?.[1];
-  return visible > 0 && needed !== undefined && visible < Number(needed);
-});
-const otherSkips = skips.filter((line) => !tooFewDevices.includes(line));
+const { tooFewDevices, other: otherSkips } = sortSkips(skips, visible);
 const accepted = tooFewDevices.length > 0 ? ` (${tooFewDevices.length} of them need more GPUs than the ${visible} visible)` : '';
 console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped${accepted}`);
 if (noSkips && otherSkips.length > 0) {
