@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { CudaError, Device, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+import { CudaError, Device, DeviceBuffer, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, gpus, MS, overlaps, testKernels } from './support/gpu.js';
 import { interleave } from './support/interleave.js';
 import { Stamps } from './support/stamps.js';
@@ -143,6 +143,18 @@ test('stream.waitStream() across devices orders later work both ways, and awaiti
   assert.ok(a2! + MS >= b1, `A's second kernel started at ${a2} ns, before B's kernel ended at ${b1} ns`);
   stampsA.free();
   stampsB.free();
+});
+
+test('Event.elapsedMs() refuses events of two devices; event.record() refuses a stream of another device', two, async () => {
+  using onStreamA = Stream.create({ device: 0 });
+  using onStreamB = Stream.create({ device: 1 });
+  using start = Event.create({ device: 0, timing: true });
+  using end = Event.create({ device: 1, timing: true });
+  start.record(onStreamA);
+  end.record(onStreamB);
+  await Promise.all([start.synchronize(), end.synchronize()]);
+  assert.throws(() => Event.elapsedMs(start, end), { code: 'ERR_INVALID_ARG_VALUE', message: '"end" is on device 1, but "start" is on device 0; elapsed time is measured between events of one device.' });
+  assert.throws(() => start.record(onStreamB), { code: 'ERR_INVALID_ARG_VALUE', message: '"stream" is on device 1, but the event is on device 0.' });
 });
 
 test('a free on device A waits for a stream of device B that still reads the buffer', two, async () => {
