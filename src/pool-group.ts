@@ -20,11 +20,16 @@ import { DestroyedError } from './errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
 import type { AcquireOptions, RunOptions } from './pool-policy.js';
 
-/** What a group needs of each device's pool: `StreamPool` in the library. */
+/** What a group needs of each device's pool: `StreamPool` in the library, a pool policy over fake streams in the CPU
+ * tests. `S` is the stream type, `L` the lease type, `T` what `stats()` returns. */
 export interface PoolGroupMember<S, L extends { readonly stream: S; release(): void }, T> {
+  /** The pool's next stream in round-robin order, or the one at `index % size`. */
   getStream(index?: number): S;
+  /** A lease now, or undefined when none is free. */
   tryAcquire(): L | undefined;
+  /** A lease, now or once one comes back. */
   acquire(options?: AcquireOptions): Promise<L>;
+  /** The pool's counters. */
   stats(): T;
 }
 
