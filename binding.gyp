@@ -45,6 +45,7 @@
         "src/native/bench/calls.cc",
         "src/native/bench/executor.cc",
         "src/native/bench/graph_baseline.cc",
+        "src/native/bench/wake_observer.cc",
         "src/native/loader.cc",
         "src/native/glibc-compat.cc"
       ]

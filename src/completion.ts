@@ -106,6 +106,10 @@ export interface CompletionStats {
   pollerParks: number;
   /** Whether the poller thread is parked now. */
   pollerParked: boolean;
+  /** Completion markers enqueued in streams since the process started, by every thread: tickets written
+   * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that
+   * settles at once, adds none. */
+  markersEnqueued: number;
 }
 
 /**

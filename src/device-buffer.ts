@@ -5,7 +5,7 @@ import { Device, resolveDevice } from './device.js';
 import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
-import { Stream, streamBox } from './stream.js';
+import { Stream, streamBox, streamHandle } from './stream.js';
 import { deviceBuffers } from './handles.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
@@ -174,11 +174,11 @@ export class DeviceBuffer implements KernelPointer {
   }
 
   #noteUse(stream: Stream, method: string): void {
-    const streamHandle = streamBox(stream, method);
-    native.deviceBufferUse(this.#box, streamHandle, false, method);
-    if (this.#borrowed && stream.handle === PER_THREAD) {
+    const box = streamBox(stream, method);
+    native.deviceBufferUse(this.#box, box, false, method);
+    if (this.#borrowed && streamHandle(stream) === PER_THREAD) {
       if (settling.length === 0) queueMicrotask(settle);
-      settling.push([this.#box, streamHandle]);
+      settling.push([this.#box, box]);
     }
   }
 

@@ -9,7 +9,7 @@ import { ManagedBuffer } from './managed-buffer.js';
 import { PinnedBuffer } from './pinned-buffer.js';
 import { ArgumentPacker, Kernel } from './module.js';
 import { withStream } from './scope.js';
-import { setGraphFactory, Stream, streamBox, type CaptureOptions } from './stream.js';
+import { setGraphFactory, Stream, streamBox, streamHandle, type CaptureOptions } from './stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateFunction } from './validate.js';
 
 /* Note [graph ownership]: who keeps what alive.
@@ -58,7 +58,7 @@ const launchUses = new WeakMap<DeviceBuffer, Set<bigint>>();
 /** Records that a graph launch on `stream` uses `buffer` (as `buffer.recordStream(stream)`), once per stream. A
  * borrowed view's use on a per-thread stream is recorded right after the work, so every launch records it again. */
 function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
-  if (buffer.borrowed && stream.handle === PER_THREAD) return buffer.recordStream(stream);
+  if (buffer.borrowed && streamHandle(stream) === PER_THREAD) return buffer.recordStream(stream);
   let streams = launchUses.get(buffer);
   if (streams === undefined) launchUses.set(buffer, (streams = new Set()));
   if (streams.has(stream.id)) return;
@@ -280,7 +280,7 @@ export class GraphExec {
     if (!this.#recordedOn.has(stream.id)) {
       for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
       this.#recordedOn.add(stream.id);
-    } else if (stream.handle === PER_THREAD) {
+    } else if (streamHandle(stream) === PER_THREAD) {
       for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
     if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);

@@ -33,7 +33,7 @@ export interface NativeBinding {
   devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
   /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
   currentDevice(): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; contexts: number[] };
   cudaError(code: number, call: string, detail: string): Error;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
@@ -50,6 +50,7 @@ export interface NativeBinding {
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
+  streamShareHandle(box: Box): void;
   streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;
@@ -216,10 +217,10 @@ function unavailableBinding(reason: string): NativeBinding {
     completionRef: () => {},
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
-    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0 }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, contexts: [] }),
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

@@ -54,6 +54,7 @@ let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?
 type StreamInfo = ReturnType<typeof native.streamInfo>;
 let retireStream: (stream: Stream, why: string) => void;
 let usedStream: (stream: Stream) => boolean;
+let handleOf: (stream: Stream) => bigint;
 let makeGraph: ((box: Box, record: ReturnType<typeof endCapture>['record'], device: Device) => Graph) | undefined;
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
@@ -81,9 +82,20 @@ export class Stream {
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
   /** The device whose primary context the stream belongs to. */
   readonly device: Device;
+  readonly #handle: bigint;
+  #handleShared = false;
   /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
-   * destroy. For interoperation with other CUDA libraries; never 0n. */
-  readonly handle: bigint;
+   * destroy. For interoperation with other CUDA libraries; never 0n. Reading it tells the library that work may
+   * reach the stream from outside it: from then on, repeated waits with no work queued through the library between
+   * them no longer share one completion ticket (each wait enqueues its own marker, which is correct whatever else
+   * queues work on the stream). */
+  get handle(): bigint {
+    if (!this.#handleShared) {
+      this.#handleShared = true;
+      native.streamShareHandle(this.#box);
+    }
+    return this.#handle;
+  }
   /** The driver's unique stream id (cuStreamGetId); unlike `handle`, never reused within the process. */
   readonly id: bigint;
   /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
@@ -97,7 +109,7 @@ export class Stream {
     this.#box = box;
     this.#kind = kind;
     this.device = device;
-    this.handle = info.handle;
+    this.#handle = info.handle;
     this.id = info.id;
     this.priority = info.priority;
     this.nonBlocking = info.nonBlocking;
@@ -111,6 +123,7 @@ export class Stream {
       return stream;
     };
     usedStream = (stream) => stream.#used;
+    handleOf = (stream) => stream.#handle;
     retireStream = (stream, why) => {
       if (stream.#retired === undefined) abandonCapture(stream.#box);
       stream.#retired ??= why;
@@ -330,7 +343,7 @@ export class Stream {
     const box = this.#use('beginCapture');
     if (this.#kind === 'pool')
       throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
-    if (this.handle === LEGACY)
+    if (this.#handle === LEGACY)
       throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
     beginCapture(box, this.id, mode);
   }
@@ -409,6 +422,12 @@ export function streamBox(stream: Stream, method: string): Box {
 /** Wraps a native stream box (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
 export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
   return makeStream(box, device, kind, info, owner);
+}
+
+/** The stream's handle, read by the library itself: unlike `stream.handle`, it does not mark the handle as shared
+ * with code outside the library. @internal */
+export function streamHandle(stream: Stream): bigint {
+  return handleOf(stream);
 }
 
 /** True once any method was called through this wrapper (it may have queued work). @internal */

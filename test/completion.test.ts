@@ -36,6 +36,36 @@ test('waits on 32 streams that finish together settle in fewer wake-ups than wai
   for (const stream of streams) stream.destroy();
 });
 
+test('repeated waits with no work queued between them share one ticket; new work, or a handle read by JS, ends the sharing', gpu, async () => {
+  const { spin } = await testKernels();
+  const stream = Stream.create();
+  const tickets = native.completionMarker(0) === 'ticket';
+  const markers = () => completionStats().markersEnqueued;
+  spin.launch({ grid: 1, block: 1, stream }, 30n * MS, 0n);
+  let before = markers();
+  await Promise.all(Array.from({ length: 100 }, () => stream.synchronize()));
+  assert.equal(markers() - before, tickets ? 1 : 100, 'markers for 100 waits on one kernel');
+  before = markers();
+  for (let i = 0; i < 10; i++) await stream.synchronize();
+  assert.equal(markers() - before, 0, 'waits on an idle stream settle at once, without a marker');
+  before = markers();
+  spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  const first = stream.synchronize();
+  spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  const second = [stream.synchronize(), stream.synchronize()];
+  await Promise.all([first, ...second]);
+  assert.equal(markers() - before, tickets ? 2 : 3, 'a launch between waits gets the later waits a new marker');
+  // Work queued through the raw handle is invisible to the library's count: once JS read the handle, every wait
+  // enqueues its own marker, so the wait below covers the kernel queued through another wrapper of the handle.
+  const borrowed = Stream.fromHandle(stream.handle);
+  spin.launch({ grid: 1, block: 1, stream: borrowed }, 50n * MS, 0n);
+  const started = performance.now();
+  await stream.synchronize();
+  const waitedMs = performance.now() - started;
+  assert.ok(waitedMs > 25, `the wait settled after ${waitedMs.toFixed(3)} ms, before the 50 ms kernel queued through the handle`);
+  stream.destroy();
+});
+
 test('the poller parks once nothing is pending, and the idle process uses almost no CPU', gpu, async () => {
   const { spin } = await testKernels();
   const pool = new StreamPool({ size: 8 });

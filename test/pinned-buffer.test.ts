@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { cuda, DestroyedError, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+import { cuda, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from './support/gpu.js';
 import { runChild } from './support/child.js';
 
@@ -211,4 +211,40 @@ test('pageable copies reuse bounded staging, not the PinnedBuffer cache; trimCac
   assert.ok(released >= 9 << 20, `trimCache() released ${released} bytes`);
   assert.equal(PinnedBuffer.cacheInfo().idleBytes, 0);
   stream.destroy();
+});
+
+test('pinned memory uses a context the process already has: a fresh process on device 0 retains only device 0', gpu, async () => {
+  const result = await runChild(`
+    import { cuda, PinnedBuffer } from 'cuda-stream-pool';
+    const before = cuda.liveObjects().contexts;
+    const pinned = PinnedBuffer.alloc(4096);
+    pinned.free();
+    console.log(JSON.stringify({ before, after: cuda.liveObjects().contexts }));
+  `);
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), { before: [], after: [0] });
+});
+
+const twoDevices = { skip: gpu.skip || (Device.count() < 2 ? 'needs 2 GPUs' : false) };
+
+test('pinned memory allocated after work on device 1 never brings device 0 context into existence', twoDevices, async () => {
+  const result = await runChild(`
+    import { cuda, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+    const stream = Stream.create({ device: 1 });
+    const pinned = PinnedBuffer.alloc(1 << 20);
+    const device = DeviceBuffer.alloc(1 << 20, { stream });
+    const bytes = pinned.view(Uint8Array);
+    bytes.fill(7);
+    stream.copy(device, pinned);
+    await stream.synchronize();
+    bytes.fill(0);
+    stream.copy(pinned, device);
+    await stream.synchronize();
+    device.free();
+    console.log(JSON.stringify({ contexts: cuda.liveObjects().contexts, first: bytes[0], last: bytes[bytes.length - 1] }));
+    pinned.free();
+    stream.destroy();
+  `);
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), { contexts: [1], first: 7, last: 7 });
 });

@@ -59,6 +59,9 @@ export interface NativeTaskOutcome {
   mismatch?: { task: number; element: number; value: number; expected: number };
 }
 
+/** The wake-latency observer's native state (src/native/bench/wake_observer.cc); freed with its JS object. */
+export type WakeObserver = { readonly wakeObserver: unique symbol };
+
 /** The benchmark addon's functions (src/native/bench/). Costs are ns per operation, timed by C++ loops that block the
  * calling thread; `runTasks` runs on threads of its own and returns a promise. Every function throws
  * {@link CudaUnavailableError} without a usable driver and the library's `CudaError` when the driver fails. */
@@ -70,6 +73,14 @@ export interface BenchBinding {
   streamSynchronizeIdleLoop(device: number, iterations: number): number;
   /** cuLaunchKernel(empty_kernel, 1 block of 1 thread) + cuStreamSynchronize. */
   kernelSynchronizeLoop(device: number, iterations: number, ptx: string): number;
+  /** Starts a C++ observer thread over `count` zeroed words of mapped pinned memory (the wake-latency row). */
+  wakeObserverStart(device: number, count: number): WakeObserver;
+  /** cuStreamWriteValue64(stream, word `index`, 1): the observer sees the word written once the stream's work so far
+   * is done. `stream` is a raw CUstream. */
+  wakeObserverMark(observer: WakeObserver, stream: bigint, index: number): void;
+  /** Stops the observer; per word, when it was first seen written, in ns of the steady clock (CLOCK_MONOTONIC, as
+   * process.hrtime.bigint()), 0 when never. */
+  wakeObserverFinish(observer: WakeObserver): Float64Array;
   /** cuEventRecord of a timing-disabled event on an idle stream. */
   eventRecordLoop(device: number, iterations: number): number;
   /** cuLaunchKernel (grid 1, block 1) of the benchmark kernel `name` on the raw stream `stream`, its arguments packed

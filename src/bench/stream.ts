@@ -54,6 +54,52 @@ async function concurrentAwaits(device: Device, runs = 5): Promise<Sample> {
   return summarize(values);
 }
 
+/** Waits in flight at once in the wake-latency row, over the 32 streams of a pool. */
+const WAKE_WAITS = 1000;
+
+/** The wake latency of waits under load: 1,000 waits in flight over the 32 streams of a pool, each behind its own
+ * 50 µs kernel, all issued behind a held gate so that none settles before all are issued. Just before each wait's
+ * marker, its stream writes a word that a C++ observer thread of the benchmark addon spins on; for each wait, the
+ * time from the observer seeing its word to its promise's reaction running on the JS thread, in µs, over `runs` runs
+ * (every wait of every run is one value). */
+async function wakeLatency(device: Device, runs = 3): Promise<number[]> {
+  const { hold } = await benchKernels(device);
+  const addon = benchAddon();
+  const pool = new StreamPool({ device, size: 32 });
+  const gate = Stream.create({ device });
+  const opened = Event.create({ device });
+  // Reading a handle makes each of these streams' waits enqueue a marker of its own: one per wait, as measured.
+  const handles = Array.from({ length: pool.size }, (_, s) => pool.getStream(s).handle);
+  const latencies: number[] = [];
+  try {
+    for (let r = -1; r < runs; r++) {
+      const observer = addon.wakeObserverStart(device.ordinal, WAKE_WAITS);
+      const resolvedNs = new Float64Array(WAKE_WAITS);
+      hold.launch({ grid: 1, block: 1, stream: gate }, 100_000_000n);
+      opened.record(gate);
+      for (let s = 0; s < pool.size; s++) pool.getStream(s).waitEvent(opened);
+      const waits: Promise<void>[] = [];
+      for (let i = 0; i < WAKE_WAITS; i++) {
+        const stream = pool.getStream(i % pool.size);
+        hold.launch({ grid: 1, block: 1, stream }, 50_000n);
+        addon.wakeObserverMark(observer, handles[i % pool.size]!, i);
+        waits.push(stream.synchronize().then(() => void (resolvedNs[i] = Number(process.hrtime.bigint()))));
+      }
+      await Promise.all(waits);
+      const seenNs = addon.wakeObserverFinish(observer);
+      if (r < 0) continue; // warm-up
+      for (let i = 0; i < WAKE_WAITS; i++)
+        if (seenNs[i]! > 0) latencies.push((resolvedNs[i]! - seenNs[i]!) / 1000);
+    }
+  } finally {
+    await gate.synchronize();
+    opened.destroy();
+    gate.destroy();
+    pool.destroy();
+  }
+  return latencies;
+}
+
 /** Options of {@link streamMicroBenchmarks}. */
 export interface StreamMicroOptions {
   /** The device, as an ordinal. @defaultValue 0 */
@@ -138,6 +184,16 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
     event.destroy();
     stream.destroy();
   }
+
+  const latencies = (await wakeLatency(device)).sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+  for (const [label, q] of [['median', 0.5], ['p99', 0.99]] as const)
+    results.push({
+      name: `wake latency, ${label}: a wait's work seen done by a C++ observer -> its promise resolved (${WAKE_WAITS.toLocaleString('en-US')} waits in flight on 32 streams)`,
+      unit: 'µs',
+      // The p99 row is one percentile: no spread of its own.
+      value: q === 0.5 ? { median: at(0.5), p10: at(0.1), p90: at(0.9), runs: latencies.length } : { median: at(q), p10: at(q), p90: at(q), runs: latencies.length },
+    });
 
   const awaits = await concurrentAwaits(device);
   results.push({

@@ -55,6 +55,9 @@ struct Box {
     if (state_.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
   }
 
+  // As leave(), for a call that may have queued work (StreamBox counts it).
+  void leave_after_work() { leave(); }
+
   // Retires the box; the handle is released now if nothing is in flight, else by the last call to leave. True for
   // the call that retired it. Never blocks.
   bool retire() {
@@ -87,6 +90,10 @@ struct Box {
   std::atomic<bool> released_{false};
 };
 
+// Tags a Use for a call that queues no work on the box's stream (a query, a wait): such a call does not count as a
+// submission, so a later wait can share the stream's last completion ticket (StreamBox::submissions).
+struct QueuesNoWork {};
+
 // Holds one entry of the box for the duration of one driver call; throws Destroyed once the box is retired.
 template <class B>
 class Use {
@@ -94,13 +101,22 @@ class Use {
   Use(B& box, const char* resource, const char* method) : box_(box) {
     if (!box.enter()) throw Destroyed{resource, method};
   }
-  ~Use() { box_.leave(); }
+  Use(B& box, const char* resource, const char* method, QueuesNoWork) : box_(box), queues_work_(false) {
+    if (!box.enter()) throw Destroyed{resource, method};
+  }
+  ~Use() {
+    if (queues_work_)
+      box_.leave_after_work();
+    else
+      box_.leave();
+  }
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
   B* operator->() const { return &box_; }
 
  private:
   B& box_;
+  bool queues_work_ = true;
 };
 
 // An External carrying one shared_ptr to a box, type-tagged so that a wrong object cannot be unwrapped.

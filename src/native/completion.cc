@@ -140,6 +140,9 @@ EventPool& event_pool() {
   return *pool;
 }
 
+// Markers enqueued in streams since the process started (tickets written and events recorded), every thread.
+std::atomic<uint64_t> g_markers_enqueued{0};
+
 enum class MarkerKind { kUnknown, kTicket, kEvent };
 std::atomic<MarkerKind> g_marker_kind[kMaxDevices];
 
@@ -168,18 +171,36 @@ Marker enqueue_marker(StreamBox& stream) {
       event_pool().put(device, marker.event);
       check(r, "cuEventRecord", device, [&] { return std::string("device " + std::to_string(device) + ", a completion marker"); });
     }
+    g_markers_enqueued.fetch_add(1, std::memory_order_relaxed);
     return marker;
   }
   std::lock_guard<std::mutex> lock(stream.marker_mutex);
   if (!stream.ticket) stream.ticket = ticket_slots().acquire(device);
   TicketSlot& slot = *stream.ticket;
+  marker.word = slot.word;
+  // Read before the write: every call counted so far queued its work before this ticket; one counted later may not
+  // have, so a later count never shares it.
+  const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);
+  if (stream.shares_tickets() && submissions == stream.submissions_at_ticket) {
+    marker.value = slot.issued;
+    return marker;
+  }
   const uint64_t value = slot.issued + 1;
   check(drv().cuStreamWriteValue64(stream.handle, slot.address, value, CU_STREAM_WRITE_VALUE_DEFAULT),
         "cuStreamWriteValue64", device, [&] { return std::string("device " + std::to_string(device) + ", a completion ticket"); });
   slot.issued = value;
-  marker.word = slot.word;
+  stream.submissions_at_ticket = submissions;
+  g_markers_enqueued.fetch_add(1, std::memory_order_relaxed);
   marker.value = value;
   return marker;
+}
+
+CUresult stream_status_by_ticket(StreamBox& stream) {
+  if (!stream.shares_tickets() || device_fault(stream.device) != CUDA_SUCCESS) return CUDA_ERROR_UNKNOWN;
+  std::lock_guard<std::mutex> lock(stream.marker_mutex);
+  if (!stream.ticket || stream.submissions.load(std::memory_order_acquire) != stream.submissions_at_ticket)
+    return CUDA_ERROR_UNKNOWN;
+  return load_word(stream.ticket->word) >= stream.ticket->issued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult marker_status(const Marker& marker) {
@@ -534,7 +555,7 @@ Napi::Value stream_notify(const Napi::CallbackInfo& info) {
   channel_of(env);
   auto stream = unwrap_box<StreamBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
-  Use<StreamBox> use(*stream, "Stream", "synchronize");
+  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   make_current(stream->device);
   Marker marker = enqueue_marker(*stream);
   Wait* wait = new_wait(env, token, stream->device);
@@ -575,6 +596,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("processPending", engine().pending());
   out.Set("pollerParks", engine().parks());
   out.Set("pollerParked", engine().parked());
+  out.Set("markersEnqueued", static_cast<double>(g_markers_enqueued.load(std::memory_order_relaxed)));
   return out;
 }
 

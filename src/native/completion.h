@@ -9,6 +9,11 @@
 //  - Tickets. A stream's ticket values only grow: `issued` is taken and written under the stream's marker mutex, so
 //    writes land in value order; the marker is done when the word reaches its value (a memory read, no driver call).
 //    A slot outlives its stream until its last write landed, then serves another stream, continuing its values.
+//  - Sharing. Repeated waits with no work queued between them share the stream's last ticket: every call that queues
+//    work counts itself on the stream after queuing (StreamBox::submissions), and a wait that finds the count where
+//    it was when the last ticket was written reuses that ticket; a query finds such a stream idle from the word
+//    alone, without cuStreamQuery. Only owned streams whose handle JS code never read share: work queued through a
+//    raw handle by other code is invisible to the count.
 //  - The poller. One native thread per process takes new waits from a lock-free stack, checks them in the order
 //    they came (words, or cuEventQuery for event markers), spins briefly, then yields, then sleeps growing to 1 ms,
 //    and parks on a condition variable when nothing is pending (an idle process uses no CPU). A new wait wakes it
@@ -54,6 +59,12 @@ struct Marker {
 // Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
 // device's context is current. Throws CudaFailure.
 Marker enqueue_marker(StreamBox& stream);
+
+// When the stream's last ticket covers every call that queued work on it, its word says whether that work is done:
+// CUDA_SUCCESS (idle) or CUDA_ERROR_NOT_READY, learned without a driver call. CUDA_ERROR_UNKNOWN when it cannot be
+// known this way (the stream does not share tickets, has no ticket yet, has work after it, or its device faulted).
+// Any thread; the caller holds a use.
+CUresult stream_status_by_ticket(StreamBox& stream);
 
 // The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its
 // device's context current.

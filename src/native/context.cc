@@ -53,6 +53,10 @@ void make_current(int device) {
   check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
 }
 
+bool context_retained(int device) {
+  return device >= 0 && device < kMaxDevices && g_contexts[device].load(std::memory_order_acquire) != nullptr;
+}
+
 int current_device() {
   CUcontext current = nullptr;
   if (load_driver().available && drv().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current)

@@ -23,6 +23,9 @@ int current_device();
 // retained, else 0: for work that needs some context but no particular device (portable pinned memory). Any thread.
 int context_device();
 
+// True once the process has retained the device's primary context (on first use of the device). Any thread.
+bool context_retained(int device);
+
 // As make_current, but never throws; returns false when the context could not be made current.
 bool make_current_quiet(int device);
 

@@ -103,7 +103,7 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
 Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   if (!stream->capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
-  Use<StreamBox> use(*stream, "Stream", "capturing");
+  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), ask_driver(*stream));
 }
 
@@ -111,7 +111,7 @@ Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
 // of a capturing stream, which makes it join that capture.
 Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "capturing");
+  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), ask_driver(*stream));
 }
 

@@ -65,6 +65,13 @@ Napi::Value stream_create(const Napi::CallbackInfo& info) {
   return wrap_box(info.Env(), create_stream(device, flags, priority));
 }
 
+// streamShareHandle(box): JS code read the stream's handle, so work may reach the stream from outside the library;
+// its waits stop sharing tickets (StreamBox::submissions).
+Napi::Value stream_share_handle(const Napi::CallbackInfo& info) {
+  unwrap_box<StreamBox>(info[0])->handle_shared.store(true, std::memory_order_relaxed);
+  return info.Env().Undefined();
+}
+
 // streamBorrow(device, handle: bigint) -> box that never destroys the driver stream
 Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
@@ -79,7 +86,7 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
 Napi::Value stream_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "info");
+  Use<StreamBox> use(*box, "Stream", "info", QueuesNoWork{});
   make_current(box->device);
   unsigned long long id = box->id;
   int priority = box->priority;
@@ -101,7 +108,9 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
 // so the poll behind every wait can use it. Throws DestroyedError for a destroyed box.
 Napi::Value stream_status(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "query");
+  Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
+  const CUresult known = stream_status_by_ticket(*box);
+  if (known != CUDA_ERROR_UNKNOWN) return Napi::Number::New(info.Env(), known);
   make_current(box->device);
   CUresult r = drv().cuStreamQuery(box->handle);
   check_quiet(r, box->device);
@@ -111,7 +120,7 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
 // streamSynchronize(box): blocks the calling thread until the stream's work is done.
 Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "synchronizeSync");
+  Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
   make_current(box->device);
   check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
   return info.Env().Undefined();
@@ -174,6 +183,7 @@ Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
 void register_stream(Napi::Env env, Napi::Object exports) {
   exports.Set("streamCreate", Napi::Function::New<js_entry<stream_create>>(env, "streamCreate"));
   exports.Set("streamBorrow", Napi::Function::New<js_entry<stream_borrow>>(env, "streamBorrow"));
+  exports.Set("streamShareHandle", Napi::Function::New<js_entry<stream_share_handle>>(env, "streamShareHandle"));
   exports.Set("streamInfo", Napi::Function::New<js_entry<stream_info>>(env, "streamInfo"));
   exports.Set("streamStatus", Napi::Function::New<js_entry<stream_status>>(env, "streamStatus"));
   exports.Set("streamSynchronize", Napi::Function::New<js_entry<stream_synchronize>>(env, "streamSynchronize"));

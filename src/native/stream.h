@@ -28,6 +28,19 @@ struct StreamBox : Box {
   // that keeps ticket values in the order of their writes.
   std::mutex marker_mutex;
   TicketSlot* ticket = nullptr;
+  // Ticket sharing: every call that may queue work on the stream counts itself as it leaves, after its work is
+  // queued (Use without QueuesNoWork). A wait that finds the count unchanged since the count read before the stream's
+  // last ticket was written waits on that ticket instead of writing a new one, and a query finds the stream idle from
+  // the ticket's word alone. Only for streams whose work all comes through the library: owned streams whose handle
+  // JS code never read (`handle_shared`), never borrowed ones.
+  std::atomic<uint64_t> submissions{0};
+  uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
+  std::atomic<bool> handle_shared{false};
+  void leave_after_work() {
+    submissions.fetch_add(1, std::memory_order_release);
+    leave();
+  }
+  bool shares_tickets() const { return owned && !handle_shared.load(std::memory_order_relaxed); }
   // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
   // that a wrapper made later, in any thread, needs no driver call: those calls fail while the stream captures.
   bool info_known = false;

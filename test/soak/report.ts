@@ -38,7 +38,7 @@ export function replayCommand(run: Pick<SeedRun, 'seed' | 'workers'>, step: numb
 /** Where live-object counts differ from `start`, in words; empty when they match. */
 export function liveObjectsDifference<T extends LiveObjects>(start: T, now: T): string {
   return (Object.keys(start) as Array<keyof T>)
-    .filter((key) => start[key] !== now[key])
+    .filter((key) => String(start[key]) !== String(now[key])) // counts, and the list of retained contexts
     .map((key) => `${String(key)} ${now[key]} (at start ${start[key]})`)
     .join(', ');
 }

@@ -10,6 +10,7 @@ namespace csp::bench {
 void register_calls(Napi::Env env, Napi::Object exports);     // calls.cc: per-call baselines of `bench micro`
 void register_executor(Napi::Env env, Napi::Object exports);  // executor.cc: the `native` mode of `bench`
 void register_graph_baseline(Napi::Env env, Napi::Object exports);  // graph_baseline.cc: the graph rows' baseline
+void register_wake_observer(Napi::Env env, Napi::Object exports);  // wake_observer.cc: the wake-latency row
 
 namespace {
 
@@ -26,6 +27,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_calls(env, exports);
   register_executor(env, exports);
   register_graph_baseline(env, exports);
+  register_wake_observer(env, exports);
   return exports;
 }
 

@@ -57,7 +57,8 @@ export const miscOperations: Operation[] = [
           } else if (which === 'liveObjects') {
             const live = cuda.liveObjects();
             for (const [key, value] of Object.entries(live))
-              if (!Number.isSafeInteger(value) || value < 0) throw new SoakFailure(`cuda.liveObjects().${key} is ${value}`);
+              for (const count of Array.isArray(value) ? value : [value])
+                if (!Number.isSafeInteger(count) || count < 0) throw new SoakFailure(`cuda.liveObjects().${key} is ${value}`);
           } else {
             const stats = completionStats();
             if (!(stats.processPending >= 0 && stats.delivered >= 0)) throw new SoakFailure(`completionStats(): ${JSON.stringify(stats)}`);
