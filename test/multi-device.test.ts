@@ -176,7 +176,7 @@ test('a free on device A waits for a stream of device B that still reads the buf
 });
 
 test('calls on two devices interleaved from the main thread and two workers each find their device\'s context current and give right results', two, async () => {
-  const workers = [1, 2].map((seed) => startWorker(workerUrl, { seed, rounds: 40 }));
+  const workers = [1, 2].map((seed) => startWorker(workerUrl, { mode: 'interleave', seed, rounds: 40 }));
   const mine = await interleave(0, 40);
   const theirs = await Promise.all(workers.map(async (w) => ((await w.next()) as { failures: string[] }).failures));
   assert.deepEqual([mine, ...theirs], [[], [], []]);
@@ -222,6 +222,17 @@ test('StreamPool.forDevices() spreads getStream() and run() over the devices, an
   const leasesAfter = pair.stats().map((stats) => stats.leaseCounts.reduce((sum, n) => sum + n, 0));
   assert.deepEqual(leasesAfter.map((n, i) => n - leasesBefore[i]!), [4, 4]);
   assert.deepEqual(pair.stats().map((stats) => stats.device), [1, 0]);
+});
+
+test('a worker\'s StreamPool.forDevices() spreads over the same default pools: its leases count in this thread\'s stats()', two, async () => {
+  using group = StreamPool.forDevices([0, 1]);
+  const leases = () => group.stats().map((stats) => stats.leaseCounts.reduce((sum, n) => sum + n, 0));
+  const before = leases();
+  const worker = startWorker(workerUrl, { mode: 'group' });
+  const { tasks } = (await worker.next()) as { tasks: [number, number, boolean][] };
+  assert.equal(await worker.exit, 0);
+  assert.deepEqual(tasks, [[0, 0, true], [1, 1, true], [0, 0, true], [1, 1, true]]);
+  assert.deepEqual(leases().map((n, i) => n - before[i]!), [2, 2]);
 });
 
 test('DeviceBuffer.alloc() with a stream of device 1 and no device allocates on device 1', two, () => {
