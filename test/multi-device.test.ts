@@ -57,6 +57,24 @@ test('stream.copy() between devices copies the bytes on a stream of either devic
   await roundTrip(2);
 });
 
+test('with peer access, a kernel on device 1 writes a DeviceBuffer of device 0 through its address', two, async () => {
+  const [a, b] = [Device.get(0), Device.get(1)];
+  a.enablePeerAccess(b);
+  b.enablePeerAccess(a);
+  const { fillU32 } = await testKernels(1);
+  using onStreamA = Stream.create({ device: a });
+  using onStreamB = Stream.create({ device: b });
+  const n = 1 << 16;
+  using onA = DeviceBuffer.alloc(4 * n, { stream: onStreamA });
+  onStreamA.fill(onA, 0);
+  onStreamB.waitStream(onStreamA);
+  onA.recordStream(onStreamB); // a raw address on another device's stream: announced, so the free waits for it
+  fillU32.launch({ grid: n / 256, block: 256, stream: onStreamB }, onA.ptr, 0xc0ffee, n);
+  onStreamA.waitStream(onStreamB);
+  const values = await onA.toArray(Uint32Array, { stream: onStreamA });
+  assert.equal(values.filter((v) => v === 0xc0ffee).length, n, 'the peer kernel\'s writes reached device 0\'s memory');
+});
+
 test('enablePeerAccess() is idempotent and one-way: peerAccessEnabled() reports each direction', two, () => {
   const [a, b] = [Device.get(0), Device.get(1)];
   if (!a.canAccessPeer(b)) {

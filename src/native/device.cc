@@ -62,7 +62,9 @@ Napi::Value device_info(const Napi::CallbackInfo& info) {
 // long as the contexts, which the library retains until exit. Without access, copies between the devices still work:
 // the driver stages them through host memory. Whether access is enabled is asked of the pool (cuMemPoolGetAccess):
 // the driver has no query for the context switch. Nothing here is locked: the driver serializes both switches, and
-// a second enable finds them set.
+// a second enable finds them set. Some drivers were reported to drop peer writes into a pool's allocations once its
+// access was set (Turing, driver 590): the GPU suite checks the bytes of peer copies and of a peer kernel's writes
+// after enabling access.
 
 CUdevice device_handle(int ordinal) {
   CUdevice dev = 0;
