@@ -24,7 +24,7 @@ test('the peer methods refuse the device itself, another type and an ordinal out
   assert.throws(() => device.enablePeerAccess(Device.count()), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
 });
 
-// First in the file: peer access, once enabled, stays enabled for the process.
+// Before any test that enables peer access, which stays enabled for the rest of the process.
 test('stream.copy() between devices copies the bytes on a stream of either device, staged without peer access and direct with it', two, async () => {
   const [a, b] = [Device.get(0), Device.get(1)];
   assert.equal(a.peerAccessEnabled(b), false);
