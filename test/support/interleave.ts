@@ -1,8 +1,11 @@
 // Calls on two devices, interleaved, checking after each one that its device's primary context is current on the
 // calling thread and that every result is right: run at once by the main thread and workers of the multi-device suite.
-import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
 import { native } from '../../src/native.js';
-import { testKernels } from './gpu.js';
+import { repositoryRoot, testKernels } from './gpu.js';
 
 /** Runs `rounds` rounds alternating between devices 0 and 1 (starting with `seed % 2`); resolves with what went
  * wrong, empty when nothing did. Each round: a kernel and an upload on one device, a cross-device wait and a peer
@@ -16,10 +19,23 @@ export async function interleave(seed: number, rounds: number): Promise<string[]
     if (current !== device) failures.push(`round ${round}: after ${after} the current device is ${current}, not ${device}`);
   };
   const n = 4096;
+  const ptx = readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8');
   for (let round = 0; round < rounds; round++) {
     const d = (seed + round) % 2;
     const o = 1 - d;
     const value = (seed * 1000 + round) >>> 0;
+    if (round % 10 === 0) {
+      // A module loaded on a libuv pool thread, which makes device d's context current there, then used here.
+      const module = await Module.load(ptx, { device: d });
+      const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+      const out = DeviceBuffer.alloc(4 * n, { stream: streams[d]! });
+      fill.launch({ grid: Math.ceil(n / 256), block: 256, stream: streams[d]! }, out, value + 7, n);
+      expectCurrent(d, 'a launch of a module loaded on a libuv thread', round);
+      const got = await out.toArray(Uint32Array, { stream: streams[d]! });
+      if (got.some((v) => v !== value + 7)) failures.push(`round ${round}: the kernel of a module loaded for device ${d} wrote wrong values`);
+      out.free();
+      module.unload();
+    }
     const upload = Uint32Array.from({ length: n }, (_, i) => value + i);
     const onD = DeviceBuffer.from(upload, { stream: streams[d]! });
     expectCurrent(d, 'DeviceBuffer.from', round);
