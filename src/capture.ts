@@ -59,9 +59,13 @@ export function captureStatus(box: Box): number {
  * The one guard for every operation that is illegal during a capture (Note [capture safety]). @internal */
 export function requireNotCapturing(box: Box, streamId: bigint, operation: string): void {
   const status = native.streamCaptureStatus(box);
-  if (status === 0) return;
+  if (status !== 0) throw captureRefusal(status, streamId, operation);
+}
+
+/** The CaptureError for `operation` on a stream in capture state `status` (1 active, 2 invalidated). @internal */
+export function captureRefusal(status: number, streamId: bigint, operation: string): CaptureError {
   const why = status === 2 ? 'the stream is capturing a graph (an invalidated capture: end it with endCapture())' : 'the stream is capturing a graph, which records work instead of running it';
-  throw new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
+  return new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
 }
 
 /** Begins a capture on `box` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already

@@ -50,23 +50,33 @@ export function landingQueued(): void {
 export type WaitKind = 'stream' | 'event';
 
 /** Resolves once the work of `box` (a stream or event box, per `kind`) is done; rejects with the CudaError naming
- * `call` and `describe()` if it failed, or with `signal.reason` on abort. Settles at once when the work is already
- * done (no marker, no thread hop). Never throws: every failure rejects. */
-export function waitFor(kind: WaitKind, box: Box, call: string, describe: () => string, signal?: AbortSignal): Promise<void> {
+ * `call` and `describe()` if it failed, with `capturing(status)` when the stream is capturing a graph (1 active, 2
+ * invalidated), or with `signal.reason` on abort. Settles at once when the work is already done (no marker, no
+ * thread hop). A stream's wait starts with one native call (streamWait: capture check, query, marker). Never throws:
+ * every failure rejects. */
+export function waitFor(
+  kind: WaitKind,
+  box: Box,
+  call: string,
+  describe: () => string,
+  signal?: AbortSignal,
+  capturing?: (status: number) => Error,
+): Promise<void> {
   try {
     if (signal?.aborted) return Promise.reject(signal.reason);
+    const token = nextToken++;
     // After a sticky fault every query returns the sticky error itself.
-    const status = kind === 'stream' ? native.streamStatus(box) : native.eventStatus(box);
+    const status = kind === 'stream' ? native.streamWait(box, token) : native.eventStatus(box);
+    if (status < 0) return Promise.reject(capturing ? capturing(-status) : new Error(`cuda-stream-pool internal: capture status ${-status}`));
     if (status === 0) {
       landPending();
+      if (landingsPending === 0) return Promise.resolve();
       // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
-      if (landingsPending === 0) return Promise.resolve();
-    }
-    else if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
-    const token = nextToken++;
-    if (kind === 'stream') native.streamNotify(box, token);
-    else native.eventNotify(box, token);
+      if (kind === 'stream') native.streamNotify(box, token);
+      else native.eventNotify(box, token);
+    } else if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
+    else if (kind === 'event') native.eventNotify(box, token);
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
       if (signal) {

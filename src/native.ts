@@ -51,6 +51,8 @@ export interface NativeBinding {
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
   streamShareHandle(box: Box): void;
+  /** 0 done; NOT_READY: marker queued, `token` reported later; -1/-2 capturing (active/invalidated); else a CUresult. */
+  streamWait(box: Box, token: number): number;
   streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;

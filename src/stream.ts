@@ -8,7 +8,7 @@ import { capturedOn, Event, eventBox } from './event.js';
 import { streams } from './handles.js';
 import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
 import type { DeviceBuffer } from './device-buffer.js';
-import { abandonCapture, beginCapture, CAPTURE_MODES, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
+import { abandonCapture, beginCapture, CAPTURE_MODES, captureRefusal, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
 import type { Graph } from './graph.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from './validate.js';
 
@@ -209,11 +209,17 @@ export class Stream {
     try {
       signal = waitSignal(options);
       box = this.#use('synchronize');
-      requireNotCapturing(box, this.id, 'stream.synchronize()');
     } catch (error) {
       return Promise.reject(error);
     }
-    return waitFor('stream', box, 'cuStreamSynchronize', () => `device ${this.device.ordinal}, stream ${this.id}`, signal);
+    return waitFor(
+      'stream',
+      box,
+      'cuStreamSynchronize',
+      () => `device ${this.device.ordinal}, stream ${this.id}`,
+      signal,
+      (status) => captureRefusal(status, this.id, 'stream.synchronize()'),
+    );
   }
 
 

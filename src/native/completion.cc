@@ -195,12 +195,23 @@ Marker enqueue_marker(StreamBox& stream) {
   return marker;
 }
 
-CUresult stream_status_by_ticket(StreamBox& stream) {
-  if (!stream.shares_tickets() || device_fault(stream.device) != CUDA_SUCCESS) return CUDA_ERROR_UNKNOWN;
-  std::lock_guard<std::mutex> lock(stream.marker_mutex);
-  if (!stream.ticket || stream.submissions.load(std::memory_order_acquire) != stream.submissions_at_ticket)
-    return CUDA_ERROR_UNKNOWN;
-  return load_word(stream.ticket->word) >= stream.ticket->issued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+CUresult query_stream(StreamBox& stream) {
+  const bool shares = stream.shares_tickets() && device_fault(stream.device) == CUDA_SUCCESS;
+  // Read before asking: work counted later may not be covered by the answer.
+  const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);
+  if (shares) {
+    if (stream.idle_at_submissions.load(std::memory_order_acquire) == submissions) return CUDA_SUCCESS;
+    std::lock_guard<std::mutex> lock(stream.marker_mutex);
+    if (stream.ticket && submissions == stream.submissions_at_ticket) {
+      if (load_word(stream.ticket->word) < stream.ticket->issued) return CUDA_ERROR_NOT_READY;
+      stream.idle_at_submissions.store(submissions, std::memory_order_release);
+      return CUDA_SUCCESS;
+    }
+  }
+  make_current(stream.device);
+  const CUresult r = check_quiet(drv().cuStreamQuery(stream.handle), stream.device);
+  if (r == CUDA_SUCCESS && shares) stream.idle_at_submissions.store(submissions, std::memory_order_release);
+  return r;
 }
 
 CUresult marker_status(const Marker& marker) {
@@ -565,6 +576,26 @@ Napi::Value stream_notify(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// streamWait(streamBox, token) -> 0: the stream's work is done, nothing registered; CUDA_ERROR_NOT_READY: a marker is
+// queued and dispatch reports `token` once the work is done; -1 or -2: the stream is capturing (active, invalidated),
+// nothing queued; another CUresult: the work failed. One call for the whole start of `await stream.synchronize()`.
+Napi::Value stream_wait(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  const double token = info[1].As<Napi::Number>().DoubleValue();
+  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
+  if (const int capturing = capture_status(*stream)) return Napi::Number::New(env, -capturing);
+  const CUresult status = query_stream(*stream);
+  if (status != CUDA_ERROR_NOT_READY) return Napi::Number::New(env, status);
+  channel_of(env);  // throws unless completionInit ran
+  Marker marker = enqueue_marker(*stream);
+  Wait* wait = new_wait(env, token, stream->device);
+  wait->marker = marker;
+  wait->stream = std::move(stream);
+  engine().submit(wait);
+  return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
+}
+
 // eventNotify(eventBox, token): dispatch reports `token` once the event's recorded work is done.
 Napi::Value event_notify(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -694,6 +725,7 @@ void register_completion(Napi::Env env, Napi::Object exports) {
   exports.Set("completionStats", Napi::Function::New<js_entry<completion_stats>>(env, "completionStats"));
   exports.Set("completionMarker", Napi::Function::New<js_entry<completion_marker>>(env, "completionMarker"));
   exports.Set("completionSetMarker", Napi::Function::New<js_entry<completion_set_marker>>(env, "completionSetMarker"));
+  exports.Set("streamWait", Napi::Function::New<js_entry<stream_wait>>(env, "streamWait"));
   exports.Set("streamNotify", Napi::Function::New<js_entry<stream_notify>>(env, "streamNotify"));
   exports.Set("eventNotify", Napi::Function::New<js_entry<event_notify>>(env, "eventNotify"));
 }

@@ -60,11 +60,11 @@ struct Marker {
 // device's context is current. Throws CudaFailure.
 Marker enqueue_marker(StreamBox& stream);
 
-// When the stream's last ticket covers every call that queued work on it, its word says whether that work is done:
-// CUDA_SUCCESS (idle) or CUDA_ERROR_NOT_READY, learned without a driver call. CUDA_ERROR_UNKNOWN when it cannot be
-// known this way (the stream does not share tickets, has no ticket yet, has work after it, or its device faulted).
-// Any thread; the caller holds a use.
-CUresult stream_status_by_ticket(StreamBox& stream);
+// Whether the work queued on the stream so far is done: CUDA_SUCCESS, CUDA_ERROR_NOT_READY, or the failure (a sticky
+// fault is recorded). For a stream that shares tickets, known without a driver call when no work was queued since a
+// query found it idle or since its last ticket (whose word then answers); otherwise cuStreamQuery. Any thread; the
+// caller holds a use. Throws CudaFailure only when the device's context cannot be made current.
+CUresult query_stream(StreamBox& stream);
 
 // The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its
 // device's context current.

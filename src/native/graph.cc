@@ -104,7 +104,7 @@ Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   if (!stream->capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
   Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
-  return Napi::Number::New(info.Env(), ask_driver(*stream));
+  return Napi::Number::New(info.Env(), capture_status(*stream));
 }
 
 // streamCaptureRefresh(stream) -> as streamCaptureStatus, always asking the driver: after the stream waited on work
@@ -235,6 +235,11 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+int capture_status(StreamBox& stream) {
+  if (!stream.capturing.load(std::memory_order_acquire)) return 0;
+  return ask_driver(stream);
+}
 
 void register_graph(Napi::Env env, Napi::Object exports) {
   exports.Set("streamBeginCapture", Napi::Function::New<js_entry<stream_begin_capture>>(env, "streamBeginCapture"));

@@ -109,12 +109,7 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
 Napi::Value stream_status(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
-  const CUresult known = stream_status_by_ticket(*box);
-  if (known != CUDA_ERROR_UNKNOWN) return Napi::Number::New(info.Env(), known);
-  make_current(box->device);
-  CUresult r = drv().cuStreamQuery(box->handle);
-  check_quiet(r, box->device);
-  return Napi::Number::New(info.Env(), r);
+  return Napi::Number::New(info.Env(), query_stream(*box));
 }
 
 // streamSynchronize(box): blocks the calling thread until the stream's work is done.

@@ -35,6 +35,7 @@ struct StreamBox : Box {
   // JS code never read (`handle_shared`), never borrowed ones.
   std::atomic<uint64_t> submissions{0};
   uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
+  std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
   std::atomic<bool> handle_shared{false};
   void leave_after_work() {
     submissions.fetch_add(1, std::memory_order_release);
@@ -58,6 +59,10 @@ struct StreamBox : Box {
  private:
   std::atomic<bool> record_on_release_{false};
 };
+
+// The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
+// capture flag is set (Note [capture flag]). The caller holds a use. Throws CudaFailure. Defined in graph.cc.
+int capture_status(StreamBox& stream);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
 std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority);
