@@ -165,9 +165,17 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
     throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
   if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
     throw invalidValue(d.kind === 'managed' ? 'src' : 'dst', 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
-  for (const [name, op] of [['dst', d], ['src', s]] as const)
-    if (addressed(op) && op.buffer.device !== stream.device)
-      throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  // Between DeviceBuffers of two devices the stream may be on either device (a peer copy); every other copy stays on
+  // the stream's device.
+  const peer = d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device;
+  if (peer) {
+    if (stream.device !== d.buffer.device && stream.device !== s.buffer.device)
+      throw invalidValue('stream', `is on device ${stream.device.ordinal}, but a copy from device ${s.buffer.device.ordinal} to device ${d.buffer.device.ordinal} is ordered on a stream of one of those two devices.`);
+  } else {
+    for (const [name, op] of [['dst', d], ['src', s]] as const)
+      if (addressed(op) && op.buffer.device !== stream.device)
+        throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  }
   const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
   const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;

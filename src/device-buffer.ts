@@ -183,7 +183,9 @@ export class DeviceBuffer implements KernelPointer {
   }
 
   /** Allocates `byteLength` bytes of device memory in stream order on `options.stream` (default:
-   * `currentStream(device)`): other streams must wait on that stream before touching the memory.
+   * `currentStream(device)`): other streams must wait on that stream before touching the memory. The memory is on the
+   * stream's device: the given stream's, or inside `withStream()` / `pool.run()` / `group.run()` the scoped stream's
+   * when `options.device` is not given, else device 0.
    * @param byteLength - size in bytes, an integer from 1 to `Number.MAX_SAFE_INTEGER`.
    * @throws `RangeError` ERR_OUT_OF_RANGE for a bad `byteLength`; `TypeError` ERR_INVALID_ARG_TYPE /
    * ERR_INVALID_ARG_VALUE for bad options, unknown keys, or a stream of another device than `options.device`;
@@ -322,13 +324,14 @@ export class DeviceBuffer implements KernelPointer {
 
   /** Announces that work on `stream` uses the memory (for example a kernel given `buffer.ptr` as a bigint, or another
    * library's work): the free then waits for everything `stream` had queued before the free. Returns at once; copies,
-   * fills and `DeviceBuffer` kernel arguments do this themselves.
-   * @throws `TypeError` for a non-Stream or a stream of another device; {@link DestroyedError} after free.
-   * Follows: PyTorch `Tensor.record_stream`. */
+   * fills and `DeviceBuffer` kernel arguments do this themselves. `stream` may belong to another device (a kernel there
+   * reading this buffer through peer access, see `Device.enablePeerAccess`): the free then waits for that device's
+   * stream too.
+   * @throws `TypeError` for a non-Stream; {@link DestroyedError} after free or for a destroyed stream.
+   * Wraps: cuEventCreate (once per stream), in the stream's context. Follows: PyTorch `Tensor.record_stream`. */
   recordStream(stream: Stream): void {
     if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
     this.#use('recordStream');
-    this.#sameDevice(stream, 'stream');
     this.#noteUse(stream, 'recordStream');
   }
 
@@ -342,7 +345,8 @@ export class DeviceBuffer implements KernelPointer {
   }
 
   /** Frees the memory in stream order on `options.stream` (default: `buffer.stream`) and returns at once: the memory
-   * is reused only after the work queued so far on that stream and on every other stream that used the buffer. When
+   * is reused only after the work queued so far on that stream and on every other stream that used the buffer,
+   * streams of other devices included (a peer copy from or into it, `recordStream`). When
    * the allocation stream was destroyed (and no stream is given) the free is ordered after its last work on a stream
    * the library owns. A borrowed view only retires itself. Idempotent; never throws after a device fault.
    * @throws `TypeError` for bad options or a stream of another device; {@link DestroyedError} for a destroyed

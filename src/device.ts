@@ -1,7 +1,7 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateOptions, validateSignal } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -129,6 +129,51 @@ export class Device {
     return native.deviceMemoryInfo(this.ordinal);
   }
 
+  /** Whether this device can read and write `other`'s memory directly (kernels through its pointers, copies over
+   * NVLink or PCIe without going through the host), once {@link Device.enablePeerAccess} allows it. False where the
+   * two have no peer path. Copies between the devices work either way.
+   * @param other - another device, as a `Device` or an ordinal.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another type; `RangeError` ERR_OUT_OF_RANGE for an ordinal outside
+   * the visible devices; `TypeError` ERR_INVALID_ARG_VALUE when `other` is this device; {@link CudaError} when the
+   * driver fails. Wraps: cuDeviceCanAccessPeer. Thread-safety: any thread or worker.
+   * Follows: PyTorch `torch.cuda.can_device_access_peer`, CuPy `runtime.deviceCanAccessPeer`. */
+  canAccessPeer(other: Device | number): boolean {
+    return native.deviceCanAccessPeer(this.ordinal, peerOrdinal(this, other));
+  }
+
+  /** Lets this device read and write `other`'s memory directly from now on, for the rest of the process: kernels on
+   * this device may take `other`'s buffer addresses, and copies from `other` to this device skip the host. One
+   * direction only: call `other.enablePeerAccess(this)` as well for the way back. Idempotent (access already enabled,
+   * by this library or another one on the same primary contexts, is success). Sets both switches the driver has:
+   * the context's (cuCtxEnablePeerAccess, for ordinary allocations) and the read-write access of `other`'s default
+   * memory pool (cuMemPoolSetAccess, for the stream-ordered allocations of `DeviceBuffer`). Without it,
+   * `stream.copy()` between the devices still works, but the driver stages the bytes through host memory.
+   * @param other - another device, as a `Device` or an ordinal.
+   * @throws {@link CudaError} `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED` where {@link Device.canAccessPeer} is false (no peer
+   * path), `CUDA_ERROR_TOO_MANY_PEERS` when the hardware has no room for another peer; `TypeError`
+   * ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a bad `other` or this device; `RangeError` ERR_OUT_OF_RANGE for
+   * an ordinal outside the visible devices. Wraps: cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuMemPoolSetAccess.
+   * Thread-safety: any thread or worker; the setting is process-wide.
+   * Follows: CUDA `cudaDeviceEnablePeerAccess`; PyTorch's caching allocator enables both switches the same way.
+   * @example
+   * ```ts
+   * const [a, b] = [Device.get(0), Device.get(1)];
+   * if (a.canAccessPeer(b)) { a.enablePeerAccess(b); b.enablePeerAccess(a); }
+   * ```
+   */
+  enablePeerAccess(other: Device | number): void {
+    native.deviceEnablePeerAccess(this.ordinal, peerOrdinal(this, other));
+  }
+
+  /** Whether this device may access `other`'s `DeviceBuffer` memory directly now: `other`'s default memory
+   * pool grants this device read-write access, as {@link Device.enablePeerAccess} sets it (or another library did).
+   * False where `other` has no memory pools.
+   * @param other - another device, as a `Device` or an ordinal.
+   * @throws as {@link Device.canAccessPeer}. Wraps: cuMemPoolGetAccess. Thread-safety: any thread or worker. */
+  peerAccessEnabled(other: Device | number): boolean {
+    return native.devicePeerAccessEnabled(this.ordinal, peerOrdinal(this, other));
+  }
+
   /** The number of visible CUDA devices; 0 when there is no driver or no GPU. Never throws.
    * Wraps: cuDeviceGetCount (after cuInit, on first use). */
   static count(): number {
@@ -154,6 +199,14 @@ export class Device {
     devices.set(ordinal, device);
     return device;
   }
+}
+
+/** The ordinal of `other` for the peer methods of `device`: another visible device. */
+function peerOrdinal(device: Device, other: unknown): number {
+  const peer = resolveDevice(other as Device | number, 'other');
+  if (peer === device)
+    throw invalidValue('other', `is device ${device.ordinal}, the device itself; peer access is between two devices (a device always accesses its own memory).`);
+  return peer.ordinal;
 }
 
 /** Resolves a `device` option (`Device | number`, default 0). Throws as {@link Device.get}. */

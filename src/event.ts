@@ -138,7 +138,8 @@ export class Event {
   }
 
   /** Milliseconds between two recorded events (resolution about 0.5 µs).
-   * @throws `TypeError` ERR_INVALID_ARG_VALUE if either event has timing off or was never recorded;
+   * @throws `TypeError` ERR_INVALID_ARG_VALUE if either event has timing off or was never recorded, or the two belong
+   * to different devices;
    * {@link CudaError} `CUDA_ERROR_NOT_READY` if either is not complete yet (the one place NOT_READY is an error).
    * Wraps: cuEventElapsedTime. */
   static elapsedMs(start: Event, end: Event): number {
@@ -148,6 +149,8 @@ export class Event {
       if (!event.timing) throw invalidValue(name, 'was created with timing off; create it with { timing: true }.');
       if (!event.#recorded) throw invalidValue(name, 'was never recorded; call event.record(stream) first.');
     }
+    if (end.device !== start.device)
+      throw invalidValue('end', `is on device ${end.device.ordinal}, but "start" is on device ${start.device.ordinal}; elapsed time is measured between events of one device.`);
     return native.eventElapsed(start.#box, end.#box);
   }
 

@@ -11,6 +11,7 @@ export { Event, type EventOptions } from './event.js';
 export { currentStream, withStream } from './scope.js';
 export { completionStats, type CompletionStats } from './completion.js';
 export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool.js';
+export { StreamPoolGroup } from './pool-group.js';
 export { Module, Kernel, type ParamType, type KernelArgument, type KernelArguments, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './module.js';
 export { Program, type CompileOptions } from './program.js';
 export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './errors.js';

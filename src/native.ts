@@ -27,6 +27,12 @@ export interface NativeBinding {
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
   };
   deviceFault(ordinal: number): number;
+  // device.cc, Note [peer access]: `ordinal` accessing `peer`'s memory.
+  deviceCanAccessPeer(ordinal: number, peer: number): boolean;
+  deviceEnablePeerAccess(ordinal: number, peer: number): void;
+  devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
+  /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
+  currentDevice(): number;
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; contexts: number[] };
   cudaError(code: number, call: string, detail: string): Error;
 

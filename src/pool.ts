@@ -26,6 +26,7 @@ import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream } from './stream.js';
 import { withStream } from './scope.js';
+import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
 import { guardReceivers, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
@@ -365,6 +366,45 @@ export class StreamPool {
     defaultPools.set(d.ordinal, pool);
     return pool;
   }
+
+  /** A group over the default pools of several devices (`StreamPool.default(device)` of each) that spreads tasks over
+   * them: `getStream()`, `acquire()`, `tryAcquire()` and `run()` go round-robin over the devices, then over each
+   * device's streams, and `stats()` reports each device. Creates no stream and owns nothing: the group's `destroy()`
+   * only detaches it. A new group on every call. See {@link StreamPoolGroup}.
+   * @param devices - the devices to spread over, in order, as Device objects or ordinals, each once.
+   * @defaultValue every visible device, 0 to `Device.count() - 1`
+   * @throws {@link CudaUnavailableError} without a GPU; `TypeError` ERR_INVALID_ARG_TYPE when `devices` is not an
+   * array or holds something other than a Device or an ordinal; ERR_INVALID_ARG_VALUE for an empty array or a device
+   * named twice; `RangeError` ERR_OUT_OF_RANGE for an ordinal outside the visible devices; as
+   * {@link StreamPool.default} (CUDA_STREAM_POOL_SIZE, stream creation on first use of a device).
+   * Thread-safety: any thread or worker; each thread gets its own group over the same process-wide pools.
+   * Follows: PyTorch's per-device pools (`getStreamFromPool(device)`), with the device chosen for the task.
+   * @example
+   * ```ts
+   * const group = StreamPool.forDevices();  // every visible device
+   * const results = await Promise.all(tasks.map((task) => group.run((stream) => work(task, stream))));
+   * ```
+   */
+  static forDevices(devices?: readonly (Device | number)[]): StreamPoolGroup {
+    const list = groupDevices(devices);
+    return poolGroup(list.map((device) => StreamPool.default(device)), list, withStream);
+  }
+}
+
+/** The devices of `StreamPool.forDevices(devices)`: every visible device when undefined, else a non-empty array of
+ * distinct devices (Device objects or ordinals). */
+function groupDevices(devices: unknown): Device[] {
+  if (devices === undefined) {
+    const count = Device.count();
+    if (count === 0) Device.get(0); // throws CudaUnavailableError, saying why
+    return Array.from({ length: count }, (_, ordinal) => Device.get(ordinal));
+  }
+  if (!Array.isArray(devices)) throw invalidType('devices', 'an array of Devices or device ordinals', devices);
+  if (devices.length === 0) throw invalidValue('devices', 'must name at least one device; received an empty array.');
+  const out = devices.map((device, i) => resolveDevice(device as Device | number, `devices[${i}]`));
+  const twice = out.findIndex((device, i) => out.indexOf(device) !== i);
+  if (twice >= 0) throw invalidValue(`devices[${twice}]`, `is device ${out[twice]!.ordinal} again; name each device once.`);
+  return out;
 }
 
 /** The default pool size from CUDA_STREAM_POOL_SIZE: 32 when unset or empty, else an integer from 1 to 1024.

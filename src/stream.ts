@@ -234,9 +234,14 @@ export class Stream {
     native.streamSynchronize(box);
   }
 
-  /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once.
+  /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks
+   * neither this stream's earlier work nor any thread. The event may belong to another device: work on this device
+   * then waits for work on that one, in the GPUs' own order (no host round trip).
    * A never-recorded event is complete, so nothing waits. An event recorded on a capturing stream forks this stream
-   * into that capture (see {@link Stream.beginCapture}). Wraps: cuStreamWaitEvent. */
+   * into that capture (see {@link Stream.beginCapture}).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Event; {@link DestroyedError} when the stream or the event was
+   * destroyed; {@link CudaError} when the driver refuses. Wraps: cuStreamWaitEvent (in this stream's context).
+   * Thread-safety: any thread that has both. */
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
     const box = this.#use('waitEvent');
@@ -244,17 +249,18 @@ export class Stream {
     noteJoin(box, capturedOn(event));
   }
 
-  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. When `other`
-   * is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it back).
-   * Records an event on `other` and waits on it: the calling thread keeps one such event per device, recorded again
-   * on every call and destroyed when the thread ends (an internal event: not counted in `cuda.liveObjects()`).
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; ERR_INVALID_ARG_VALUE for a stream of another device;
-   * {@link DestroyedError} when either stream was destroyed. Wraps: cuEventRecord, cuStreamWaitEvent. */
+  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. `other` may
+   * be a stream of another device: work on this device then waits for work on that one, in the GPUs' own order.
+   * When `other` is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it
+   * back). Records an event on `other` (in its device's context) and waits on it: the calling thread keeps one such
+   * event per device of `other`, recorded again on every call and destroyed when the thread ends (an internal event:
+   * not counted in `cuda.liveObjects()`).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; {@link DestroyedError} when either stream was
+   * destroyed; {@link CudaError} when the driver refuses. Wraps: cuEventRecord, cuStreamWaitEvent.
+   * Thread-safety: any thread that has both. */
   waitStream(other: Stream): void {
     if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
     const box = this.#use('waitStream');
-    if (other.device !== this.device)
-      throw invalidValue('other', `is on device ${other.device.ordinal}, but this stream is on device ${this.device.ordinal}.`);
     const source = other.#use('waitStream');
     native.streamWaitStream(box, source);
     noteJoin(box, source); // joins the capture when `other` is capturing
@@ -275,7 +281,14 @@ export class Stream {
    * buffer or a destroyed stream; {@link CaptureError} for staged host memory while the stream is capturing a graph
    * (the graph would replay a staging block long since reused; copy a PinnedBuffer); {@link CudaError} when the
    * driver refuses. During a capture the copy is recorded, and the graph keeps its buffers alive.
-   * Wraps: cuMemcpyDtoDAsync, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync (+ cuLaunchHostFunc for staged device-to-host).
+   *
+   * Between devices: two `DeviceBuffer`s on different devices are copied in the order of this stream, which must
+   * belong to one of the two (ERR_INVALID_ARG_VALUE naming `stream` otherwise). Where the destination's device has
+   * peer access to the source's or the other way round ({@link Device.enablePeerAccess}) the bytes go directly over
+   * NVLink or PCIe; otherwise the driver stages them through host memory, which is correct but slower (`bench micro`
+   * shows both). Both buffers count the copy as a use on this stream, so freeing either one waits for it, whichever
+   * device the stream is on. Every other operand must be on the stream's device.
+   * Wraps: cuMemcpyDtoDAsync, cuMemcpyPeerAsync (between devices), cuMemcpyHtoDAsync, cuMemcpyDtoHAsync.
    * Thread-safety: any thread that has the operands. */
   copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
     copyOnStream(this, dst, src, options);

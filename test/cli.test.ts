@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
+import { Device } from 'cuda-stream-pool';
 import { gpu, repositoryRoot } from './support/gpu.js';
 import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
@@ -60,6 +61,26 @@ test('bench --mode with an unknown name exits 64 listing every mode', () => {
   assert.match(r.stderr, /--mode/);
   assert.match(r.stderr, /"streams" is not a mode/);
   for (const mode of MODES) assert.ok(r.stderr.includes(mode), `missing ${mode} in: ${r.stderr}`);
+});
+
+test('bench --devices exits 64 for a bad entry, a device named twice, or beside --device', () => {
+  for (const [value, message] of [
+    ['x', /"x" is not a device ordinal/],
+    ['0,,1', /An empty entry is not a device ordinal/],
+    ['1024', /"1024" is not a device ordinal/],
+    ['0,1,0', /Device 0 is named twice/],
+  ] as const) {
+    const r = cli(['bench', '--devices', value], { noGpu: true });
+    assert.equal(r.status, 64, `${value}: ${r.stderr}`);
+    assert.match(r.stderr, /option '--devices <list\|all>' argument/);
+    assert.match(r.stderr, message);
+    assert.match(r.stderr, /Accepted: all, or a comma list of distinct device ordinals from 0 to 1023/);
+  }
+  const both = cli(['bench', '--devices', 'all', '--device', '0'], { noGpu: true });
+  assert.equal(both.status, 64, both.stderr);
+  assert.match(both.stderr, /'--device <ordinal>' and '--devices <list\|all>' cannot be used together/);
+  const fine = cli(['bench', '--devices', 'all'], { noGpu: true });
+  assert.equal(fine.status, 2, fine.stderr); // a good value reaches the GPU check
 });
 
 test('bench with an unknown option exits 64 naming it and suggesting the near miss', () => {
@@ -141,6 +162,42 @@ test(`report renders a saved run without a GPU: the tables, the timeline page an
   });
   const trace = JSON.parse(readFileSync(path.join(dir, 'trace.json'), 'utf8'));
   assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, 3 * tasks.reduce((a, b) => a + b, 0));
+});
+
+test('report renders a saved run over two devices with each device\'s row under its mode\'s total', (t) => {
+  const dir = scratchDir(t);
+  const result = syntheticResults({ tasks: 16, modes: ['pool', 'native'] });
+  result.devices = [0, 1].map((ordinal) => ({ ...result.environment.device, ordinal }));
+  result.parameters.devices = [0, 1];
+  for (const mode of result.modes)
+    mode.perDevice = [0, 1].map((device) => ({
+      device,
+      tasks: 8,
+      wallMs: mode.wallMs,
+      tasksPerSecond: mode.tasksPerSecond,
+      gigabytesPerSecond: mode.gigabytesPerSecond,
+      latencyMs: mode.latencyMs,
+      overlapFraction: mode.overlapFraction,
+      verifiedTasks: 8,
+      streams: 3 + device,
+    }));
+  const file = path.join(dir, 'results.json');
+  writeFileSync(file, JSON.stringify(result));
+  const r = cli(['report', file], { noGpu: true });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /the tasks are spread over 2: 0 \(.+\), 1 \(/);
+  assert.match(r.stdout, /tasks in flight per device/);
+  const lines = r.stdout.split('\n');
+  const rowOf = (pattern: RegExp, from = 0) => lines.findIndex((line, i) => i >= from && pattern.test(line));
+  for (const mode of result.modes) {
+    const total = rowOf(new RegExp(`^│ ${mode.mode} +│`));
+    const next = rowOf(/^│ (pool|native) +│/, total + 1);
+    for (const device of [0, 1]) {
+      const row = rowOf(new RegExp(`^│ {3}device ${device} +│`), total);
+      assert.ok(row > total && (next < 0 || row < next), `${mode.mode}: device ${device}'s row follows the total`);
+      assert.match(lines[row]!, new RegExp(`│ +${3 + device} │ +8 │$`));
+    }
+  }
 });
 
 test('report exits 64 naming the file for a missing file, bad JSON, an older schema, or no phase times to draw', (t) => {
@@ -312,6 +369,34 @@ test('bench --mode native --workers 2 runs the native threads in each worker and
   assert.ok(native.streams >= 2 && native.streams <= 8, `native ran on ${native.streams} streams`);
 });
 
+test('bench --devices all spreads the tasks over every GPU, with a row per device beside the total when there are several', gpu, () => {
+  const count = Device.count();
+  const r = cli(['bench', '--devices', 'all', '--mode', 'pool,native', '--tasks', '64', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.schema, 'cuda-stream-pool/bench/2');
+  assert.deepEqual(result.parameters.devices, Array.from({ length: count }, (_, i) => i));
+  for (const mode of result.modes) {
+    assert.equal(mode.verifiedTasks, 64, mode.mode);
+    if (count === 1) {
+      assert.equal(mode.perDevice, undefined);
+      continue;
+    }
+    assert.deepEqual(mode.perDevice.map((d: { device: number }) => d.device), result.parameters.devices);
+    const shares = mode.perDevice.map((d: { tasks: number; verifiedTasks: number }) => [d.tasks, d.verifiedTasks]);
+    assert.equal(shares.reduce((sum: number, [tasks]: number[]) => sum + tasks!, 0), 64);
+    for (const [tasks, verified] of shares) assert.equal(verified, tasks, `${mode.mode}: each device verified its own tasks`);
+  }
+  if (count > 1) {
+    assert.equal(result.devices.length, count);
+    const table = cli(['bench', '--devices', '0,1', '--mode', 'pool', '--tasks', '32', '--runs', '1', '--elements', '65536'], { timeoutMs: 300_000 });
+    assert.equal(table.status, 0, table.stderr);
+    assert.match(table.stdout, /^│ {3}device 0 /m);
+    assert.match(table.stdout, /^│ {3}device 1 /m);
+    assert.match(table.stdout, /the tasks are spread over 2: 0 \(/);
+  }
+});
+
 test('a corrupted output element in native mode makes bench exit 1 naming that task and element', gpu, () => {
   const r = cli(['bench', '--tasks', '8', '--runs', '1', '--mode', 'native', '--elements', '65536'], {
     env: { CUDA_STREAM_POOL_BENCH_CORRUPT: '5:4321' },
@@ -325,7 +410,11 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   const r = cli(['bench', 'micro', '--json', '--quiet'], { timeoutMs: 600_000 });
   assert.equal(r.status, 0, r.stderr);
   const report = JSON.parse(r.stdout);
-  for (const group of report.groups) assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  for (const group of report.groups) {
+    // The peer group needs two GPUs; with fewer it is skipped, saying so.
+    if (group.name === 'peer' && Device.count() < 2) assert.deepEqual([group.status, group.message], ['skipped', `needs 2 GPUs; ${Device.count()} visible`]);
+    else assert.equal(group.status, 'ok', `${group.name}: ${group.message}`);
+  }
   type Row = { name: string; unit: string; value: { median: number }; baseline?: { median: number }; ratio?: number; target?: string; met?: boolean };
   const rows: Row[] = report.groups.flatMap((group: { results: Row[] }) => group.results);
   const named = (prefix: string): Row => {
@@ -353,6 +442,12 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   assert.equal(record.target, '≤ the baseline + 100 ns');
   const copy = named('stream.copy() pinned → device, 4 KiB');
   assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
+  if (Device.count() >= 2) {
+    assert.equal(named('stream.copy() device 0 → device 1, no peer access').unit, 'GB/s');
+    const direct = named('stream.copy() device 0 → device 1, peer access enabled');
+    assert.equal(direct.ratio, direct.value.median / direct.baseline!.median);
+    named('stream.copy() device 1 → device 0, peer access enabled');
+  }
 });
 
 test('bench --timeline --trace --json writes the page and the trace from the phase times it prints', gpu, (t) => {

@@ -1,6 +1,6 @@
 // The executor benchmark behind `cuda-stream-pool bench`: many short tasks (copy in, kernel, copy out, verify) on
-// one GPU, in each mode, on the main thread or split among worker threads sharing one pool (README.md, "The executor
-// benchmark").
+// one GPU or spread over several (`--devices`), in each mode, on the main thread or split among worker threads sharing
+// one pool per device (README.md, "The executor benchmark").
 import { Worker } from 'node:worker_threads';
 
 import { Device, StreamPool } from '../index.js';
@@ -12,7 +12,7 @@ import { benchKernels } from './kernels.js';
 import { usesPool, type Mode } from './modes.js';
 import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './reference.js';
 import type { Progress } from './progress.js';
-import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeMode, type BenchResult } from './results.js';
+import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeDevice, summarizeMode, type BenchResult } from './results.js';
 import { ULP_TOLERANCE } from './task.js';
 
 /** What `bench` was asked to do, already validated (src/cli/options.ts). */
@@ -26,7 +26,9 @@ export interface ExecutorOptions {
   modes: Mode[];
   poolSize: number;
   runs: number;
-  device: number;
+  /** The devices, as ordinals: one (`--device`) or several (`--devices`). The tasks are spread over them; each device
+   * has its own slots (`concurrency` of them), pool, pinned partitions and threads. */
+  devices: number[];
   corrupt: { task: number; element: number } | undefined;
   /** Record every task's phase events (4 event records and 4 elapsed-time reads per task), for the timeline, the
    * trace and the results' `lastRunTasks`. */
@@ -41,8 +43,8 @@ function share(total: number, parts: number, index: number): number {
 
 /** Runs a mode's tasks on some threads: the main thread alone, or a group of workers. */
 interface Runner {
-  /** Runs `count` tasks numbered from 0 (split among the threads); resolves with each thread's batch. */
-  run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]>;
+  /** Runs `count` tasks numbered from `first` (split among the threads); resolves with each thread's batch. */
+  run(mode: Mode, first: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]>;
   /** Frees every thread's state. `failed`: a run failed, and workers may still have tasks in flight, so they are
    * terminated (a terminated worker gives its leases back) instead of asked to finish. */
   dispose(failed: boolean): Promise<void>;
@@ -56,8 +58,8 @@ class LocalRunner implements Runner {
     return new LocalRunner(await BatchThread.create(setup, pool));
   }
 
-  async run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
-    return [await this.thread.run(mode, 0, count, timed, timed ? onTaskDone : undefined)];
+  async run(mode: Mode, first: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
+    return [await this.thread.run(mode, first, count, timed, timed ? onTaskDone : undefined)];
   }
 
   async dispose(): Promise<void> {
@@ -128,7 +130,7 @@ class WorkerRunner implements Runner {
   static async create(setup: BatchSetup, workers: number, concurrency: number): Promise<WorkerRunner> {
     const links: WorkerLink[] = [];
     for (let w = 0; w < workers; w++) {
-      links.push(new WorkerLink(w + 1, { ...setup, slots: share(concurrency, workers, w), thread: w + 1 }));
+      links.push(new WorkerLink(setup.thread + w + 1, { ...setup, slots: share(concurrency, workers, w), thread: setup.thread + w + 1 }));
     }
     const runner = new WorkerRunner(links, workers);
     try {
@@ -140,8 +142,8 @@ class WorkerRunner implements Runner {
     return runner;
   }
 
-  async run(mode: Mode, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
-    let first = 0;
+  async run(mode: Mode, start: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
+    let first = start;
     const answers = this.links.map((link, w) => {
       const mine = share(count, this.workers, w);
       const message: ToWorker = { kind: 'run', mode, first, count: mine, timed };
@@ -169,11 +171,21 @@ class WorkerRunner implements Runner {
   }
 }
 
-/** Runs the executor benchmark: calibration and phases alone, references, then for each mode a warm-up and `runs`
- * measured runs of `tasks` tasks. @throws `VerificationError` (from the main thread, or rebuilt from a worker) when a
- * task's output is wrong; the library's errors when CUDA fails. */
+/** One device's share of the run: its pool, its threads, its tasks. */
+interface DeviceRun {
+  device: Device;
+  pool: StreamPool | undefined;
+  runner: Runner | undefined;
+}
+
+/** Runs the executor benchmark: calibration and phases alone (on the first device), references, then for each mode a
+ * warm-up and `runs` measured runs of `tasks` tasks, spread over the devices (device k of D runs tasks
+ * `share(tasks, D, k)` of them, on its own slots, pool, partitions and threads, all devices at once).
+ * @throws `VerificationError` (from the main thread, or rebuilt from a worker) when a task's output is wrong; the
+ * library's errors when CUDA fails. */
 export async function runExecutorBenchmark(o: ExecutorOptions): Promise<BenchResult> {
-  const device = Device.get(o.device);
+  const devices = o.devices.map((ordinal) => Device.get(ordinal));
+  const device = devices[0]!;
   const environment = describeEnvironment(device);
   o.progress.status('calibrating');
   const kernels = await benchKernels(device);
@@ -188,7 +200,10 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<BenchRes
   const references = computeReferences(spec);
   const partitionBytes = o.elements * 4;
   const warmupTasks = 2 * o.concurrency;
-  const boundMs = overlapBoundMs(o.tasks, calibration.phases);
+  const counts = devices.map((_, k) => share(o.tasks, devices.length, k));
+  const firsts = counts.map((_, k) => counts.slice(0, k).reduce((sum, n) => sum + n, 0));
+  // Each device has its own engines: the bound is that of the device with the most tasks.
+  const boundMs = overlapBoundMs(Math.max(...counts), calibration.phases);
   const result: BenchResult = {
     schema: BENCH_SCHEMA,
     environment,
@@ -209,36 +224,47 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<BenchRes
       ulpTolerance: ULP_TOLERANCE,
       fma: { a: FMA_A, b: FMA_B },
       phaseTimes: o.phaseTimes,
+      devices: devices.map((d) => d.ordinal),
     },
     phasesAloneMs: calibration.phases,
     overlapBoundMs: boundMs,
     modes: [],
   };
+  if (devices.length > 1) result.devices = devices.map((d) => describeEnvironment(d).device);
 
   o.progress.status('preparing inputs');
-  const pool = o.modes.some(usesPool) ? new StreamPool({ device, size: o.poolSize }) : undefined;
+  const runs: DeviceRun[] = devices.map((d) => ({ device: d, pool: undefined, runner: undefined }));
+  let failed = true;
   try {
-    const setup: BatchSetup = { device: device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, marks: o.phaseTimes, thread: 0 };
-    if (pool && o.workers > 0) setup.sharedPool = pool.share();
-    const runner = o.workers === 0 ? await LocalRunner.create(setup, pool) : await WorkerRunner.create(setup, o.workers, o.concurrency);
-    let failed = true;
-    try {
-      for (const mode of o.modes) {
-        o.progress.status(`${mode} (warm-up)`);
-        await runner.run(mode, warmupTasks, false, () => {});
-        const runs: BatchResult[][] = [];
-        for (let r = 0; r < o.runs; r++) {
-          o.progress.status(`${mode} (run ${r + 1}/${o.runs})`);
-          runs.push(await runner.run(mode, o.tasks, true, () => o.progress.tick()));
-        }
-        result.modes.push(summarizeMode(mode, runs, o.tasks, partitionBytes, boundMs, o.phaseTimes));
-      }
-      failed = false;
-    } finally {
-      await runner.dispose(failed);
+    // Thread numbers are unique over the devices: device k's main thread is k × (workers + 1), its workers follow.
+    for (const [k, run] of runs.entries()) {
+      run.pool = o.modes.some(usesPool) ? new StreamPool({ device: run.device, size: o.poolSize }) : undefined;
+      const setup: BatchSetup = { device: run.device.ordinal, spec, references, slots: o.concurrency, corrupt: o.corrupt, marks: o.phaseTimes, thread: k * (o.workers + 1) };
+      if (run.pool && o.workers > 0) setup.sharedPool = run.pool.share();
+      run.runner = o.workers === 0 ? await LocalRunner.create(setup, run.pool) : await WorkerRunner.create(setup, o.workers, o.concurrency);
     }
+    for (const mode of o.modes) {
+      o.progress.status(`${mode} (warm-up)`);
+      await Promise.all(runs.map((run) => run.runner!.run(mode, 0, warmupTasks, false, () => {})));
+      const measured: BatchResult[][][] = []; // [run][device][batch]
+      for (let r = 0; r < o.runs; r++) {
+        o.progress.status(`${mode} (run ${r + 1}/${o.runs})`);
+        measured.push(await Promise.all(runs.map((run, k) => run.runner!.run(mode, firsts[k]!, counts[k]!, true, () => o.progress.tick()))));
+      }
+      const summary = summarizeMode(mode, measured.map((perDevice) => perDevice.flat()), o.tasks, partitionBytes, boundMs, o.phaseTimes);
+      if (devices.length > 1)
+        summary.perDevice = runs.map((run, k) => ({
+          device: run.device.ordinal,
+          ...summarizeDevice(mode, measured.map((perDevice) => perDevice[k]!), counts[k]!, partitionBytes, overlapBoundMs(counts[k]!, calibration.phases)),
+        }));
+      result.modes.push(summary);
+    }
+    failed = false;
   } finally {
-    pool?.destroy();
+    for (const run of runs) {
+      await run.runner?.dispose(failed);
+      run.pool?.destroy();
+    }
   }
   addSpeedups(result.modes);
   return result;

@@ -9,6 +9,7 @@ import { Device } from '../index.js';
 import { describeEnvironment, environmentRows, type Environment } from './environment.js';
 import type { MicroResult, Sample } from './harness.js';
 import { streamMicroBenchmarks } from './stream.js';
+import { peerMicroBenchmarks, peerSkipReason } from './peer.js';
 
 /** The `schema` value of `bench micro --json` output. */
 export const MICRO_SCHEMA = 'cuda-stream-pool/bench-micro/1';
@@ -24,6 +25,8 @@ interface Group {
   exportName: string;
   /** The function itself, for this package's own group. */
   run?: MicroFunction;
+  /** Why the group cannot run on this machine (two GPUs needed, one visible), or undefined when it can. */
+  skipReason?: () => string | undefined;
 }
 
 /** The concepts' modules, in print order. The stream group is this package's own; the others come from the pool,
@@ -34,13 +37,15 @@ const GROUPS: Group[] = [
   { name: 'memory', file: './memory.js', exportName: 'memoryMicroBenchmarks' },
   { name: 'kernel', file: './kernel.js', exportName: 'kernelMicroBenchmarks' },
   { name: 'graph', file: './graph.js', exportName: 'graphMicroBenchmarks' },
+  { name: 'peer', file: './peer.js', exportName: 'peerMicroBenchmarks', run: peerMicroBenchmarks, skipReason: peerSkipReason },
 ];
 
 /** One group's outcome: its rows, or why there are none. */
 export interface MicroGroupResult {
   name: string;
-  /** 'ok': ran; 'missing': the module or its export is not in this build; 'failed': it threw (see `message`). */
-  status: 'ok' | 'missing' | 'failed';
+  /** 'ok': ran; 'missing': the module or its export is not in this build; 'failed': it threw (see `message`);
+   * 'skipped': this machine cannot run it, `message` says why (the peer group on fewer than two GPUs). */
+  status: 'ok' | 'missing' | 'failed' | 'skipped';
   message?: string;
   results: MicroResult[];
 }
@@ -55,6 +60,8 @@ export interface MicroReport {
 async function loadGroup(group: Group, device: number): Promise<MicroGroupResult> {
   const url = new URL(group.file, import.meta.url);
   const source = `src/bench/${group.file.slice(2).replace(/\.js$/, '.ts')}`;
+  const skip = group.skipReason?.();
+  if (skip !== undefined) return { name: group.name, status: 'skipped', message: skip, results: [] };
   if (!group.run && !existsSync(fileURLToPath(url)))
     return { name: group.name, status: 'missing', message: `${source} is not in this build, so its benchmarks did not run`, results: [] };
   try {
@@ -128,7 +135,9 @@ export function formatMicroReport(report: MicroReport): string {
       ]);
     }
   }
-  const notes = report.groups.filter((g) => g.status !== 'ok').map((g) => `  ${g.name}: ${g.status === 'missing' ? 'not run' : 'FAILED'}: ${g.message}`);
+  const notes = report.groups
+    .filter((g) => g.status !== 'ok')
+    .map((g) => `  ${g.name}: ${g.status === 'missing' ? 'not run' : g.status === 'skipped' ? 'skipped' : 'FAILED'}: ${g.message}`);
   return (
     `cuda-stream-pool bench micro: per-call costs beside native baselines from the same run\n${setup.toString()}\n${rows.toString()}\n` +
     '  median and p10-p90 over runs of many calls; ratio = library / native for costs (lower is better),\n' +

@@ -30,9 +30,15 @@ export function formatReport(result: BenchResult): string {
   const p = result.parameters;
   const setup = table();
   for (const row of environmentRows(result.environment)) setup.push(row);
+  const several = (result.devices?.length ?? 0) > 1;
+  if (several)
+    setup.push([
+      'devices',
+      `the tasks are spread over ${result.devices!.length}: ${result.devices!.map((d) => `${d.ordinal} (${d.name})`).join(', ')}; each has its own slots, pool, pinned inputs and threads`,
+    ]);
   setup.push(
     ['tasks', `${p.tasks} per run, ${p.runs} run(s) per mode after ${p.warmupTasks} warm-up tasks`],
-    ['concurrency', `${p.concurrency} tasks in flight${p.workers ? `, split among ${p.workers} worker threads sharing one pool` : ' on the main thread'}`],
+    ['concurrency', `${p.concurrency} tasks in flight${several ? ' per device' : ''}${p.workers ? `, split among ${p.workers} worker threads sharing one pool` : ' on the main thread'}`],
     ['partition', `${p.elements} float32 (${(p.partitionBytes / 2 ** 20).toFixed(2)} MiB) in pinned memory, ${p.partitions} distinct, reused round-robin`],
     ['kernel', `${p.intensity} steps of v = fmaf(v, ${p.fma.a.toPrecision(6)}, ${p.fma.b.toPrecision(6)})${p.intensityCalibrated ? ' (calibrated: about one copy long)' : ' (--intensity)'}`],
     ['verified', `${p.sampleSize} elements per task, within ${p.ulpTolerance} float32 ulps of the CPU reference`],
@@ -67,6 +73,20 @@ export function formatReport(result: BenchResult): string {
       String(m.streams),
       String(m.verifiedTasks),
     ]);
+    for (const d of m.perDevice ?? [])
+      modes.push([
+        `  device ${d.device}`,
+        figure(d.tasksPerSecond.median),
+        `${figure(d.tasksPerSecond.p10)}-${figure(d.tasksPerSecond.p90)}`,
+        figure(d.gigabytesPerSecond.median),
+        fixed(d.latencyMs.p50, 3),
+        fixed(d.latencyMs.p99, 3),
+        '',
+        '',
+        fixed(d.overlapFraction.median, 2),
+        String(d.streams),
+        String(d.verifiedTasks),
+      ]);
   }
   const notes = [
     ...result.modes.map((m) => `  ${m.mode}: ${MODE_DESCRIPTIONS[m.mode]}`),
@@ -74,6 +94,12 @@ export function formatReport(result: BenchResult): string {
     '  "vs native" are median tasks/s over that mode\'s (a dash when it did not run); latency is per task',
     '  (stream taken to output complete) over all runs. "of bound" = tasks × the longest phase alone / wall time:',
     '  1.00 means the busiest engine never idled (above 1: phases overlapped with themselves, e.g. small kernels).',
+    ...(several
+      ? [
+          '  With several devices a mode\'s row is the total over them (its bound: the busiest device\'s tasks × the',
+          '  longest phase), and a "device N" row below it is that device\'s share, timed on its own.',
+        ]
+      : []),
   ];
   return `cuda-stream-pool bench: the executor benchmark\n${setup.toString()}\n${phases.toString()}\n${modes.toString()}\n${notes.join('\n')}\n`;
 }

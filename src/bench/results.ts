@@ -38,6 +38,9 @@ export interface BenchParameters {
   /** True with --phases, --timeline or --trace: every task also recorded 4 timing events, read back after it
    * completed, and each mode's `lastRunTasks` holds them. */
   phaseTimes: boolean;
+  /** The devices the tasks were spread over, as ordinals (`--devices`; one device: `--device`). Absent in results
+   * saved before it was added, which ran on `environment.device` alone. */
+  devices?: number[];
 }
 
 /** One task of a mode's last run, placed on the GPU by the events recorded between its phases. */
@@ -76,6 +79,27 @@ export interface ModeResult {
   streams: number;
   /** The phase times of every task of the last run, in task order; null when phase times were not recorded. */
   lastRunTasks: TaskPhaseTimes[] | null;
+  /** With several devices (`--devices`): each device's share, in the order of `parameters.devices`; the fields above
+   * are the total over all of them. Absent with one device. */
+  perDevice?: DeviceModeResult[];
+}
+
+/** One device's share of a mode's runs with `--devices`: its own tasks, timed from its first task's start to its last
+ * task's verified end. */
+export interface DeviceModeResult {
+  /** The device ordinal. */
+  device: number;
+  /** The tasks this device ran per run. */
+  tasks: number;
+  wallMs: number[];
+  tasksPerSecond: Sample;
+  gigabytesPerSecond: Sample;
+  latencyMs: { p50: number; p99: number };
+  /** This device's tasks × max(phase alone) / its wall time, over the runs. */
+  overlapFraction: Sample;
+  verifiedTasks: number;
+  /** Distinct streams this device's tasks ran on in the last run. */
+  streams: number;
 }
 
 /** Everything `bench --json` prints. */
@@ -88,6 +112,9 @@ export interface BenchResult {
   /** tasks × max(phasesAloneMs): the shortest wall time if the busiest engine never idled, ms. */
   overlapBoundMs: number;
   modes: ModeResult[];
+  /** With several devices (`--devices`): each one's description, in the order of `parameters.devices`
+   * (`environment.device` is the first, which calibrated the kernel and measured the phases alone). */
+  devices?: Environment['device'][];
 }
 
 /** The q-quantile (0 to 1) of ascending `sorted`, interpolated. */
@@ -131,6 +158,21 @@ export function summarizeMode(
     verifiedTasks: latencies.length,
     streams: new Set(last.flatMap((b) => b.records.map((r) => r.streamId))).size,
     lastRunTasks: phaseTimes ? taskPhaseTimes(last) : null,
+  };
+}
+
+/** Summarizes one device's share of a mode's runs (`runs[r]`: that device's batches of run r). */
+export function summarizeDevice(mode: Mode, runs: BatchResult[][], tasks: number, partitionBytes: number, boundMs: number): Omit<DeviceModeResult, 'device'> {
+  const whole = summarizeMode(mode, runs, tasks, partitionBytes, boundMs, false);
+  return {
+    tasks,
+    wallMs: whole.wallMs,
+    tasksPerSecond: whole.tasksPerSecond,
+    gigabytesPerSecond: whole.gigabytesPerSecond,
+    latencyMs: whole.latencyMs,
+    overlapFraction: whole.overlapFraction,
+    verifiedTasks: whole.verifiedTasks,
+    streams: whole.streams,
   };
 }
 

@@ -13,6 +13,7 @@ import { packageVersion } from '../bench/environment.js';
 import type { BenchResult } from '../bench/results.js';
 import {
   checkCombinations,
+  devicesOption,
   EXIT_FAILED,
   EXIT_NO_GPU,
   EXIT_USAGE,
@@ -45,6 +46,24 @@ function requireDevice(command: Command, ordinal: number): void {
     exitCode: EXIT_USAGE,
     code: 'cuda-stream-pool.usage',
   });
+}
+
+/** The devices of `bench`: `--devices` (every visible one for `all`) or `--device`, each checked against the visible
+ * devices (so after requireGpu). */
+function resolveDevices(command: Command, options: BenchCliOptions): number[] {
+  if (options.devices === undefined) {
+    requireDevice(command, options.device);
+    return [options.device];
+  }
+  const count = Device.count();
+  if (options.devices === 'all') return Array.from({ length: count }, (_, ordinal) => ordinal);
+  const missing = options.devices.find((ordinal) => ordinal >= count);
+  if (missing !== undefined)
+    command.error(`error: option '--devices <list|all>' names device ${missing}, which is not visible. Accepted: ordinals from 0 to ${count - 1} (the visible devices), or all.`, {
+      exitCode: EXIT_USAGE,
+      code: 'cuda-stream-pool.usage',
+    });
+  return options.devices;
 }
 
 /** Prints a failed run's error: a verification failure by its message alone, anything else with its stack. */
@@ -90,7 +109,8 @@ const bench = program
   .command('bench')
   .description(
     'run the executor benchmark: many short tasks (copy a partition in, run a kernel, copy the result out, verify it) ' +
-      'on one GPU, in each mode, and print tasks/s, GB/s, latency, speedup over legacy and the fraction of the overlap bound',
+      'on one GPU or spread over several (--devices), in each mode, and print tasks/s, GB/s, latency, speedup over legacy ' +
+      'and the fraction of the overlap bound',
   )
   .option('--tasks <count>', `tasks per run (${range(LIMITS.tasks)})`, integerOption(...LIMITS.tasks), 512)
   .option('--concurrency <count>', `tasks in flight in total (${range(LIMITS.concurrency)})`, integerOption(...LIMITS.concurrency), 32)
@@ -110,6 +130,11 @@ const bench = program
   .option('--pool-size <streams>', `streams in the pool of the pool and lease modes (${range(LIMITS.poolSize)})`, integerOption(...LIMITS.poolSize), 32)
   .option('--runs <count>', `measured runs per mode, after a warm-up (${range(LIMITS.runs)})`, integerOption(...LIMITS.runs), 5)
   .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
+  .option(
+    '--devices <list|all>',
+    'spread the tasks over several GPUs: all, or a comma list of ordinals; each device gets its own slots (--concurrency each), pool, pinned inputs and threads (--workers each), and the report adds a row per device (instead of --device)',
+    devicesOption,
+  )
   .option('--json', 'print the results as JSON instead of tables (schema in README.md)', false)
   .option(
     '--timeline <file.html>',
@@ -133,8 +158,13 @@ const bench = program
     const checked = checkCombinations(options, process.env);
     if ('error' in checked) command.error(checked.error, { exitCode: EXIT_USAGE, code: 'cuda-stream-pool.usage' });
     const corrupt = 'corrupt' in checked ? checked.corrupt : undefined;
+    if (options.devices !== undefined && command.getOptionValueSource('device') === 'cli')
+      command.error("error: options '--device <ordinal>' and '--devices <list|all>' cannot be used together: give one GPU with --device, or several with --devices.", {
+        exitCode: EXIT_USAGE,
+        code: 'cuda-stream-pool.usage',
+      });
     requireGpu('bench');
-    requireDevice(command, options.device);
+    const devices = resolveDevices(command, options);
 
     // Loaded only now: the benchmark's modules need the GPU-side API, and usage errors must not depend on them.
     const { runExecutorBenchmark } = await import('../bench/executor.js');
@@ -153,7 +183,7 @@ const bench = program
         modes,
         poolSize: options.poolSize,
         runs: options.runs,
-        device: options.device,
+        devices,
         corrupt,
         phaseTimes: options.phases || options.timeline !== undefined || options.trace !== undefined,
         progress,

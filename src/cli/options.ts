@@ -43,6 +43,8 @@ export interface BenchCliOptions {
   poolSize: number;
   runs: number;
   device: number;
+  /** Absent: `device` alone. `'all'`: every visible device. */
+  devices?: number[] | 'all';
   json: boolean;
   quiet: boolean;
   /** Absent: no timeline. */
@@ -77,6 +79,24 @@ export function modeOption(value: string, previous: Mode[] | undefined): Mode[] 
     if (!out.includes(name as Mode)) out.push(name as Mode);
   }
   return out;
+}
+
+/** The commander argument parser of `--devices`: `all`, or a comma list of distinct device ordinals (each from
+ * LIMITS.device; checked against the visible devices once the driver is open). */
+export function devicesOption(value: string): number[] | 'all' {
+  if (value.trim() === 'all') return 'all';
+  const [min, max] = LIMITS.device;
+  const accepted = `Accepted: all, or a comma list of distinct device ordinals from ${min} to ${max} (for example 0,1).`;
+  const ordinals = value.split(',').map((part) => {
+    const text = part.trim();
+    const ordinal = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isSafeInteger(ordinal) || ordinal < min || ordinal > max)
+      throw new InvalidArgumentError(`${text === '' ? 'An empty entry' : `"${text}"`} is not a device ordinal. ${accepted}`);
+    return ordinal;
+  });
+  const twice = ordinals.find((ordinal, i) => ordinals.indexOf(ordinal) !== i);
+  if (twice !== undefined) throw new InvalidArgumentError(`Device ${twice} is named twice. ${accepted}`);
+  return ordinals;
 }
 
 /** Why `file` cannot be written, or undefined when it can: its directory must exist and be a directory (the nearest

@@ -32,15 +32,22 @@ CUcontext retain(int device) {
 
 }  // namespace
 
-// Note [current context]: every entry point makes its device's primary context current on the calling thread. The
-// steady state is one cuCtxGetCurrent (a thread-local read inside the driver) and no lock: a thread-local record
-// of our own would be wrong as soon as another CUDA library makes its own context current on the same thread. The
-// caller's context is not restored afterwards.
-void make_current(int device) {
+CUcontext primary_context(int device) {
   if (device < 0 || device >= kMaxDevices)
     throw CudaFailure{CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet", "device " + std::to_string(device)};
   CUcontext ctx = g_contexts[device].load(std::memory_order_acquire);
-  if (!ctx) ctx = retain(device);
+  return ctx ? ctx : retain(device);
+}
+
+// Note [current context]: every entry point makes its device's primary context current on the calling thread. The
+// steady state is one cuCtxGetCurrent (a thread-local read inside the driver) and no lock: a thread-local record
+// of our own would be wrong as soon as another CUDA library makes its own context current on the same thread. The
+// caller's context is not restored afterwards. An entry point that touches objects of two devices (a peer copy, a
+// wait on another device's event or stream, a free after uses on another device's streams) makes each object's
+// device current for the driver calls on that object: an event is created and recorded in the context of the stream
+// it is recorded on, and a stream is waited on or written to in its own context.
+void make_current(int device) {
+  CUcontext ctx = primary_context(device);
   CUcontext current = nullptr;
   if (drv().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
   check(drv().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
@@ -50,11 +57,17 @@ bool context_retained(int device) {
   return device >= 0 && device < kMaxDevices && g_contexts[device].load(std::memory_order_acquire) != nullptr;
 }
 
-int context_device() {
+int current_device() {
   CUcontext current = nullptr;
   if (load_driver().available && drv().cuCtxGetCurrent(&current) == CUDA_SUCCESS && current)
     for (int device = 0; device < kMaxDevices; device++)
       if (g_contexts[device].load(std::memory_order_acquire) == current) return device;
+  return -1;
+}
+
+int context_device() {
+  const int current = current_device();
+  if (current >= 0) return current;
   for (int device = 0; device < kMaxDevices; device++)
     if (g_contexts[device].load(std::memory_order_acquire)) return device;
   return 0;

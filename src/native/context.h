@@ -11,6 +11,14 @@ namespace csp {
 // Throws Unavailable without a driver, CudaFailure when the retain fails or the ordinal is out of range.
 void make_current(int device);
 
+// The device's primary context, retained on first use as make_current does, without making it current: the peer
+// context that peer access and peer copies name. Any thread. Throws as make_current.
+CUcontext primary_context(int device);
+
+// The device whose primary context is current on this thread (cuCtxGetCurrent), -1 when none of the library's is.
+// Any thread.
+int current_device();
+
 // The device whose primary context is current on this thread, else the first device whose context the process
 // retained, else 0: for work that needs some context but no particular device (portable pinned memory). Any thread.
 int context_device();

@@ -30,7 +30,9 @@ void check_span(const char* what, size_t offset, size_t bytes, size_t size, Napi
 
 namespace {
 
-// copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes)
+// copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes): the buffers may be on two devices, the stream on
+// either of them. The uses are noted on the stream whatever device it is on, so each buffer's free waits for it
+// (Note [buffer uses] in device_buffer.cc).
 Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
@@ -45,9 +47,23 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "copy");
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   check_span("source", src_offset, bytes, src->bytes, env);
-  make_current(stream->device);
-  check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
-        "cuMemcpyDtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes)); });
+  if (dst->device == src->device) {
+    make_current(stream->device);
+    check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
+          "cuMemcpyDtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes)); });
+  } else {
+    // Between devices, in the order of a stream of either one: direct where peer access is enabled, else staged
+    // by the driver through host memory (Note [peer access] in device.cc).
+    const CUcontext dst_context = primary_context(dst->device);
+    const CUcontext src_context = primary_context(src->device);
+    make_current(stream->device);
+    check(drv().cuMemcpyPeerAsync(dst->ptr + dst_offset, dst_context, src->ptr + src_offset, src_context, bytes,
+                                  stream->handle),
+          "cuMemcpyPeerAsync", stream->device, [&] {
+            return copy_text(*stream, bytes) + " from device " + std::to_string(src->device) + " to device " +
+                   std::to_string(dst->device);
+          });
+  }
   const int environment = environment_of(env);
   note_use(*dst, stream, environment, true);
   if (src != dst) note_use(*src, stream, environment, true);

@@ -269,6 +269,19 @@ struct CUmemLocation {
   int id;
 };
 
+// Which devices may access a memory pool's allocations (cuMemPoolSetAccess, cuMemPoolGetAccess).
+enum CUmemAccess_flags {
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+  CU_MEM_ACCESS_FLAGS_PROT_MAX = 0x7FFFFFFF,
+};
+
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+};
+
 enum CUstreamCaptureStatus {
   CU_STREAM_CAPTURE_STATUS_NONE = 0,
   CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
@@ -478,6 +491,8 @@ using PFN_cuDeviceGetDefaultMemPool = CUresult (*)(CUmemoryPool* pool, CUdevice 
 using PFN_cuMemPoolGetAttribute = CUresult (*)(CUmemoryPool pool, CUmemPool_attribute attribute, void* value);
 using PFN_cuMemPoolSetAttribute = CUresult (*)(CUmemoryPool pool, CUmemPool_attribute attribute, void* value);
 using PFN_cuMemPoolTrimTo = CUresult (*)(CUmemoryPool pool, size_t bytesToKeep);
+using PFN_cuMemPoolSetAccess = CUresult (*)(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count);
+using PFN_cuMemPoolGetAccess = CUresult (*)(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location);
 // Stream capture and graphs:
 using PFN_cuStreamBeginCapture = CUresult (*)(CUstream stream, CUstreamCaptureMode mode);
 using PFN_cuStreamEndCapture = CUresult (*)(CUstream stream, CUgraph* graph);

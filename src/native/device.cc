@@ -1,10 +1,12 @@
-// Driver state, device properties, fault state and live-object counters. Runs on: any JS thread.
+// Driver state, device properties, peer access (Note [peer access]), fault state and live-object counters.
+// Runs on: any JS thread.
 #include <string>
 
 #include "addon.h"
 #include "check.h"
 #include "context.h"
 #include "loader.h"
+#include "memory.h"
 
 namespace csp {
 namespace {
@@ -50,6 +52,86 @@ Napi::Value device_info(const Napi::CallbackInfo& info) {
   out.Set("greatestPriority", greatest);
   out.Set("leastPriority", least);
   return out;
+}
+
+// Note [peer access]: a device reads and writes another device's memory directly (kernels through its pointers,
+// copies over NVLink or PCIe without the host) only once access is enabled in that direction. Two switches cover the
+// memory the library deals with: cuCtxEnablePeerAccess maps the peer context's ordinary allocations (cuMemAlloc,
+// memory of other libraries), and cuMemPoolSetAccess on the peer's default memory pool maps its stream-ordered
+// allocations, which the first switch does not cover and DeviceBuffer uses. enablePeerAccess sets both; both last as
+// long as the contexts, which the library retains until exit. Without access, copies between the devices still work:
+// the driver stages them through host memory. Whether access is enabled is asked of the pool (cuMemPoolGetAccess):
+// the driver has no query for the context switch. Nothing here is locked: the driver serializes both switches, and
+// a second enable finds them set. Some drivers were reported to drop peer writes into a pool's allocations once its
+// access was set (Turing, driver 590): the GPU suite checks the bytes of peer copies and of a peer kernel's writes
+// after enabling access.
+
+CUdevice device_handle(int ordinal) {
+  CUdevice dev = 0;
+  check(drv().cuDeviceGet(&dev, ordinal), "cuDeviceGet", ordinal);
+  return dev;
+}
+
+std::string peer_text(int ordinal, int peer) {
+  return "device " + std::to_string(ordinal) + " accessing the memory of device " + std::to_string(peer);
+}
+
+// deviceCanAccessPeer(ordinal, peer) -> whether `ordinal` can access `peer`'s memory directly (cuDeviceCanAccessPeer).
+Napi::Value device_can_access_peer(const Napi::CallbackInfo& info) {
+  const int ordinal = info[0].As<Napi::Number>().Int32Value();
+  const int peer = info[1].As<Napi::Number>().Int32Value();
+  make_current(ordinal);
+  int can = 0;
+  check(drv().cuDeviceCanAccessPeer(&can, device_handle(ordinal), device_handle(peer)), "cuDeviceCanAccessPeer",
+        ordinal, [&] { return peer_text(ordinal, peer); });
+  return Napi::Boolean::New(info.Env(), can != 0);
+}
+
+// deviceEnablePeerAccess(ordinal, peer): `ordinal` may access `peer`'s memory from now on; idempotent. Leaves the
+// peer's context current. Throws CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where there is no peer path.
+Napi::Value device_enable_peer_access(const Napi::CallbackInfo& info) {
+  const int ordinal = info[0].As<Napi::Number>().Int32Value();
+  const int peer = info[1].As<Napi::Number>().Int32Value();
+  const CUdevice dev = device_handle(ordinal);
+  const CUcontext peer_context = primary_context(peer);
+  make_current(ordinal);
+  int can = 0;
+  check(drv().cuDeviceCanAccessPeer(&can, dev, device_handle(peer)), "cuDeviceCanAccessPeer", ordinal,
+        [&] { return peer_text(ordinal, peer); });
+  if (!can)
+    throw CudaFailure{CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "cuCtxEnablePeerAccess",
+                      peer_text(ordinal, peer) + ": cuDeviceCanAccessPeer reports no peer path between them (copies "
+                      "between them still work, staged through host memory)"};
+  CUresult r = drv().cuCtxEnablePeerAccess(peer_context, 0);
+  if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+    check(r, "cuCtxEnablePeerAccess", ordinal, [&] { return peer_text(ordinal, peer); });
+  make_current(peer);
+  if (attribute(device_handle(peer), CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, peer)) {
+    CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    check(drv().cuMemPoolSetAccess(default_pool(peer), &access, 1), "cuMemPoolSetAccess", peer,
+          [&] { return peer_text(ordinal, peer) + " (the default memory pool of device " + std::to_string(peer) + ")"; });
+  }
+  return info.Env().Undefined();
+}
+
+// devicePeerAccessEnabled(ordinal, peer) -> whether `peer`'s default memory pool grants `ordinal` read-write access
+// (cuMemPoolGetAccess); false where the peer has no memory pools.
+Napi::Value device_peer_access_enabled(const Napi::CallbackInfo& info) {
+  const int ordinal = info[0].As<Napi::Number>().Int32Value();
+  const int peer = info[1].As<Napi::Number>().Int32Value();
+  make_current(peer);
+  if (!attribute(device_handle(peer), CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, peer))
+    return Napi::Boolean::New(info.Env(), false);
+  CUmemLocation location{CU_MEM_LOCATION_TYPE_DEVICE, device_handle(ordinal)};
+  CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  check(drv().cuMemPoolGetAccess(&flags, default_pool(peer), &location), "cuMemPoolGetAccess", peer,
+        [&] { return peer_text(ordinal, peer); });
+  return Napi::Boolean::New(info.Env(), flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+}
+
+// currentDevice() -> the device whose primary context is current on this thread, -1 when none is (for tests).
+Napi::Value current_device_js(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), current_device());
 }
 
 // deviceFault(ordinal) -> the first sticky CUresult seen on the device, 0 while healthy.
@@ -99,6 +181,12 @@ void register_device(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorFactory", Napi::Function::New<set_error_factory>(env, "setErrorFactory"));
   exports.Set("driverState", Napi::Function::New<js_entry<driver_state>>(env, "driverState"));
   exports.Set("deviceInfo", Napi::Function::New<js_entry<device_info>>(env, "deviceInfo"));
+  exports.Set("deviceCanAccessPeer", Napi::Function::New<js_entry<device_can_access_peer>>(env, "deviceCanAccessPeer"));
+  exports.Set("deviceEnablePeerAccess",
+              Napi::Function::New<js_entry<device_enable_peer_access>>(env, "deviceEnablePeerAccess"));
+  exports.Set("devicePeerAccessEnabled",
+              Napi::Function::New<js_entry<device_peer_access_enabled>>(env, "devicePeerAccessEnabled"));
+  exports.Set("currentDevice", Napi::Function::New<js_entry<current_device_js>>(env, "currentDevice"));
   exports.Set("deviceFault", Napi::Function::New<js_entry<device_fault_js>>(env, "deviceFault"));
   exports.Set("liveObjects", Napi::Function::New<js_entry<live_objects>>(env, "liveObjects"));
   exports.Set("cudaError", Napi::Function::New<cuda_error>(env, "cudaError"));

@@ -54,6 +54,9 @@ void watch_retirement(StreamBox& stream) {
 //    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
+//  - a stream of another device (a peer copy, recordStream) is an entry like any other: its event lives in that
+//    stream's context and is recorded there, and the library stream of the buffer's device waits on it
+//    (cuStreamWaitEvent takes an event of another device), so a free on one device waits for the other's reads.
 // Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
 // other user out; `uses_mutex` follows Note [lock order] in box.h.
 
@@ -141,6 +144,12 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   bool ordered = true;
   for (BufferUse& use : buffer.uses) {
     if (use.stream.get() == free_box) continue;
+    // A stream of another device (a peer copy) is recorded on in its own context (Note [current context]).
+    if (!make_current_quiet(use.stream->device)) {
+      fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
+      ordered = false;
+      continue;
+    }
     TryUse use_lock(*use.stream);
     const bool foreign_per_thread = use.stream->handle == CU_STREAM_PER_THREAD && use.environment != environment;
     if (use_lock.alive() && !foreign_per_thread) {
@@ -152,6 +161,10 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
     }
     if (!use_lock.alive() && use.stream->retired) after.push_back(use.stream->retired);
     if (use.event) after.push_back(use.event);
+  }
+  if (!make_current_quiet(device)) {
+    fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
+    ordered = false;
   }
   CUstream free_stream = free_box ? free_box->handle : nullptr;
   CUevent own = nullptr;  // the free's own stream, as one more event for the library stream to follow
@@ -179,7 +192,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
   if (own) check_quiet(drv().cuEventDestroy(own), device);  // released by the driver once its record completed
   for (BufferUse& use : buffer.uses)
-    if (use.event) check_quiet(drv().cuEventDestroy(use.event), device);
+    if (use.event && make_current_quiet(use.stream->device))
+      check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
   buffer.uses.clear();  // drops the stream boxes: nothing can use the buffer any more
   return out;
 }

@@ -31,7 +31,8 @@ namespace csp {
   X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \
   X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemsetD8Async, 3020)      \
   X(cuMemsetD32Async, 3020) X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolGetAttribute, 11020)                   \
-  X(cuMemPoolSetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuStreamBeginCapture, 10010)                        \
+  X(cuMemPoolSetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuMemPoolSetAccess, 11020)                             \
+  X(cuMemPoolGetAccess, 11020) X(cuStreamBeginCapture, 10010)                                                    \
   X(cuStreamEndCapture, 10000) X(cuStreamIsCapturing, 10000) X(cuStreamGetCaptureInfo, 11030)                     \
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphExecUpdate, 12000)                       \
   X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000)   \

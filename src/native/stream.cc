@@ -121,7 +121,8 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work.
+// streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work; the event may belong
+// to another device (the wait runs in the stream's context).
 Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   auto event = unwrap_box<EventBox>(info[1]);
@@ -140,22 +141,24 @@ struct WaitMarkers {
 };
 
 // streamWaitStream(box, otherBox): later work on the stream waits for the work queued on `other` so far. The two
-// streams are used one after the other, never both at once (no lock order between them).
+// streams are used one after the other, never both at once (no lock order between them). The event belongs to
+// `other`'s device and is recorded in its context; the wait runs in the stream's context, which may be another
+// device's (cuStreamWaitEvent takes an event of any device).
 Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   auto other = unwrap_box<StreamBox>(info[1]);
   auto& markers = static_cast<WaitMarkers*>(info.Data())->by_device;
-  int device = box->device;
-  auto& marker = markers[device];
-  if (!marker) marker = create_event(device, CU_EVENT_DISABLE_TIMING, false);
+  const int other_device = other->device;
+  auto& marker = markers[other_device];
+  if (!marker) marker = create_event(other_device, CU_EVENT_DISABLE_TIMING, false);
   {
     Use<StreamBox> use(*other, "Stream", "waitStream");
-    make_current(device);
-    check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", device, describe(*other));
+    make_current(other_device);
+    check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", other_device, describe(*other));
   }
   Use<StreamBox> use(*box, "Stream", "waitStream");
-  make_current(device);
-  check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", device, describe(*box));
+  make_current(box->device);
+  check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
   return info.Env().Undefined();
 }
 

@@ -65,6 +65,7 @@ CORRESPONDING(CUstreamBatchMemOpType, CUstreamBatchMemOpType)
 CORRESPONDING(CUmemorytype, CUmemorytype)
 CORRESPONDING(CUmem_advise, CUmem_advise)
 CORRESPONDING(CUmemLocationType, CUmemLocationType)
+CORRESPONDING(CUmemAccess_flags, CUmemAccess_flags)
 CORRESPONDING(CUstreamCaptureStatus, CUstreamCaptureStatus)
 CORRESPONDING(CUstreamCaptureMode, CUstreamCaptureMode)
 CORRESPONDING(CUgraphNodeType, CUgraphNodeType)
@@ -73,6 +74,7 @@ CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 // Structs and unions (layouts checked below).
 CORRESPONDING(CUstreamBatchMemOpParams, CUstreamBatchMemOpParams_v1)
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
+CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
 CORRESPONDING(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1)
 CORRESPONDING(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
 CORRESPONDING(CUDA_MEMCPY3D, CUDA_MEMCPY3D_v2)
@@ -113,6 +115,7 @@ CHECK_ENUM(CUstreamBatchMemOpType)
 CHECK_ENUM(CUmemorytype)
 CHECK_ENUM(CUmem_advise)
 CHECK_ENUM(CUmemLocationType)
+CHECK_ENUM(CUmemAccess_flags)
 CHECK_ENUM(CUstreamCaptureStatus)
 CHECK_ENUM(CUstreamCaptureMode)
 CHECK_ENUM(CUgraphNodeType)
@@ -168,7 +171,8 @@ CHECK_ENUM(CUdriverProcAddressQueryResult)
   X(CU_MEM_ADVISE_SET_PREFERRED_LOCATION) X(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION) X(CU_MEM_ADVISE_SET_ACCESSED_BY) \
   X(CU_MEM_ADVISE_UNSET_ACCESSED_BY) X(CU_MEM_LOCATION_TYPE_INVALID) X(CU_MEM_LOCATION_TYPE_DEVICE)                  \
   X(CU_MEM_LOCATION_TYPE_HOST) X(CU_MEM_LOCATION_TYPE_HOST_NUMA) X(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)           \
-  X(CU_MEM_LOCATION_TYPE_MAX) X(CU_STREAM_CAPTURE_STATUS_NONE) X(CU_STREAM_CAPTURE_STATUS_ACTIVE)                    \
+  X(CU_MEM_LOCATION_TYPE_MAX) X(CU_MEM_ACCESS_FLAGS_PROT_NONE) X(CU_MEM_ACCESS_FLAGS_PROT_READ)                       \
+  X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE) X(CU_MEM_ACCESS_FLAGS_PROT_MAX) X(CU_STREAM_CAPTURE_STATUS_NONE) X(CU_STREAM_CAPTURE_STATUS_ACTIVE)                    \
   X(CU_STREAM_CAPTURE_STATUS_INVALIDATED) X(CU_STREAM_CAPTURE_MODE_GLOBAL) X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)    \
   X(CU_STREAM_CAPTURE_MODE_RELAXED) X(CU_GRAPH_NODE_TYPE_KERNEL) X(CU_GRAPH_NODE_TYPE_MEMCPY)                        \
   X(CU_GRAPH_NODE_TYPE_MEMSET) X(CU_GRAPH_NODE_TYPE_HOST) X(CU_GRAPH_NODE_TYPE_GRAPH) X(CU_GRAPH_NODE_TYPE_EMPTY)    \
@@ -206,6 +210,9 @@ static_assert(own_device_cpu == CU_DEVICE_CPU);
 CHECK_LAYOUT(CUmemLocation, CUmemLocation_v1)
 CHECK_FIELD(CUmemLocation, CUmemLocation_v1, type)
 CHECK_FIELD(CUmemLocation, CUmemLocation_v1, id)
+CHECK_LAYOUT(CUmemAccessDesc, CUmemAccessDesc_v1)
+CHECK_FIELD(CUmemAccessDesc, CUmemAccessDesc_v1, location)
+CHECK_FIELD(CUmemAccessDesc, CUmemAccessDesc_v1, flags)
 CHECK_LAYOUT(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1)
 CHECK_FIELD(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1, result)
 CHECK_FIELD(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1, errorNode)

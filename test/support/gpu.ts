@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { cuda, Module, type Kernel } from 'cuda-stream-pool';
+import { cuda, Device, Module, type Kernel } from 'cuda-stream-pool';
 
 /** `{ skip }` for GPU tests: false with a GPU, else the visible reason (npm run test:gpu fails on any skip). */
 export const gpu: { skip: string | false } = {
@@ -11,11 +11,24 @@ export const gpu: { skip: string | false } = {
   skip: cuda.available ? false : 'needs a CUDA GPU, and this machine has none usable',
 };
 
+/** `{ skip }` for tests that need `count` GPUs: as {@link gpu} without a GPU, else `needs <count> GPUs` while fewer are
+ * visible. `npm run test:gpu` accepts exactly that skip when `Device.count()` is below `count` (test/support/run-tests.ts)
+ * and fails on every other. */
+export function gpus(count: number): { skip: string | false } {
+  if (gpu.skip) return gpu;
+  return { skip: Device.count() < count ? multiDeviceSkip(count) : false };
+}
+
+/** The skip reason of a test that needs `count` GPUs; run-tests.ts recognises it. */
+export function multiDeviceSkip(count: number): string {
+  return `needs ${count} GPUs`;
+}
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** The repository root, from dist/test/support. */
 export const repositoryRoot = path.resolve(here, '..', '..', '..');
 
-let loaded: Promise<Module> | undefined;
+const loaded = new Map<number, Promise<Module>>();
 
 // Note [prebuilt test kernels]: the kernels that the stream, event, memory and pool suites and the benchmarks need
 // stay prebuilt PTX (test/kernels/*.ptx, kernels/bench.ptx) loaded with Module.load, rather than compiled with NVRTC
@@ -26,16 +39,21 @@ let loaded: Promise<Module> | undefined;
 // a .cu and its PTX is caught by test/program.test.ts, which compiles every such .cu with NVRTC and compares the
 // kernels and parameter types with the committed PTX. The kernel and program suites compile their own sources.
 
-/** The test kernels (test/kernels/test-kernels.cu), loaded once per thread on device 0. See Note [prebuilt test kernels]. */
-export async function testKernels(): Promise<{
+/** The test kernels (test/kernels/test-kernels.cu), loaded once per thread and device (default 0). See Note
+ * [prebuilt test kernels]. */
+export async function testKernels(device = 0): Promise<{
   module: Module;
   spin: Kernel; // (ns: u64, stamps: ptr or 0n)
   empty: Kernel;
   writeInvalid: Kernel; // (address: u64)
   fillU32: Kernel; // (out: ptr, value: u32, n: u32)
 }> {
-  loaded ??= Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
-  const module = await loaded;
+  let pending = loaded.get(device);
+  if (pending === undefined) {
+    pending = Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'), { device });
+    loaded.set(device, pending);
+  }
+  const module = await pending;
   return {
     module,
     spin: module.getFunction('spin', ['u64', 'ptr']),

@@ -13,7 +13,7 @@ export class Stamps {
   }
 
   async spin(stream: Stream, ns: bigint, slot: number): Promise<void> {
-    const { spin } = await testKernels();
+    const { spin } = await testKernels(stream.device.ordinal);
     spin.launch({ grid: 1, block: 32, stream }, ns, this.buffer.ptr + BigInt(16 * slot));
   }
 
