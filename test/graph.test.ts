@@ -3,6 +3,7 @@ import { test } from 'node:test';
 
 import {
   CaptureError,
+  CudaError,
   cuda,
   DestroyedError,
   DeviceBuffer,
@@ -230,6 +231,38 @@ test('a worker sharing the pool gets CaptureError from query() and synchronize()
   } finally {
     stream.endCapture().destroy();
   }
+});
+
+test('device-wide waits are refused while a capture is open, and the capture survives them; pool picks never query it', gpu, async () => {
+  const { fillU32 } = await testKernels();
+  await using pool = new StreamPool({ size: 4 });
+  using lease = await pool.acquire();
+  const stream = lease.stream;
+  const buffer = DeviceBuffer.alloc(4 * N, { stream });
+  await stream.synchronize();
+  const device = stream.device;
+  stream.beginCapture({ mode: 'relaxed' });
+  let graph: Graph | undefined;
+  try {
+    fillU32.launch({ grid: N / 256, block: 256, stream }, buffer, 77, N);
+    const refused = (error: unknown) => error instanceof CudaError && error.code === 'CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED';
+    await assert.rejects(device.synchronize(), refused);
+    assert.throws(() => device.synchronizeSync(), refused);
+    // Picking a stream prefers idle ones: the capturing stream counts as busy without a query that would invalidate it.
+    for (let i = 0; i < 8; i++) pool.getStream();
+    fillU32.launch({ grid: N / 256, block: 256, stream }, buffer, 78, N);
+  } finally {
+    graph = stream.endCapture();
+  }
+  const exec = graph.instantiate();
+  exec.launch(stream);
+  const out = await buffer.toArray(Uint32Array, { stream });
+  assert.equal(out[0], 78);
+  assert.equal(out[N - 1], 78);
+  await device.synchronize();
+  exec.destroy();
+  graph.destroy();
+  buffer.free();
 });
 
 test('a capture left open when its lease ends is discarded, and the stream goes back to the pool not capturing', gpu, async () => {

@@ -68,7 +68,8 @@ Marker enqueue_marker(StreamBox& stream, MarkerUse use);
 // Whether the work queued on the stream so far is done: CUDA_SUCCESS, CUDA_ERROR_NOT_READY, or the failure (a sticky
 // fault is recorded). For a stream that shares tickets, known without a driver call when no work was queued since a
 // query found it idle or since its last ticket (whose word then answers); otherwise cuStreamQuery. Any thread; the
-// caller holds a use. Throws CudaFailure only when the device's context cannot be made current.
+// caller holds a use. A stream whose capture flag is set counts as busy (NOT_READY), never asked: a query would
+// invalidate its capture. Throws CudaFailure only when the device's context cannot be made current.
 CUresult query_stream(StreamBox& stream);
 
 // The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its

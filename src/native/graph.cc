@@ -10,6 +10,8 @@
 #include "stream.h"
 
 namespace csp {
+
+std::atomic<int> g_open_captures[kMaxDevices];
 namespace {
 
 // Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
@@ -70,6 +72,8 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   make_current(stream->device);
   check(drv().cuStreamBeginCapture(stream->handle, mode), "cuStreamBeginCapture", stream->device, where(*stream));
   stream->capturing.store(true, std::memory_order_release);
+  if (!stream->capture_origin.exchange(true, std::memory_order_acq_rel))
+    g_open_captures[stream->device].fetch_add(1, std::memory_order_acq_rel);
   return info.Env().Undefined();
 }
 
@@ -82,6 +86,7 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   CUgraph graph = nullptr;
   CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
   stream->capturing.store(false, std::memory_order_release);
+  capture_closed(*stream);
   if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
   auto box = std::make_shared<GraphBox>();
@@ -235,6 +240,13 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+int open_captures(int device) { return g_open_captures[device].load(std::memory_order_acquire); }
+
+void capture_closed(StreamBox& stream) {
+  if (stream.capture_origin.exchange(false, std::memory_order_acq_rel))
+    g_open_captures[stream.device].fetch_sub(1, std::memory_order_acq_rel);
+}
 
 int capture_status(StreamBox& stream) {
   if (!stream.capturing.load(std::memory_order_acquire)) return 0;

@@ -13,6 +13,7 @@
 // drops pending requests without touching JS, and exits. The threads are detached; they hold the state through a
 // shared_ptr, so it outlives the environment as long as they run.
 #include "native_thread.h"
+#include "stream.h"
 #include "synchronizer.h"
 
 #include <map>
@@ -125,11 +126,19 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
     std::vector<ManagedFree> frees;
     frees.swap(queue.frees);
     lock.unlock();
-    CUresult result = synchronize_device(device);
+    // A capture open on the device: cuCtxSynchronize would fail and invalidate it, and cuMemFree would synchronize.
+    // Requests are refused with the driver's own code, without calling it; frees wait for the captures to end.
+    const bool capturing = open_captures(device) > 0;
+    CUresult result = capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : synchronize_device(device);
     // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
-    for (const ManagedFree& memory : frees) free_now(device, memory);
+    if (!capturing)
+      for (const ManagedFree& memory : frees) free_now(device, memory);
     for (Request* request : delivery->requests) request->result = result;
     lock.lock();
+    if (capturing && !frees.empty()) {
+      queue.frees.insert(queue.frees.end(), frees.begin(), frees.end());
+      s.wake.wait_for(lock, std::chrono::microseconds(1000), [&] { return !s.open; });
+    }
     if (delivery->requests.empty()) continue;
     if (s.open && s.tsfn.NonBlockingCall(delivery.get(), deliver) == napi_ok) {
       delivery.release();
@@ -171,6 +180,9 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
 Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
+  if (open_captures(device) > 0)  // see serve()
+    throw CudaFailure{CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize",
+                      "device " + std::to_string(device) + ": a stream of the device is capturing a graph (in some thread)"};
   check(drv().cuCtxSynchronize(), "cuCtxSynchronize", device, "device " + std::to_string(device));
   return info.Env().Undefined();
 }
