@@ -72,6 +72,17 @@ Napi::Value js_entry(const Napi::CallbackInfo& info) {
   }
 }
 
+// Runs the body of a callback that the runtime or a thread of ours calls (a finalizer, a cleanup hook, a thread-safe
+// function's call, a thread's body): nothing may escape it, or the process aborts (std::terminate). A failure there
+// has nobody to report to, and node-addon-api throws Napi::Error from any N-API call once a worker is terminating.
+template <class F>
+void never_throws(F&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+  }
+}
+
 // Settles a promise's deferred from an AsyncWorker's OnOK/OnError: quietly does nothing when the environment is
 // going away (napi_cannot_run_js), where there is nobody left to settle for.
 template <class F>

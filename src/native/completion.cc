@@ -327,8 +327,12 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
     if (count > channel.largest_batch) channel.largest_batch = count;
     if (count) dispatch.Call({tokens, results});
   } catch (const Napi::Error& error) {
-    // The dispatcher never throws; if it did, report it as an uncaught exception rather than abort the process.
-    napi_fatal_exception(env, error.Value());
+    // The dispatcher never throws; if it did, report it as an uncaught exception rather than abort the process. In a
+    // terminating worker every N-API call fails, Value() included: then there is nobody to report to.
+    never_throws([&] {
+      napi_value value = error.Value();
+      if (value) napi_fatal_exception(env, value);
+    });
   } catch (...) {
   }
 }
@@ -535,7 +539,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
   // thread-safe function's own cleanup. Waits still pending find the channel closed and are dropped by the poller;
   // landings already delivered but not drained give their staging back here. Harmless at any stage, including when
   // nothing is pending; never throws.
-  env.AddCleanupHook([channel]() {
+  env.AddCleanupHook([channel]() { never_throws([&] {
     std::vector<Ready> dropped;
     {
       std::lock_guard<std::mutex> lock(channel->mutex);
@@ -548,7 +552,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
         release_staging(*item.landing);
         drop_marker(*item.landing);
       }
-  });
+  }); });
   return env.Undefined();
 }
 

@@ -250,7 +250,7 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
         env, box->block->ptr, bytes,
         [](Napi::BasicEnv, void*, std::shared_ptr<PinnedBox>* hint) {
           // Runs on: the JS thread that made the ArrayBuffer, once it and every view are gone (or at teardown).
-          (*hint)->give_back();
+          never_throws([&] { (*hint)->give_back(); });
           delete hint;
         },
         owner);

@@ -359,7 +359,7 @@ void register_pool(Napi::Env env, Napi::Object exports) {
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
   // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no
   // pool, or a pool already destroyed, there is nothing to give back.
-  env.AddCleanupHook([environment]() { release_environment(environment); });
+  env.AddCleanupHook([environment]() { never_throws([&] { release_environment(environment); }); });
 }
 
 }  // namespace csp

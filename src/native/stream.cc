@@ -190,7 +190,7 @@ void register_stream(Napi::Env env, Napi::Object exports) {
   exports.Set("streamWaitEventCount",
               Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
   // Runs when the environment tears down, on its thread: destroys its waitStream events.
-  env.AddCleanupHook([markers]() { delete markers; });
+  env.AddCleanupHook([markers]() { never_throws([&] { delete markers; }); });
 }
 
 }  // namespace csp

@@ -67,7 +67,7 @@ struct Delivery {
 };
 
 // Runs on: the JS thread of the environment that made the requests.
-void deliver(Napi::Env env, Napi::Function, Delivery* raw) {
+void deliver_now(Napi::Env env, Delivery* raw) {
   std::unique_ptr<Delivery> delivery(raw);
   std::vector<std::unique_ptr<Request>> requests;
   for (Request* r : delivery->requests) requests.emplace_back(r);
@@ -94,6 +94,11 @@ void deliver(Napi::Env env, Napi::Function, Delivery* raw) {
       // napi_cannot_run_js (a worker being terminated): nothing is left to settle.
     }
   }
+}
+
+// Runs on: the JS thread of the environment, for each batch of requests a synchronizer thread finished.
+void deliver(Napi::Env env, Napi::Function, Delivery* raw) {
+  never_throws([&] { deliver_now(env, raw); });
 }
 
 CUresult synchronize_device(int device) {
