@@ -33,9 +33,7 @@ struct ManagedBox : Box {
   // Runs once, on the thread that retires the box (free(), or the last reference) or leaves it last: queues the
   // memory for release after the device's queued work. Never throws (Note [handle guard]).
   void release() override {
-    if (!ptr) return;
-    count_managed(synchronizers, device, -1);
-    free_managed_after_work(synchronizers, device, ptr, bytes);
+    if (ptr) free_managed_after_work(synchronizers, device, ptr, bytes);
   }
 };
 const napi_type_tag ManagedBox::kTag = {0x6373702d6d616e61ULL, 0x6765000000000009ULL};
@@ -69,7 +67,6 @@ Napi::Value managed_alloc(const Napi::CallbackInfo& info) {
     check(r, "cuMemAllocManaged", device, "device " + std::to_string(device) + ", " + std::to_string(bytes) + " bytes requested");
   }
   live().managed_bytes += static_cast<int64_t>(bytes);
-  count_managed(box->synchronizers, device, +1);
   auto holder = new std::shared_ptr<ManagedBox>(box);
   Napi::ArrayBuffer buffer;
   try {

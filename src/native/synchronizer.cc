@@ -11,12 +11,7 @@
 // function, so it runs before that function's own cleanup) closes the gate under the mutex, releases the
 // thread-safe function and wakes the threads: each finishes its current cuCtxSynchronize, frees what is queued,
 // drops pending requests without touching JS, and exits. The threads are detached; they hold the state through a
-// shared_ptr, so it outlives the environment as long as they run. Before closing, the hook waits (cuCtxSynchronize)
-// for every device where this environment still has a live ManagedBuffer: on devices without concurrent managed
-// access the host must not touch managed memory while kernels run, and the runtime's teardown of the environment's
-// ArrayBuffers may. While a capture is open on the device (Note [capture flag]), requests are refused with
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED without calling the driver and frees wait for the capture to end: a device-wide
-// synchronize would fail and invalidate the capture.
+// shared_ptr, so it outlives the environment as long as they run.
 #include "native_thread.h"
 #include "stream.h"
 #include "synchronizer.h"
@@ -62,7 +57,6 @@ struct Synchronizers {
   std::map<int, DeviceQueue> devices;  // by ordinal
   Napi::ThreadSafeFunction tsfn;
   size_t pending = 0;  // requests not yet settled; JS thread only
-  int managed_live[kMaxDevices] = {};  // live ManagedBuffers per device (count_managed); under mutex
 };
 
 namespace {
@@ -223,32 +217,14 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env) {
   // Cleanup hook: runs at environment teardown (main thread exit or worker exit/terminate), before the thread-safe
   // function's own cleanup (hooks run in reverse order). Threads may be mid cuCtxSynchronize, idle, or not started;
   // at every stage they find the gate closed, free what is queued, and exit without touching JS.
-  env.AddCleanupHook([owner]() { never_throws([&] {
-    // Managed memory of this environment may still be written by queued kernels. Without concurrent managed access
-    // (devices whose host cannot touch managed memory while kernels run), the runtime touching it while the
-    // environment's ArrayBuffers are torn down crashes the process: so the teardown waits for those devices first.
-    std::vector<int> busy;
-    {
-      std::lock_guard<std::mutex> lock(owner->mutex);
-      if (!owner->open) return;
-      for (int device = 0; device < kMaxDevices; device++)
-        if (owner->managed_live[device] > 0) busy.push_back(device);
-    }
-    for (int device : busy)
-      if (open_captures(device) == 0) synchronize_device(device);  // a capture would be invalidated: skip
+  env.AddCleanupHook([owner]() {
     std::lock_guard<std::mutex> lock(owner->mutex);
+    if (!owner->open) return;
     owner->open = false;
     owner->tsfn.Release();
     owner->wake.notify_all();
-  }); });
+  });
   return owner;
-}
-
-void count_managed(const std::weak_ptr<Synchronizers>& weak, int device, int change) {
-  if (auto owner = weak.lock()) {
-    std::lock_guard<std::mutex> lock(owner->mutex);
-    owner->managed_live[device] += change;
-  }
 }
 
 void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int device, CUdeviceptr ptr, size_t bytes) {

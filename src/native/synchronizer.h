@@ -20,8 +20,4 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env);
 // down), frees on the calling thread after its own cuCtxSynchronize. Never throws. Runs on: any thread.
 void free_managed_after_work(const std::weak_ptr<Synchronizers>& owner, int device, CUdeviceptr ptr, size_t bytes);
 
-// Counts a live ManagedBuffer of this environment on `device` (+1 at allocation, -1 when it is retired), so that the
-// environment's teardown waits for the device while any is alive: see Note [device synchronizer]. Any thread.
-void count_managed(const std::weak_ptr<Synchronizers>& owner, int device, int change);
-
 }  // namespace csp
