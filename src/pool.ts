@@ -401,10 +401,11 @@ function groupDevices(devices: unknown): Device[] {
   }
   if (!Array.isArray(devices)) throw invalidType('devices', 'an array of Devices or device ordinals', devices);
   if (devices.length === 0) throw invalidValue('devices', 'must name at least one device; received an empty array.');
-  const out = devices.map((device, i) => resolveDevice(device as Device | number, `devices[${i}]`));
-  const twice = out.findIndex((device, i) => out.indexOf(device) !== i);
-  if (twice >= 0) throw invalidValue(`devices[${twice}]`, `is device ${out[twice]!.ordinal} again; name each device once.`);
-  return out;
+  // Named twice is an argument error, found before any device is resolved (which needs the driver).
+  const ordinals = devices.map((device) => (device instanceof Device ? device.ordinal : device));
+  const twice = ordinals.findIndex((ordinal, i) => typeof ordinal === 'number' && ordinals.indexOf(ordinal) !== i);
+  if (twice >= 0) throw invalidValue(`devices[${twice}]`, `is device ${ordinals[twice]} again; name each device once.`);
+  return devices.map((device, i) => resolveDevice(device as Device | number, `devices[${i}]`));
 }
 
 /** The default pool size from CUDA_STREAM_POOL_SIZE: 32 when unset or empty, else an integer from 1 to 1024.

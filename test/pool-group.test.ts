@@ -191,3 +191,8 @@ test('StreamPool.forDevices() throws CudaUnavailableError where there is no GPU,
   }
   assert.deepEqual(StreamPool.forDevices().devices.map((device) => device.ordinal), Array.from({ length: Device.count() }, (_, i) => i));
 });
+
+test('StreamPool.forDevices() refuses a device named twice before it needs the driver', () => {
+  for (const devices of [[0, 0], [1, 0, 1]])
+    assert.throws(() => StreamPool.forDevices(devices), (error: NodeJS.ErrnoException) => error.code === 'ERR_INVALID_ARG_VALUE' && /devices\[\d\].*again; name each device once/.test(error.message));
+});
