@@ -22,7 +22,8 @@
 //   5. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex.
-// Entering a box is not a lock: it never waits.
+// Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock_order.h), and
+// CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
 #pragma once
 #include <napi.h>
 

@@ -16,6 +16,7 @@
 #include "loader.h"
 #include "native_thread.h"
 #include "stream.h"
+#include "lock_order.h"
 
 namespace csp {
 
@@ -48,7 +49,7 @@ class TicketSlots {
  public:
   // A slot whose device address is valid for `device`. The device's context is current. Throws CudaFailure.
   TicketSlot* acquire(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     collect_locked();
     if (free_.empty()) add_slab_locked(device);
     TicketSlot* slot = free_.back();
@@ -62,7 +63,7 @@ class TicketSlots {
 
   // Reusable once its last write landed (a stream destroyed with work queued still writes later).
   void release(TicketSlot* slot) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     retiring_.push_back(slot);
   }
 
@@ -94,7 +95,7 @@ class TicketSlots {
     }
   }
 
-  std::mutex mutex_;
+  OrderedMutex mutex_{LockLevel::kCache, "completion ticket slots"};
   std::vector<TicketSlot*> free_;
   std::vector<TicketSlot*> retiring_;
 };
@@ -112,7 +113,7 @@ class EventPool {
  public:
   CUevent take(int device) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<OrderedMutex> lock(mutex_);
       auto& spare = spare_[device];
       if (!spare.empty()) {
         CUevent event = spare.back();
@@ -126,12 +127,12 @@ class EventPool {
     return event;
   }
   void put(int device, CUevent event) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     spare_[device].push_back(event);
   }
 
  private:
-  std::mutex mutex_;
+  OrderedMutex mutex_{LockLevel::kCache, "completion event-marker pool"};
   std::vector<CUevent> spare_[kMaxDevices];
 };
 
@@ -174,7 +175,7 @@ Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
     g_markers_enqueued.fetch_add(1, std::memory_order_relaxed);
     return marker;
   }
-  std::lock_guard<std::mutex> lock(stream.marker_mutex);
+  std::lock_guard<OrderedMutex> lock(stream.marker_mutex);
   if (!stream.ticket) stream.ticket = ticket_slots().acquire(device);
   TicketSlot& slot = *stream.ticket;
   marker.word = slot.word;
@@ -203,7 +204,7 @@ CUresult query_stream(StreamBox& stream) {
   const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);
   if (shares) {
     if (stream.idle_at_submissions.load(std::memory_order_acquire) == submissions) return CUDA_SUCCESS;
-    std::lock_guard<std::mutex> lock(stream.marker_mutex);
+    std::lock_guard<OrderedMutex> lock(stream.marker_mutex);
     if (stream.ticket && submissions == stream.submissions_at_ticket) {
       if (load_word(stream.ticket->word) < stream.ticket->issued) return CUDA_ERROR_NOT_READY;
       stream.idle_at_submissions.store(submissions, std::memory_order_release);
@@ -239,7 +240,7 @@ struct Ready {
 }  // namespace
 
 struct Channel {
-  std::mutex mutex;                 // guards ready, posted and the thread-safe function's use by the poller
+  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted and the thread-safe function's use by the poller
   std::atomic<bool> open{true};     // false once the environment is torn down
   bool posted = false;              // a drain is queued on the JS thread
   std::vector<Ready> ready;
@@ -302,7 +303,7 @@ size_t flush_landings(Napi::Env env, Channel& channel) {
 void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
   std::vector<Ready> batch;
   {
-    std::lock_guard<std::mutex> lock(channel.mutex);
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
     batch.swap(channel.ready);
     channel.posted = false;
   }
@@ -362,7 +363,7 @@ class Engine {
       wait->next = head;
     } while (!incoming_.compare_exchange_weak(head, wait, std::memory_order_seq_cst, std::memory_order_relaxed));
     if (state_.load(std::memory_order_seq_cst) != kRunning) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<OrderedMutex> lock(mutex_);
       wake_.notify_one();
     }
   }
@@ -384,7 +385,7 @@ class Engine {
 
   // Waits on the condition variable for at most `duration` (forever when parking), unless a wait came in.
   void rest(State state, std::chrono::microseconds duration) {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<OrderedMutex> lock(mutex_);
     state_.store(state, std::memory_order_seq_cst);
     auto ready = [this] { return incoming_.load(std::memory_order_seq_cst) != nullptr; };
     if (state == kParked) {
@@ -425,7 +426,7 @@ class Engine {
     Channel& channel = *wait->channel;
     bool delivered = false;
     {
-      std::lock_guard<std::mutex> lock(channel.mutex);
+      std::lock_guard<OrderedMutex> lock(channel.mutex);
       if (channel.open.load(std::memory_order_relaxed)) {
         channel.ready.push_back(Ready{wait->token, result, wait->landing});
         delivered = true;
@@ -509,7 +510,7 @@ class Engine {
   std::atomic<int> state_{kRunning};
   std::atomic<uint64_t> parks_{0};
   std::atomic<int64_t> pending_{0};
-  std::mutex mutex_;
+  OrderedMutex mutex_{LockLevel::kLeaf, "completion poller park"};
   Condition wake_;
 };
 
@@ -542,7 +543,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
   env.AddCleanupHook([channel]() { never_throws([&] {
     std::vector<Ready> dropped;
     {
-      std::lock_guard<std::mutex> lock(channel->mutex);
+      std::lock_guard<OrderedMutex> lock(channel->mutex);
       if (!channel->open.exchange(false)) return;
       channel->tsfn.Release();
       dropped.swap(channel->ready);
@@ -608,7 +609,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
 Napi::Value stream_last_ticket(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
-  std::lock_guard<std::mutex> lock(stream->marker_mutex);
+  std::lock_guard<OrderedMutex> lock(stream->marker_mutex);
   if (!stream->ticket) return env.Null();
   Napi::Object out = Napi::Object::New(env);
   out.Set("address", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(stream->ticket->word))));

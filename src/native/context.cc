@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "loader.h"
+#include "lock_order.h"
 
 namespace csp {
 namespace {
@@ -16,8 +17,8 @@ std::atomic<CUcontext> g_contexts[kMaxDevices] = {};
 
 // First use of a device in the process: the retain is serialized so that it happens once.
 CUcontext retain(int device) {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
+  static OrderedMutex mutex{LockLevel::kLeaf, "primary context retain"};
+  std::lock_guard<OrderedMutex> lock(mutex);
   CUcontext ctx = g_contexts[device].load(std::memory_order_acquire);
   if (ctx) return ctx;
   require_driver();
@@ -74,9 +75,9 @@ int context_device() {
 }
 
 CUstream library_stream(int device) {
-  static std::mutex mutex;
+  static OrderedMutex mutex{LockLevel::kLeaf, "library streams"};
   static CUstream streams[kMaxDevices] = {};
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<OrderedMutex> lock(mutex);
   if (!streams[device])
     check(drv().cuStreamCreate(&streams[device], CU_STREAM_NON_BLOCKING), "cuStreamCreate", device,
           [&] { return "device " + std::to_string(device) + " (the library's own stream)"; });

@@ -10,6 +10,7 @@
 #include "event.h"
 #include "loader.h"
 #include "memory.h"
+#include "lock_order.h"
 
 namespace csp {
 
@@ -66,7 +67,7 @@ namespace {
 // (a borrowed view: never frees, its uses delay the owner's free). Keyed by that id, never by an address; weak, so a
 // forgotten owner still frees.
 struct ShareRegistry {
-  std::mutex mutex;
+  OrderedMutex mutex{LockLevel::kLeaf, "device buffer share registry"};
   std::unordered_map<uint64_t, std::weak_ptr<DeviceBufferBox>> boxes;
   uint64_t next_id = 1;
 };
@@ -78,7 +79,7 @@ ShareRegistry& shares() {
 }  // namespace
 
 void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work) {
-  std::lock_guard<std::mutex> lock(buffer.uses_mutex);
+  std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
   BufferUse* use = nullptr;
   for (BufferUse& u : buffer.uses)
     if (u.stream == stream) use = &u;
@@ -205,7 +206,7 @@ DeviceBufferBox::~DeviceBufferBox() {
   // record on anyone's per-thread stream (environment 0 is no thread).
   free_memory(*this, nullptr, 0, nullptr);
   if (share_id) {
-    std::lock_guard<std::mutex> lock(shares().mutex);
+    std::lock_guard<OrderedMutex> lock(shares().mutex);
     shares().boxes.erase(share_id);
   }
 }
@@ -289,7 +290,7 @@ Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
 Napi::Value device_buffer_share(const Napi::CallbackInfo& info) {
   auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
   Use<DeviceBufferBox> use(*buffer, "DeviceBuffer", "share");
-  std::lock_guard<std::mutex> lock(shares().mutex);
+  std::lock_guard<OrderedMutex> lock(shares().mutex);
   if (!buffer->share_id) {
     buffer->share_id = shares().next_id++;
     shares().boxes.emplace(buffer->share_id, buffer);
@@ -304,7 +305,7 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
   uint64_t id = to_uint64(info[0]);
   std::shared_ptr<DeviceBufferBox> buffer;
   {
-    std::lock_guard<std::mutex> lock(shares().mutex);
+    std::lock_guard<OrderedMutex> lock(shares().mutex);
     auto it = shares().boxes.find(id);
     if (it != shares().boxes.end()) buffer = it->second.lock();
   }

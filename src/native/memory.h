@@ -12,6 +12,7 @@
 
 #include "box.h"
 #include "stream.h"
+#include "lock_order.h"
 
 namespace csp {
 
@@ -128,7 +129,7 @@ struct DeviceBufferBox : Box {
   size_t bytes = 0;
   int owner_environment = 0;
   uint64_t share_id = 0;  // set once by share(), under the share registry's mutex
-  std::mutex uses_mutex;
+  OrderedMutex uses_mutex{LockLevel::kBufferUses, "device buffer uses"};
   std::vector<BufferUse> uses;  // uses[0]: the allocation stream
   ~DeviceBufferBox() override;
 };

@@ -40,7 +40,7 @@ inline pthread_t start_thread(std::function<void()> body) {
 // Starts `body` on a new thread that nobody joins.
 inline void start_detached_thread(std::function<void()> body) { pthread_detach(start_thread(std::move(body))); }
 
-// A condition variable for a std::mutex, on pthread_cond_t: std::condition_variable's code in the static libstdc++
+// A condition variable for a mutex with native_handle() (std::mutex, OrderedMutex), on pthread_cond_t: std::condition_variable's code in the static libstdc++
 // brings its thread-exit support, which needs glibc 2.34.
 class Condition {
  public:
@@ -50,14 +50,14 @@ class Condition {
   Condition& operator=(const Condition&) = delete;
   void notify_one() { pthread_cond_signal(&cond_); }
   void notify_all() { pthread_cond_broadcast(&cond_); }
-  // Waits until `ready()` holds; `lock` holds its mutex.
-  template <class Predicate>
-  void wait(std::unique_lock<std::mutex>& lock, Predicate ready) {
+  // Waits until `ready()` holds; `lock` (a std::unique_lock of a mutex with native_handle()) holds its mutex.
+  template <class Lock, class Predicate>
+  void wait(Lock& lock, Predicate ready) {
     while (!ready()) pthread_cond_wait(&cond_, lock.mutex()->native_handle());
   }
   // Waits until `ready()` holds or `duration` passed (by the realtime clock).
-  template <class Predicate>
-  void wait_for(std::unique_lock<std::mutex>& lock, std::chrono::microseconds duration, Predicate ready) {
+  template <class Lock, class Predicate>
+  void wait_for(Lock& lock, std::chrono::microseconds duration, Predicate ready) {
     timespec deadline{};
     clock_gettime(CLOCK_REALTIME, &deadline);
     const long long nanoseconds = deadline.tv_nsec + static_cast<long long>(duration.count()) * 1000;

@@ -8,6 +8,7 @@
 #include "context.h"
 #include "loader.h"
 #include "memory.h"
+#include "lock_order.h"
 
 namespace csp {
 
@@ -56,7 +57,7 @@ class PinnedCache {
   Block* acquire(size_t bytes, int device) {
     const size_t want = size_class(bytes);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<OrderedMutex> lock(mutex_);
       collect_locked();
       auto it = idle_.lower_bound(want);
       if (it != idle_.end() && it->first <= 2 * want) {
@@ -100,7 +101,7 @@ class PinnedCache {
 
   // The holder is done with `block`; it is reused once its fences completed. Any JS thread.
   void release(Block* block) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     retiring_.push_back(block);
   }
 
@@ -109,7 +110,7 @@ class PinnedCache {
   size_t trim() {
     std::vector<Block*> victims;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<OrderedMutex> lock(mutex_);
       collect_locked();
       for (auto& entry : idle_) victims.push_back(entry.second);
       idle_.clear();
@@ -126,7 +127,7 @@ class PinnedCache {
   }
 
   size_t idle_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     collect_locked();
     return idle_bytes_;
   }
@@ -135,7 +136,7 @@ class PinnedCache {
  private:
   CUevent take_event(int device) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<OrderedMutex> lock(mutex_);
       auto& spare = spare_events_[device];
       if (!spare.empty()) {
         CUevent event = spare.back();
@@ -149,7 +150,7 @@ class PinnedCache {
   }
 
   void put_event(int device, CUevent event) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     spare_events_[device].push_back(event);
   }
 
@@ -182,7 +183,7 @@ class PinnedCache {
     idle_bytes_ += block->size;
   }
 
-  std::mutex mutex_;
+  OrderedMutex mutex_{LockLevel::kCache, "pinned cache"};
   std::multimap<size_t, Block*> idle_;
   std::vector<Block*> retiring_;
   std::vector<CUevent> spare_events_[kMaxDevices];

@@ -33,6 +33,7 @@
 #include "context.h"
 #include "loader.h"
 #include "stream.h"
+#include "lock_order.h"
 
 namespace csp {
 namespace {
@@ -114,7 +115,7 @@ struct PoolState {
 // Process-wide: live pools by id and the default pool of each device.
 // Holds no JS reference. Leaked on purpose so that it outlives static destruction at exit.
 struct Registry {
-  std::mutex mutex;
+  OrderedMutex mutex{LockLevel::kPoolRegistry, "pool registry"};
   int next_id = 1;
   std::map<int, std::shared_ptr<PoolState>> pools;
   std::map<int, std::shared_ptr<PoolState>> defaults;  // by device ordinal; never destroyed
@@ -130,7 +131,7 @@ Registry& registry() {
 void destroy_pool(const std::shared_ptr<PoolState>& state) {
   std::vector<std::shared_ptr<StreamBox>> streams;
   {
-    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::lock_guard<OrderedMutex> lock(registry().mutex);
     if (state->destroyed) return;
     state->destroyed = true;
     store_word(&state->words[state->layout.state], state->layout.destroyed);
@@ -155,7 +156,7 @@ struct PoolHandle {
   ~PoolHandle() {
     bool last = false;
     {
-      std::lock_guard<std::mutex> lock(registry().mutex);
+      std::lock_guard<OrderedMutex> lock(registry().mutex);
       last = --state->handles == 0 && !state->is_default;
     }
     if (last) destroy_pool(state);
@@ -223,7 +224,7 @@ Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> state, 
 Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
   std::vector<std::shared_ptr<StreamBox>> streams;
   {
-    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::lock_guard<OrderedMutex> lock(registry().mutex);
     state->id = registry().next_id++;
     state->owner_environment = AddonData::of(env).environment_id;
     state->handles = 1;
@@ -261,7 +262,7 @@ Napi::Value pool_default(const Napi::CallbackInfo& info) {
   {
     // Creation happens under the mutex so that two threads asking at once get one pool; it makes no call that
     // can block on another thread's GPU work.
-    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::lock_guard<OrderedMutex> lock(registry().mutex);
     auto found = registry().defaults.find(device);
     if (found != registry().defaults.end()) {
       state = found->second;
@@ -285,7 +286,7 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
   std::shared_ptr<PoolState> state;
   std::vector<std::shared_ptr<StreamBox>> streams;
   {
-    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::lock_guard<OrderedMutex> lock(registry().mutex);
     auto found = registry().pools.find(id);
     if (found == registry().pools.end() || found->second->destroyed) throw Destroyed{"StreamPool", "attach"};
     state = found->second;
@@ -330,7 +331,7 @@ void depart(PoolState& state, int environment) {
 void release_environment(int environment) {
   std::vector<std::shared_ptr<PoolState>> pools;
   {
-    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::lock_guard<OrderedMutex> lock(registry().mutex);
     for (auto& entry : registry().pools)
       if (!entry.second->destroyed) pools.push_back(entry.second);
   }

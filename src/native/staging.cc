@@ -28,6 +28,7 @@
 #include "context.h"
 #include "loader.h"
 #include "memory.h"
+#include "lock_order.h"
 
 namespace csp {
 namespace {
@@ -69,7 +70,7 @@ class Arena {
   // Up to `count` chunks free now, growing within the cap. The device's context is current. Throws CudaFailure
   // when a slab cannot be allocated.
   std::vector<Chunk*> take(size_t count, int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     collect_locked();
     while (free_.size() < count && allocated_ < staging_cap()) grow_locked(device);
     std::vector<Chunk*> out;
@@ -83,7 +84,7 @@ class Arena {
 
   // The busy chunk queued longest ago, with the marker its holder must wait for; null when none is busy.
   Chunk* take_busy() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     if (busy_.empty()) return nullptr;
     Chunk* chunk = busy_.front();
     busy_.erase(busy_.begin());
@@ -92,7 +93,7 @@ class Arena {
 
   // Chunks back: free at once without a marker, else once `marker` is done.
   void put(const std::vector<Chunk*>& chunks, const SharedMarker& marker) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     for (Chunk* chunk : chunks) {
       chunk->last = marker;
       (marker ? busy_ : free_).push_back(chunk);
@@ -100,11 +101,11 @@ class Arena {
   }
 
   size_t allocated() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     return allocated_;
   }
   size_t high_water() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<OrderedMutex> lock(mutex_);
     return high_water_;
   }
 
@@ -141,7 +142,7 @@ class Arena {
 
   void note_use_locked() { high_water_ = std::max(high_water_, allocated_ - free_.size() * kChunkBytes); }
 
-  std::mutex mutex_;
+  OrderedMutex mutex_{LockLevel::kCache, "staging arena"};
   std::vector<Chunk*> free_;
   std::vector<Chunk*> busy_;  // in the order they were queued
   size_t allocated_ = 0;
@@ -167,7 +168,7 @@ struct StreamedCopy {
   size_t finished = 0;       // pieces done (device to host: and moved into `host`)
   bool complete = false;
   CUresult failure = CUDA_SUCCESS;
-  std::mutex mutex;
+  OrderedMutex mutex{LockLevel::kStreamMarker, "streamed copy"};
 
   size_t pieces() const { return (bytes + kChunkBytes - 1) / kChunkBytes; }
   size_t offset(size_t piece) const { return piece * kChunkBytes; }
@@ -177,7 +178,7 @@ struct StreamedCopy {
   // Moves the copy on as far as the GPU allows: SUCCESS once every piece is done, NOT_READY before, else the
   // failure. Any thread (the poller, or the JS thread landing it).
   CUresult advance() {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<OrderedMutex> lock(mutex);
     if (complete) return failure;
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context

@@ -1,6 +1,7 @@
 // Stream boxes: a CUstream shared by every wrapper and thread that uses it. See Note [handle guard] in box.h.
 #pragma once
 #include "box.h"
+#include "lock_order.h"
 
 #include <atomic>
 
@@ -28,7 +29,7 @@ struct StreamBox : Box {
   std::atomic<bool> capture_origin{false};
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
   // that keeps ticket values in the order of their writes.
-  std::mutex marker_mutex;
+  OrderedMutex marker_mutex{LockLevel::kStreamMarker, "stream marker"};
   TicketSlot* ticket = nullptr;
   // Ticket sharing: every call that may queue work on the stream counts itself as it leaves, after its work is
   // queued (Use without QueuesNoWork). A wait that finds the count unchanged since the count read before the stream's

@@ -26,6 +26,7 @@
 #include "check.h"
 #include "context.h"
 #include "loader.h"
+#include "lock_order.h"
 
 namespace csp {
 
@@ -51,7 +52,7 @@ struct DeviceQueue {
 }  // namespace
 
 struct Synchronizers {
-  std::mutex mutex;
+  OrderedMutex mutex{LockLevel::kLeaf, "device synchronizer queue"};
   Condition wake;
   bool open = true;                   // false once the environment is torn down
   std::map<int, DeviceQueue> devices;  // by ordinal
@@ -120,7 +121,7 @@ void free_now(int device, const ManagedFree& memory) {
 // Runs on: the device's synchronizer thread. See Note [device synchronizer].
 void serve(std::shared_ptr<Synchronizers> owner, int device) {
   Synchronizers& s = *owner;
-  std::unique_lock<std::mutex> lock(s.mutex);
+  std::unique_lock<OrderedMutex> lock(s.mutex);
   DeviceQueue& queue = s.devices[device];
   for (;;) {
     s.wake.wait(lock, [&] { return !s.open || !queue.requests.empty() || !queue.frees.empty(); });
@@ -173,7 +174,7 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   auto request = std::make_unique<Request>(Request{Napi::Promise::Deferred::New(env), device});
   Napi::Promise promise = request->deferred.Promise();
   {
-    std::lock_guard<std::mutex> lock(owner->mutex);
+    std::lock_guard<OrderedMutex> lock(owner->mutex);
     owner->devices[device].requests.push_back(request.release());
     start_if_needed(owner, device);
   }
@@ -218,7 +219,7 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env) {
   // function's own cleanup (hooks run in reverse order). Threads may be mid cuCtxSynchronize, idle, or not started;
   // at every stage they find the gate closed, free what is queued, and exit without touching JS.
   env.AddCleanupHook([owner]() {
-    std::lock_guard<std::mutex> lock(owner->mutex);
+    std::lock_guard<OrderedMutex> lock(owner->mutex);
     if (!owner->open) return;
     owner->open = false;
     owner->tsfn.Release();
@@ -229,7 +230,7 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env) {
 
 void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int device, CUdeviceptr ptr, size_t bytes) {
   if (auto owner = weak.lock()) {
-    std::lock_guard<std::mutex> lock(owner->mutex);
+    std::lock_guard<OrderedMutex> lock(owner->mutex);
     if (owner->open) {
       owner->devices[device].frees.push_back(ManagedFree{ptr, bytes});
       start_if_needed(owner, device);

@@ -35,7 +35,9 @@ function runSeed(options: SoakOptions, seed: number): Promise<Outcome> {
   // Generous: the steps, the teardown (a few step timeouts), worker stops, the watchdog's own limit.
   const limitMs = (options.steps !== undefined ? 600 : options.seconds) * 1000 + 10 * options.stepTimeoutMs + options.watchdogSeconds * 1000;
   return new Promise((resolve) => {
-    const child = fork(seedScript, [JSON.stringify(run)], { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // Each seed's process checks the native layer's lock order and aborts, with both locks named, on a violation.
+    const env = { ...process.env, CUDA_STREAM_POOL_CHECK_LOCK_ORDER: process.env.CUDA_STREAM_POOL_CHECK_LOCK_ORDER ?? '1' };
+    const child = fork(seedScript, [JSON.stringify(run)], { execArgv: ['--expose-gc'], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     let result: SeedResult | undefined;
     let problem: string | undefined;
     let grace: NodeJS.Timeout | undefined;

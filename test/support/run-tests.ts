@@ -49,7 +49,8 @@ const result = spawnSync(
     `--test-reporter-destination=${tap}`,
     ...files,
   ],
-  { stdio: 'inherit' },
+  // Every test process checks the native layer's lock order and aborts on the first violation.
+  { stdio: 'inherit', env: { ...process.env, CUDA_STREAM_POOL_CHECK_LOCK_ORDER: process.env.CUDA_STREAM_POOL_CHECK_LOCK_ORDER ?? '1' } },
 );
 const report = readFileSync(tap, 'utf8');
 rmSync(scratch, { recursive: true, force: true });
