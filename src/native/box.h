@@ -18,8 +18,10 @@
 //   2. a device buffer's uses_mutex (device_buffer.cc)
 //   3. a stream's marker_mutex (completion.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
 //      copy's mutex (staging.cc)
-//   4. a staging arena, the pinned cache, the ticket slots, the event-marker pool (each may take 5 inside)
-//   5. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
+//   4. a staging arena, the pinned cache
+//   5. the ticket slots, the event-marker pool (a staging chunk found free under its arena's mutex gives its marker's
+//      event back to the pool)
+//   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex.
 // Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock_order.h), and

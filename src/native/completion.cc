@@ -95,7 +95,7 @@ class TicketSlots {
     }
   }
 
-  OrderedMutex mutex_{LockLevel::kCache, "completion ticket slots"};
+  OrderedMutex mutex_{LockLevel::kMarkerPool, "completion ticket slots"};
   std::vector<TicketSlot*> free_;
   std::vector<TicketSlot*> retiring_;
 };
@@ -132,7 +132,7 @@ class EventPool {
   }
 
  private:
-  OrderedMutex mutex_{LockLevel::kCache, "completion event-marker pool"};
+  OrderedMutex mutex_{LockLevel::kMarkerPool, "completion event-marker pool"};
   std::vector<CUevent> spare_[kMaxDevices];
 };
 

@@ -19,8 +19,9 @@ enum class LockLevel : int {
   kPoolRegistry = 1,
   kBufferUses = 2,
   kStreamMarker = 3,  // a stream's marker mutex, or a streamed copy's mutex
-  kCache = 4,         // a staging arena, the pinned cache, the ticket slots, the event-marker pool
-  kLeaf = 5,          // nothing is taken inside
+  kCache = 4,         // a staging arena, the pinned cache
+  kMarkerPool = 5,    // the ticket slots, the event-marker pool (a busy staging chunk gives its event back here)
+  kLeaf = 6,          // nothing is taken inside
 };
 
 inline bool lock_order_checked() {
