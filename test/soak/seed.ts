@@ -29,9 +29,11 @@ async function main(run: SeedRun): Promise<SeedResult> {
   const ptx = readFileSync(`${repositoryRoot}test/kernels/test-kernels.ptx`, 'utf8');
   const started = performance.now();
 
-  // What lives until exit is made before the counts are taken: the device's context and its default pool.
+  // What lives until exit is made before the counts are taken: every device's context and default pool (the
+  // device-spreading operations use each device's).
   Device.get(0);
   const defaultSize = StreamPool.default().size;
+  for (let ordinal = 1; ordinal < Device.count(); ordinal++) StreamPool.default(ordinal);
   const baseline = cuda.liveObjects();
 
   const buffer = heartbeatBuffer(1 + run.workers);

@@ -1,5 +1,6 @@
 // Every soak operation, by concept. To cover a new part of the API, add a table here (or entries to one).
 import type { Operation } from '../operation.js';
+import { deviceOperations } from './devices.js';
 import { eventOperations } from './events.js';
 import { kernelOperations } from './kernels.js';
 import { memoryOperations } from './memory.js';
@@ -16,4 +17,5 @@ export const operations: readonly Operation[] = [
   ...kernelOperations,
   ...miscOperations,
   ...newerOperations,
+  ...deviceOperations,
 ];
