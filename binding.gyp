@@ -8,7 +8,7 @@
                   "-fvisibility=hidden", "-fvisibility-inlines-hidden",
                   "-include", "<(module_root_dir)/src/native/glibc-compat.h"],
     "libraries": ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"],
-    "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL",
+    "ldflags": ["-static-libstdc++", "-Wl,--exclude-libs,ALL", "-Wl,-z,nodelete",
                 "-Wl,--version-script=<(module_root_dir)/src/native/exports.map"]
   },
   "targets": [
