@@ -92,8 +92,9 @@ export class Device {
    * libuv pool thread: a native thread per device waits in cuCtxSynchronize, and one such wait serves every
    * request queued before it began. Prefer `stream.synchronize()` for your own work: a device-wide wait also waits
    * for unrelated streams.
-   * @throws (rejects) {@link CudaError} when queued work failed (a sticky fault: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...);
-   * `signal.reason` when `options.signal` aborts; `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE (thrown)
+   * @throws (rejects) {@link CudaError} when queued work failed (a sticky fault: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...), or
+   * with code `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` while a graph capture is open on the device in any thread (the
+   * driver is not called, so the capture is not invalidated); `signal.reason` when `options.signal` aborts; `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE (thrown)
    * for bad options. Wraps: cuCtxSynchronize. Thread-safety: any thread or worker. */
   synchronize(options?: DeviceSynchronizeOptions): Promise<void> {
     const o = validateOptions<DeviceSynchronizeOptions>(options, 'options', 'synchronize', ['signal']);
@@ -115,7 +116,9 @@ export class Device {
 
   /** Blocks the calling thread, event loop included, until all work queued so far on the device's primary context is
    * done; use {@link Device.synchronize} to wait without blocking.
-   * @throws {@link CudaError} when queued work failed. Wraps: cuCtxSynchronize. Thread-safety: any thread. */
+   * @throws {@link CudaError} when queued work failed, or with code `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` while a
+   * graph capture is open on the device in any thread (without calling the driver). Wraps: cuCtxSynchronize.
+   * Thread-safety: any thread. */
   synchronizeSync(): void {
     native.deviceSynchronizeSync(this.ordinal);
   }
