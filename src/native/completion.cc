@@ -567,20 +567,24 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// streamNotify(streamBox, token): dispatch reports `token` once the work queued on the stream so far is done.
-Napi::Value stream_notify(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  channel_of(env);
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  const double token = info[1].As<Napi::Number>().DoubleValue();
-  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
-  make_current(stream->device);
+// Queues a wait marker on `stream` and has the poller report `token` to this environment once the work queued so far
+// is done. The caller holds the stream's use and made its context current.
+void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
+  channel_of(env);  // throws unless completionInit ran: a wait without a channel would never be reported
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(env, token, stream->device);
   wait->marker = marker;
   wait->stream = std::move(stream);
   engine().submit(wait);
-  return env.Undefined();
+}
+
+// streamNotify(streamBox, token): dispatch reports `token` once the work queued on the stream so far is done.
+Napi::Value stream_notify(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
+  make_current(stream->device);
+  watch_stream(info.Env(), std::move(stream), info[1].As<Napi::Number>().DoubleValue());
+  return info.Env().Undefined();
 }
 
 // streamWait(streamBox, token) -> 0: the stream's work is done, nothing registered; CUDA_ERROR_NOT_READY: a marker is
@@ -594,12 +598,9 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   if (const int capturing = capture_status(*stream)) return Napi::Number::New(env, -capturing);
   const CUresult status = query_stream(*stream);
   if (status != CUDA_ERROR_NOT_READY) return Napi::Number::New(env, status);
-  channel_of(env);  // throws unless completionInit ran
-  Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
-  Wait* wait = new_wait(env, token, stream->device);
-  wait->marker = marker;
-  wait->stream = std::move(stream);
-  engine().submit(wait);
+  // The query may have answered from the ticket without touching the driver; a new marker needs the context.
+  make_current(stream->device);
+  watch_stream(env, std::move(stream), token);
   return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
 }
 

@@ -10,9 +10,9 @@
 #include "stream.h"
 
 namespace csp {
-
-std::atomic<int> g_open_captures[kMaxDevices];
 namespace {
+
+std::atomic<int> g_open_captures[kMaxDevices];  // see open_captures() in stream.h
 
 // Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
 // every executable graph instantiated from it, because cuGraphExecKernelNodeSetParams names nodes of that graph. So
