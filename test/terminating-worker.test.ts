@@ -1,0 +1,39 @@
+// A worker can be terminated while it is inside a native call that throws. Its environment then refuses new JS
+// exceptions, and node-addon-api, unless told to drop an exception it cannot throw, throws a second C++ exception
+// from its own handler, which nothing catches: the whole process aborted. The build defines
+// NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS, so the worker just ends. No GPU needed: a call with a bad argument throws
+// from C++ as well as a failing driver call does.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { runChild } from './support/child.js';
+import { repositoryRoot } from './support/gpu.js';
+
+test('terminating workers in the middle of native calls that throw leaves the process running', async () => {
+  // Without the define, 16 workers terminated at random within 5 ms aborted the process in the first round.
+  const result = await runChild(`
+    import { Worker } from 'node:worker_threads';
+    let terminated = 0;
+    for (let round = 0; round < 5; round++) {
+      const ended = [];
+      for (let i = 0; i < 16; i++) {
+        const worker = new Worker(\`
+          import { parentPort } from 'node:worker_threads';
+          const { native } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'native.js'))});
+          parentPort.postMessage('ready');
+          for (;;) {
+            try { native.poolDestroy('not a pool handle'); } catch {}
+          }\`, { eval: true });
+        ended.push(new Promise((resolve) => worker.once('message', () => {
+          setTimeout(() => worker.terminate().then(() => { terminated++; resolve(); }), Math.random() * 5);
+        })));
+      }
+      await Promise.all(ended);
+    }
+    console.log(JSON.stringify({ terminated }));
+  `);
+  assert.equal(result.signal, null, `the process died with ${result.signal}: ${result.stderr}`);
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), { terminated: 80 });
+});
