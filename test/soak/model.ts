@@ -108,7 +108,13 @@ export class Registry<E extends Entry> {
   drop(entry: E): void {
     const at = this.alive.indexOf(entry);
     if (at >= 0) this.alive.splice(at, 1);
+    const record = entry as Partial<Record<'buffer' | 'stream' | 'event' | 'pinned' | 'pool' | 'lease' | 'module', object>>;
+    const object = record.buffer ?? record.stream ?? record.event ?? record.pinned ?? record.pool ?? record.lease ?? record.module;
+    if (object) this.dropped.push({ label: entry.label, object: new WeakRef(object) });
   }
+
+  /** The library objects of dropped entries, weakly: the ones still reachable at the end name what kept memory alive. */
+  readonly dropped: { label: string; object: WeakRef<object> }[] = [];
 
   /** A live entry that passes `filter`, or undefined. */
   pick(random: Random, filter?: (entry: E) => boolean): E | undefined {
@@ -139,10 +145,24 @@ export class Model {
     return ++this.#serial;
   }
 
+  /** Forgets the destroyed entries (the end of a seed): a dead subarray view holds its parent buffer, which may have
+   * been dropped, so the collector can take everything only once these go. */
+  forgetDead(): void {
+    for (const registry of this.#all()) registry.dead.length = 0;
+  }
+
+  /** Labels of dropped entries that are still reachable (after a collection: a leak's suspects). */
+  reachableDropped(): string[] {
+    return this.#all().flatMap((registry) => registry.dropped.filter((d) => d.object.deref()).map((d) => d.label));
+  }
+
+  #all(): Registry<Entry>[] {
+    return [this.streams, this.events, this.buffers, this.pinned, this.pools, this.leases, this.modules] as Registry<Entry>[];
+  }
+
   /** Live objects per kind, for the closing tally. */
   counts(): Record<string, number> {
-    const all = [this.streams, this.events, this.buffers, this.pinned, this.pools, this.leases, this.modules] as Registry<Entry>[];
-    return Object.fromEntries(all.map((r) => [r.name, r.alive.length]));
+    return Object.fromEntries(this.#all().map((r) => [r.name, r.alive.length]));
   }
 
   /** Registers a stream wrapper; a `borrowed` one joins its lender's borrowers. */

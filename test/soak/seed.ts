@@ -82,6 +82,7 @@ async function main(run: SeedRun): Promise<SeedResult> {
   await teardown(ctx, run.verbose);
 
   beginStep(ctx, 'end: gc until cuda.liveObjects() is back to its start', run.verbose);
+  ctx.model.forgetDead();
   let difference = '';
   for (const until = performance.now() + run.stepTimeoutMs; ; ) {
     gc();
@@ -89,7 +90,10 @@ async function main(run: SeedRun): Promise<SeedResult> {
     difference = liveObjectsDifference(baseline, cuda.liveObjects());
     if (!difference || performance.now() > until) break;
   }
-  if (difference) throw new SoakFailure(`cuda.liveObjects() did not return to its start after teardown and gc: ${difference}`);
+  if (difference) {
+    const suspects = ctx.model.reachableDropped();
+    throw new SoakFailure(`cuda.liveObjects() did not return to its start after teardown and gc: ${difference}` + (suspects.length > 0 ? `; dropped objects still reachable: ${suspects.join(', ')}` : ''));
+  }
 
   beginStep(ctx, 'end: the completion engine has nothing pending', run.verbose);
   for (const until = performance.now() + run.stepTimeoutMs; completionStats().processPending > 0; ) {
