@@ -168,7 +168,10 @@ export class Stream {
 
   /** Wraps a stream created elsewhere (another CUDA library). Borrowed: the caller keeps the stream alive until
    * this wrapper is destroyed and every use of it is done; `destroy()` never destroys the driver stream.
-   * The handle is trusted: the driver gives no way to check it, so it must belong to `device`.
+   * The handle is trusted: the driver gives no way to check it, so it must belong to `device`. A handle of a stream
+   * this library owns (`Stream.create()` or a pool's, made in any thread, on `device`) is tied to that stream instead:
+   * once it is destroyed, this wrapper's calls throw {@link DestroyedError}, and buffers it used are freed after that
+   * stream's last work.
    * @param handle - a `CUstream` as a bigint; 0n is rejected (use {@link Stream.legacy}).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-bigint, ERR_INVALID_ARG_VALUE for 0n. */
   static fromHandle(handle: bigint, device?: Device | number): Stream {

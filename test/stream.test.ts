@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 
-import { cuda, CudaError, DestroyedError, Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
+import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, overlaps, testKernels } from './support/gpu.js';
 import { Stamps } from './support/stamps.js';
 import { runChild } from './support/child.js';
@@ -186,6 +186,41 @@ test('a borrowed stream is not destroyed by its wrapper', gpu, () => {
   legacy.destroy();
   assert.equal(Stream.legacy().query(), true, 'a new legacy wrapper still works');
   owner.destroy();
+});
+
+test('a fromHandle wrapper of a library stream refuses calls once that stream is destroyed', gpu, () => {
+  const owner = Stream.create();
+  const borrowed = Stream.fromHandle(owner.handle, 0);
+  assert.equal(borrowed.query(), true);
+  owner.destroy();
+  // The driver handle is gone: the wrapper must not pass it on (that was CUDA_ERROR_INVALID_HANDLE, or a crash).
+  assert.throws(() => borrowed.query(), DestroyedError);
+  assert.throws(() => borrowed.synchronizeSync(), DestroyedError);
+  assert.equal(borrowed.id, owner.id, 'what the library knew of the stream stays readable');
+  const pool = new StreamPool({ size: 2 });
+  const ofPool = Stream.fromHandle(pool.getStream().handle, 0);
+  assert.equal(ofPool.query(), true);
+  pool.destroy();
+  assert.throws(() => ofPool.query(), DestroyedError);
+  borrowed.destroy();
+  ofPool.destroy();
+});
+
+test('a buffer used through a fromHandle wrapper is freed after the work its lender had queued when destroyed', gpu, async () => {
+  const { spin } = await testKernels();
+  const owner = Stream.create();
+  const borrowed = Stream.fromHandle(owner.handle, 0);
+  const allocation = Stream.create();
+  const buffer = DeviceBuffer.alloc(4096, { stream: allocation });
+  spin.launch({ grid: 1, block: 1, stream: owner }, 300n * MS, 0n);
+  buffer.recordStream(borrowed);
+  owner.destroy(); // the wrapper stays: the buffer's use must follow the stream, not the wrapper
+  const started = performance.now();
+  await buffer[Symbol.asyncDispose]();
+  const waited = performance.now() - started;
+  assert.ok(waited >= 150, `the free completed ${waited.toFixed(1)} ms after it was queued, before the 300 ms kernel it had to follow`);
+  borrowed.destroy();
+  allocation.destroy();
 });
 
 test('waits pending on a destroyed stream settle when its queued work completes', gpu, async () => {

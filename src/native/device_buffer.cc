@@ -78,7 +78,8 @@ ShareRegistry& shares() {
 
 }  // namespace
 
-void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work) {
+void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& used, int environment, bool after_work) {
+  const std::shared_ptr<StreamBox>& stream = StreamBox::owner_of(used);  // Note [borrowed library streams]
   std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
   BufferUse* use = nullptr;
   for (BufferUse& u : buffer.uses)
@@ -131,7 +132,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   // The free's own stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
   StreamBox* free_box = nullptr;
-  for (StreamBox* candidate : {target.get(), buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
+  StreamBox* target_box = target ? StreamBox::owner_of(target).get() : nullptr;  // as note_use records it
+  for (StreamBox* candidate : {target_box, buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
     if (!candidate) continue;
     free_use.emplace(*candidate);
     if (free_use->alive()) {
@@ -235,12 +237,12 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   const int device = stream->device;
   make_current(device);
   CUmemoryPool pool = default_pool(device);
-  watch_retirement(*stream);
+  watch_retirement(*StreamBox::owner_of(stream));
   auto box = std::make_shared<DeviceBufferBox>();
   box->device = device;
   box->bytes = bytes;
   box->owner_environment = environment_of(env);
-  box->uses.push_back(BufferUse{stream, box->owner_environment, nullptr});
+  box->uses.push_back(BufferUse{StreamBox::owner_of(stream), box->owner_environment, nullptr});
   CUresult r = drv().cuMemAllocFromPoolAsync(&box->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
     box->retire_and_wait();  // nothing to free

@@ -2,6 +2,7 @@
 #include "stream.h"
 
 #include <map>
+#include <unordered_map>
 
 #include "addon.h"
 #include "completion.h"
@@ -12,6 +13,22 @@
 namespace csp {
 
 const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
+
+namespace {
+
+// The streams the library owns, by driver handle, for Note [borrowed library streams]. An entry lives from the
+// stream's creation until just before its cuStreamDestroy, so a handle the driver hands out again later finds the
+// new owner, never the old one.
+struct OwnedStreams {
+  OrderedMutex mutex{LockLevel::kLeaf, "owned stream registry"};
+  std::unordered_map<CUstream, std::weak_ptr<StreamBox>> boxes;
+};
+OwnedStreams& owned_streams() {
+  static OwnedStreams* registry = new OwnedStreams();  // never destroyed: streams may be released during exit
+  return *registry;
+}
+
+}  // namespace
 
 StreamBox::~StreamBox() {
   retire();
@@ -35,6 +52,10 @@ void StreamBox::release() {
   if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    owned_streams().boxes.erase(handle);
+  }
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
   live().streams--;
 }
@@ -47,6 +68,10 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
         [&] { return std::string("device " + std::to_string(device)); });
   box->owned = true;
   live().streams++;
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    owned_streams().boxes[box->handle] = box;
+  }
   if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS &&
       drv().cuStreamGetPriority(box->handle, &box->priority) == CUDA_SUCCESS &&
       drv().cuStreamGetFlags(box->handle, &box->flags) == CUDA_SUCCESS)
@@ -80,6 +105,18 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   auto box = std::make_shared<StreamBox>();
   box->device = device;
   box->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    auto it = owned_streams().boxes.find(box->handle);
+    if (it != owned_streams().boxes.end()) box->lender = it->second.lock();
+  }
+  if (box->lender && box->lender->device != device) box->lender.reset();  // the caller named another device: foreign
+  if (box->lender && box->lender->info_known) {
+    box->info_known = true;
+    box->id = box->lender->id;
+    box->priority = box->lender->priority;
+    box->flags = box->lender->flags;
+  }
   return wrap_box(info.Env(), box);
 }
 

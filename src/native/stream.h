@@ -40,9 +40,32 @@ struct StreamBox : Box {
   uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
   std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
   std::atomic<bool> handle_shared{false};
+  // Note [borrowed library streams]: Stream.fromHandle() of a handle that a live stream of the library owns (made by
+  // any thread) gives a box that holds that owner, its lender. Every call through the borrowed box enters the lender
+  // too, so once the lender is destroyed the borrowed box refuses calls (DestroyedError) instead of passing a dead
+  // handle to the driver, and buffers note their uses on the lender (owner_of), whose destroy records its last work.
+  // A foreign handle (made outside the library) has no lender: keeping it alive is the caller's business.
+  std::shared_ptr<StreamBox> lender;
+  bool enter() {
+    if (!Box::enter()) return false;
+    if (lender && !lender->enter()) {
+      Box::leave();
+      return false;
+    }
+    return true;
+  }
+  void leave() {
+    if (lender) lender->leave();
+    Box::leave();
+  }
   void leave_after_work() {
+    if (lender) lender->submissions.fetch_add(1, std::memory_order_release);
     submissions.fetch_add(1, std::memory_order_release);
     leave();
+  }
+  // The box that owns the driver stream: the lender of a borrowed library stream, else `box` itself.
+  static const std::shared_ptr<StreamBox>& owner_of(const std::shared_ptr<StreamBox>& box) {
+    return box->lender ? box->lender : box;
   }
   bool shares_tickets() const { return owned && !handle_shared.load(std::memory_order_relaxed); }
   // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
