@@ -339,7 +339,10 @@ export class Stream {
    * Allowed on owned streams, borrowed per-thread or foreign streams, and a lease's stream (`pool.run`,
    * `pool.acquire`); refused on a stream from `pool.getStream()`, which other tasks may be using at the same time.
    * A capture still open when this wrapper is destroyed, or when the lease whose stream it is ends, is ended and its
-   * graph discarded, so a pool stream never goes back to its pool capturing.
+   * graph discarded, so a pool stream never goes back to its pool capturing. A stream made without `nonBlocking`
+   * synchronizes implicitly with the legacy default stream: work on the legacy stream from any thread while such a
+   * stream captures fails (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and invalidates the capture, so capture on a
+   * `nonBlocking` stream when other threads or tasks use `Stream.legacy()`.
    * @throws {@link CaptureError} for a `getStream()` stream, the legacy default stream, or a stream already
    * capturing; `TypeError` ERR_INVALID_ARG_VALUE for an unknown mode; {@link DestroyedError} after destroy;
    * {@link CudaError} when the driver refuses. Wraps: cuStreamBeginCapture. Thread-safety: end the capture in the

@@ -125,9 +125,11 @@ class Use {
 // An External carrying one shared_ptr to a box, type-tagged so that a wrong object cannot be unwrapped.
 template <class B>
 Napi::External<std::shared_ptr<B>> wrap_box(Napi::Env env, std::shared_ptr<B> box) {
-  auto holder = new std::shared_ptr<B>(std::move(box));
+  auto holder = std::make_unique<std::shared_ptr<B>>(std::move(box));
+  // Fails in a worker being terminated; the holder (and with it the box, when it was the last) then goes at once.
   auto external = Napi::External<std::shared_ptr<B>>::New(
-      env, holder, [](Napi::BasicEnv, std::shared_ptr<B>* h) { delete h; });
+      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<B>* h) { delete h; });
+  holder.release();  // the finalizer owns it now
   external.TypeTag(&B::kTag);
   return external;
 }

@@ -217,13 +217,16 @@ namespace {
 
 // The owner's External: like wrap_box, but its finalizer frees a forgotten buffer in stream order.
 Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
-  auto holder = new std::shared_ptr<DeviceBufferBox>(std::move(box));
+  // When the External cannot be made (a worker being terminated), the holder goes at once and the box's destructor
+  // frees the buffer.
+  auto holder = std::make_unique<std::shared_ptr<DeviceBufferBox>>(std::move(box));
   auto external = Napi::External<std::shared_ptr<DeviceBufferBox>>::New(
-      env, holder, [](Napi::BasicEnv, std::shared_ptr<DeviceBufferBox>* h) {
+      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<DeviceBufferBox>* h) {
         // Runs on: the owner's JS thread, during GC or environment teardown. No JS; never throws.
         never_throws([&] { free_memory(**h, nullptr, (*h)->owner_environment, nullptr); });
         delete h;
       });
+  holder.release();
   external.TypeTag(&DeviceBufferBox::kTag);
   return external;
 }

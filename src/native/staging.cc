@@ -414,9 +414,10 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   }
   track_landing(env, landing);
   note_use(*src, stream, environment_of(env), true);
-  auto holder = new std::shared_ptr<Landing>(std::move(landing));
+  auto holder = std::make_unique<std::shared_ptr<Landing>>(std::move(landing));
   auto external = Napi::External<std::shared_ptr<Landing>>::New(
-      env, holder, [](Napi::BasicEnv, std::shared_ptr<Landing>* h) { delete h; });
+      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<Landing>* h) { delete h; });
+  holder.release();
   external.TypeTag(&LandingHolder::kTag);
   return external;
 }

@@ -182,9 +182,11 @@ export const newerOperations: Operation[] = [
       const launches = ctx.random.int(1, 4);
       const freeFirst = ctx.random.chance(0.3);
       return {
-        text: `Graph.capture(owned stream: fill_u32 ${value} into ${words} words, empty) x${launches}${freeFirst ? ', then free the buffer and launch again (refused)' : ''}`,
+        text: `Graph.capture(owned non-blocking stream: fill_u32 ${value} into ${words} words, empty) x${launches}${freeFirst ? ', then free the buffer and launch again (refused)' : ''}`,
         async run() {
-          const stream = Stream.create();
+          // Non-blocking: legacy-stream work of other threads would invalidate a capture on a blocking stream (CUDA's
+          // implicit synchronization), and the soak uses the legacy stream from every thread.
+          const stream = Stream.create({ nonBlocking: true });
           const buffer = DeviceBuffer.alloc(4 * words, { stream });
           let graph: GraphLike | undefined;
           let exec: ReturnType<GraphLike['instantiate']> | undefined;
