@@ -23,6 +23,7 @@
         "src/native/context.cc",
         "src/native/device.cc",
         "src/native/stream.cc",
+        "src/native/capture_guard.cc",
         "src/native/event.cc",
         "src/native/completion.cc",
         "src/native/synchronizer.cc",

@@ -127,8 +127,10 @@ let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8
  * finalizer when forgotten). Kernels are looked up by their `extern "C"` names with {@link Module.getFunction}.
  *
  * Lifetime: owned; kernels keep the module object reachable; after `unload()` every kernel method throws
- * {@link DestroyedError} and the handle never reaches the driver again. Thread-safety: usable from the thread that
- * loaded it; not shared with workers (a worker loads the same `ptx`/`cubin` again, which is cheap).
+ * {@link DestroyedError} and the handle never reaches the driver again. While a graph capture is open on the device
+ * (in any thread), the driver's unload waits until the last capture there closes: cuModuleUnload would invalidate it.
+ * Thread-safety: usable from the thread that loaded it; not shared with workers (a worker loads the same
+ * `ptx`/`cubin` again, which is cheap).
  *
  * @example
  * ```ts

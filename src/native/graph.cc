@@ -5,14 +5,13 @@
 
 #include "addon.h"
 #include "box.h"
+#include "capture_guard.h"
 #include "context.h"
 #include "loader.h"
 #include "stream.h"
 
 namespace csp {
 namespace {
-
-std::atomic<int> g_open_captures[kMaxDevices];  // see open_captures() in stream.h
 
 // Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
 // every executable graph instantiated from it, because cuGraphExecKernelNodeSetParams names nodes of that graph. So
@@ -70,10 +69,16 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
   Use<StreamBox> use(*stream, "Stream", "beginCapture");
   make_current(stream->device);
-  check(drv().cuStreamBeginCapture(stream->handle, mode), "cuStreamBeginCapture", stream->device, where(*stream));
+  // Counted before it begins, so that no device-wide call of another thread can invalidate it (Note [capture guard]).
+  // (Already the origin of an open capture: the driver refuses the second begin, and the open one stays counted.)
+  const bool counted = !stream->capture_origin.exchange(true, std::memory_order_acq_rel);
+  if (counted) capture_opening(stream->device);
+  // Set first: a query of another thread between the begin and the flag would invalidate the capture. A flag left
+  // set by a failed begin is cleared by the next guard that asks the driver (Note [capture flag]).
   stream->capturing.store(true, std::memory_order_release);
-  if (!stream->capture_origin.exchange(true, std::memory_order_acq_rel))
-    g_open_captures[stream->device].fetch_add(1, std::memory_order_acq_rel);
+  CUresult r = drv().cuStreamBeginCapture(stream->handle, mode);
+  if (r != CUDA_SUCCESS && counted) capture_closed(*stream);
+  check(r, "cuStreamBeginCapture", stream->device, where(*stream));
   return info.Env().Undefined();
 }
 
@@ -241,11 +246,8 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-int open_captures(int device) { return g_open_captures[device].load(std::memory_order_acquire); }
-
 void capture_closed(StreamBox& stream) {
-  if (stream.capture_origin.exchange(false, std::memory_order_acq_rel))
-    g_open_captures[stream.device].fetch_sub(1, std::memory_order_acq_rel);
+  if (stream.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(stream.device);
 }
 
 int capture_status(StreamBox& stream) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "addon.h"
+#include "capture_guard.h"
 #include "check.h"
 #include "context.h"
 #include "loader.h"
@@ -24,9 +25,12 @@ struct ModuleBox : Box {
   void destroy() { retire(); }
 
  protected:
+  // cuModuleUnload invalidates a capture open on the device in any thread: it waits for the captures to close.
   void release() override {
-    if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(handle), device);
-    live().modules--;
+    outside_captures(device, [module = handle, device = device] {
+      if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(module), device);
+      live().modules--;
+    });
   }
 };
 const napi_type_tag ModuleBox::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};

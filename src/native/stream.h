@@ -25,7 +25,7 @@ struct StreamBox : Box {
   // a hint read without a driver call by the guards of operations that are illegal while capturing. When it is set,
   // cuStreamIsCapturing decides, and the flag is cleared once the driver reports no capture.
   std::atomic<bool> capturing{false};
-  // Set while a capture that began on this stream is open (counted in open_captures), in any thread.
+  // Set while a capture that began on this stream is open (counted by capture_opening, capture_guard.h), any thread.
   std::atomic<bool> capture_origin{false};
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
   // that keeps ticket values in the order of their writes.
@@ -90,11 +90,8 @@ struct StreamBox : Box {
 // capture flag is set (Note [capture flag]). The caller holds a use. Throws CudaFailure. Defined in graph.cc.
 int capture_status(StreamBox& stream);
 
-// Captures open on `device` in the whole process (begun and not yet ended or abandoned), any thread. A device-wide
-// synchronize (cuCtxSynchronize, and cuMemFree, which synchronizes) fails while one is open and invalidates it, so the
-// library refuses those instead of calling the driver. Defined in graph.cc.
-int open_captures(int device);
-// The capture that began on `stream` is over (ended, abandoned, or its stream released). Idempotent.
+// The capture that began on `stream` is over (ended, abandoned, or its stream released): uncounted from the open
+// captures of Note [capture guard] (capture_guard.h). Idempotent.
 void capture_closed(StreamBox& stream);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "addon.h"
+#include "capture_guard.h"
 #include "check.h"
 #include "context.h"
 #include "loader.h"
@@ -133,12 +134,18 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
     frees.swap(queue.frees);
     lock.unlock();
     // A capture open on the device: cuCtxSynchronize would fail and invalidate it, and cuMemFree would synchronize.
-    // Requests are refused with the driver's own code, without calling it; frees wait for the captures to end.
-    const bool capturing = open_captures(device) > 0;
-    CUresult result = capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : synchronize_device(device);
-    // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
-    if (!capturing)
-      for (const ManagedFree& memory : frees) free_now(device, memory);
+    // Requests are refused with the driver's own code, without calling it; frees wait for the captures to end
+    // (Note [capture guard]).
+    bool capturing = false;
+    CUresult result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    {
+      DeviceWideCall call(device);
+      capturing = !call.allowed();
+      if (!capturing) result = synchronize_device(device);
+      // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
+      if (!capturing)
+        for (const ManagedFree& memory : frees) free_now(device, memory);
+    }
     for (Request* request : delivery->requests) request->result = result;
     lock.lock();
     if (capturing && !frees.empty()) {
@@ -186,7 +193,8 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
 Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
-  if (open_captures(device) > 0)  // see serve()
+  DeviceWideCall call(device);  // see serve()
+  if (!call.allowed())
     throw CudaFailure{CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize",
                       "device " + std::to_string(device) + ": a stream of the device is capturing a graph (in some thread)"};
   check(drv().cuCtxSynchronize(), "cuCtxSynchronize", device, "device " + std::to_string(device));
@@ -237,9 +245,12 @@ void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int devic
       return;
     }
   }
-  // No synchronizer thread will run again: wait here (only at teardown or for memory freed without one).
-  if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
-  free_now(device, ManagedFree{ptr, bytes});
+  // No synchronizer thread will run again: wait here (only at teardown or for memory freed without one), or, while a
+  // capture is open on the device, in the thread that closes the last one.
+  outside_captures(device, [device, ptr, bytes] {
+    if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
+    free_now(device, ManagedFree{ptr, bytes});
+  });
 }
 
 void register_synchronizer(Napi::Env env, Napi::Object exports) {

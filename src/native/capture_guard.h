@@ -1,0 +1,49 @@
+// Keeps device-wide calls of every thread away from graph captures open on the same device. See Note [capture guard].
+//
+// Note [capture guard]: some calls, made by any thread, invalidate every capture open on their device: a device-wide
+// synchronize (cuCtxSynchronize), and calls that synchronize the device or take away what captured work refers to
+// (cuMemFree of managed memory, cuModuleUnload). The library makes such "device-wide calls" only through this guard:
+// while a capture is open on the device, they are refused (a synchronize) or deferred until the last capture there
+// closes (frees, unloads). A check of the count followed by the call would race with a capture beginning in between,
+// so both sides meet in a handshake on two counters per device, all sequentially consistent:
+//  - a device-wide call counts itself in flight, then reads the open captures; when there are any it uncounts itself
+//    and stays out;
+//  - a capture counts itself open, then waits (yielding) until no device-wide call is in flight, and only then calls
+//    cuStreamBeginCapture.
+// So either the call sees the capture and stays out, or the capture begins after the call returned. A capture may
+// wait that long for another thread's cuCtxSynchronize; nothing waits while holding a lock. Deferred calls run on the
+// thread that closes the last capture (or that defers one after the last closed), each again through the guard.
+#pragma once
+#include <functional>
+
+namespace csp {
+
+// One device-wide call: construct it right before the driver call and keep it until the call returned; make the call
+// only when allowed(). Never throws; any thread.
+class DeviceWideCall {
+ public:
+  explicit DeviceWideCall(int device);
+  ~DeviceWideCall();
+  DeviceWideCall(const DeviceWideCall&) = delete;
+  DeviceWideCall& operator=(const DeviceWideCall&) = delete;
+  bool allowed() const { return allowed_; }
+
+ private:
+  int device_;
+  bool allowed_;
+};
+
+// Runs `call` now when no capture is open on `device`, else once the last one closes (on that thread). `call` must
+// not throw. Any thread.
+void outside_captures(int device, std::function<void()> call);
+
+// Captures open on `device` in the whole process (counted from just before cuStreamBeginCapture until the capture
+// ended or was abandoned), any thread.
+int open_captures(int device);
+
+// Counts a capture open on `device` and waits until no device-wide call is in flight; call right before
+// cuStreamBeginCapture, and capture_closing() once it is over (also when cuStreamBeginCapture failed).
+void capture_opening(int device);
+void capture_closing(int device);
+
+}  // namespace csp

@@ -1,0 +1,61 @@
+// Races device-wide calls, deferred calls and captures through the capture guard (src/native/capture_guard.cc), so
+// test/capture-guard.test.ts can check its handshake without a GPU: no call runs while a capture is open, and every
+// deferred call runs once the captures are over. Prints "overlaps=<n> queued=<n> ran=<n> refused=<n>".
+#include <atomic>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "capture_guard.h"
+
+int main() {
+  constexpr int kDevice = 3;
+  std::atomic<int> capture_open{0}, calls_running{0}, overlaps{0}, queued{0}, ran{0}, refused{0};
+  std::atomic<bool> stop{false};
+  auto busy = [](int spins) {
+    for (volatile int i = 0; i < spins; i = i + 1) {
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; t++)  // captures, begun and ended as quickly as the guard lets them
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        csp::capture_opening(kDevice);
+        capture_open.fetch_add(1);
+        if (calls_running.load() != 0) overlaps.fetch_add(1);
+        busy(2000);
+        capture_open.fetch_sub(1);
+        csp::capture_closing(kDevice);
+        busy(500);
+      }
+    });
+  for (int t = 0; t < 3; t++)  // device-wide calls: made only when allowed, and deferred calls
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20000; i++) {
+        if ((i + t) % 4 == 0) {
+          queued.fetch_add(1);
+          csp::outside_captures(kDevice, [&] {
+            if (capture_open.load() != 0) overlaps.fetch_add(1);
+            ran.fetch_add(1);
+          });
+          continue;
+        }
+        csp::DeviceWideCall call(kDevice);
+        if (!call.allowed()) {
+          refused.fetch_add(1);
+          continue;
+        }
+        calls_running.fetch_add(1);
+        if (capture_open.load() != 0) overlaps.fetch_add(1);
+        busy(300);
+        calls_running.fetch_sub(1);
+      }
+    });
+  for (size_t t = 2; t < threads.size(); t++) threads[t].join();
+  stop.store(true);
+  threads[0].join();
+  threads[1].join();
+  std::printf("overlaps=%d queued=%d ran=%d refused=%d open=%d\n", overlaps.load(), queued.load(), ran.load(),
+              refused.load(), csp::open_captures(kDevice));
+  return 0;
+}
