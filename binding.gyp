@@ -1,8 +1,6 @@
 {
   "target_defaults": {
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-    # NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS: in a worker being terminated, a C++ exception that can no longer become
-    # a JS exception is dropped; otherwise node-addon-api throws again from its own handler and the process aborts.
     "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_REQUIRE_BASIC_FINALIZERS", "NAPI_CPP_EXCEPTIONS", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
