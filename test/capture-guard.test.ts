@@ -1,6 +1,7 @@
 // The capture guard (src/native/capture_guard.cc), compiled into a small program of its own with no GPU: device-wide
 // calls (a device synchronize, a managed free, a module unload) never run while a capture is open on their device,
-// in any thread, and the ones deferred by a capture all run once the captures are over.
+// in any thread, and the ones deferred by a capture all run once the captures are over. Without the handshake (a
+// capture that does not wait for calls in flight) the same program counts thousands of overlaps.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -28,7 +29,7 @@ test('device-wide calls and captures never overlap, and every deferred call runs
     assert.equal(counts.open, 0, run.stdout);
     assert.ok(counts.queued! > 10_000, run.stdout);
     assert.equal(counts.ran, counts.queued, `every deferred call ran once: ${run.stdout}`);
-    assert.ok(counts.refused! > 0, `the captures refused some calls, so the race was exercised: ${run.stdout}`);
+    assert.ok(counts.refused! > 0 && counts.made! > 0, `calls were both refused and made, so the race was exercised: ${run.stdout}`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

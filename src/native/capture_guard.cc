@@ -8,9 +8,18 @@
 
 #include "devices.h"
 #include "lock_order.h"
+#include "native_thread.h"
 
 namespace csp {
 namespace {
+
+// A deferred call must not throw (outside_captures' contract); should one, it is dropped here.
+void never_throws_here(const std::function<void()>& call) noexcept {
+  try {
+    call();
+  } catch (...) {
+  }
+}
 
 struct DeviceCounters {
   std::atomic<int> open_captures{0};
@@ -18,41 +27,66 @@ struct DeviceCounters {
 };
 DeviceCounters g_counters[kMaxDevices];
 
+// Deferred calls run on a thread of their own, never on the thread that closes the last capture: that may be the
+// completion poller (a stream box's last reference can drop there), whose progress a cuCtxSynchronize may need, or a
+// thread holding a capture on another device, for which these calls are unsafe.
 struct Deferred {
   OrderedMutex mutex{LockLevel::kLeaf, "calls deferred by captures"};
+  Condition wake;
   std::vector<std::function<void()>> calls[kMaxDevices];
+  bool started = false;
 };
 Deferred& deferred() {
   static Deferred* lists = new Deferred();  // never destroyed: captures may close during exit
   return *lists;
 }
 
-// Runs the device's deferred calls that the guard allows; keeps the rest for the next close. Loops while calls are
-// left and no capture is open any more, since the capture that refused them may have closed before they were kept.
-void run_deferred(int device) {
+// Some device has deferred calls and no capture open. Under the mutex.
+bool runnable_locked() {
+  for (int device = 0; device < kMaxDevices; device++)
+    if (!deferred().calls[device].empty() && open_captures(device) == 0) return true;
+  return false;
+}
+
+// The deferred-call thread: runs the calls of each device without open captures, each again through the guard (a
+// capture may begin meanwhile: those calls wait for its close).
+void run_deferred_forever() {
   for (;;) {
-    std::vector<std::function<void()>> calls;
+    std::vector<std::function<void()>> calls[kMaxDevices];
     {
-      std::lock_guard<OrderedMutex> lock(deferred().mutex);
-      calls.swap(deferred().calls[device]);
+      std::unique_lock<OrderedMutex> lock(deferred().mutex);
+      deferred().wake.wait(lock, runnable_locked);
+      for (int device = 0; device < kMaxDevices; device++)
+        if (open_captures(device) == 0) calls[device].swap(deferred().calls[device]);
     }
-    if (calls.empty()) return;
-    std::vector<std::function<void()>> kept;
-    for (auto& call : calls) {
-      DeviceWideCall guard(device);
-      if (guard.allowed())
-        call();
-      else
-        kept.push_back(std::move(call));
-    }
-    if (kept.empty()) return;
-    {
+    for (int device = 0; device < kMaxDevices; device++) {
+      std::vector<std::function<void()>> kept;
+      for (auto& call : calls[device]) {
+        DeviceWideCall guard(device);
+        if (guard.allowed())
+          never_throws_here(call);
+        else
+          kept.push_back(std::move(call));
+      }
+      if (kept.empty()) continue;
       std::lock_guard<OrderedMutex> lock(deferred().mutex);
       auto& list = deferred().calls[device];
       list.insert(list.end(), std::make_move_iterator(kept.begin()), std::make_move_iterator(kept.end()));
     }
-    if (open_captures(device) > 0) return;  // that capture's close runs them
   }
+}
+
+// Wakes the deferred-call thread (starting it the first time) after deferred calls or capture counts changed. The
+// mutex is taken first so that the thread is either before its check (and sees the change) or waiting (and wakes).
+void wake_deferred() {
+  {
+    std::lock_guard<OrderedMutex> lock(deferred().mutex);
+    if (!deferred().started) {
+      deferred().started = true;
+      start_detached_thread(run_deferred_forever);
+    }
+  }
+  deferred().wake.notify_one();
 }
 
 }  // namespace
@@ -67,20 +101,23 @@ DeviceWideCall::~DeviceWideCall() {
   if (allowed_) g_counters[device_].calls_in_flight.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void outside_captures(int device, std::function<void()> call) {
-  {
-    DeviceWideCall guard(device);
-    if (guard.allowed()) {
-      call();
-      return;
+void outside_captures(int device, std::function<void()> call) noexcept {
+  try {
+    {
+      DeviceWideCall guard(device);
+      if (guard.allowed()) {
+        never_throws_here(call);
+        return;
+      }
     }
+    {
+      std::lock_guard<OrderedMutex> lock(deferred().mutex);
+      deferred().calls[device].push_back(std::move(call));
+    }
+    wake_deferred();  // the capture that refused it may have closed before the call was queued
+  } catch (...) {
+    // Out of memory or threads: the call is dropped (its handle leaks), which beats aborting the process.
   }
-  {
-    std::lock_guard<OrderedMutex> lock(deferred().mutex);
-    deferred().calls[device].push_back(std::move(call));
-  }
-  // The capture that refused it may have closed (and run the list) before the call was queued.
-  if (open_captures(device) == 0) run_deferred(device);
 }
 
 int open_captures(int device) { return g_counters[device].open_captures.load(std::memory_order_seq_cst); }
@@ -90,8 +127,19 @@ void capture_opening(int device) {
   while (g_counters[device].calls_in_flight.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
 }
 
-void capture_closing(int device) {
-  if (g_counters[device].open_captures.fetch_sub(1, std::memory_order_seq_cst) == 1) run_deferred(device);
+void capture_closing(int device) noexcept {
+  if (g_counters[device].open_captures.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  bool waiting = false;
+  {
+    std::lock_guard<OrderedMutex> lock(deferred().mutex);
+    waiting = !deferred().calls[device].empty();
+  }
+  if (waiting) {
+    try {
+      wake_deferred();
+    } catch (...) {
+    }
+  }
 }
 
 }  // namespace csp

@@ -11,8 +11,8 @@
 //  - a capture counts itself open, then waits (yielding) until no device-wide call is in flight, and only then calls
 //    cuStreamBeginCapture.
 // So either the call sees the capture and stays out, or the capture begins after the call returned. A capture may
-// wait that long for another thread's cuCtxSynchronize; nothing waits while holding a lock. Deferred calls run on the
-// thread that closes the last capture (or that defers one after the last closed), each again through the guard.
+// wait that long for another thread's cuCtxSynchronize; nothing waits while holding a lock. Deferred calls run on a
+// thread of the guard's own once no capture is open on their device, each again through the guard.
 #pragma once
 #include <functional>
 
@@ -33,9 +33,9 @@ class DeviceWideCall {
   bool allowed_;
 };
 
-// Runs `call` now when no capture is open on `device`, else once the last one closes (on that thread). `call` must
-// not throw. Any thread.
-void outside_captures(int device, std::function<void()> call);
+// Runs `call` now when no capture is open on `device`, else, on the guard's thread, once none is. `call` should not
+// throw (if it does, the exception is dropped). Never throws; any thread.
+void outside_captures(int device, std::function<void()> call) noexcept;
 
 // Captures open on `device` in the whole process (counted from just before cuStreamBeginCapture until the capture
 // ended or was abandoned), any thread.
@@ -44,6 +44,6 @@ int open_captures(int device);
 // Counts a capture open on `device` and waits until no device-wide call is in flight; call right before
 // cuStreamBeginCapture, and capture_closing() once it is over (also when cuStreamBeginCapture failed).
 void capture_opening(int device);
-void capture_closing(int device);
+void capture_closing(int device) noexcept;
 
 }  // namespace csp

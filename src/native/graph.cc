@@ -69,15 +69,19 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
   Use<StreamBox> use(*stream, "Stream", "beginCapture");
   make_current(stream->device);
+  StreamBox& state = stream->capture_box();
   // Counted before it begins, so that no device-wide call of another thread can invalidate it (Note [capture guard]).
-  // (Already the origin of an open capture: the driver refuses the second begin, and the open one stays counted.)
-  const bool counted = !stream->capture_origin.exchange(true, std::memory_order_acq_rel);
-  if (counted) capture_opening(stream->device);
+  // A capture begun on this stream and still open (or opening, in another thread) keeps its count; this begin is
+  // refused without calling the driver, which would refuse it too.
+  if (state.capture_origin.exchange(true, std::memory_order_acq_rel))
+    throw CudaFailure{CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture",
+                      where(*stream) + ": a capture begun on this stream is still open (in some thread)"};
+  capture_opening(stream->device);
   // Set first: a query of another thread between the begin and the flag would invalidate the capture. A flag left
   // set by a failed begin is cleared by the next guard that asks the driver (Note [capture flag]).
-  stream->capturing.store(true, std::memory_order_release);
+  state.capturing.store(true, std::memory_order_release);
   CUresult r = drv().cuStreamBeginCapture(stream->handle, mode);
-  if (r != CUDA_SUCCESS && counted) capture_closed(*stream);
+  if (r != CUDA_SUCCESS) capture_closed(*stream);
   check(r, "cuStreamBeginCapture", stream->device, where(*stream));
   return info.Env().Undefined();
 }
@@ -90,7 +94,7 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   make_current(stream->device);
   CUgraph graph = nullptr;
   CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
-  stream->capturing.store(false, std::memory_order_release);
+  stream->capture_box().capturing.store(false, std::memory_order_release);
   capture_closed(*stream);
   if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
@@ -104,7 +108,7 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
   make_current(stream.device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check(drv().cuStreamIsCapturing(stream.handle, &status), "cuStreamIsCapturing", stream.device, where(stream));
-  stream.capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
+  stream.capture_box().capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
   return status;
 }
 
@@ -112,7 +116,7 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
 // (Note [capture flag]).
 Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
-  if (!stream->capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
+  if (!stream->capture_box().capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
   Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), capture_status(*stream));
 }
@@ -247,11 +251,12 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void capture_closed(StreamBox& stream) {
-  if (stream.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(stream.device);
+  StreamBox& state = stream.capture_box();
+  if (state.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(state.device);
 }
 
 int capture_status(StreamBox& stream) {
-  if (!stream.capturing.load(std::memory_order_acquire)) return 0;
+  if (!stream.capture_box().capturing.load(std::memory_order_acquire)) return 0;
   return ask_driver(stream);
 }
 

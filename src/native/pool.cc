@@ -204,7 +204,11 @@ void add_streams(PoolState& state, int device, bool non_blocking, int priority) 
 
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
 // The caller counted the handle (state->handles++) and copied `streams` under the registry mutex.
-Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> state, std::vector<std::shared_ptr<StreamBox>> streams) {
+Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted, std::vector<std::shared_ptr<StreamBox>> streams) {
+  // The handle owns the count from here on: when an N-API call below fails (a worker being terminated), its
+  // destructor gives the count back, as its finalizer would have.
+  auto handle = std::make_shared<PoolHandle>(std::move(counted));
+  const std::shared_ptr<PoolState>& state = handle->state;
   Napi::Object out = Napi::Object::New(env);
   out.Set("id", state->id);
   out.Set("memory", state->memory.to_js(env));
@@ -217,7 +221,7 @@ Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> state, 
   out.Set("priority", state->priority);
   out.Set("isDefault", state->is_default);
   out.Set("owner", state->owner_environment);
-  out.Set("handle", wrap_box(env, std::make_shared<PoolHandle>(std::move(state))));
+  out.Set("handle", wrap_box(env, std::move(handle)));
   return out;
 }
 

@@ -48,7 +48,7 @@ void StreamBox::destroy() {
 
 // Never throws: finalizers and destroy after a device fault must not.
 void StreamBox::release() {
-  capture_closed(*this);
+  if (!lender) capture_closed(*this);  // a borrowed wrapper's end leaves its lender's capture open
   if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;

@@ -63,6 +63,9 @@ struct StreamBox : Box {
     submissions.fetch_add(1, std::memory_order_release);
     leave();
   }
+  // The box whose capture flags describe the driver stream: the lender's for a borrowed library stream, so that a
+  // capture begun through either wrapper guards both.
+  StreamBox& capture_box() { return lender ? *lender : *this; }
   // The box that owns the driver stream: the lender of a borrowed library stream, else `box` itself.
   static const std::shared_ptr<StreamBox>& owner_of(const std::shared_ptr<StreamBox>& box) {
     return box->lender ? box->lender : box;

@@ -247,9 +247,11 @@ void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int devic
   }
   // No synchronizer thread will run again: wait here (only at teardown or for memory freed without one), or, while a
   // capture is open on the device, in the thread that closes the last one.
-  outside_captures(device, [device, ptr, bytes] {
-    if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
-    free_now(device, ManagedFree{ptr, bytes});
+  never_throws([&] {  // making the std::function may allocate
+    outside_captures(device, [device, ptr, bytes] {
+      if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
+      free_now(device, ManagedFree{ptr, bytes});
+    });
   });
 }
 
