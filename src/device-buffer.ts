@@ -6,7 +6,7 @@ import { DestroyedError } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox, streamHandle } from './stream.js';
-import { deviceBuffers } from './handles.js';
+import { deviceBuffers, streams } from './handles.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
@@ -159,7 +159,7 @@ export class DeviceBuffer implements KernelPointer {
 
   static #allocationStream(o: Partial<DeviceBufferAllocOptions>): Stream {
     if (o.stream === undefined) return currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
-    if (!(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
     if (o.device !== undefined) {
       const device = resolveDevice(o.device);
       if (device !== o.stream.device)
@@ -252,7 +252,7 @@ export class DeviceBuffer implements KernelPointer {
     if (typeof Ctor !== 'function' || !(Ctor.prototype instanceof TypedArray))
       throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array)', Ctor);
     const o = validateOptions<ToArrayOptions>(options, 'options', 'toArray', ['stream', 'signal']);
-    if (o.stream !== undefined && !(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    if (o.stream !== undefined && !streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
     const signal = validateSignal(o.signal, 'options.signal');
     this.#use('toArray');
     const size = Ctor.BYTES_PER_ELEMENT;
@@ -298,7 +298,7 @@ export class DeviceBuffer implements KernelPointer {
     if (typeof shared !== 'object' || shared === null || shared.kind !== SHARED_KIND || typeof shared.id !== 'bigint')
       throw invalidType('shared', 'a SharedDeviceBuffer from buffer.share()', shared);
     const o = validateOptions<DeviceBufferAttachOptions>(options, 'options', 'DeviceBuffer.attach', ['stream']);
-    if (o.stream !== undefined && !(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    if (o.stream !== undefined && !streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
     const { box, ptr, bytes, device: ordinal } = native.deviceBufferAttach(shared.id);
     const device = Device.get(ordinal);
     const stream = o.stream ?? currentStream(device);
@@ -330,7 +330,7 @@ export class DeviceBuffer implements KernelPointer {
    * @throws `TypeError` for a non-Stream; {@link DestroyedError} after free or for a destroyed stream.
    * Wraps: cuEventCreate (once per stream), in the stream's context. Follows: PyTorch `Tensor.record_stream`. */
   recordStream(stream: Stream): void {
-    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     this.#use('recordStream');
     this.#noteUse(stream, 'recordStream');
   }
@@ -357,7 +357,7 @@ export class DeviceBuffer implements KernelPointer {
   free(options?: DeviceBufferFreeOptions): void {
     const o = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);
     if (o.stream !== undefined) {
-      if (!(o.stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+      if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
       this.#sameDevice(o.stream, 'options.stream');
     }
     if (this.#freed !== undefined) return;

@@ -1,6 +1,7 @@
 // CUDA graphs: the work a stream capture recorded (Graph) and its executable form (GraphExec), which queues all of
 // it with one driver call. See Note [graph ownership] below and Note [capture safety] in src/capture.ts.
 import { native, type Box } from './native.js';
+import { streams } from './handles.js';
 import type { Device } from './device.js';
 import { DestroyedError } from './errors.js';
 import type { CapturedKernel, CaptureRecord } from './capture.js';
@@ -127,7 +128,7 @@ export class Graph {
    * {@link Stream.beginCapture} and {@link Stream.endCapture}; with `fn`'s own error.
    * Wraps: cuStreamBeginCapture, cuStreamEndCapture. Lifetime: the caller owns the graph. */
   static async capture(stream: Stream, fn: (stream: Stream) => unknown, options?: CaptureOptions): Promise<Graph> {
-    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     validateFunction(fn, 'fn');
     stream.beginCapture(options);
     try {
@@ -271,7 +272,7 @@ export class GraphExec {
    * {@link DestroyedError} after destroy, for a destroyed stream, or when a buffer, pinned memory or module the work
    * uses was freed or unloaded; {@link CudaError} when the driver refuses. Wraps: cuGraphLaunch. */
   launch(stream: Stream): void {
-    if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('launch');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the graph runs on device ${this.device.ordinal}.`);

@@ -6,7 +6,7 @@ import { requireCuda } from './cuda.js';
 import { DestroyedError } from './errors.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox } from './stream.js';
-import { managedBuffers } from './handles.js';
+import { managedBuffers, streams } from './handles.js';
 import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { hostView, type PinnedViewConstructor } from './pinned-buffer.js';
@@ -163,7 +163,7 @@ export class ManagedBuffer implements KernelPointer {
    * Wraps: cuMemPrefetchAsync (the CUDA 12.0 entry point: a CUdevice target, CU_DEVICE_CPU for the host). */
   prefetch(target: Device | number | 'cpu', stream?: Stream): void {
     const to = target === 'cpu' ? CPU : resolveDevice(target as Device | number, 'target').ordinal;
-    if (stream !== undefined && !(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+    if (stream !== undefined && !streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('prefetch');
     const on = stream ?? currentStream(this.device);
     this.#sameDevice(on, 'stream');

@@ -1,6 +1,7 @@
 // Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
 // with arguments checked against a signature. Mechanism in src/native/module.cc.
 import { native, type Box } from './native.js';
+import { streams } from './handles.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { requireCuda } from './cuda.js';
@@ -514,7 +515,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     const box = this.#use('launch');
     const device = this.#module.device;
     const stream = options.stream === undefined ? currentStream(device) : options.stream;
-    if (!(stream instanceof Stream)) throw invalidType('options.stream', 'a Stream', stream);
+    if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
     this.#packer.pack(args);

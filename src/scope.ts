@@ -2,6 +2,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 import { type Device, resolveDevice } from './device.js';
+import { streams } from './handles.js';
 import { Stream } from './stream.js';
 import { invalidType, validateFunction } from './validate.js';
 
@@ -22,7 +23,7 @@ export function currentStream(device?: Device | number): Stream {
  * `fn` returns (a promise stays a promise). The scope ends when `fn` returns or its promise settles.
  * Follows: PyTorch's stream guard, scoped instead of global. */
 export function withStream<T>(stream: Stream, fn: (stream: Stream) => T): T {
-  if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+  if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
   validateFunction(fn, 'fn');
   return scope.run(stream, fn, stream);
 }

@@ -262,7 +262,7 @@ export class Stream {
    * destroyed; {@link CudaError} when the driver refuses. Wraps: cuEventRecord, cuStreamWaitEvent.
    * Thread-safety: any thread that has both. */
   waitStream(other: Stream): void {
-    if (!(other instanceof Stream)) throw invalidType('other', 'a Stream', other);
+    if (!streams.is(other)) throw invalidType('other', 'a Stream', other);
     const box = this.#use('waitStream');
     const source = other.#use('waitStream');
     native.streamWaitStream(box, source);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool } from 'cuda-stream-pool';
+import { Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool, withStream } from 'cuda-stream-pool';
 
 const factories: Array<[string, Function, RegExp]> = [
   ['Event', Event, /use Event\.create\(\) or stream\.recordEvent\(\)/],
@@ -82,6 +82,14 @@ test('Stream.prototype.copy.call({}) names the receiver, not an internal detail'
     code: 'ERR_INVALID_THIS',
     message: 'Value of "this" must be of type Stream',
   });
+});
+
+test('an object that only inherits Stream.prototype is refused as a stream argument, naming the argument', async () => {
+  const fake = Object.create(Stream.prototype) as Stream;
+  const refused = (name: string) => ({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: new RegExp(`"${name.replace('.', '\\.')}"`) });
+  assert.throws(() => DeviceBuffer.alloc(8, { stream: fake }), refused('options.stream'));
+  assert.throws(() => withStream(fake, () => 0), refused('stream'));
+  await assert.rejects(Graph.capture(fake, () => undefined), refused('stream'));
 });
 
 test('StreamPool keeps its public constructor: options are checked before anything else', () => {
