@@ -428,6 +428,7 @@ function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device
 
 /** The native box of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
 export function streamBox(stream: Stream, method: string): Box {
+  if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);  // e.g. currentStream() set to an imitation
   return boxOf(stream, method);
 }
 

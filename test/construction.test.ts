@@ -88,7 +88,7 @@ test('an object that only inherits Stream.prototype is refused as a stream argum
   const fake = Object.create(Stream.prototype) as Stream;
   const refused = (name: string) => ({ name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: new RegExp(`"${name.replace('.', '\\.')}"`) });
   assert.throws(() => DeviceBuffer.alloc(8, { stream: fake }), refused('options.stream'));
-  assert.throws(() => withStream(fake, () => 0), refused('stream'));
+  assert.throws(() => withStream(fake, () => DeviceBuffer.alloc(8)), refused('stream'));
   await assert.rejects(Graph.capture(fake, () => undefined), refused('stream'));
 });
 
