@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -73,9 +74,29 @@ CUresult s_cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
 }
 CUresult s_cuOccupancyMaxPotentialBlockSize(int* g, int* b, CUfunction, void*, size_t, int) { *g = 132; *b = 1024; return CUDA_SUCCESS; }
 CUresult s_cuMemGetInfo(size_t* f, size_t* t) { *f = 130ull << 30; *t = 140ull << 30; return CUDA_SUCCESS; }
-CUresult s_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream) { *p = reinterpret_cast<CUdeviceptr>(std::malloc(n ? n : 1)); return CUDA_SUCCESS; }
-CUresult s_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool, CUstream) { *p = reinterpret_cast<CUdeviceptr>(std::malloc(n ? n : 1)); return CUDA_SUCCESS; }
-CUresult s_cuMemFreeAsync(CUdeviceptr p, CUstream) { std::free(reinterpret_cast<void*>(p)); return CUDA_SUCCESS; }
+// Stream-ordered allocations come from a cache of blocks by size, as the driver's memory pool reuses them, so that a
+// measured alloc + free does not pay for mapping fresh pages each time.
+std::mutex pool_mutex;
+std::unordered_map<CUdeviceptr, size_t> pool_sizes;
+std::unordered_multimap<size_t, CUdeviceptr> pool_free;
+CUresult s_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool, CUstream) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = pool_free.find(n);
+  if (it != pool_free.end()) {
+    *p = it->second;
+    pool_free.erase(it);
+  } else {
+    *p = reinterpret_cast<CUdeviceptr>(std::malloc(n ? n : 1));
+    pool_sizes[*p] = n;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) { return s_cuMemAllocFromPoolAsync(p, n, nullptr, s); }
+CUresult s_cuMemFreeAsync(CUdeviceptr p, CUstream) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  pool_free.emplace(pool_sizes.at(p), p);
+  return CUDA_SUCCESS;
+}
 CUresult s_cuMemAllocManaged(CUdeviceptr* p, size_t n, unsigned) { *p = reinterpret_cast<CUdeviceptr>(std::calloc(1, n)); return CUDA_SUCCESS; }
 CUresult s_cuMemFree(CUdeviceptr p) { std::free(reinterpret_cast<void*>(p)); return CUDA_SUCCESS; }
 CUresult s_cuMemHostAlloc(void** p, size_t n, unsigned) { *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096); std::memset(*p, 0, n); return CUDA_SUCCESS; }
