@@ -117,7 +117,10 @@ test('free() detaches the views at once and every later use is a DestroyedError;
   assert.equal(cuda.liveObjects().managedBytes, before + 4096);
   await disposed[Symbol.asyncDispose]();
   assert.equal(disposed.freed, true);
-  assert.equal(cuda.liveObjects().managedBytes, before, 'the memory was released when the dispose resolved');
+  // The 64 bytes freed above may still have been counted in `before` (their free waits for the device on another
+  // thread), and are certainly released by now: the dispose's free queued behind theirs.
+  const after = cuda.liveObjects().managedBytes;
+  assert.ok(after === before || after === before - 64, `the memory was released when the dispose resolved: ${after} bytes left, ${before} before`);
 });
 
 test('a freed ManagedBuffer counts in managedBytes until the device\'s queued work is done', gpu, async () => {
