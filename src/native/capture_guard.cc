@@ -9,17 +9,10 @@
 #include "devices.h"
 #include "lock_order.h"
 #include "native_thread.h"
+#include "never_throws.h"
 
 namespace csp {
 namespace {
-
-// A deferred call must not throw (outside_captures' contract); should one, it is dropped here.
-void never_throws_here(const std::function<void()>& call) noexcept {
-  try {
-    call();
-  } catch (...) {
-  }
-}
 
 struct DeviceCounters {
   std::atomic<int> open_captures{0};
@@ -64,7 +57,7 @@ void run_deferred_forever() {
       for (auto& call : calls[device]) {
         DeviceWideCall guard(device);
         if (guard.allowed())
-          never_throws_here(call);
+          never_throws(call);
         else
           kept.push_back(std::move(call));
       }
@@ -102,22 +95,21 @@ DeviceWideCall::~DeviceWideCall() {
 }
 
 void outside_captures(int device, std::function<void()> call) noexcept {
-  try {
-    {
-      DeviceWideCall guard(device);
-      if (guard.allowed()) {
-        never_throws_here(call);
-        return;
-      }
+  {
+    DeviceWideCall guard(device);
+    if (guard.allowed()) {
+      never_throws(call);
+      return;
     }
+  }
+  // Out of memory or threads, the call is dropped (its handle leaks), which beats aborting the process.
+  never_throws([&] {
     {
       std::lock_guard<OrderedMutex> lock(deferred().mutex);
       deferred().calls[device].push_back(std::move(call));
     }
     wake_deferred();  // the capture that refused it may have closed before the call was queued
-  } catch (...) {
-    // Out of memory or threads: the call is dropped (its handle leaks), which beats aborting the process.
-  }
+  });
 }
 
 int open_captures(int device) { return g_counters[device].open_captures.load(std::memory_order_seq_cst); }
@@ -134,12 +126,7 @@ void capture_closing(int device) noexcept {
     std::lock_guard<OrderedMutex> lock(deferred().mutex);
     waiting = !deferred().calls[device].empty();
   }
-  if (waiting) {
-    try {
-      wake_deferred();
-    } catch (...) {
-    }
-  }
+  if (waiting) never_throws(wake_deferred);
 }
 
 }  // namespace csp

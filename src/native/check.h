@@ -10,6 +10,8 @@
 #include <string>
 #include <type_traits>
 
+#include "never_throws.h"
+
 namespace csp {
 
 // A failed driver call, converted to the JS CudaError at the N-API boundary.
@@ -69,17 +71,6 @@ Napi::Value js_entry(const Napi::CallbackInfo& info) {
     throw;
   } catch (...) {
     rethrow_as_js(info.Env());
-  }
-}
-
-// Runs the body of a callback that the runtime or a thread of ours calls (a finalizer, a cleanup hook, a thread-safe
-// function's call, a thread's body): nothing may escape it, or the process aborts (std::terminate). A failure there
-// has nobody to report to, and node-addon-api throws Napi::Error from any N-API call once a worker is terminating.
-template <class F>
-void never_throws(F&& body) noexcept {
-  try {
-    body();
-  } catch (...) {
   }
 }
 

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <system_error>
 
+#include "never_throws.h"
+
 namespace csp {
 
 // Starts `body` on a new thread (joinable). An exception leaving `body` is swallowed: nothing may escape a thread.
@@ -23,10 +25,7 @@ inline pthread_t start_thread(std::function<void()> body) {
       &thread, nullptr,
       [](void* argument) -> void* {
         std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(argument));
-        try {
-          (*run)();
-        } catch (...) {
-        }
+        never_throws(*run);
         return nullptr;
       },
       heap);
