@@ -13,7 +13,6 @@
 // drops pending requests without touching JS, and exits. The threads are detached; they hold the state through a
 // shared_ptr, so it outlives the environment as long as they run.
 #include "native_thread.h"
-#include "stream.h"
 #include "synchronizer.h"
 
 #include <map>
@@ -119,6 +118,19 @@ void free_now(int device, const ManagedFree& memory) {
   live().managed_bytes -= static_cast<int64_t>(memory.bytes);
 }
 
+// Frees `frees` once the device's queued work is done, where no synchronizer thread does it: on the calling thread,
+// or, while a capture is open on the device, on the capture guard's thread once none is (Note [capture guard]).
+// Never throws.
+void free_after_device_work(int device, std::vector<ManagedFree> frees) {
+  never_throws([&] {  // making the std::function may allocate
+    outside_captures(device, [device, frees = std::move(frees)] {
+      // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
+      if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
+      for (const ManagedFree& memory : frees) free_now(device, memory);
+    });
+  });
+}
+
 // Runs on: the device's synchronizer thread. See Note [device synchronizer].
 void serve(std::shared_ptr<Synchronizers> owner, int device) {
   Synchronizers& s = *owner;
@@ -134,24 +146,21 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
     frees.swap(queue.frees);
     lock.unlock();
     // A capture open on the device: cuCtxSynchronize would fail and invalidate it, and cuMemFree would synchronize.
-    // Requests are refused with the driver's own code, without calling it; frees wait for the captures to end
-    // (Note [capture guard]).
-    bool capturing = false;
+    // Requests are refused with the driver's own code, without calling it; frees go to the capture guard, which
+    // makes them once the captures end (Note [capture guard]).
     CUresult result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     {
       DeviceWideCall call(device);
-      capturing = !call.allowed();
-      if (!capturing) result = synchronize_device(device);
-      // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
-      if (!capturing)
+      if (call.allowed()) {
+        result = synchronize_device(device);
+        // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
         for (const ManagedFree& memory : frees) free_now(device, memory);
+      } else if (!frees.empty()) {
+        free_after_device_work(device, std::move(frees));
+      }
     }
     for (Request* request : delivery->requests) request->result = result;
     lock.lock();
-    if (capturing && !frees.empty()) {
-      queue.frees.insert(queue.frees.end(), frees.begin(), frees.end());
-      s.wake.wait_for(lock, std::chrono::microseconds(1000), [&] { return !s.open; });
-    }
     if (delivery->requests.empty()) continue;
     if (s.open && s.tsfn.NonBlockingCall(delivery.get(), deliver) == napi_ok) {
       delivery.release();
@@ -245,14 +254,8 @@ void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int devic
       return;
     }
   }
-  // No synchronizer thread will run again: wait here (only at teardown or for memory freed without one), or, while a
-  // capture is open on the device, in the thread that closes the last one.
-  never_throws([&] {  // making the std::function may allocate
-    outside_captures(device, [device, ptr, bytes] {
-      if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
-      free_now(device, ManagedFree{ptr, bytes});
-    });
-  });
+  // No synchronizer thread will run again (only at teardown, or for memory freed without one).
+  free_after_device_work(device, {ManagedFree{ptr, bytes}});
 }
 
 void register_synchronizer(Napi::Env env, Napi::Object exports) {
