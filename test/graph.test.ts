@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import {
@@ -9,13 +11,15 @@ import {
   DeviceBuffer,
   Event,
   Graph,
+  ManagedBuffer,
+  Module,
   PinnedBuffer,
   Stream,
   StreamPool,
   type GraphExec,
   type Kernel,
 } from 'cuda-stream-pool';
-import { gpu, testKernels } from './support/gpu.js';
+import { gpu, repositoryRoot, testKernels } from './support/gpu.js';
 import { startWorker } from './support/worker.js';
 
 const N = 4096; // elements (u32) per buffer
@@ -263,6 +267,35 @@ test('device-wide waits are refused while a capture is open, and the capture sur
   exec.destroy();
   graph.destroy();
   buffer.free();
+});
+
+test('a managed free and a module unload wait while a capture is open on the device, then happen once it ends', gpu, async () => {
+  const second = await Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
+  using stream = Stream.create({ nonBlocking: true });
+  using buffer = DeviceBuffer.alloc(64, { stream });
+  await stream.synchronize();
+  const start = cuda.liveObjects();
+  const managed = ManagedBuffer.alloc(1 << 20);
+  assert.equal(cuda.liveObjects().managedBytes, start.managedBytes + (1 << 20));
+  stream.beginCapture({ mode: 'relaxed' });
+  let graph: Graph | undefined;
+  try {
+    managed.free();
+    second.unload();
+    // Both would invalidate the capture (cuMemFree synchronizes the device; cuModuleUnload takes what captured work may
+    // name): they stay counted while it is open.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(cuda.liveObjects().managedBytes, start.managedBytes + (1 << 20), 'the managed memory is still held');
+    assert.equal(cuda.liveObjects().modules, start.modules, 'the unloaded module is still loaded');
+    stream.fill(buffer, 1);
+  } finally {
+    graph = stream.endCapture();
+  }
+  graph.destroy();
+  for (let i = 0; i < 100 && (cuda.liveObjects().managedBytes !== start.managedBytes || cuda.liveObjects().modules !== start.modules - 1); i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(cuda.liveObjects().managedBytes, start.managedBytes, 'freed once the capture ended');
+  assert.equal(cuda.liveObjects().modules, start.modules - 1, 'unloaded once the capture ended');
 });
 
 test('a capture left open when its lease ends is discarded, and the stream goes back to the pool not capturing', gpu, async () => {
