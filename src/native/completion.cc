@@ -198,7 +198,7 @@ Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
 
 CUresult query_stream(StreamBox& stream) {
   // cuStreamQuery on a capturing stream fails and invalidates the capture: such a stream counts as busy.
-  if (stream.capture_box().capturing.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_READY;
+  if (stream.owner().capturing.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_READY;
   const bool shares = stream.shares_tickets() && device_fault(stream.device) == CUDA_SUCCESS;
   // Read before asking: work counted later may not be covered by the answer.
   const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);

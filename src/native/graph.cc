@@ -69,7 +69,7 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
   Use<StreamBox> use(*stream, "Stream", "beginCapture");
   make_current(stream->device);
-  StreamBox& state = stream->capture_box();
+  StreamBox& state = stream->owner();
   // Counted before it begins, so that no device-wide call of another thread can invalidate it (Note [capture guard]).
   // A capture begun on this stream and still open (or opening, in another thread) keeps its count; this begin is
   // refused without calling the driver, which would refuse it too.
@@ -94,7 +94,7 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   make_current(stream->device);
   CUgraph graph = nullptr;
   CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
-  stream->capture_box().capturing.store(false, std::memory_order_release);
+  stream->owner().capturing.store(false, std::memory_order_release);
   capture_closed(*stream);
   if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
@@ -108,7 +108,7 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
   make_current(stream.device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check(drv().cuStreamIsCapturing(stream.handle, &status), "cuStreamIsCapturing", stream.device, where(stream));
-  stream.capture_box().capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
+  stream.owner().capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
   return status;
 }
 
@@ -116,7 +116,7 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
 // (Note [capture flag]).
 Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
-  if (!stream->capture_box().capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
+  if (!stream->owner().capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
   Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), capture_status(*stream));
 }
@@ -251,12 +251,12 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void capture_closed(StreamBox& stream) {
-  StreamBox& state = stream.capture_box();
+  StreamBox& state = stream.owner();
   if (state.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(state.device);
 }
 
 int capture_status(StreamBox& stream) {
-  if (!stream.capture_box().capturing.load(std::memory_order_acquire)) return 0;
+  if (!stream.owner().capturing.load(std::memory_order_acquire)) return 0;
   return ask_driver(stream);
 }
 

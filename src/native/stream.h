@@ -63,10 +63,10 @@ struct StreamBox : Box {
     submissions.fetch_add(1, std::memory_order_release);
     leave();
   }
-  // The box whose capture flags describe the driver stream: the lender's for a borrowed library stream, so that a
-  // capture begun through either wrapper guards both.
-  StreamBox& capture_box() { return lender ? *lender : *this; }
-  // The box that owns the driver stream: the lender of a borrowed library stream, else `box` itself.
+  // The box that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
+  // describe the driver stream, so that a capture begun through either wrapper guards both.
+  StreamBox& owner() { return lender ? *lender : *this; }
+  // The same, as the shared_ptr that buffers keep in their uses.
   static const std::shared_ptr<StreamBox>& owner_of(const std::shared_ptr<StreamBox>& box) {
     return box->lender ? box->lender : box;
   }
