@@ -2,7 +2,6 @@
 import { native, NOT_READY, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CaptureError, DestroyedError } from './errors.js';
-import { captureStatus } from './capture.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
 import type { Stream, WaitOptions } from './stream.js';
 import { streams } from './handles.js';
@@ -94,9 +93,9 @@ export class Event {
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
     const target = streams.box(stream, 'recordEvent');
-    native.eventRecord(box, target);
+    const capturing = native.eventRecord(box, target);
     this.#recorded = true;
-    this.#captured = captureStatus(target) === 0 ? undefined : { box: target, streamId: stream.id };
+    this.#captured = capturing === 0 ? undefined : { box: target, streamId: stream.id };
     return this;
   }
 

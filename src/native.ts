@@ -75,7 +75,8 @@ export interface NativeBinding {
   poolDepart(handle: Box, environment: number): void;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
-  eventRecord(event: Box, stream: Box): void;
+  /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
+  eventRecord(event: Box, stream: Box): number;
   eventStatus(event: Box): number;
   eventSynchronize(event: Box): void;
   eventElapsed(start: Box, end: Box): number;

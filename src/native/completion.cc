@@ -472,7 +472,11 @@ class Engine {
       const size_t before = pending.size();
       take_incoming(pending);
       if (pending.empty()) {
-        rest(kParked, std::chrono::microseconds(0));
+        // Lingers before parking: a thread that awaits in a loop submits its next wait within microseconds of the
+        // last completion, and finding the poller awake saves that wait a thread wake-up (a futex round trip).
+        const auto until = Clock::now() + kLinger;
+        while (incoming_.load(std::memory_order_relaxed) == nullptr && Clock::now() < until) cpu_relax();
+        if (incoming_.load(std::memory_order_seq_cst) == nullptr) rest(kParked, std::chrono::microseconds(0));
         continue;
       }
       bool progress = pending.size() != before;
@@ -504,6 +508,9 @@ class Engine {
       }
     }
   }
+
+  // How long the poller spins for new waits once none is pending, before it parks.
+  static constexpr std::chrono::microseconds kLinger{100};
 
   std::once_flag started_;
   std::atomic<Wait*> incoming_{nullptr};

@@ -16,8 +16,9 @@
 //    raw handle by other code is invisible to the count.
 //  - The poller. One native thread per process takes new waits from a lock-free stack, checks them in the order
 //    they came (words, or cuEventQuery for event markers), spins briefly, then yields, then sleeps growing to 1 ms,
-//    and parks on a condition variable when nothing is pending (an idle process uses no CPU). A new wait wakes it
-//    only when it sleeps or parks.
+//    and parks on a condition variable once nothing has been pending for 100 us (an idle process uses no CPU; the
+//    linger spares a thread that awaits in a loop a poller wake-up per wait). A new wait wakes it only when it
+//    sleeps or parks.
 //  - Faults. A faulted stream never writes its ticket. While waits are pending, the poller asks the driver every
 //    10 ms whether each of their devices has a sticky fault (cuStreamQuery on the device's library stream, which
 //    reports it), so every pending wait on a faulted device fails within that time; the waits hold their stream

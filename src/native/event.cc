@@ -40,7 +40,7 @@ Napi::Value event_create(const Napi::CallbackInfo& info) {
   return wrap_box(info.Env(), create_event(device, flags, true));
 }
 
-// eventRecord(eventBox, streamBox)
+// eventRecord(eventBox, streamBox) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
 Napi::Value event_record(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   auto stream = unwrap_box<StreamBox>(info[1]);
@@ -49,7 +49,8 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   make_current(event->device);
   check(drv().cuEventRecord(event->handle, stream->handle), "cuEventRecord", event->device,
         [&] { return std::string("device " + std::to_string(event->device)); });
-  return info.Env().Undefined();
+  // The stream's capture state, which the caller needs next: one call instead of two on the hot path.
+  return Napi::Number::New(info.Env(), capture_status(*stream));
 }
 
 // eventStatus(box) -> 0 complete, 600 pending, another CUresult on failure; never throws a CUDA error.
