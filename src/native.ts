@@ -55,7 +55,8 @@ export interface NativeBinding {
   streamWait(box: Box, token: number): number;
   /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
   streamLastTicket(box: Box): { address: bigint; value: number } | null;
-  streamInfo(stream: Box): { handle: bigint; id: bigint; priority: number; nonBlocking: boolean };
+  /** [handle, id, priority, nonBlocking] as the driver reports them. */
+  streamInfo(stream: Box): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
   streamStatus(stream: Box): number;
   streamSynchronize(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;

@@ -24,7 +24,7 @@
 import { native, type Box, type PoolDescription } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
-import { retire, streamHandle, wasUsed, wrapStream, type Stream } from './stream.js';
+import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from './stream.js';
 import { withStream } from './scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
@@ -173,7 +173,7 @@ export class StreamPool {
       if (error instanceof DestroyedError) throw new DestroyedError('StreamPool', 'attach');
       throw error;
     }
-    const infos = streams.map((s) => ({ handle: streamHandle(s), id: s.id, priority: s.priority, nonBlocking: s.nonBlocking }));
+    const infos = streams.map((s): StreamInfo => [streamHandle(s), s.id, s.priority, s.nonBlocking]);
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
       leaseView: (slot) => {
@@ -191,8 +191,8 @@ export class StreamPool {
     this.#isDefault = description.isDefault;
     this.size = description.size;
     this.device = device;
-    this.priority = infos[0]!.priority;
-    this.nonBlocking = infos[0]!.nonBlocking;
+    this.priority = streams[0]!.priority;
+    this.nonBlocking = streams[0]!.nonBlocking;
     handles.set(description.id, new WeakRef(this));
   }
 

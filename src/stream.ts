@@ -50,8 +50,9 @@ const legacyStreams = new Map<number, Stream>();
 
 let boxOf: (stream: Stream, method: string) => Box;
 let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object) => Stream;
-/** What cuStreamGetId/GetPriority/GetFlags reported for a box (a lease view reuses its pool stream's). */
-type StreamInfo = ReturnType<typeof native.streamInfo>;
+/** What cuStreamGetId/GetPriority/GetFlags reported for a box, as [handle, id, priority, nonBlocking] (a lease view
+ * reuses its pool stream's). @internal */
+export type StreamInfo = ReturnType<typeof native.streamInfo>;
 let retireStream: (stream: Stream, why: string) => void;
 let usedStream: (stream: Stream) => boolean;
 let handleOf: (stream: Stream) => bigint;
@@ -105,14 +106,14 @@ export class Stream {
 
   private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
     checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
-    const info = known ?? native.streamInfo(box);
+    const [handle, id, priority, nonBlocking] = known ?? native.streamInfo(box);
     this.#box = box;
     this.#kind = kind;
     this.device = device;
-    this.#handle = info.handle;
-    this.id = info.id;
-    this.priority = info.priority;
-    this.nonBlocking = info.nonBlocking;
+    this.#handle = handle;
+    this.id = id;
+    this.priority = priority;
+    this.nonBlocking = nonBlocking;
   }
 
   static {

@@ -86,6 +86,32 @@ test('the poller parks once nothing is pending, and the idle process uses almost
   pool.destroy();
 });
 
+test('a thread that launches and awaits in a loop finds the poller awake: it does not park between the waits', gpu, async () => {
+  const { empty } = await testKernels();
+  const stream = Stream.create();
+  try {
+    for (let i = 0; i < 20; i++) { // warm-up: the JIT, the stream's ticket slot
+      empty.launch({ grid: 1, block: 1, stream });
+      await stream.synchronize();
+    }
+    const waits = 400;
+    const before = completionStats();
+    for (let i = 0; i < waits; i++) {
+      empty.launch({ grid: 1, block: 1, stream });
+      await stream.synchronize();
+    }
+    const after = completionStats();
+    const viaPoller = after.delivered - before.delivered;
+    const parks = after.pollerParks - before.pollerParks;
+    // Each wait that the poller saw would cost it a park and a wake-up without the linger; a few parks (a GC pause,
+    // the scheduler) are allowed, a park per wait is not.
+    assert.ok(viaPoller > waits / 2, `${viaPoller} of ${waits} waits went through the poller (the kernel outran the query)`);
+    assert.ok(parks < viaPoller / 4, `${parks} poller parks for ${viaPoller} waits through the poller`);
+  } finally {
+    stream.destroy();
+  }
+});
+
 test('a device-to-host copy lands before a later wait settles, also when the stream is idle by then', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();

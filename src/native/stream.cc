@@ -120,7 +120,8 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   return wrap_box(info.Env(), box);
 }
 
-// streamInfo(box) -> { handle, id, priority, nonBlocking } as the driver reports them
+// streamInfo(box) -> [handle, id, priority, nonBlocking] as the driver reports them (a tuple: indexed elements cost
+// far less than named properties, and every Stream construction makes one)
 Napi::Value stream_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto box = unwrap_box<StreamBox>(info[0]);
@@ -134,11 +135,11 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
     check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
     check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
   }
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("handle", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
-  out.Set("id", Napi::BigInt::New(env, static_cast<uint64_t>(id)));
-  out.Set("priority", priority);
-  out.Set("nonBlocking", (flags & CU_STREAM_NON_BLOCKING) != 0);
+  Napi::Array out = Napi::Array::New(env, 4);
+  out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
+  out.Set(1u, Napi::BigInt::New(env, static_cast<uint64_t>(id)));
+  out.Set(2u, Napi::Number::New(env, priority));
+  out.Set(3u, Napi::Boolean::New(env, (flags & CU_STREAM_NON_BLOCKING) != 0));
   return out;
 }
 
