@@ -29,8 +29,13 @@ extern "C" {
 CUresult s_cuInit(unsigned) { return CUDA_SUCCESS; }
 CUresult s_cuGetErrorName(CUresult, const char** n) { *n = "CUDA_ERROR_NULL_DRIVER"; return CUDA_SUCCESS; }
 CUresult s_cuGetErrorString(CUresult, const char** n) { *n = "null driver"; return CUDA_SUCCESS; }
-CUresult s_cuDeviceGet(CUdevice* d, int o) { *d = o; return o == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
-CUresult s_cuDeviceGetCount(int* c) { *c = 1; return CUDA_SUCCESS; }
+// NULL_DRIVER_DEVICES=n shows n devices (default 1), for the library's multi-device bookkeeping (contexts, peers).
+int device_count() {
+  const char* n = std::getenv("NULL_DRIVER_DEVICES");
+  return n && std::atoi(n) > 0 ? std::atoi(n) : 1;
+}
+CUresult s_cuDeviceGet(CUdevice* d, int o) { *d = o; return o >= 0 && o < device_count() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+CUresult s_cuDeviceGetCount(int* c) { *c = device_count(); return CUDA_SUCCESS; }
 CUresult s_cuDeviceGetName(char* n, int len, CUdevice) { std::strncpy(n, "null driver", len); return CUDA_SUCCESS; }
 CUresult s_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
   switch (static_cast<int>(a)) {
