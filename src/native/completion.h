@@ -15,7 +15,7 @@
 //    alone, without cuStreamQuery. Only owned streams whose handle JS code never read share: work queued through a
 //    raw handle by other code is invisible to the count.
 //  - The poller. One native thread per process takes new waits from a lock-free stack, checks them in the order
-//    they came (words, or cuEventQuery for event markers), spins briefly, then yields, then sleeps growing to 1 ms,
+//    they came (words, or cuEventQuery for event markers), spins briefly, then yields, then sleeps growing to 250 us,
 //    and parks on a condition variable once nothing has been pending for 100 us (an idle process uses no CPU; the
 //    linger spares a thread that awaits in a loop a poller wake-up per wait). A new wait wakes it only when it
 //    sleeps or parks.
