@@ -69,7 +69,7 @@ export function environmentRows(environment: Environment): [string, string][] {
   const d = environment.device;
   return [
     ['date', environment.date],
-    ['device', `${d.ordinal}: ${d.name} (compute ${d.computeCapability}, ${d.multiprocessorCount} SMs, ${(d.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB, ${d.asyncEngineCount} copy engines)`],
+    ['device', `${d.ordinal}: ${d.name} (compute ${d.computeCapability}, ${d.multiprocessorCount} SMs, ${(d.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB, ${d.asyncEngineCount} copy engine${d.asyncEngineCount === 1 ? '' : 's'})`],
     ['driver', environment.driverVersion === null ? 'unknown' : `CUDA ${environment.driverVersion}`],
     ['node', environment.node],
     ['cuda-stream-pool', environment.packageVersion],

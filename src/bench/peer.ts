@@ -26,7 +26,8 @@ export function peerSkipReason(): string | undefined {
  * B → A without peer access (the driver stages through host memory; measured first, since peer access once enabled
  * stays enabled for the process), then with peer access enabled both ways (`device.enablePeerAccess`), each direct row
  * beside its staged row as a ratio. The without rows are left out when peer access was already enabled in this
- * process, and the with rows where the devices have no peer path (`device.canAccessPeer`). Each copy is ordered on a
+ * process, and the with rows where the devices have no peer path (`device.canAccessPeer`; one row with no value says
+ * so instead). Each copy is ordered on a
  * stream of the destination device. Takes a few seconds.
  * @throws `Error` with {@link peerSkipReason} when fewer than two GPUs are visible; {@link CudaError} when the driver
  * fails. */
@@ -79,6 +80,10 @@ export async function peerMicroBenchmarks(options: PeerMicroOptions = {}): Promi
         if (baseline) Object.assign(row, { baselineName: 'the same copy without peer access', baseline, ratio: value.median / baseline.median });
         results.push(row);
       }
+    } else {
+      // Said in a row of its own, so that a missing direct row is never silent.
+      const none: Sample = { median: Number.NaN, p10: Number.NaN, p90: Number.NaN, runs: 0 };
+      results.push({ name: `stream.copy() between device ${a.ordinal} and device ${b.ordinal} with peer access: not measured, the devices have no peer path (cuDeviceCanAccessPeer)`, unit: 'GB/s', value: none, better: 'higher' });
     }
   } finally {
     for (const [device, buffer] of buffers) buffer.free({ stream: streams.get(device)! });

@@ -231,6 +231,7 @@ program
       'the trace file (these need a run with --phases, --timeline or --trace)',
   )
   .argument('<results.json>', 'the output of `cuda-stream-pool bench --json`')
+  .allowExcessArguments(false)
   .option('--html <file.html>', 'write the timeline page (as bench --timeline does)', timelineOption)
   .option('--trace <file.json>', 'write the Trace Event file (as bench --trace does)', traceOption)
   .addHelpText('after', '\nExit codes: 0 done; 1 an output could not be written; 64 a bad option or results file.')
@@ -264,7 +265,9 @@ bench
   )
   .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
   .option('--json', 'print the results as JSON instead of a table', false)
-  .option('-q, --quiet', 'no progress lines on stderr', false)
+  .option('-q, --quiet', 'no progress lines on stderr (there are none either when stderr is not a terminal)', false)
+  .allowExcessArguments(false)
+  .addHelpText('after', '\nExit codes: 0 done; 1 a group failed or CUDA failed; 2 no usable GPU (the reason is printed); 64 a bad option.')
   .action(async (options: { device: number; json: boolean; quiet: boolean }, command: Command) => {
     requireGpu('bench micro');
     requireDevice(command, options.device);
