@@ -30,13 +30,14 @@ export interface MicroResult {
 }
 
 function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN; // nothing measured: shown as '-', never as a figure
   const at = (sorted.length - 1) * q;
   const lo = Math.floor(at);
   const hi = Math.ceil(at);
   return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
 }
 
-/** Summarizes values (any unit) as median and 10th/90th percentiles. */
+/** Summarizes values (any unit) as median and 10th/90th percentiles; no values give NaN for each, with 0 runs. */
 export function summarize(values: number[]): Sample {
   const sorted = [...values].sort((a, b) => a - b);
   return { median: percentile(sorted, 0.5), p10: percentile(sorted, 0.1), p90: percentile(sorted, 0.9), runs: values.length };

@@ -82,8 +82,7 @@ export async function peerMicroBenchmarks(options: PeerMicroOptions = {}): Promi
       }
     } else {
       // Said in a row of its own, so that a missing direct row is never silent.
-      const none: Sample = { median: Number.NaN, p10: Number.NaN, p90: Number.NaN, runs: 0 };
-      results.push({ name: `stream.copy() between device ${a.ordinal} and device ${b.ordinal} with peer access: not measured, the devices have no peer path (cuDeviceCanAccessPeer)`, unit: 'GB/s', value: none, better: 'higher' });
+      results.push({ name: `stream.copy() between device ${a.ordinal} and device ${b.ordinal} with peer access: not measured, the devices have no peer path (cuDeviceCanAccessPeer)`, unit: 'GB/s', value: summarize([]), better: 'higher' });
     }
   } finally {
     for (const [device, buffer] of buffers) buffer.free({ stream: streams.get(device)! });

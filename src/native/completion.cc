@@ -20,6 +20,8 @@
 
 namespace csp {
 
+const napi_type_tag Landing::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
+
 // ------------------------------------------------------------------------------------------------------------------
 // Ticket slots: 8-byte words of mapped pinned memory, one per stream that was waited on.
 

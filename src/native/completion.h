@@ -102,6 +102,9 @@ void release_gate(const Gate& gate, uint64_t last_value);
 
 // One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
 struct Landing {
+  // JS holds a landing as a type-tagged External (wrap_box / unwrap_box in box.h).
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "copy landing";
   Marker marker;                       // done when the bytes are in staging, unless `poll` is set
   std::function<CUresult()> poll;      // instead of the marker: SUCCESS, NOT_READY or the failure (any thread)
   std::function<void(void*)> copy_out;  // staging -> the destination's memory (`bytes` bytes), on its JS thread

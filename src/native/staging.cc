@@ -278,12 +278,6 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
   }
 }
 
-// A landing as JS holds it: an External, type-tagged.
-struct LandingHolder {
-  static const napi_type_tag kTag;
-};
-const napi_type_tag LandingHolder::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
-
 // copyPageableToDevice(stream, dst, dstOffset, source: Uint8Array of exactly the bytes to copy)
 Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -414,21 +408,13 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   }
   track_landing(env, landing);
   note_use(*src, stream, environment_of(env), true);
-  auto holder = std::make_unique<std::shared_ptr<Landing>>(std::move(landing));
-  auto external = Napi::External<std::shared_ptr<Landing>>::New(
-      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<Landing>* h) { delete h; });
-  holder.release();
-  external.TypeTag(&LandingHolder::kTag);
-  return external;
+  return wrap_box(env, std::move(landing));
 }
 
 // copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done).
 Napi::Value copy_landed(const Napi::CallbackInfo& info) {
-  Napi::Value value = info[0];
-  if (!value.IsExternal() || !value.As<Napi::Object>().CheckTypeTag(&LandingHolder::kTag))
-    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: expected a copy landing");
-  auto* landing = value.As<Napi::External<std::shared_ptr<Landing>>>().Data();
-  return Napi::Boolean::New(info.Env(), settle_landing(info.Env(), **landing));
+  auto landing = unwrap_box<Landing>(info[0]);
+  return Napi::Boolean::New(info.Env(), settle_landing(info.Env(), *landing));
 }
 
 // stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes }: the cap per device, the staging allocated on every
