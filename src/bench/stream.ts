@@ -187,14 +187,14 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
 
   const latencies = (await wakeLatency(device)).sort((a, b) => a - b);
   if (latencies.length > 0) {
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
-  for (const [label, q] of [['median', 0.5], ['p99', 0.99]] as const)
-    results.push({
-      name: `wake latency, ${label}: a wait's work seen done by a C++ observer -> its promise resolved (${WAKE_WAITS.toLocaleString('en-US')} waits in flight on 32 streams)`,
-      unit: 'µs',
-      // The p99 row is one percentile: no spread of its own.
-      value: q === 0.5 ? { median: at(0.5), p10: at(0.1), p90: at(0.9), runs: latencies.length } : { median: at(q), p10: at(q), p90: at(q), runs: latencies.length },
-    });
+    const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+    for (const [label, q] of [['median', 0.5], ['p99', 0.99]] as const)
+      results.push({
+        name: `wake latency, ${label}: a wait's work seen done by a C++ observer -> its promise resolved (${WAKE_WAITS.toLocaleString('en-US')} waits in flight on 32 streams)`,
+        unit: 'µs',
+        // The p99 row is one percentile: no spread of its own.
+        value: q === 0.5 ? { median: at(0.5), p10: at(0.1), p90: at(0.9), runs: latencies.length } : { median: at(q), p10: at(q), p90: at(q), runs: latencies.length },
+      });
   }
 
   const awaits = await concurrentAwaits(device);

@@ -30,20 +30,20 @@ struct Observer {
   int device = 0;
   std::vector<Target> targets;
   std::vector<double> seen_ns;  // steady-clock ns when each target was first seen reached, 0 if never
+  std::vector<CUstream> held;   // the streams waiting on the gate
   uint64_t* gate = nullptr;     // mapped pinned word the held streams wait on
   CUdeviceptr gate_address = 0;
   std::atomic<bool> stop{false};
   pthread_t thread{};
   bool running = false;
 
+  // Runs as a finalizer, on the JS thread, at any later time: it must not wait for the GPU (a cuCtxSynchronize here
+  // blocked the JS thread through the whole next run, whose promises then all resolved at its end). Finish frees the
+  // gate; an observer dropped without it (an error mid-row) leaks its 8 bytes rather than free them under streams
+  // that may still read them.
   ~Observer() {
-    open_gate();  // a stream must never be left waiting on freed memory
+    open_gate();  // a stream must never be left waiting forever
     finish();
-    if (gate) {
-      ContextScope context(device);
-      drv().cuCtxSynchronize();  // the held streams read the gate until they pass it
-      drv().cuMemFreeHost(gate);
-    }
   }
 
   void open_gate() {
@@ -55,6 +55,17 @@ struct Observer {
     stop.store(true, std::memory_order_release);
     pthread_join(thread, nullptr);
     running = false;
+  }
+
+  // Once the held streams have passed the gate, frees it. Called by Finish, after every wait resolved: the streams are
+  // past it already, and the synchronizes return at once.
+  void free_gate() {
+    if (!gate) return;
+    ContextScope context(device);
+    for (CUstream stream : held) check(drv().cuStreamSynchronize(stream), "cuStreamSynchronize", device);
+    check(drv().cuMemFreeHost(gate), "cuMemFreeHost", device);
+    gate = nullptr;
+    held.clear();
   }
 
   void watch() {
@@ -109,6 +120,7 @@ Napi::Value wake_observer_hold(const Napi::CallbackInfo& info) {
   ContextScope context(observer.device);
   check(drv().cuStreamWaitValue64(stream, observer.gate_address, 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64",
         observer.device);
+  observer.held.push_back(stream);
   return info.Env().Undefined();
 }
 
@@ -136,11 +148,12 @@ Napi::Value wake_observer_release(const Napi::CallbackInfo& info) {
 }
 
 // wakeObserverFinish(observer) -> Float64Array: per wait, the steady-clock ns when the observer saw its word reach
-// its value (0: never). Stops and joins the observer thread.
+// its value (0: never). Stops and joins the observer thread, then frees the gate. Call it once every wait resolved.
 Napi::Value wake_observer_finish(const Napi::CallbackInfo& info) {
   Observer& observer = observer_of(info[0]);
   observer.open_gate();
   observer.finish();
+  observer.free_gate();
   auto out = Napi::Float64Array::New(info.Env(), observer.seen_ns.size());
   std::memcpy(out.Data(), observer.seen_ns.data(), observer.seen_ns.size() * sizeof(double));
   return out;
