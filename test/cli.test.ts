@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -95,6 +95,15 @@ test('bench micro with an option of bench exits 64 and says that bench takes it'
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /unknown option '--tasks'/);
   assert.match(r.stderr, /'--tasks' is an option of 'cuda-stream-pool bench' only/);
+});
+
+test('bench options written before micro: one micro lacks exits 64 naming it; without a GPU the rest reach the GPU check', () => {
+  const r = cli(['bench', '--tasks', '8', 'micro'], { noGpu: true });
+  assert.equal(r.status, 64, r.stderr);
+  assert.match(r.stderr, /option '--tasks <count>' is an option of 'cuda-stream-pool bench' only; 'bench micro' does not take it/);
+  const shared = cli(['bench', '--json', '--quiet', 'micro'], { noGpu: true });
+  assert.equal(shared.status, 2, shared.stderr);
+  assert.match(shared.stderr, /bench micro needs a CUDA GPU/);
 });
 
 test('bench with an unknown benchmark name exits 64 naming the accepted ones', () => {
@@ -216,11 +225,32 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
     [[file('mode.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], mode: 'turbo' }] }))], /modes\[0\]\.mode is "turbo", not one of native, legacy, /],
     [[file('no-phases.json', JSON.stringify(noPhases)), '--html', path.join(dir, 'page.html')], /no-phases\.json holds no phase times.*--phases/],
   ];
-  for (const [args, message] of cases) {
+  // A field of the wrong type or range anywhere the report, the timeline or the trace reads is named with its value,
+  // before anything is drawn or written (--html included: the page is not blamed on its path).
+  const withPhases = syntheticResults({ tasks: 2, modes: ['legacy', 'pool'] });
+  const broken = (name: string, change: (result: Record<string, any>) => void) => {
+    const copy = structuredClone(withPhases) as unknown as Record<string, any>;
+    change(copy);
+    return file(name, JSON.stringify(copy));
+  };
+  const fieldCases: [string[], RegExp][] = [
+    [[broken('device.json', (r) => (r.environment.device = null))], /device\.json .*: environment\.device is null, not an object\.$/m],
+    [[broken('per-device.json', (r) => (r.modes[0].perDevice = [null]))], /modes\[0\]\.perDevice\[0\] is null, not an object/],
+    [[broken('speedup.json', (r) => (r.modes[1].speedupOverLegacy = 'x'))], /modes\[1\]\.speedupOverLegacy is "x", not a number/],
+    [[broken('tasks.json', (r) => (r.parameters.tasks = 'many'))], /parameters\.tasks is "many", not a number/],
+    [[broken('negative.json', (r) => (r.modes[0].tasksPerSecond.median = -5))], /modes\[0\]\.tasksPerSecond\.median is -5, below 0/],
+    [[broken('no-runs.json', (r) => (r.modes[0].wallMs = []))], /modes\[0\]\.wallMs has 0 entries, fewer than 1/],
+    [[broken('no-modes.json', (r) => (r.modes = []))], /modes has 0 entries, fewer than 1/],
+    [[broken('median.json', (r) => (r.modes[1].tasksPerSecond.median = 'x')), '--html', path.join(dir, 'median.html')], /modes\[1\]\.tasksPerSecond\.median is "x", not a number/],
+  ];
+  for (const [args, message] of [...cases, ...fieldCases]) {
     const r = cli(['report', ...args], { noGpu: true });
     assert.equal(r.status, 64, `${args[0]}: exit ${r.status}, ${r.stderr}`);
     assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, /at .*\.js:\d+/, 'no stack trace');
+    if (fieldCases.some(([other]) => other === args)) assert.doesNotMatch(r.stderr, /--help|writable path/);
   }
+  assert.ok(!existsSync(path.join(dir, 'median.html')), 'no page was written for a broken file');
   const r = cli(['report', file('ok.json', JSON.stringify(noPhases)), '--trace', path.join(dir, 'ok.json', 'trace.json')], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);

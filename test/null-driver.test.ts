@@ -2,7 +2,7 @@
 // all succeed at once) built here and loaded in a child process through CUDA_STREAM_POOL_LIBCUDA, showing two devices.
 // It runs no kernels and copies nothing between devices, so these tests check contexts and lifetimes, never bytes.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -49,4 +49,16 @@ test('a free of a buffer used on another device\'s stream leaves its own device\
   );
   assert.equal(result.code, 0, result.stderr);
   assert.deepEqual(JSON.parse(result.stdout.trim()), { count: 2, seen: [0, 1, 1, 0] });
+});
+
+test('bench --device N micro: a --device written before micro is the one micro checks against the visible devices', async (t) => {
+  if (skip) return t.skip(skip);
+  const run = spawnSync(process.execPath, ['dist/src/cli/main.js', 'bench', '--device', '1', 'micro'], {
+    cwd: repositoryRoot,
+    encoding: 'utf8',
+    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver!, NULL_DRIVER_DEVICES: '1' },
+    timeout: 60_000,
+  });
+  assert.equal(run.status, 64, run.stderr);
+  assert.match(run.stderr, /option '--device <ordinal>' argument '1' is invalid\. Accepted: an integer from 0 to 0/);
 });

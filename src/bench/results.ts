@@ -1,10 +1,12 @@
 // The executor benchmark's results: what `bench --json` prints (schema documented in README.md, "The executor
 // benchmark's JSON"), derived from the batches' records.
+import * as z from 'zod';
+
 import type { Environment } from './environment.js';
 import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';
 import type { BatchResult } from './batch.js';
-import { MODE_DESCRIPTIONS, type Mode, type ResultMode } from './modes.js';
+import { MODES, type Mode, type ResultMode } from './modes.js';
 
 /** The phases of a task in order, as the timeline and the phase table name them. */
 export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
@@ -204,19 +206,138 @@ export function addSpeedups(modes: ModeResult[]): void {
 }
 
 
-
 /** Why a saved results file cannot be read: the file's name and what is wrong in it. */
 export class ResultsFileError extends Error {
   override name = 'ResultsFileError';
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+// The shape of a results file, as the report, the timeline and the trace read it. `satisfies` ties it to the
+// interfaces above: a field added there and not here (or typed differently) fails to compile.
+const amount = z.number().nonnegative();
+const count = z.int().nonnegative();
+const sample = z.object({ median: amount, p10: amount, p90: amount, runs: count });
+const latency = z.object({ p50: amount, p99: amount });
+const deviceDescription = z.object({
+  ordinal: count,
+  name: z.string(),
+  computeCapability: z.string(),
+  multiprocessorCount: count,
+  totalMemoryBytes: amount,
+  asyncEngineCount: count,
+});
+const mode = z.enum(MODES);
+const taskPhaseTimesShape = z.object({
+  task: count,
+  thread: count,
+  streamId: z.string(),
+  marksMs: z
+    .tuple([z.number(), z.number(), z.number(), z.number()])
+    .refine((marks) => marks.every((m, k) => k === 0 || m >= marks[k - 1]!), 'is not 4 ascending numbers'),
+});
+const deviceModeResult = z.object({
+  device: count,
+  tasks: count,
+  wallMs: z.array(amount).min(1),
+  tasksPerSecond: sample,
+  gigabytesPerSecond: sample,
+  latencyMs: latency,
+  overlapFraction: sample,
+  verifiedTasks: count,
+  streams: count,
+});
+const benchResultShape = z.object({
+  schema: z.literal(BENCH_SCHEMA),
+  environment: z.object({
+    date: z.string(),
+    packageVersion: z.string(),
+    node: z.string(),
+    os: z.string(),
+    cpu: z.string(),
+    driverVersion: z.string().nullable(),
+    device: deviceDescription,
+  }),
+  parameters: z.object({
+    tasks: z.int().positive(),
+    concurrency: z.int().positive(),
+    workers: count,
+    elements: z.int().positive(),
+    partitionBytes: count,
+    intensity: z.int().positive(),
+    intensityCalibrated: z.boolean(),
+    modes: z.array(mode),
+    poolSize: z.int().positive(),
+    runs: z.int().positive(),
+    warmupTasks: count,
+    partitions: z.int().positive(),
+    sampleSize: count,
+    ulpTolerance: amount,
+    fma: z.object({ a: z.number(), b: z.number() }),
+    phaseTimes: z.boolean(),
+    devices: z.array(count).optional(),
+  }),
+  phasesAloneMs: z.object({ copyIn: amount, kernel: amount, copyOut: amount }),
+  overlapBoundMs: amount,
+  modes: z
+    .array(
+      z.object({
+        mode,
+        wallMs: z.array(amount).min(1),
+        tasksPerSecond: sample,
+        gigabytesPerSecond: sample,
+        latencyMs: latency,
+        speedupOverLegacy: amount.nullable(),
+        speedupOverNative: amount.nullable(),
+        overlapFraction: sample,
+        verifiedTasks: count,
+        streams: count,
+        lastRunTasks: z.array(taskPhaseTimesShape).nullable(),
+        perDevice: z.array(deviceModeResult).optional(),
+      }),
+    )
+    .min(1),
+  devices: z.array(deviceDescription).optional(),
+}) satisfies z.ZodType<BenchResult>;
+
+/** `modes[0].perDevice[1].device`: where an issue is, as a reader of the file would write it. */
+function fieldPath(path: readonly PropertyKey[]): string {
+  return path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i === 0 ? '' : '.'}${String(key)}`)).join('');
 }
 
-/** Parses the text of a saved `bench --json` output (`source` names it in errors) and checks what the report, the
- * timeline and the trace read: the schema, the sections, and every mode's numbers and phase times.
- * @throws {@link ResultsFileError} naming the first field that is missing or wrong, or the JSON syntax error. */
+/** A value as the message shows it: JSON, shortened. */
+function shown(value: unknown): string {
+  const text = value === undefined ? 'missing' : JSON.stringify(value) ?? String(value);
+  return text.length > 40 ? `${text.slice(0, 37)}...` : text;
+}
+
+/** What a field is and should be, for the first issue zod found. */
+function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
+  const at = fieldPath(issue.path);
+  switch (issue.code) {
+    case 'invalid_type': {
+      const expected = issue.expected === 'int' ? 'an integer' : issue.expected === 'array' || issue.expected === 'object' ? `an ${issue.expected}` : `a ${issue.expected}`;
+      return `${at} is ${shown(issue.input)}, not ${expected}`;
+    }
+    case 'invalid_value':
+      return `${at} is ${shown(issue.input)}, not ${issue.values.length === 1 ? shown(issue.values[0]) : `one of ${issue.values.join(', ')}`}`;
+    case 'too_small': {
+      if (Array.isArray(issue.input)) {
+        const n = issue.input.length;
+        return `${at} has ${n} ${n === 1 ? 'entry' : 'entries'}, fewer than ${String(issue.minimum)}`;
+      }
+      return `${at} is ${shown(issue.input)}, ${issue.inclusive ? 'below' : 'not above'} ${String(issue.minimum)}`;
+    }
+    case 'custom':
+      return `${at} ${issue.message}`;
+    default:
+      return `${at}: ${issue.message}`;
+  }
+}
+
+/** Parses the text of a saved `bench --json` output (`source` names it in errors) and checks every field the report,
+ * the timeline and the trace read: types, ranges (counts are non-negative integers, rates and times non-negative),
+ * mode names, and that each task's phase marks ascend.
+ * @throws {@link ResultsFileError} naming the first field that is missing or wrong and its value, the JSON syntax
+ * error, or a schema of another version. */
 export function parseBenchResults(text: string, source: string): BenchResult {
   const fail = (what: string): never => {
     throw new ResultsFileError(`${source} is not a cuda-stream-pool bench results file: ${what}.`);
@@ -225,36 +346,13 @@ export function parseBenchResults(text: string, source: string): BenchResult {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    return fail(`its JSON does not parse (${(error as Error).message})`);
+    return fail(`its JSON does not parse (${(error as Error).message.replace(/\n/g, '\\n')})`);
   }
-  if (!isRecord(value)) return fail('it is not a JSON object');
-  if (value.schema !== BENCH_SCHEMA)
-    fail(
-      typeof value.schema === 'string' && value.schema.startsWith('cuda-stream-pool/bench/')
-        ? `its schema is ${JSON.stringify(value.schema)}, and this version reads ${JSON.stringify(BENCH_SCHEMA)} (run the benchmark again with this version)`
-        : `"schema" is ${JSON.stringify(value.schema)}, not ${JSON.stringify(BENCH_SCHEMA)}`,
-    );
-  for (const key of ['environment', 'parameters', 'phasesAloneMs'] as const) if (!isRecord(value[key])) fail(`"${key}" is not an object`);
-  if (!Array.isArray(value.modes)) fail('"modes" is not an array');
-  const finite = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
-  (value.modes as unknown[]).forEach((mode, i) => {
-    const at = `modes[${i}]`;
-    if (!isRecord(mode) || !Object.hasOwn(MODE_DESCRIPTIONS, mode.mode as string))
-      return fail(`${at}.mode is ${JSON.stringify(isRecord(mode) ? mode.mode : mode)}, not one of ${Object.keys(MODE_DESCRIPTIONS).join(', ')}`);
-    for (const key of ['tasksPerSecond', 'gigabytesPerSecond', 'overlapFraction', 'latencyMs'] as const)
-      if (!isRecord(mode[key])) fail(`${at}.${key} is not an object`);
-    if (!Array.isArray(mode.wallMs) || !mode.wallMs.every(finite)) fail(`${at}.wallMs is not an array of numbers`);
-    const tasks = mode.lastRunTasks;
-    if (tasks === null) return;
-    if (!Array.isArray(tasks)) return fail(`${at}.lastRunTasks is neither null nor an array`);
-    tasks.forEach((task: unknown, t) => {
-      const where = `${at}.lastRunTasks[${t}]`;
-      if (!isRecord(task) || !Number.isInteger(task.task) || !Number.isInteger(task.thread) || typeof task.streamId !== 'string')
-        fail(`${where} needs an integer task and thread and a string streamId`);
-      const marks = (task as Record<string, unknown>).marksMs;
-      if (!Array.isArray(marks) || marks.length !== 4 || !marks.every(finite) || !marks.every((m, k) => k === 0 || m >= marks[k - 1]))
-        fail(`${where}.marksMs is not 4 ascending numbers`);
-    });
-  });
-  return value as unknown as BenchResult;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return fail('it is not a JSON object');
+  const schema = (value as { schema?: unknown }).schema;
+  if (typeof schema === 'string' && schema !== BENCH_SCHEMA && schema.startsWith('cuda-stream-pool/bench/'))
+    fail(`its schema is ${JSON.stringify(schema)}, and this version reads ${JSON.stringify(BENCH_SCHEMA)} (run the benchmark again with this version)`);
+  const checked = benchResultShape.safeParse(value, { reportInput: true });
+  if (!checked.success) fail(describeIssue(checked.error.issues[0]!));
+  return value as BenchResult;
 }

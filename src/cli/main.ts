@@ -236,26 +236,50 @@ program
   .option('--trace <file.json>', 'write the Trace Event file (as bench --trace does)', traceOption)
   .addHelpText('after', '\nExit codes: 0 done; 1 an output could not be written; 64 a bad option or results file.')
   .action(async (file: string, options: { html?: string; trace?: string }, command: Command) => {
-    const usage = (message: string): never => command.error(`error: ${message}`, { exitCode: EXIT_USAGE, code: 'cuda-stream-pool.usage' });
+    // What is wrong is the file, not an option: no pointer to --help.
+    const badFile = (message: string): never => {
+      console.error(`cuda-stream-pool report: ${message}`);
+      return process.exit(EXIT_USAGE);
+    };
     const { parseBenchResults } = await import('../bench/results.js');
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
     } catch (error) {
-      return usage(`cannot read the results file ${file}: ${(error as Error).message}.`);
+      return badFile(`cannot read the results file ${file}: ${(error as Error).message}.`);
     }
     let result: BenchResult;
     try {
       result = parseBenchResults(text, file);
     } catch (error) {
-      return usage((error as Error).message);
+      return badFile((error as Error).message);
     }
     if ((options.html !== undefined || options.trace !== undefined) && !result.modes.some((m) => m.lastRunTasks?.length))
-      usage(`${file} holds no phase times, which --html and --trace draw. Run the benchmark with --phases, --timeline or --trace.`);
+      command.error(`error: ${file} holds no phase times, which --html and --trace draw. Run the benchmark with --phases, --timeline or --trace.`, {
+        exitCode: EXIT_USAGE,
+        code: 'cuda-stream-pool.usage',
+      });
     const written = await writeOutputs('report', result, options);
     const { formatReport } = await import('../bench/report.js');
     return finish(0, formatReport(result) + written);
   });
+
+/** `bench --json micro`: options written before `micro` are parsed by `bench`. The ones `micro` also has (`--device`,
+ * `--json`, `--quiet`) count as if written after it; any other is a usage error naming it, rather than ignored. */
+function inheritBenchOptions(command: Command, options: { device: number; json: boolean; quiet: boolean }): void {
+  const parent = command.parent!;
+  const given = parent.options.filter((option) => parent.getOptionValueSource(option.attributeName()) === 'cli');
+  const foreign = given.find((option) => !command.options.some((own) => own.long === option.long));
+  if (foreign)
+    command.error(`error: option '${foreign.flags}' is an option of 'cuda-stream-pool bench' only; 'bench micro' does not take it.`, {
+      exitCode: EXIT_USAGE,
+      code: 'cuda-stream-pool.usage',
+    });
+  for (const option of given) {
+    const key = option.attributeName() as keyof typeof options;
+    if (command.getOptionValueSource(key) !== 'cli') (options as Record<string, unknown>)[key] = parent.getOptionValue(key);
+  }
+}
 
 bench
   .command('micro')
@@ -269,6 +293,7 @@ bench
   .allowExcessArguments(false)
   .addHelpText('after', '\nExit codes: 0 done; 1 a group failed or CUDA failed; 2 no usable GPU (the reason is printed); 64 a bad option.')
   .action(async (options: { device: number; json: boolean; quiet: boolean }, command: Command) => {
+    inheritBenchOptions(command, options);
     requireGpu('bench micro');
     requireDevice(command, options.device);
     const { runMicroBenchmarks, formatMicroReport } = await import('../bench/micro.js');
