@@ -47,7 +47,7 @@ test('bench --tasks 0 exits 64 naming --tasks and its accepted range', () => {
 });
 
 test('bench --elements 1.5 exits 64: integer options refuse fractions and other half-numbers', () => {
-  for (const value of ['1.5', '1e3', '0x10', '12abc', '-1']) {
+  for (const value of ['1.5', '1e3', '0x10', '12abc', '-1', '+12', ' 12', '12 ', '012', '']) {
     const r = cli(['bench', '--elements', value], { noGpu: true });
     assert.equal(r.status, 64, `${value}: ${r.stderr}`);
     assert.match(r.stderr, /--elements/);
@@ -104,6 +104,25 @@ test('bench options written before micro: one micro lacks exits 64 naming it; wi
   const shared = cli(['bench', '--json', '--quiet', 'micro'], { noGpu: true });
   assert.equal(shared.status, 2, shared.stderr);
   assert.match(shared.stderr, /bench micro needs a CUDA GPU/);
+});
+
+test('help takes a command path: help bench micro prints micro\'s help, an unknown name exits 64 naming it', () => {
+  const micro = cli(['help', 'bench', 'micro'], { noGpu: true });
+  assert.equal(micro.status, 0, micro.stderr);
+  assert.match(micro.stdout, /^Usage: cuda-stream-pool bench micro \[options\]/);
+  assert.match(micro.stdout, /--json/);
+  const report = cli(['help', 'report'], { noGpu: true });
+  assert.equal(report.status, 0, report.stderr);
+  assert.match(report.stdout, /^Usage: cuda-stream-pool report \[options\] <results\.json>/);
+  for (const [args, message] of [
+    [['help', 'foo'], /unknown command 'foo' for 'cuda-stream-pool'\. Commands: 'bench', 'report'\./],
+    [['help', 'bench', 'macro'], /unknown command 'macro' for 'cuda-stream-pool bench'\. Commands: 'micro'\./],
+  ] as const) {
+    const r = cli([...args], { noGpu: true });
+    assert.equal(r.status, 64, r.stderr);
+    assert.match(r.stderr, message);
+    assert.equal(r.stdout, '', 'no help printed for an unknown command');
+  }
 });
 
 test('bench with an unknown benchmark name exits 64 naming the accepted ones', () => {

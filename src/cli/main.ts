@@ -310,4 +310,22 @@ bench
     return finish(failed ? EXIT_FAILED : 0, options.json ? `${JSON.stringify(report, null, 2)}\n` : formatMicroReport(report));
   });
 
+/** `help [command...]`, resolved down to a subcommand (`help bench micro`; commander's own stops at the first level);
+ * an unknown name is a usage error naming it and the commands there are, rather than the program's help. */
+program.helpCommand('help [command...]', 'display help for a command (for example: help bench micro)');
+function help(names: string[]): never {
+  let command: Command = program;
+  for (const name of names) {
+    const next = command.commands.find((c) => c.name() === name);
+    if (!next) {
+      const known = command.commands.map((c) => `'${c.name()}'`).join(', ');
+      console.error(`error: unknown command '${name}' for '${commandPath(command)}'. Commands: ${known}.`);
+      process.exit(EXIT_USAGE);
+    }
+    command = next;
+  }
+  command.help();
+}
+
+if (process.argv[2] === 'help') help(process.argv.slice(3));
 await program.parseAsync(process.argv);

@@ -55,11 +55,12 @@ export interface BenchCliOptions {
   phases: boolean;
 }
 
-/** A commander argument parser for an integer option from `min` to `max` inclusive (decimal digits only, so "1e3",
- * "0x10" and "12abc" are refused rather than half-read). */
+/** A commander argument parser for an integer option from `min` to `max` inclusive: decimal digits only, without a
+ * sign, spaces or a leading zero, so "1e3", "0x10", "12abc", "+12", " 12" and "012" (octal to some) are refused rather
+ * than half-read. */
 export function integerOption(min: number, max: number): (value: string) => number {
   return (value) => {
-    const parsed = /^[+]?\d+$/.test(value.trim()) ? Number(value.trim()) : Number.NaN;
+    const parsed = /^(0|[1-9]\d*)$/.test(value) ? Number(value) : Number.NaN;
     if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max)
       throw new InvalidArgumentError(`Accepted: an integer from ${min} to ${max}.`);
     return parsed;
