@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -273,6 +273,18 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   const r = cli(['report', file('ok.json', JSON.stringify(noPhases)), '--trace', path.join(dir, 'ok.json', 'trace.json')], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);
+});
+
+test('report exits 1 naming the error when stdout cannot be written (a full disk)', { skip: !existsSync('/dev/full') && 'this system has no /dev/full' }, (t) => {
+  const file = path.join(scratchDir(t), 'results.json');
+  writeFileSync(file, JSON.stringify(syntheticResults({ tasks: 2, modes: ['pool'] })));
+  const full = openSync('/dev/full', 'w');
+  t.after(() => closeSync(full));
+  const env = { ...process.env, CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' };
+  const main = path.join('dist', 'src', 'cli', 'main.js');
+  const r = spawnSync(process.execPath, [main, 'report', file], { cwd: repositoryRoot, env, encoding: 'utf8', stdio: ['ignore', full, 'pipe'], timeout: 60_000 });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /cannot write the output to stdout: ENOSPC/);
 });
 
 test('a malformed corruption hook exits 64 naming the variable and the accepted form', () => {

@@ -25,10 +25,19 @@ import {
   type BenchCliOptions,
 } from './options.js';
 
-/** Writes `text` to stdout and exits with `code` once it is flushed (a pipe may take a while to drain a large JSON).
- * Exiting explicitly, rather than when the event loop empties, keeps a forgotten handle from hanging the CLI. */
+/** Writes `text` to stdout and exits with `code` once it is flushed (a pipe may take a while to drain a large JSON),
+ * or with 1 naming the error when stdout cannot be written. Exiting explicitly, rather than when the event loop
+ * empties, keeps a forgotten handle from hanging the CLI. */
 function finish(code: number, text: string): void {
-  process.stdout.write(text, () => process.exit(code));
+  // A reader that closed the pipe early (`| head`) is not a failure; a full disk or another write error is.
+  process.stdout.on('error', () => {});
+  process.stdout.write(text, (error) => {
+    if (error && (error as NodeJS.ErrnoException).code !== 'EPIPE') {
+      console.error(`cuda-stream-pool: cannot write the output to stdout: ${error.message}`);
+      process.exit(EXIT_FAILED);
+    }
+    process.exit(code);
+  });
 }
 
 /** Exits 2 with cuda.unavailableReason when there is no usable GPU; the README's quick start and CI rely on it. */
