@@ -71,4 +71,15 @@ export const cuda = {
   liveObjects(): LiveObjects {
     return native.liveObjects();
   },
+  /** Failures inside callbacks that the runtime, the driver or the library's own threads call, where nothing can be
+   * thrown to anyone: finalizers (a buffer, pool or stream garbage-collected), environment cleanup hooks (a thread
+   * exiting or a worker terminated), deliveries of finished waits, the poller and synchronizer threads. Each is
+   * caught instead of aborting the process (what it was doing is left undone: a handle or a block of memory may leak),
+   * and counted here, process-wide. A healthy process reports `{ count: 0, last: undefined }`; a worker terminated
+   * while a delivery to it was running can count one. Never opens the driver; never throws.
+   * @returns `count`: failures since the process started; `last`: the latest one's message (which callback, then
+   * the exception's message, at most 255 characters), `undefined` when there was none. */
+  callbackFailures(): { count: number; last: string | undefined } {
+    return native.callbackFailures();
+  },
 };

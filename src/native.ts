@@ -34,6 +34,7 @@ export interface NativeBinding {
   /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
   currentDevice(): number;
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; contexts: number[] };
+  callbackFailures(): { count: number; last: string | undefined };
   cudaError(code: number, call: string, detail: string): Error;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
@@ -224,6 +225,7 @@ function unavailableBinding(reason: string): NativeBinding {
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
     liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, contexts: [] }),
+    callbackFailures: () => ({ count: 0, last: undefined }),
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, markersEnqueued: 0 }),

@@ -23,7 +23,7 @@
 //      event back to the pool)
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
-//      poller's park mutex.
+//      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.
 // Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock_order.h), and
 // CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
 #pragma once
@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "check.h"
+#include "never_throws.h"
 
 namespace csp {
 
@@ -86,8 +87,9 @@ struct Box {
 
  private:
   static constexpr uint32_t kRetired = 0x80000000u;
+  // Runs from destructors and finalizers too, where an exception would abort the process.
   void release_once() {
-    if (!released_.exchange(true, std::memory_order_acq_rel)) release();
+    if (!released_.exchange(true, std::memory_order_acq_rel)) never_throws("releasing a handle", [&] { release(); });
   }
   std::atomic<uint32_t> state_{0};
   std::atomic<bool> released_{false};

@@ -57,7 +57,7 @@ void run_deferred_forever() {
       for (auto& call : calls[device]) {
         DeviceWideCall guard(device);
         if (guard.allowed())
-          never_throws(call);
+          never_throws("a call deferred until captures close", call);
         else
           kept.push_back(std::move(call));
       }
@@ -98,12 +98,12 @@ void outside_captures(int device, std::function<void()> call) noexcept {
   {
     DeviceWideCall guard(device);
     if (guard.allowed()) {
-      never_throws(call);
+      never_throws("a device-wide call", call);
       return;
     }
   }
   // Out of memory or threads, the call is dropped (its handle leaks), which beats aborting the process.
-  never_throws([&] {
+  never_throws("deferring a call until captures close", [&] {
     {
       std::lock_guard<OrderedMutex> lock(deferred().mutex);
       deferred().calls[device].push_back(std::move(call));
@@ -126,7 +126,7 @@ void capture_closing(int device) noexcept {
     std::lock_guard<OrderedMutex> lock(deferred().mutex);
     waiting = !deferred().calls[device].empty();
   }
-  if (waiting) never_throws(wake_deferred);
+  if (waiting) never_throws("waking the deferred calls", wake_deferred);
 }
 
 }  // namespace csp

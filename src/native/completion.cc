@@ -332,7 +332,7 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
   } catch (const Napi::Error& error) {
     // The dispatcher never throws; if it did, report it as an uncaught exception rather than abort the process. In a
     // terminating worker every N-API call fails, Value() included: then there is nobody to report to.
-    never_throws([&] {
+    never_throws("completion delivery", [&] {
       napi_value value = error.Value();
       if (value) napi_fatal_exception(env, value);
     });
@@ -553,7 +553,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
   // thread-safe function's own cleanup. Waits still pending find the channel closed and are dropped by the poller;
   // landings already delivered but not drained give their staging back here. Harmless at any stage, including when
   // nothing is pending; never throws.
-  env.AddCleanupHook([channel]() { never_throws([&] {
+  env.AddCleanupHook([channel]() { never_throws("completion channel cleanup hook", [&] {
     std::vector<Ready> dropped;
     {
       std::lock_guard<OrderedMutex> lock(channel->mutex);

@@ -156,6 +156,16 @@ Napi::Value live_objects(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// callbackFailures() -> { count, last }: what never_throws caught, process-wide (last: undefined when none).
+Napi::Value callback_failures_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object out = Napi::Object::New(env);
+  const uint64_t count = callback_failures().count();
+  out.Set("count", static_cast<double>(count));
+  out.Set("last", count ? Napi::Value(Napi::String::New(env, callback_failures().last())) : env.Undefined());
+  return out;
+}
+
 // cudaError(code, call, detail) -> the CudaError for a status found by a poll; never throws it.
 Napi::Value cuda_error(const Napi::CallbackInfo& info) {
   try {
@@ -189,6 +199,7 @@ void register_device(Napi::Env env, Napi::Object exports) {
   exports.Set("currentDevice", Napi::Function::New<js_entry<current_device_js>>(env, "currentDevice"));
   exports.Set("deviceFault", Napi::Function::New<js_entry<device_fault_js>>(env, "deviceFault"));
   exports.Set("liveObjects", Napi::Function::New<js_entry<live_objects>>(env, "liveObjects"));
+  exports.Set("callbackFailures", Napi::Function::New<js_entry<callback_failures_js>>(env, "callbackFailures"));
   exports.Set("cudaError", Napi::Function::New<cuda_error>(env, "cudaError"));
 }
 

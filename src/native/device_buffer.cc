@@ -225,7 +225,7 @@ Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
   auto external = Napi::External<std::shared_ptr<DeviceBufferBox>>::New(
       env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<DeviceBufferBox>* h) {
         // Runs on: the owner's JS thread, during GC or environment teardown. No JS; never throws.
-        never_throws([&] { free_memory(**h, nullptr, (*h)->owner_environment, nullptr); });
+        never_throws("DeviceBuffer finalizer", [&] { free_memory(**h, nullptr, (*h)->owner_environment, nullptr); });
         delete h;
       });
   holder.release();

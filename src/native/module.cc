@@ -27,7 +27,7 @@ struct ModuleBox : Box {
  protected:
   // cuModuleUnload invalidates a capture open on the device in any thread: it waits for the captures to close.
   void release() override {
-    never_throws([&] {  // making the std::function may allocate
+    never_throws("module unload", [&] {  // making the std::function may allocate
       outside_captures(device, [module = handle, device = device] {
         if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(module), device);
         live().modules--;

@@ -25,7 +25,7 @@ inline pthread_t start_thread(std::function<void()> body) {
       &thread, nullptr,
       [](void* argument) -> void* {
         std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(argument));
-        never_throws(*run);
+        never_throws("a native thread of the library", *run);
         return nullptr;
       },
       heap);

@@ -1,17 +1,71 @@
 // The one way the native layer keeps an exception from escaping code that the runtime, the driver or a thread of ours
-// calls. No Node-API here, so that code built without it (the capture guard's CPU check) uses it too.
+// calls, and records what it caught so that the JS side can report it (cuda.callbackFailures()). No Node-API here, so
+// that code built without it (the CPU checks of test/native) uses it too.
 #pragma once
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <string>
 
 namespace csp {
 
+// What never_throws caught, process-wide: how many failures, and the last one's message. Written without allocating
+// and without a lock that could throw (a spin flag around a fixed buffer), since it runs where nothing may throw.
+class CallbackFailures {
+ public:
+  void record(const char* message) noexcept {
+    count_.fetch_add(1, std::memory_order_relaxed);
+    while (busy_.test_and_set(std::memory_order_acquire)) {
+    }
+    std::strncpy(last_, message ? message : "", sizeof last_ - 1);
+    last_[sizeof last_ - 1] = '\0';
+    busy_.clear(std::memory_order_release);
+  }
+
+  uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+
+  std::string last() {
+    while (busy_.test_and_set(std::memory_order_acquire)) {
+    }
+    std::string out(last_);
+    busy_.clear(std::memory_order_release);
+    return out;
+  }
+
+ private:
+  std::atomic<uint64_t> count_{0};
+  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  char last_[256] = {};
+};
+
+inline CallbackFailures& callback_failures() noexcept {
+  static CallbackFailures failures;
+  return failures;
+}
+
 // Runs the body of a callback that the runtime or a thread of ours calls (a finalizer, a cleanup hook, a thread-safe
-// function's call, a thread's body): nothing may escape it, or the process aborts (std::terminate). A failure there
-// has nobody to report to, and node-addon-api throws Napi::Error from any N-API call once a worker is terminating.
+// function's call, a thread's body, a box's release): nothing may escape it, or the process aborts (std::terminate).
+// A failure there has nobody to throw to (node-addon-api throws Napi::Error from any N-API call once a worker is
+// terminating), so it is counted with its message, where cuda.callbackFailures() and the soak's checks see it.
+// `where` names the callback in that message.
 template <class F>
-void never_throws(F&& body) noexcept {
+void never_throws(const char* where, F&& body) noexcept {
   try {
     body();
+  } catch (const std::exception& error) {
+    char message[256];
+    std::strncpy(message, where, sizeof message - 1);
+    message[sizeof message - 1] = '\0';
+    std::strncat(message, ": ", sizeof message - 1 - std::strlen(message));
+    std::strncat(message, error.what(), sizeof message - 1 - std::strlen(message));
+    callback_failures().record(message);
   } catch (...) {
+    char message[256];
+    std::strncpy(message, where, sizeof message - 1);
+    message[sizeof message - 1] = '\0';
+    std::strncat(message, ": an exception that is not a std::exception", sizeof message - 1 - std::strlen(message));
+    callback_failures().record(message);
   }
 }
 

@@ -213,7 +213,7 @@ void PinnedBox::give_back() {
 PinnedBlock::PinnedBlock(size_t bytes, int device) : block_(pinned_cache().acquire(bytes, device)) {}
 
 PinnedBlock::~PinnedBlock() {
-  if (!leaked_) pinned_cache().release(block_);
+  if (!leaked_) never_throws("returning a pinned block to the cache", [&] { pinned_cache().release(block_); });
 }
 
 void* PinnedBlock::data() const { return block_->ptr; }
@@ -251,7 +251,7 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
         env, box->block->ptr, bytes,
         [](Napi::BasicEnv, void*, std::shared_ptr<PinnedBox>* hint) {
           // Runs on: the JS thread that made the ArrayBuffer, once it and every view are gone (or at teardown).
-          never_throws([&] { (*hint)->give_back(); });
+          never_throws("PinnedBuffer finalizer", [&] { (*hint)->give_back(); });
           delete hint;
         },
         owner);

@@ -154,12 +154,14 @@ struct PoolHandle {
   PoolHandle& operator=(const PoolHandle&) = delete;
   // Runs on: the JS thread that owned the handle, from a basic finalizer (GC or environment teardown).
   ~PoolHandle() {
-    bool last = false;
-    {
-      std::lock_guard<OrderedMutex> lock(registry().mutex);
-      last = --state->handles == 0 && !state->is_default;
-    }
-    if (last) destroy_pool(state);
+    never_throws("StreamPool finalizer", [&] {
+      bool last = false;
+      {
+        std::lock_guard<OrderedMutex> lock(registry().mutex);
+        last = --state->handles == 0 && !state->is_default;
+      }
+      if (last) destroy_pool(state);
+    });
   }
 };
 
@@ -364,7 +366,7 @@ void register_pool(Napi::Env env, Napi::Object exports) {
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
   // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no
   // pool, or a pool already destroyed, there is nothing to give back.
-  env.AddCleanupHook([environment]() { never_throws([&] { release_environment(environment); }); });
+  env.AddCleanupHook([environment]() { never_throws("pool cleanup hook", [&] { release_environment(environment); }); });
 }
 
 }  // namespace csp

@@ -32,7 +32,7 @@ OwnedStreams& owned_streams() {
 
 StreamBox::~StreamBox() {
   retire();
-  release_ticket(ticket);
+  never_throws("releasing a stream's ticket slot", [&] { release_ticket(ticket); });
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
 
@@ -228,7 +228,7 @@ void register_stream(Napi::Env env, Napi::Object exports) {
   exports.Set("streamWaitEventCount",
               Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
   // Runs when the environment tears down, on its thread: destroys its waitStream events.
-  env.AddCleanupHook([markers]() { never_throws([&] { delete markers; }); });
+  env.AddCleanupHook([markers]() { never_throws("waitStream events cleanup hook", [&] { delete markers; }); });
 }
 
 }  // namespace csp

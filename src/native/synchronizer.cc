@@ -99,7 +99,7 @@ void deliver_now(Napi::Env env, Delivery* raw) {
 
 // Runs on: the JS thread of the environment, for each batch of requests a synchronizer thread finished.
 void deliver(Napi::Env env, Napi::Function, Delivery* raw) {
-  never_throws([&] { deliver_now(env, raw); });
+  never_throws("device.synchronize() delivery", [&] { deliver_now(env, raw); });
 }
 
 CUresult synchronize_device(int device) {
@@ -122,7 +122,7 @@ void free_now(int device, const ManagedFree& memory) {
 // or, while a capture is open on the device, on the capture guard's thread once none is (Note [capture guard]).
 // Never throws.
 void free_after_device_work(int device, std::vector<ManagedFree> frees) {
-  never_throws([&] {  // making the std::function may allocate
+  never_throws("managed memory free after device work", [&] {  // making the std::function may allocate
     outside_captures(device, [device, frees = std::move(frees)] {
       // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
       if (make_current_quiet(device)) check_quiet(drv().cuCtxSynchronize(), device);
@@ -236,11 +236,13 @@ std::shared_ptr<Synchronizers> synchronizers_of(Napi::Env env) {
   // function's own cleanup (hooks run in reverse order). Threads may be mid cuCtxSynchronize, idle, or not started;
   // at every stage they find the gate closed, free what is queued, and exit without touching JS.
   env.AddCleanupHook([owner]() {
-    std::lock_guard<OrderedMutex> lock(owner->mutex);
-    if (!owner->open) return;
-    owner->open = false;
-    owner->tsfn.Release();
-    owner->wake.notify_all();
+    never_throws("device.synchronize() cleanup hook", [&] {
+      std::lock_guard<OrderedMutex> lock(owner->mutex);
+      if (!owner->open) return;
+      owner->open = false;
+      owner->tsfn.Release();
+      owner->wake.notify_all();
+    });
   });
   return owner;
 }

@@ -287,7 +287,9 @@ void settle(Napi::Env env, Napi::Function, void*, Job* job) {
     else
       job->deferred.Resolve(result_of(env, job->outcome));
   } catch (const Napi::Error& e) {
-    job->deferred.Reject(e.Value());
+    never_throws("bench runTasks settle", [&] { job->deferred.Reject(e.Value()); });
+  } catch (...) {
+    // Nothing to settle the promise with (out of memory): it stays pending, which beats aborting the process.
   }
 }
 

@@ -90,8 +90,9 @@ export const deviceOperations: Operation[] = [
           } finally {
             a.free();
             b.free();
-            await first.synchronize().catch(() => undefined);
-            await second.synchronize().catch(() => undefined);
+            // Raced like every await: a hang here is a step timeout naming it, not a silent watchdog kill.
+            await ctx.within(first.synchronize().catch(() => undefined), 'peer copy: first stream drained');
+            await ctx.within(second.synchronize().catch(() => undefined), 'peer copy: second stream drained');
             first.destroy();
             second.destroy();
           }
