@@ -26,11 +26,12 @@ class CallbackFailures {
   uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
 
   std::string last() {
+    char copy[sizeof last_];
     while (busy_.test_and_set(std::memory_order_acquire)) {
     }
-    std::string out(last_);
+    std::memcpy(copy, last_, sizeof copy);
     busy_.clear(std::memory_order_release);
-    return out;
+    return std::string(copy);  // allocates only once the flag is clear: a throw here leaves it usable
   }
 
  private:
