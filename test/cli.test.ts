@@ -69,6 +69,8 @@ test('bench --devices exits 64 for a bad entry, a device named twice, or beside 
     ['0,,1', /An empty entry is not a device ordinal/],
     ['1024', /"1024" is not a device ordinal/],
     ['0,1,0', /Device 0 is named twice/],
+    ['01,2', /"01" is not a device ordinal/],
+    ['0, 1', /" 1" is not a device ordinal/],
   ] as const) {
     const r = cli(['bench', '--devices', value], { noGpu: true });
     assert.equal(r.status, 64, `${value}: ${r.stderr}`);
@@ -114,9 +116,15 @@ test('help takes a command path: help bench micro prints micro\'s help, an unkno
   const report = cli(['help', 'report'], { noGpu: true });
   assert.equal(report.status, 0, report.stderr);
   assert.match(report.stdout, /^Usage: cuda-stream-pool report \[options\] <results\.json>/);
+  for (const args of [['help', 'help'], ['help', '--help']]) {
+    const program = cli(args, { noGpu: true });
+    assert.equal(program.status, 0, program.stderr);
+    assert.match(program.stdout, /^Usage: cuda-stream-pool \[options\] \[command\]/);
+  }
   for (const [args, message] of [
     [['help', 'foo'], /unknown command 'foo' for 'cuda-stream-pool'\. Commands: 'bench', 'report'\./],
     [['help', 'bench', 'macro'], /unknown command 'macro' for 'cuda-stream-pool bench'\. Commands: 'micro'\./],
+    [['help', 'report', 'x'], /'cuda-stream-pool report' has no commands; 'x' is not one\./],
   ] as const) {
     const r = cli([...args], { noGpu: true });
     assert.equal(r.status, 64, r.stderr);
@@ -261,6 +269,10 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
     [[broken('no-runs.json', (r) => (r.modes[0].wallMs = []))], /modes\[0\]\.wallMs has 0 entries, fewer than 1/],
     [[broken('no-modes.json', (r) => (r.modes = []))], /modes has 0 entries, fewer than 1/],
     [[broken('median.json', (r) => (r.modes[1].tasksPerSecond.median = 'x')), '--html', path.join(dir, 'median.html')], /modes\[1\]\.tasksPerSecond\.median is "x", not a number/],
+    [[broken('five-marks.json', (r) => (r.modes[0].lastRunTasks[0].marksMs = [1, 2, 3, 4, 5]))], /modes\[0\]\.lastRunTasks\[0\]\.marksMs has 5 entries, more than 4/],
+    // Nested 8,000 deep: shown by its size, never serialized (that overflowed the stack).
+    [[file('deep.json', JSON.stringify(withPhases).replace(/"wallMs":\[[^\]]*\]/, `"wallMs":${'['.repeat(8000)}${']'.repeat(8000)}`))], /modes\[0\]\.wallMs\[0\] is an array of 1, not a number/],
+    [[file('huge.json', JSON.stringify(withPhases).replace(/"overlapBoundMs":[^,]+/, '"overlapBoundMs":1e400'))], /overlapBoundMs is beyond the range of a float64 \(read as Infinity\), not a finite number/],
   ];
   for (const [args, message] of [...cases, ...fieldCases]) {
     const r = cli(['report', ...args], { noGpu: true });
@@ -270,6 +282,8 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
     if (fieldCases.some(([other]) => other === args)) assert.doesNotMatch(r.stderr, /--help|writable path/);
   }
   assert.ok(!existsSync(path.join(dir, 'median.html')), 'no page was written for a broken file');
+  const marked = cli(['report', file('bom.json', `\uFEFF${JSON.stringify(withPhases)}`)], { noGpu: true });
+  assert.equal(marked.status, 0, `a byte-order mark, as some editors write, is not an error: ${marked.stderr}`);
   const r = cli(['report', file('ok.json', JSON.stringify(noPhases)), '--trace', path.join(dir, 'ok.json', 'trace.json')], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);

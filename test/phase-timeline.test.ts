@@ -63,3 +63,20 @@ test('per-thread rows keep the streams of different threads apart, even with one
 test('a mode without phase times is refused with a RangeError naming it', () => {
   assert.throws(() => modeTimeline({ ...modeWith([]), lastRunTasks: null }), { name: 'RangeError', message: /mode pool holds no phase times \(lastRunTasks is null\)/ });
 });
+
+test('a run of 150,000 tasks gets its timeline and trace: no step spreads every task as call arguments', async () => {
+  const { traceText } = await import('../src/bench/trace.js');
+  const result = syntheticResults({ tasks: 150_000, modes: ['pool'] });
+  const tasks = result.modes[0]!.lastRunTasks!;
+  const timeline = modeTimeline(result.modes[0]!);
+  let first = Infinity;
+  let last = -Infinity;
+  for (const task of tasks) {
+    first = Math.min(first, task.marksMs[0]);
+    last = Math.max(last, task.marksMs[3]);
+  }
+  assert.equal(timeline.spanStartMs, first);
+  assert.equal(timeline.spanEndMs, last);
+  assert.equal(timeline.rows.reduce((sum, row) => sum + row.tasks.length, 0), 150_000);
+  assert.ok(traceText(result).length > 0);
+});

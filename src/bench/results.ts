@@ -303,9 +303,16 @@ function fieldPath(path: readonly PropertyKey[]): string {
   return path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i === 0 ? '' : '.'}${String(key)}`)).join('');
 }
 
-/** A value as the message shows it: JSON, shortened. */
+/** A value as the message shows it, shortened: a number or text as written, an array or object by its size (never
+ * serialized whole: a value nested thousands deep would overflow the stack). */
 function shown(value: unknown): string {
-  const text = value === undefined ? 'missing' : JSON.stringify(value) ?? String(value);
+  let text: string;
+  if (value === undefined) text = 'missing';
+  else if (typeof value === 'number') text = String(value);
+  else if (typeof value === 'string') text = JSON.stringify(value);
+  else if (Array.isArray(value)) text = value.length === 0 ? '[]' : `an array of ${value.length}`;
+  else if (typeof value === 'object' && value !== null) text = Object.keys(value).length === 0 ? '{}' : 'an object';
+  else text = String(value);
   return text.length > 40 ? `${text.slice(0, 37)}...` : text;
 }
 
@@ -314,7 +321,9 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
   const at = fieldPath(issue.path);
   switch (issue.code) {
     case 'invalid_type': {
-      const expected = issue.expected === 'int' ? 'an integer' : issue.expected === 'array' || issue.expected === 'object' ? `an ${issue.expected}` : `a ${issue.expected}`;
+      if (typeof issue.input === 'number') return `${at} is beyond the range of a float64 (read as ${issue.input}), not a finite number`;
+      const expected =
+        issue.expected === 'int' ? 'an integer' : issue.expected === 'tuple' || issue.expected === 'array' ? 'an array' : issue.expected === 'object' ? 'an object' : `a ${issue.expected}`;
       return `${at} is ${shown(issue.input)}, not ${expected}`;
     }
     case 'invalid_value':
@@ -325,6 +334,13 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
         return `${at} has ${n} ${n === 1 ? 'entry' : 'entries'}, fewer than ${String(issue.minimum)}`;
       }
       return `${at} is ${shown(issue.input)}, ${issue.inclusive ? 'below' : 'not above'} ${String(issue.minimum)}`;
+    }
+    case 'too_big': {
+      if (Array.isArray(issue.input)) {
+        const n = issue.input.length;
+        return `${at} has ${n} ${n === 1 ? 'entry' : 'entries'}, more than ${String(issue.maximum)}`;
+      }
+      return `${at} is ${shown(issue.input)}, above ${String(issue.maximum)}`;
     }
     case 'custom':
       return `${at} ${issue.message}`;
@@ -344,7 +360,7 @@ export function parseBenchResults(text: string, source: string): BenchResult {
   };
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(text.replace(/^\uFEFF/, '')); // an editor's byte-order mark is not part of the JSON
   } catch (error) {
     return fail(`its JSON does not parse (${(error as Error).message.replace(/\n/g, '\\n')})`);
   }

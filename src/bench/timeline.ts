@@ -4,7 +4,6 @@
 // wheel zooms and a drag pans. The bars are drawn on canvases by the page's script (timeline-script.ts): a run has
 // up to tens of thousands of bars, too many for one DOM node each. The numbers (occupancy per phase) are also in
 // plain HTML tables, with data- attributes for tools and tests.
-import { writeFileSync } from 'node:fs';
 
 import { MODE_DESCRIPTIONS } from './modes.js';
 import { modeTimeline, type ModeTimeline, type PhaseOccupancy } from './phase-timeline.js';
@@ -170,7 +169,3 @@ ${result.modes.map((m, i) => section(m, timelines[i], i, legacyRan, nativeRan)).
 `;
 }
 
-/** Writes the timeline page of `result` to `file`. @throws the file system's error when it cannot be written. */
-export function writeTimeline(file: string, result: BenchResult): void {
-  writeFileSync(file, timelineHtml(result));
-}

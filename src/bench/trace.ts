@@ -1,7 +1,6 @@
 // The --trace file: a run's task phases in Chrome's Trace Event format (the JSON object form), which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open offline. Mapping: one process per mode, one thread row per stream, one
 // complete event ("X") per task phase, and per mode a counter ("C") of the copy-ins, kernels and copy-outs in flight.
-import { writeFileSync } from 'node:fs';
 
 import { modeTimeline } from './phase-timeline.js';
 import { PHASES, type BenchResult } from './results.js';
@@ -91,7 +90,7 @@ export function traceOf(result: BenchResult): TraceFile {
   };
 }
 
-/** Writes the trace of `result` to `file` as JSON. @throws the file system's error when it cannot be written. */
-export function writeTrace(file: string, result: BenchResult): void {
-  writeFileSync(file, JSON.stringify(traceOf(result)));
+/** The trace of `result` as the text of a Trace Event file (JSON). */
+export function traceText(result: BenchResult): string {
+  return JSON.stringify(traceOf(result));
 }

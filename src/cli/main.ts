@@ -3,7 +3,7 @@
 // per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
 // GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched).
 // `report` renders a saved `bench --json` output (tables, timeline page, trace file) without a GPU.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 
 import { Command, type CommanderError } from 'commander';
 
@@ -210,20 +210,28 @@ const bench = program
     return finish(0, formatReport(result) + written);
   });
 
-/** Writes the timeline page and the trace file that were asked for; returns the lines saying where they went. A
- * failed write exits 1 naming the file and the option (the paths were checked writable before the run). */
+/** Writes the timeline page and the trace file that were asked for; returns the lines saying where they went. Each is
+ * built first, then written: a failed write exits 1 naming the file and the option (the paths were checked writable
+ * before the run), and a failure to build one (a bug) exits 1 with its stack, never blaming the path. */
 async function writeOutputs(command: string, result: BenchResult, files: { html?: string; trace?: string }): Promise<string> {
-  const { writeTimeline } = await import('../bench/timeline.js');
-  const { writeTrace } = await import('../bench/trace.js');
+  const { timelineHtml } = await import('../bench/timeline.js');
+  const { traceText } = await import('../bench/trace.js');
   const outputs = [
-    { file: files.html, what: 'timeline', option: command === 'report' ? '--html' : '--timeline', write: writeTimeline },
-    { file: files.trace, what: 'trace', option: '--trace', write: writeTrace },
+    { file: files.html, what: 'timeline', option: command === 'report' ? '--html' : '--timeline', render: timelineHtml },
+    { file: files.trace, what: 'trace', option: '--trace', render: traceText },
   ];
   let written = '';
-  for (const { file, what, option, write } of outputs) {
+  for (const { file, what, option, render } of outputs) {
     if (file === undefined) continue;
+    let text: string;
     try {
-      write(file, result);
+      text = render(result);
+    } catch (error) {
+      console.error(`cuda-stream-pool ${command}: could not build the ${what}: ${(error as Error).stack ?? String(error)}`);
+      process.exit(EXIT_FAILED);
+    }
+    try {
+      writeFileSync(file, text);
     } catch (error) {
       console.error(`cuda-stream-pool ${command}: cannot write the ${what} to ${file}: ${(error as Error).message}. Pass ${option} a writable path.`);
       process.exit(EXIT_FAILED);
@@ -324,11 +332,16 @@ bench
 program.helpCommand('help [command...]', 'display help for a command (for example: help bench micro)');
 function help(names: string[]): never {
   let command: Command = program;
-  for (const name of names) {
+  // `help help`, `help --help`: the program's help, which lists this command.
+  for (const name of names.filter((n) => !['help', '--help', '-h'].includes(n))) {
     const next = command.commands.find((c) => c.name() === name);
     if (!next) {
       const known = command.commands.map((c) => `'${c.name()}'`).join(', ');
-      console.error(`error: unknown command '${name}' for '${commandPath(command)}'. Commands: ${known}.`);
+      console.error(
+        known
+          ? `error: unknown command '${name}' for '${commandPath(command)}'. Commands: ${known}.`
+          : `error: '${commandPath(command)}' has no commands; '${name}' is not one.`,
+      );
       process.exit(EXIT_USAGE);
     }
     command = next;

@@ -83,14 +83,14 @@ export function modeOption(value: string, previous: Mode[] | undefined): Mode[] 
 }
 
 /** The commander argument parser of `--devices`: `all`, or a comma list of distinct device ordinals (each from
- * LIMITS.device; checked against the visible devices once the driver is open). */
+ * LIMITS.device, plain decimal digits as for the integer options; checked against the visible devices once the driver
+ * is open). */
 export function devicesOption(value: string): number[] | 'all' {
-  if (value.trim() === 'all') return 'all';
+  if (value === 'all') return 'all';
   const [min, max] = LIMITS.device;
   const accepted = `Accepted: all, or a comma list of distinct device ordinals from ${min} to ${max} (for example 0,1).`;
-  const ordinals = value.split(',').map((part) => {
-    const text = part.trim();
-    const ordinal = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  const ordinals = value.split(',').map((text) => {
+    const ordinal = /^(0|[1-9]\d*)$/.test(text) ? Number(text) : Number.NaN;
     if (!Number.isSafeInteger(ordinal) || ordinal < min || ordinal > max)
       throw new InvalidArgumentError(`${text === '' ? 'An empty entry' : `"${text}"`} is not a device ordinal. ${accepted}`);
     return ordinal;

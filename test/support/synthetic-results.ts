@@ -67,7 +67,7 @@ function simulate(mode: ResultMode, o: Required<SyntheticOptions>, random: () =>
     ends.push(marks[3]!);
     tasks.push({ task, thread: 0, streamId, marksMs: marks.map((m) => Math.round(m * 1e6) / 1e6) as TaskPhaseTimes['marksMs'] });
   }
-  return { tasks, wallMs: Math.max(...ends) + 0.05 };
+  return { tasks, wallMs: ends.reduce((a, b) => Math.max(a, b), 0) + 0.05 };
 }
 
 /** A results file of schema `cuda-stream-pool/bench/2` with phase times for every mode, from the model above. */
