@@ -4,33 +4,19 @@
 // capture that does not wait for calls in flight) the same program counts thousands of overlaps.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { repositoryRoot } from './support/gpu.js';
+import { nativeCheck, needsCompiler } from './support/native-check.js';
 
-const compiler = process.env.CXX ?? 'g++';
-const hasCompiler = spawnSync(compiler, ['--version']).status === 0;
+const program = nativeCheck('capture-guard-check', { sources: ['capture_guard.cc'], level: '-O1' });
 
-test('device-wide calls and captures never overlap, and every deferred call runs', { skip: hasCompiler ? false : `needs a C++ compiler (${compiler}), which node-gyp needs too` }, () => {
-  const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-capture-guard-'));
-  try {
-    const program = path.join(scratch, 'capture-guard-check');
-    const native = path.join(repositoryRoot, 'src', 'native');
-    const sources = [path.join(repositoryRoot, 'test', 'native', 'capture-guard-check.cc'), path.join(native, 'capture_guard.cc')];
-    const build = spawnSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Werror', '-pthread', '-I', native, ...sources, '-o', program], { encoding: 'utf8' });
-    assert.equal(build.status, 0, build.stderr);
-    const run = spawnSync(program, { encoding: 'utf8', env: { ...process.env, CUDA_STREAM_POOL_CHECK_LOCK_ORDER: '1' }, timeout: 60_000 });
-    assert.equal(run.status, 0, `${run.signal ?? ''} ${run.stderr}`);
-    const counts = Object.fromEntries([...run.stdout.matchAll(/(\w+)=(\d+)/g)].map(([, name, value]) => [name, Number(value)]));
-    assert.equal(counts.overlaps, 0, run.stdout);
-    assert.equal(counts.open, 0, run.stdout);
-    assert.ok(counts.queued! > 10_000, run.stdout);
-    assert.equal(counts.ran, counts.queued, `every deferred call ran once: ${run.stdout}`);
-    assert.ok(counts.refused! > 0 && counts.made! > 0, `calls were both refused and made, so the race was exercised: ${run.stdout}`);
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
+test('device-wide calls and captures never overlap, and every deferred call runs', needsCompiler, () => {
+  const run = spawnSync(program(), { encoding: 'utf8', env: { ...process.env, CUDA_STREAM_POOL_CHECK_LOCK_ORDER: '1' }, timeout: 60_000 });
+  assert.equal(run.status, 0, `${run.signal ?? ''} ${run.stderr}`);
+  const counts = Object.fromEntries([...run.stdout.matchAll(/(\w+)=(\d+)/g)].map(([, name, value]) => [name, Number(value)]));
+  assert.equal(counts.overlaps, 0, run.stdout);
+  assert.equal(counts.open, 0, run.stdout);
+  assert.ok(counts.queued! > 10_000, run.stdout);
+  assert.equal(counts.ran, counts.queued, `every deferred call ran once: ${run.stdout}`);
+  assert.ok(counts.refused! > 0 && counts.made! > 0, `calls were both refused and made, so the race was exercised: ${run.stdout}`);
 });

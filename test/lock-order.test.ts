@@ -3,34 +3,17 @@
 // without the variable, it stays out of the way.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
-import { repositoryRoot } from './support/gpu.js';
+import { nativeCheck, needsCompiler } from './support/native-check.js';
 
-const compiler = process.env.CXX ?? 'g++';
-const hasCompiler = spawnSync(compiler, ['--version']).status === 0;
-const needsCompiler = { skip: hasCompiler ? false : `needs a C++ compiler (${compiler}), which node-gyp needs too` };
-let scratch = '';
-let program = '';
-
-before(() => {
-  if (!hasCompiler) return;
-  scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-lock-order-'));
-  program = path.join(scratch, 'lock-order-check');
-  const source = path.join(repositoryRoot, 'test', 'native', 'lock-order-check.cc');
-  const build = spawnSync(compiler, ['-std=c++17', '-Wall', '-Werror', '-I', path.join(repositoryRoot, 'src', 'native'), source, '-o', program], { encoding: 'utf8' });
-  assert.equal(build.status, 0, build.stderr);
-});
-after(() => scratch && rmSync(scratch, { recursive: true, force: true }));
+const program = nativeCheck('lock-order-check');
 
 function run(mode: string, check: boolean) {
   const env = { ...process.env };
   if (check) env.CUDA_STREAM_POOL_CHECK_LOCK_ORDER = '1';
   else delete env.CUDA_STREAM_POOL_CHECK_LOCK_ORDER;
-  return spawnSync(program, [mode], { encoding: 'utf8', env });
+  return spawnSync(program(), [mode], { encoding: 'utf8', env });
 }
 
 test('mutexes taken outermost first, or one at a time, pass the check', needsCompiler, () => {

@@ -2,32 +2,15 @@
 // callback body is caught, counted and its message kept (which cuda.callbackFailures() reports), from any thread.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import { cuda } from 'cuda-stream-pool';
-import { repositoryRoot } from './support/gpu.js';
+import { nativeCheck, needsCompiler } from './support/native-check.js';
 
-const compiler = process.env.CXX ?? 'g++';
-const hasCompiler = spawnSync(compiler, ['--version']).status === 0;
-const needsCompiler = { skip: hasCompiler ? false : `needs a C++ compiler (${compiler}), which node-gyp needs too` };
-let scratch = '';
-let program = '';
-
-before(() => {
-  if (!hasCompiler) return;
-  scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-never-throws-'));
-  program = path.join(scratch, 'never-throws-check');
-  const source = path.join(repositoryRoot, 'test', 'native', 'never-throws-check.cc');
-  const build = spawnSync(compiler, ['-std=c++17', '-Wall', '-Werror', '-pthread', '-I', path.join(repositoryRoot, 'src', 'native'), source, '-o', program], { encoding: 'utf8' });
-  assert.equal(build.status, 0, build.stderr);
-});
-after(() => scratch && rmSync(scratch, { recursive: true, force: true }));
+const program = nativeCheck('never-throws-check');
 
 function run(mode: string): { count: number; last: string } {
-  const result = spawnSync(program, [mode], { encoding: 'utf8' });
+  const result = spawnSync(program(), [mode], { encoding: 'utf8' });
   assert.equal(result.status, 0, `${mode}: ${result.stderr}`);
   const [count, ...last] = result.stdout.trimEnd().split('|');
   return { count: Number(count), last: last.join('|') };
