@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -14,12 +15,12 @@ namespace csp {
 // and without a lock that could throw (a spin flag around a fixed buffer), since it runs where nothing may throw.
 class CallbackFailures {
  public:
-  void record(const char* message) noexcept {
+  // Keeps "<where>: <what>", cut to 255 characters.
+  void record(const char* where, const char* what) noexcept {
     count_.fetch_add(1, std::memory_order_relaxed);
     while (busy_.test_and_set(std::memory_order_acquire)) {
     }
-    std::strncpy(last_, message ? message : "", sizeof last_ - 1);
-    last_[sizeof last_ - 1] = '\0';
+    std::snprintf(last_, sizeof last_, "%s: %s", where, what);
     busy_.clear(std::memory_order_release);
   }
 
@@ -55,18 +56,9 @@ void never_throws(const char* where, F&& body) noexcept {
   try {
     body();
   } catch (const std::exception& error) {
-    char message[256];
-    std::strncpy(message, where, sizeof message - 1);
-    message[sizeof message - 1] = '\0';
-    std::strncat(message, ": ", sizeof message - 1 - std::strlen(message));
-    std::strncat(message, error.what(), sizeof message - 1 - std::strlen(message));
-    callback_failures().record(message);
+    callback_failures().record(where, error.what());
   } catch (...) {
-    char message[256];
-    std::strncpy(message, where, sizeof message - 1);
-    message[sizeof message - 1] = '\0';
-    std::strncat(message, ": an exception that is not a std::exception", sizeof message - 1 - std::strlen(message));
-    callback_failures().record(message);
+    callback_failures().record(where, "an exception that is not a std::exception");
   }
 }
 
