@@ -16,7 +16,8 @@ const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'g
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
  * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers. */
-function cli(args: string[], options: { env?: Record<string, string>; noGpu?: boolean; timeoutMs?: number } = {}) {
+/** Runs the CLI; `stdout`: a file descriptor to write to instead of the returned text. */
+function cli(args: string[], options: { env?: Record<string, string>; noGpu?: boolean; timeoutMs?: number; stdout?: number } = {}) {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.CUDA_STREAM_POOL_BENCH_CORRUPT;
   Object.assign(env, options.env);
@@ -26,6 +27,7 @@ function cli(args: string[], options: { env?: Record<string, string>; noGpu?: bo
     env,
     encoding: 'utf8',
     timeout: options.timeoutMs ?? 60_000,
+    stdio: ['pipe', options.stdout ?? 'pipe', 'pipe'],
   });
   return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
 }
@@ -294,9 +296,7 @@ test('report exits 1 naming the error when stdout cannot be written (a full disk
   writeFileSync(file, JSON.stringify(syntheticResults({ tasks: 2, modes: ['pool'] })));
   const full = openSync('/dev/full', 'w');
   t.after(() => closeSync(full));
-  const env = { ...process.env, CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' };
-  const main = path.join('dist', 'src', 'cli', 'main.js');
-  const r = spawnSync(process.execPath, [main, 'report', file], { cwd: repositoryRoot, env, encoding: 'utf8', stdio: ['ignore', full, 'pipe'], timeout: 60_000 });
+  const r = cli(['report', file], { noGpu: true, stdout: full });
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /cannot write the output to stdout: ENOSPC/);
 });

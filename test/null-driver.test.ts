@@ -2,33 +2,16 @@
 // all succeed at once) built here and loaded in a child process through CUDA_STREAM_POOL_LIBCUDA, showing two devices.
 // It runs no kernels and copies nothing between devices, so these tests check contexts and lifetimes, never bytes.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
 
 import { repositoryRoot } from './support/gpu.js';
 import { runChild } from './support/child.js';
+import { nativeCheck, needsCompiler } from './support/native-check.js';
 
-let driver: string | undefined;
-let skip: string | false = false;
-const folder = mkdtempSync(path.join(tmpdir(), 'csp-null-driver-'));
+const driver = nativeCheck('libcuda.so.1', { source: 'scripts/null-driver.cc', shared: true, level: '-O2' });
 
-before(() => {
-  const out = path.join(folder, 'libcuda.so.1');
-  try {
-    execFileSync('g++', ['-std=c++17', '-O2', '-shared', '-fPIC', '-I', 'src/native', 'scripts/null-driver.cc', '-o', out], { cwd: repositoryRoot, stdio: 'pipe' });
-    driver = out;
-  } catch (error) {
-    skip = `the null driver could not be built with g++: ${(error as Error).message.split('\n')[0]}`;
-  }
-});
-
-after(() => rmSync(folder, { recursive: true, force: true }));
-
-test('a free of a buffer used on another device\'s stream leaves its own device\'s context current', async (t) => {
-  if (skip) return t.skip(skip);
+test('a free of a buffer used on another device\'s stream leaves its own device\'s context current', needsCompiler, async () => {
   const result = await runChild(
     `import { Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
      import { native } from './dist/src/native.js';
@@ -45,18 +28,17 @@ test('a free of a buffer used on another device\'s stream leaves its own device\
        seen.push(native.currentDevice());
      }
      console.log(JSON.stringify({ count: Device.count(), seen }));`,
-    { CUDA_STREAM_POOL_LIBCUDA: driver!, NULL_DRIVER_DEVICES: '2' },
+    { CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '2' },
   );
   assert.equal(result.code, 0, result.stderr);
   assert.deepEqual(JSON.parse(result.stdout.trim()), { count: 2, seen: [0, 1, 1, 0] });
 });
 
-test('bench --device N micro: a --device written before micro is the one micro checks against the visible devices', async (t) => {
-  if (skip) return t.skip(skip);
+test('bench --device N micro: a --device written before micro is the one micro checks against the visible devices', needsCompiler, () => {
   const run = spawnSync(process.execPath, ['dist/src/cli/main.js', 'bench', '--device', '1', 'micro'], {
     cwd: repositoryRoot,
     encoding: 'utf8',
-    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver!, NULL_DRIVER_DEVICES: '1' },
+    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '1' },
     timeout: 60_000,
   });
   assert.equal(run.status, 64, run.stderr);

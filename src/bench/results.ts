@@ -205,7 +205,6 @@ export function addSpeedups(modes: ModeResult[]): void {
   }
 }
 
-
 /** Why a saved results file cannot be read: the file's name and what is wrong in it. */
 export class ResultsFileError extends Error {
   override name = 'ResultsFileError';
@@ -316,6 +315,11 @@ function shown(value: unknown): string {
   return text.length > 40 ? `${text.slice(0, 37)}...` : text;
 }
 
+/** "1 entry", "5 entries". */
+function entries(n: number): string {
+  return `${n} ${n === 1 ? 'entry' : 'entries'}`;
+}
+
 /** What a field is and should be, for the first issue zod found. */
 function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
   const at = fieldPath(issue.path);
@@ -329,17 +333,11 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
     case 'invalid_value':
       return `${at} is ${shown(issue.input)}, not ${issue.values.length === 1 ? shown(issue.values[0]) : `one of ${issue.values.join(', ')}`}`;
     case 'too_small': {
-      if (Array.isArray(issue.input)) {
-        const n = issue.input.length;
-        return `${at} has ${n} ${n === 1 ? 'entry' : 'entries'}, fewer than ${String(issue.minimum)}`;
-      }
+      if (Array.isArray(issue.input)) return `${at} has ${entries(issue.input.length)}, fewer than ${String(issue.minimum)}`;
       return `${at} is ${shown(issue.input)}, ${issue.inclusive ? 'below' : 'not above'} ${String(issue.minimum)}`;
     }
     case 'too_big': {
-      if (Array.isArray(issue.input)) {
-        const n = issue.input.length;
-        return `${at} has ${n} ${n === 1 ? 'entry' : 'entries'}, more than ${String(issue.maximum)}`;
-      }
+      if (Array.isArray(issue.input)) return `${at} has ${entries(issue.input.length)}, more than ${String(issue.maximum)}`;
       return `${at} is ${shown(issue.input)}, above ${String(issue.maximum)}`;
     }
     case 'custom':

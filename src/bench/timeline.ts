@@ -4,7 +4,6 @@
 // wheel zooms and a drag pans. The bars are drawn on canvases by the page's script (timeline-script.ts): a run has
 // up to tens of thousands of bars, too many for one DOM node each. The numbers (occupancy per phase) are also in
 // plain HTML tables, with data- attributes for tools and tests.
-
 import { MODE_DESCRIPTIONS } from './modes.js';
 import { modeTimeline, type ModeTimeline, type PhaseOccupancy } from './phase-timeline.js';
 import { PHASES, type BenchResult, type ModeResult } from './results.js';
@@ -168,4 +167,3 @@ ${result.modes.map((m, i) => section(m, timelines[i], i, legacyRan, nativeRan)).
 </html>
 `;
 }
-

@@ -1,7 +1,6 @@
 // The --trace file: a run's task phases in Chrome's Trace Event format (the JSON object form), which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open offline. Mapping: one process per mode, one thread row per stream, one
 // complete event ("X") per task phase, and per mode a counter ("C") of the copy-ins, kernels and copy-outs in flight.
-
 import { modeTimeline } from './phase-timeline.js';
 import { PHASES, type BenchResult } from './results.js';
 
