@@ -31,6 +31,11 @@ export interface LiveObjects {
   /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts
    * until the device's queued work is done and cuMemFree ran). */
   managedBytes: number;
+  /** Driver graphs (CUgraph) not yet destroyed: one per `Graph`, which counts until it is destroyed and every
+   * `GraphExec` instantiated from it or updated with it is destroyed (or collected) too. */
+  graphs: number;
+  /** Executable graphs (CUgraphExec) not yet destroyed: one per `GraphExec` until its destroy() or collection. */
+  graphExecs: number;
   /** Ordinals of the devices whose primary context this process has retained (cuDevicePrimaryCtxRetain), in
    * ascending order. The library retains a device's context on that device's first use and keeps it until the
    * process exits; work that needs no particular device (pinned memory) uses a context already retained, so it

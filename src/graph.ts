@@ -8,7 +8,7 @@ import type { CapturedKernel, CaptureRecord } from './capture.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { ManagedBuffer } from './managed-buffer.js';
 import { PinnedBuffer } from './pinned-buffer.js';
-import { ArgumentPacker, Kernel } from './module.js';
+import { ArgumentPacker, Kernel, kernelBoxOf } from './module.js';
 import { withStream } from './scope.js';
 import { setGraphFactory, Stream, streamBox, streamHandle, type CaptureOptions } from './stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateFunction } from './validate.js';
@@ -68,6 +68,12 @@ function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
 }
 let makeExec: (box: Box, graph: Graph, parts: GraphParts) => GraphExec;
 
+/** Throws DestroyedError when the module of a kernel the graph launches was unloaded: its work cannot run any more. */
+function refuseUnloaded(parts: GraphParts, method: string): void {
+  const unloaded = parts.nodes.find(({ kernel }) => kernel.module.unloaded);
+  if (unloaded) throw new DestroyedError('Graph', method, `launches kernel "${unloaded.kernel.name}", whose module was unloaded`);
+}
+
 /** A CUDA graph: the work one stream capture recorded (copies, fills, kernel launches, across the streams forked
  * into it), ready to instantiate. Made by {@link Stream.endCapture} or {@link Graph.capture}.
  *
@@ -106,6 +112,8 @@ export class Graph {
     this.#nodes = record.kernelNodes;
     this.#kernelNodes = Object.freeze(record.kernelNodes.map(({ kernel }, index) => Object.freeze({ graph: this, index, kernel })));
     this.device = device;
+    // The driver graph keeps its kernels' modules loaded: an unloaded module's functions would crash the driver.
+    native.graphKeepModules(box, [...new Set(record.kernelNodes.map(({ kernel }) => kernel))].map(kernelBoxOf));
   }
 
   static {
@@ -159,11 +167,12 @@ export class Graph {
   }
 
   /** Makes an executable graph, which {@link GraphExec.launch} queues on a stream as one driver call.
-   * @throws {@link DestroyedError} after destroy; {@link CudaError} when the driver cannot instantiate it.
-   * Wraps: cuGraphInstantiateWithFlags. Lifetime: the caller owns the executable; it keeps this graph's driver graph
+   * @throws {@link DestroyedError} after destroy, or when the module of a kernel it launches was unloaded;
+   * {@link CudaError} when the driver cannot instantiate it. Wraps: cuGraphInstantiateWithFlags. Lifetime: the caller owns the executable; it keeps this graph's driver graph
    * and the objects its work uses alive (Note [graph ownership]). */
   instantiate(): GraphExec {
     const parts = partsOf(this, 'instantiate');
+    refuseUnloaded(parts, 'instantiate');
     return makeExec(native.graphInstantiate(parts.box), this, parts);
   }
 
@@ -294,14 +303,15 @@ export class GraphExec {
    * Afterwards the kernel nodes of `graph` (and, after an in-place update, still those of the graphs before it) name
    * this executable's nodes, and arguments given by `setKernelArguments` are replaced by `graph`'s.
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Graph, ERR_INVALID_ARG_VALUE for a graph of another device;
-   * {@link DestroyedError} after destroy or for a destroyed graph; {@link CudaError} when the driver refuses.
-   * Wraps: cuGraphExecUpdate, and cuGraphInstantiateWithFlags + cuGraphExecDestroy for the fallback. */
+   * {@link DestroyedError} after destroy, for a destroyed graph, or when the module of a kernel `graph` launches was
+   * unloaded; {@link CudaError} when the driver refuses. Wraps: cuGraphExecUpdate, and cuGraphInstantiateWithFlags + cuGraphExecDestroy for the fallback. */
   update(graph: Graph): boolean {
     if (!(graph instanceof Graph)) throw invalidType('graph', 'a Graph', graph);
     const box = this.#use('update');
     if (graph.device !== this.device)
       throw invalidValue('graph', `is on device ${graph.device.ordinal}, but this GraphExec runs on device ${this.device.ordinal}.`);
     const parts = partsOf(graph, 'update');
+    refuseUnloaded(parts, 'update');
     const inPlace = native.graphExecUpdate(box, parts.box);
     if (inPlace) {
       // The nodes of the graph instantiated first still name ours; the kernels are the new graph's.

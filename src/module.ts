@@ -421,6 +421,9 @@ export class ArgumentPacker {
 
 const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
 
+/** The native box of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
+export let kernelBoxOf: (kernel: Kernel<readonly unknown[]>) => Box;
+
 /** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
  * reachable); after the module is unloaded every method throws {@link DestroyedError}.
  * Thread-safety: usable from the thread that loaded its module. */
@@ -446,6 +449,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
 
   static {
     guardReceivers(Kernel, (value) => #box in value);
+    kernelBoxOf = (kernel) => kernel.#box;
   }
 
   #use(method: string): Box {

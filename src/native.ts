@@ -33,7 +33,7 @@ export interface NativeBinding {
   devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
   /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
   currentDevice(): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; contexts: number[] };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
   cudaError(code: number, call: string, detail: string): Error;
 
@@ -148,6 +148,8 @@ export interface NativeBinding {
   streamCaptureRefresh(stream: Box): number;
   /** The single node the stream's next captured work depends on (right after a launch: its kernel node), else 0n. */
   streamCaptureLastNode(stream: Box): bigint;
+  /** The driver graph holds the modules of these kernels until it is destroyed (unloaded ones are skipped). */
+  graphKeepModules(graph: Box, kernels: Box[]): void;
   graphNodeCount(graph: Box): number;
   graphInstantiate(graph: Box): Box;
   graphDestroy(graph: Box): void;
@@ -224,7 +226,7 @@ function unavailableBinding(reason: string): NativeBinding {
     completionRef: () => {},
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
-    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, contexts: [] }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
     callbackFailures: () => ({ count: 0, last: undefined }),
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),

@@ -431,6 +431,59 @@ test('update() applies a graph of the same topology in place and re-instantiates
   assert.deepEqual(out.view(Uint32Array), new Uint32Array(N).fill(6, 0, N / 2));
 });
 
+test('cuda.liveObjects() counts a driver graph until its Graph and every GraphExec using it are destroyed', gpu, async () => {
+  const { fillU32 } = await testKernels();
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(BYTES, { stream });
+  const start = cuda.liveObjects();
+  const counts = () => {
+    const now = cuda.liveObjects();
+    return { graphs: now.graphs - start.graphs, graphExecs: now.graphExecs - start.graphExecs };
+  };
+  const one = await Graph.capture(stream, (s) => fillU32.launch({ grid: N / 256, block: 256, stream: s }, buffer, 1, N));
+  const two = await Graph.capture(stream, (s) => fillU32.launch({ grid: N / 256, block: 256, stream: s }, buffer, 2, N));
+  assert.deepEqual(counts(), { graphs: 2, graphExecs: 0 });
+  const exec = one.instantiate();
+  assert.deepEqual(counts(), { graphs: 2, graphExecs: 1 });
+  assert.equal(exec.update(two), true);
+  one.destroy();
+  two.destroy();
+  assert.deepEqual(counts(), { graphs: 2, graphExecs: 1 }, 'the executable still holds both graphs');
+  exec.launch(stream);
+  exec.destroy();
+  assert.deepEqual(counts(), { graphs: 0, graphExecs: 0 }, 'destroyed while its launch may still run');
+  await stream.synchronize();
+});
+
+test('a module unloaded while graphs use its kernels stays loaded until they are destroyed; their use is refused, not a crash', gpu, async () => {
+  // Instantiating a graph whose kernel's module was unloaded crashed inside the driver (SIGSEGV).
+  const module = await Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
+  const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+  using stream = Stream.create();
+  using buffer = DeviceBuffer.alloc(BYTES, { stream });
+  const start = cuda.liveObjects().modules;
+  const capture = (value: number) => Graph.capture(stream, (s) => fill.launch({ grid: N / 256, block: 256, stream: s }, buffer, value, N));
+  const one = await capture(1);
+  const two = await capture(2);
+  const exec = one.instantiate();
+  module.unload();
+  assert.equal(cuda.liveObjects().modules, start, 'still loaded: the graphs hold it');
+  const refused = (method: string) => (error: unknown) => {
+    assert.ok(error instanceof DestroyedError, String(error));
+    assert.equal(error.method, method);
+    assert.match(error.message, /kernel "fill_u32", whose module was unloaded/);
+    return true;
+  };
+  assert.throws(() => two.instantiate(), refused('instantiate'));
+  assert.throws(() => exec.update(two), refused('update'));
+  assert.throws(() => exec.launch(stream), DestroyedError);
+  one.destroy();
+  two.destroy();
+  assert.equal(cuda.liveObjects().modules, start, 'the executable still holds it');
+  exec.destroy();
+  assert.equal(cuda.liveObjects().modules, start - 1, 'unloaded with the last graph');
+});
+
 test('beginCapture() on a shared getStream() stream is refused with a hint to lease; leases and owned streams capture', gpu, async () => {
   await using pool = new StreamPool({ size: 2 });
   const shared = pool.getStream();

@@ -56,6 +56,7 @@ void require_driver();
 
 struct LiveCounters {
   std::atomic<int64_t> streams{0}, events{0}, modules{0}, device_bytes{0}, pinned_bytes{0}, managed_bytes{0};
+  std::atomic<int64_t> graphs{0}, graph_execs{0};  // driver graphs and executable graphs not yet destroyed
 };
 LiveCounters& live();
 

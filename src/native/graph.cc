@@ -8,6 +8,7 @@
 #include "capture_guard.h"
 #include "context.h"
 #include "loader.h"
+#include "module.h"
 #include "stream.h"
 
 namespace csp {
@@ -20,10 +21,13 @@ namespace {
 struct DriverGraph {
   CUgraph handle = nullptr;
   int device = 0;
-  DriverGraph(CUgraph h, int d) : handle(h), device(d) {}
+  // The modules of its kernel nodes (Note [module lifetime]): members go after the destructor's cuGraphDestroy.
+  std::vector<std::shared_ptr<LoadedModule>> modules;
+  DriverGraph(CUgraph h, int d) : handle(h), device(d) { live().graphs++; }
   DriverGraph(const DriverGraph&) = delete;
   DriverGraph& operator=(const DriverGraph&) = delete;
   ~DriverGraph() {
+    live().graphs--;
     if (make_current_quiet(device)) check_quiet(drv().cuGraphDestroy(handle), device);
   }
 };
@@ -49,6 +53,7 @@ struct GraphExecBox : Box {
 
  protected:
   void release() override {
+    if (handle) live().graph_execs--;
     if (handle && make_current_quiet(device)) check_quiet(drv().cuGraphExecDestroy(handle), device);
     handle = nullptr;
     source.reset();
@@ -158,6 +163,17 @@ Napi::Value graph_node_count(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(count));
 }
 
+// graphKeepModules(graph, kernels: kernel box[]): the driver graph holds the modules of these kernels (its kernel
+// nodes' functions) until it is destroyed; kernels of an unloaded module are skipped.
+Napi::Value graph_keep_modules(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "capture");
+  auto kernels = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < kernels.Length(); i++)
+    if (auto module = kernel_module(kernels.Get(i))) graph->graph->modules.push_back(std::move(module));
+  return info.Env().Undefined();
+}
+
 // graphInstantiate(graph) -> executable graph box.
 Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
   auto graph = unwrap_box<GraphBox>(info[0]);
@@ -167,6 +183,7 @@ Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
   exec->device = graph->device;
   check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
         graph->device, "device " + std::to_string(graph->device));
+  live().graph_execs++;
   exec->source = graph->graph;
   exec->latest = graph->graph;
   return wrap_box(info.Env(), exec);
@@ -268,6 +285,7 @@ void register_graph(Napi::Env env, Napi::Object exports) {
               Napi::Function::New<js_entry<stream_capture_refresh>>(env, "streamCaptureRefresh"));
   exports.Set("streamCaptureLastNode",
               Napi::Function::New<js_entry<stream_capture_last_node>>(env, "streamCaptureLastNode"));
+  exports.Set("graphKeepModules", Napi::Function::New<js_entry<graph_keep_modules>>(env, "graphKeepModules"));
   exports.Set("graphNodeCount", Napi::Function::New<js_entry<graph_node_count>>(env, "graphNodeCount"));
   exports.Set("graphInstantiate", Napi::Function::New<js_entry<graph_instantiate>>(env, "graphInstantiate"));
   exports.Set("graphDestroy", Napi::Function::New<js_entry<graph_destroy>>(env, "graphDestroy"));

@@ -10,6 +10,8 @@
 #include "check.h"
 #include "context.h"
 #include "loader.h"
+#include "module.h"
+#include "never_throws.h"
 #include "stream.h"
 
 namespace csp {
@@ -18,22 +20,15 @@ namespace {
 struct ModuleBox : Box {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Module";
-  CUmodule handle = nullptr;
+  CUmodule handle = nullptr;  // loaded->handle, valid while the box is not retired
+  std::shared_ptr<LoadedModule> loaded;
   ~ModuleBox() override { destroy(); }
-  // Retires the box at once; the module is unloaded when no call is in flight (Note [handle guard]). Idempotent;
-  // never throws.
+  // Retires the box at once; its share of the module goes when no call is in flight (Note [handle guard]), and the
+  // module is unloaded once no graph holds it either (Note [module lifetime]). Idempotent; never throws.
   void destroy() { retire(); }
 
  protected:
-  // cuModuleUnload invalidates a capture open on the device in any thread: it waits for the captures to close.
-  void release() override {
-    never_throws("module unload", [&] {  // making the std::function may allocate
-      outside_captures(device, [module = handle, device = device] {
-        if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(module), device);
-        live().modules--;
-      });
-    });
-  }
+  void release() override { loaded.reset(); }
 };
 const napi_type_tag ModuleBox::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};
 
@@ -75,7 +70,7 @@ class LoadWorker : public Napi::AsyncWorker {
       box_ = std::make_shared<ModuleBox>();
       box_->device = device_;
       box_->handle = module;
-      live().modules++;
+      box_->loaded = std::make_shared<LoadedModule>(module, device_);
     } catch (...) {
       failure_ = std::current_exception();
     }
@@ -322,6 +317,26 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+LoadedModule::LoadedModule(CUmodule h, int d) : handle(h), device(d) { live().modules++; }
+
+LoadedModule::~LoadedModule() {
+  // cuModuleUnload invalidates a capture open on the device in any thread: it waits for the captures to close.
+  never_throws("module unload", [&] {  // making the std::function may allocate
+    outside_captures(device, [module = handle, device = device] {
+      if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(module), device);
+      live().modules--;
+    });
+  });
+}
+
+std::shared_ptr<LoadedModule> kernel_module(const Napi::Value& kernel) {
+  auto box = unwrap_box<KernelBox>(kernel);
+  ModuleBox& module = *box->module;
+  if (module.retired()) return nullptr;
+  Use<ModuleBox> use(module, "Module", "graph");
+  return module.loaded;
+}
 
 void register_module(Napi::Env env, Napi::Object exports) {
   exports.Set("moduleLoad", Napi::Function::New<js_entry<module_load>>(env, "moduleLoad"));
