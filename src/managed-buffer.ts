@@ -114,9 +114,10 @@ export class ManagedBuffer implements KernelPointer {
     return this.#box;
   }
 
+  /** A non-empty range of the buffer (the driver refuses an empty one with a bare CUDA_ERROR_INVALID_VALUE). */
   #range(byteOffset: unknown, byteLength: unknown): [number, number] {
-    const offset = byteOffset === undefined ? 0 : validateInteger(byteOffset, 'options.byteOffset', 0, this.byteLength);
-    const length = byteLength === undefined ? this.byteLength - offset : validateInteger(byteLength, 'options.byteLength', 0, this.byteLength - offset);
+    const offset = byteOffset === undefined ? 0 : validateInteger(byteOffset, 'options.byteOffset', 0, this.byteLength - 1);
+    const length = byteLength === undefined ? this.byteLength - offset : validateInteger(byteLength, 'options.byteLength', 1, this.byteLength - offset);
     return [offset, length];
   }
 
@@ -173,7 +174,7 @@ export class ManagedBuffer implements KernelPointer {
   /** Tells the driver how a range of the buffer is used (see {@link ManagedAdvice}); takes effect at once, not in
    * stream order.
    * @throws `TypeError` ERR_INVALID_ARG_VALUE for an unknown advice; `RangeError` ERR_OUT_OF_RANGE for a range outside
-   * the buffer; {@link DestroyedError} after free; {@link CudaError} when the driver refuses (for example
+   * the buffer or an empty one; {@link DestroyedError} after free; {@link CudaError} when the driver refuses (for example
    * CUDA_ERROR_INVALID_DEVICE for a device without concurrent managed access).
    * Wraps: cuMemAdvise (the CUDA 12.0 entry point: a CUdevice, CU_DEVICE_CPU for the host). */
   advise(advice: ManagedAdvice, options?: ManagedAdviseOptions): void {
