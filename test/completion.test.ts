@@ -131,6 +131,51 @@ test('a device-to-host copy lands before a later wait settles, also when the str
   stream.destroy();
 });
 
+test('500 times: a device-to-host copy, a blocking wait, then an awaited wait: the bytes are always there', gpu, async () => {
+  // The awaited wait finds the stream idle while the poller may not have seen the copy's marker yet: it must still
+  // go through the engine, which lands the copy first.
+  const stream = Stream.create();
+  const source = DeviceBuffer.alloc(256, { stream });
+  const output = new Uint8Array(256);
+  for (let round = 0; round < 500; round++) {
+    stream.fill(source, round & 0xff);
+    stream.copy(output, source);
+    stream.synchronizeSync();
+    await stream.synchronize();
+    const wrong = output.findIndex((b) => b !== (round & 0xff));
+    assert.equal(wrong, -1, `round ${round}: byte ${wrong} is ${output[wrong]}`);
+  }
+  source.free();
+  stream.destroy();
+});
+
+test('staged copies and plain waits interleaved on 8 streams, 200 rounds: every copy has landed when its wait settles', gpu, async () => {
+  // Plain waits take markers from the same pool as the copies' markers: a marker given back while its copy was
+  // still landing, then recorded again, made a landed copy look pending or a pending one look done.
+  const { spin } = await testKernels();
+  const streams = Array.from({ length: 8 }, () => Stream.create());
+  const sources = streams.map((stream) => DeviceBuffer.alloc(1024, { stream }));
+  const outputs = streams.map(() => new Uint8Array(1024));
+  for (let round = 0; round < 200; round++) {
+    const waits = streams.map(async (stream, i) => {
+      const value = (round * 8 + i) & 0xff;
+      if (i % 2 === 0) spin.launch({ grid: 1, block: 1, stream }, BigInt((round % 5) * 2000), 0n);
+      stream.fill(sources[i]!, value);
+      stream.copy(outputs[i]!, sources[i]!);
+      await stream.synchronize();
+      const wrong = outputs[i]!.findIndex((b) => b !== value);
+      assert.equal(wrong, -1, `round ${round}, stream ${i}: byte ${wrong} is ${outputs[i]![wrong]}, expected ${value}`);
+    });
+    // Plain waits meanwhile, on streams with nothing to land.
+    const plain = streams.map((stream) => stream.synchronize());
+    await Promise.all([...waits, ...plain]);
+  }
+  for (const [i, stream] of streams.entries()) {
+    sources[i]!.free();
+    stream.destroy();
+  }
+});
+
 test('a destination transferred away before the copy lands gets nothing; the wait settles and the new owner is intact', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();

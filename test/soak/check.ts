@@ -1,5 +1,5 @@
 // What counts as a correct error in the soak: the library's typed errors only, each of the kind the call deserves.
-import { CaptureError, CudaError, DestroyedError } from 'cuda-stream-pool';
+import { CaptureError, CompileError, CudaError, DestroyedError } from 'cuda-stream-pool';
 
 /** A broken invariant: the run fails with the seed, the step and this message. */
 export class SoakFailure extends Error {
@@ -11,8 +11,9 @@ export class SoakFailure extends Error {
  *   ERR_OUT_OF_RANGE (Node's argument errors);
  * - `destroyed`: DestroyedError (use after destroy, free, unload, release or pool end);
  * - `cuda`: CudaError (the driver refused);
- * - `capture`: CaptureError ERR_STREAM_CAPTURING (an operation illegal while its stream captures a graph). */
-export type ErrorKind = 'type' | 'value' | 'range' | 'destroyed' | 'cuda' | 'capture';
+ * - `capture`: CaptureError ERR_STREAM_CAPTURING (an operation illegal while its stream captures a graph);
+ * - `compile`: CompileError with NVRTC's log (a program NVRTC rejects). */
+export type ErrorKind = 'type' | 'value' | 'range' | 'destroyed' | 'cuda' | 'capture' | 'compile';
 
 const NODE_CODES: Record<'type' | 'value' | 'range', { cls: ErrorConstructor | RangeErrorConstructor | TypeErrorConstructor; code: string }> = {
   type: { cls: TypeError, code: 'ERR_INVALID_ARG_TYPE' },
@@ -31,6 +32,7 @@ function describe(error: unknown): string {
 export function errorKind(error: unknown): ErrorKind | undefined {
   if (error instanceof DestroyedError) return typeof error.resource === 'string' && typeof error.method === 'string' ? 'destroyed' : undefined;
   if (error instanceof CaptureError) return error.code === 'ERR_STREAM_CAPTURING' ? 'capture' : undefined;
+  if (error instanceof CompileError) return typeof error.log === 'string' && error.log.length > 0 ? 'compile' : undefined;
   if (error instanceof CudaError) {
     // The code is the CUresult: its name (a string) in newer versions, its number in older ones.
     const code = (error as { code: unknown }).code;

@@ -166,5 +166,5 @@ export function mustResolve(outcome: Outcome): string | undefined {
 
 /** The stack of an error that is not a typed one, to find where it came from. */
 export function untypedStack(error: unknown): string {
-  return errorProblem(error, ['type', 'value', 'range', 'destroyed', 'cuda']) && error instanceof Error && error.stack ? `\n${error.stack}` : '';
+  return errorProblem(error, ['type', 'value', 'range', 'destroyed', 'cuda', 'capture', 'compile']) && error instanceof Error && error.stack ? `\n${error.stack}` : '';
 }

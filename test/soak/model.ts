@@ -1,6 +1,6 @@
 // The soak's model of every live object a thread made: what exists, what was destroyed (kept a while, to call
 // again and expect DestroyedError), how objects depend on each other, and the order that tears them down safely.
-import type { DeviceBuffer, Event, Kernel, Module, PinnedBuffer, Stream, StreamLease, StreamPool } from 'cuda-stream-pool';
+import type { DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, Module, PinnedBuffer, Stream, StreamLease, StreamPool } from 'cuda-stream-pool';
 
 import type { LeaseLedger } from './ledger.js';
 import type { Random } from './random.js';
@@ -72,6 +72,34 @@ export interface ModuleEntry extends Entry {
   readonly fill: Kernel;
 }
 
+/** What a captured graph's fill_u32 launch writes: `value` into the first `words` u32 of `buffer`. */
+export interface FillWork {
+  readonly buffer: DeviceBuffer;
+  readonly value: number;
+  readonly words: number;
+  /** The module whose kernels the work launches (its unload makes launches refused). */
+  readonly module: ModuleEntry;
+}
+
+export interface GraphEntry extends Entry {
+  readonly graph: Graph;
+  readonly work: FillWork;
+  /** Kernel nodes in capture order: `fill` alone, or `fill` then `empty` (another topology). */
+  readonly shape: 'fill' | 'fill+empty';
+}
+
+export interface GraphExecEntry extends Entry {
+  readonly exec: GraphExec;
+  /** The graph whose work later launches run (the one instantiated, or the last update's). */
+  latest: GraphEntry;
+  /** What the fill node writes now: the latest graph's work, or what setKernelArguments gave it since. */
+  work: FillWork;
+}
+
+export interface ManagedEntry extends Entry {
+  readonly managed: ManagedBuffer;
+}
+
 /** The live and recently destroyed objects of one kind, at most `cap` live ones. */
 export class Registry<E extends Entry> {
   readonly alive: E[] = [];
@@ -108,8 +136,8 @@ export class Registry<E extends Entry> {
   drop(entry: E): void {
     const at = this.alive.indexOf(entry);
     if (at >= 0) this.alive.splice(at, 1);
-    const record = entry as Partial<Record<'buffer' | 'stream' | 'event' | 'pinned' | 'pool' | 'lease' | 'module', object>>;
-    const object = record.buffer ?? record.stream ?? record.event ?? record.pinned ?? record.pool ?? record.lease ?? record.module;
+    const record = entry as Partial<Record<'buffer' | 'stream' | 'event' | 'pinned' | 'pool' | 'lease' | 'module' | 'graph' | 'exec' | 'managed', object>>;
+    const object = record.buffer ?? record.stream ?? record.event ?? record.pinned ?? record.pool ?? record.lease ?? record.module ?? record.graph ?? record.exec ?? record.managed;
     if (object) this.dropped.push({ label: entry.label, object: new WeakRef(object) });
   }
 
@@ -139,6 +167,11 @@ export class Model {
   readonly pools = new Registry<PoolEntry>('pools', 4);
   readonly leases = new Registry<LeaseEntry>('leases', 6);
   readonly modules = new Registry<ModuleEntry>('modules', 2, 4);
+  readonly graphs = new Registry<GraphEntry>('graphs', 4);
+  readonly graphExecs = new Registry<GraphExecEntry>('graph execs', 4);
+  /** The device buffers that graphs write: apart from `buffers`, so that no other step writes them meanwhile. */
+  readonly graphBuffers = new Registry<BufferEntry>('graph buffers', 8);
+  readonly managed = new Registry<ManagedEntry>('managed buffers', 4);
 
   /** The next serial number, for a new entry. */
   serial(): number {
@@ -157,7 +190,7 @@ export class Model {
   }
 
   #all(): Registry<Entry>[] {
-    return [this.streams, this.events, this.buffers, this.pinned, this.pools, this.leases, this.modules] as Registry<Entry>[];
+    return [this.streams, this.events, this.buffers, this.pinned, this.pools, this.leases, this.modules, this.graphs, this.graphExecs, this.graphBuffers, this.managed] as Registry<Entry>[];
   }
 
   /** Live objects per kind, for the closing tally. */
@@ -190,13 +223,17 @@ export class Model {
   }
 
   /** The order that destroys everything without using a dead handle: leases first (their pools wait for them),
-   * borrowed streams before their lenders, memory before streams (frees are ordered on streams), modules, pools (the
-   * long-lived one last; a pool's end retires its stream wrappers), then owned streams. */
+   * borrowed streams before their lenders, graph execs and graphs, memory before streams (frees are ordered on
+   * streams), modules, pools (the long-lived one last; a pool's end retires its stream wrappers), then owned streams. */
   teardownOrder(): TeardownItem[] {
     const streams = this.streams.alive;
     return [
       ...this.leases.alive.map((entry) => ({ what: 'lease', entry }) as const),
       ...streams.filter((s) => s.kind === 'borrowed').map((entry) => ({ what: 'stream', entry }) as const),
+      ...this.graphExecs.alive.map((entry) => ({ what: 'graphExec', entry }) as const),
+      ...this.graphs.alive.map((entry) => ({ what: 'graph', entry }) as const),
+      ...this.graphBuffers.alive.map((entry) => ({ what: 'graphBuffer', entry }) as const),
+      ...this.managed.alive.map((entry) => ({ what: 'managed', entry }) as const),
       ...this.buffers.alive.filter((b) => b.view).map((entry) => ({ what: 'buffer', entry }) as const),
       ...this.buffers.alive.filter((b) => !b.view).map((entry) => ({ what: 'buffer', entry }) as const),
       ...this.pinned.alive.map((entry) => ({ what: 'pinned', entry }) as const),
@@ -215,7 +252,11 @@ export type TeardownItem =
   | { what: 'lease'; entry: LeaseEntry }
   | { what: 'stream'; entry: StreamEntry }
   | { what: 'buffer'; entry: BufferEntry }
+  | { what: 'graphBuffer'; entry: BufferEntry }
   | { what: 'pinned'; entry: PinnedEntry }
   | { what: 'event'; entry: EventEntry }
   | { what: 'module'; entry: ModuleEntry }
+  | { what: 'graph'; entry: GraphEntry }
+  | { what: 'graphExec'; entry: GraphExecEntry }
+  | { what: 'managed'; entry: ManagedEntry }
   | { what: 'pool'; entry: PoolEntry };

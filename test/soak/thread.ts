@@ -87,6 +87,22 @@ export async function teardown(ctx: Context, verbose = false): Promise<void> {
         case 'pool':
           await endPool(ctx, item.entry, 'destroy');
           break;
+        case 'graphBuffer':
+          item.entry.buffer.free();
+          ctx.model.graphBuffers.retire(item.entry);
+          break;
+        case 'graph':
+          item.entry.graph.destroy();
+          ctx.model.graphs.retire(item.entry);
+          break;
+        case 'graphExec':
+          item.entry.exec.destroy();
+          ctx.model.graphExecs.retire(item.entry);
+          break;
+        case 'managed':
+          item.entry.managed.free();
+          ctx.model.managed.retire(item.entry);
+          break;
       }
     } catch (error) {
       if (error instanceof SoakFailure) throw error;

@@ -1,10 +1,12 @@
 // Soak operations over several devices: the device-spreading pool group (also on one device, where it spans device
-// 0 alone) and copies between two devices (drawn only when two are visible).
-import { Device, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+// 0 alone) with its leases checked against the default pool's ledger, peer access, copies between two devices
+// (drawn only when two are visible), and invalid calls.
+import { Device, DeviceBuffer, Stream, StreamPool, type StreamLease } from 'cuda-stream-pool';
 
 import { SoakFailure } from '../check.js';
 import type { Context } from '../context.js';
 import { firstDifference, pattern, type Operation } from '../operation.js';
+import { releaseEverything } from './pools.js';
 
 const devices = Device.count();
 
@@ -22,6 +24,23 @@ async function roundTrip(ctx: Context, stream: Stream, source: Uint8Array, what:
   }
 }
 
+/** Holds a group's lease in the ledger of its device's default pool (device 0's is shared by every thread) while
+ * `use` runs, then releases it: a stream leased twice fails here. */
+async function holdGroupLease(ctx: Context, lease: StreamLease, how: string, use: () => Promise<void>): Promise<void> {
+  const device = lease.stream.device.ordinal;
+  const pool = StreamPool.default(device);
+  const slot = Array.from({ length: pool.size }, (_, i) => pool.getStream(i).id).indexOf(lease.stream.id);
+  if (slot < 0) throw new SoakFailure(`${how} gave stream ${lease.stream.id}, which is not one of device ${device}'s default pool`);
+  const ledger = device === 0 ? ctx.defaultLedger : undefined;
+  ledger?.claim(slot, ctx.thread, `${how} (default pool stream ${slot})`);
+  try {
+    await use();
+  } finally {
+    ledger?.unclaim(slot, ctx.thread, `release of ${how}`);
+    lease.release();
+  }
+}
+
 export const deviceOperations: Operation[] = [
   {
     name: 'devices.spread',
@@ -30,8 +49,10 @@ export const deviceOperations: Operation[] = [
     plan(ctx) {
       const length = ctx.random.size(16 * 1024);
       const salt = ctx.random.int(0, 2 ** 31);
+      // At most one lease wait per thread (Note [soak waits]).
+      const acquire = ctx.leaseWaits === 0 && ctx.random.chance(0.5);
       return {
-        text: `StreamPool.forDevices() over ${devices} device(s): round trip of ${length} B on getStream() and in run(), stats(), destroy()`,
+        text: `StreamPool.forDevices() over ${devices} device(s): round trip of ${length} B on getStream(), in run(), under tryAcquire()${acquire ? ' and acquire()' : ''}; stats(), destroy()`,
         async run() {
           const group = StreamPool.forDevices();
           try {
@@ -53,10 +74,20 @@ export const deviceOperations: Operation[] = [
             );
             const stats = group.stats();
             if (stats.length !== group.devices.length) throw new SoakFailure(`forDevices stats(): ${stats.length} entries for ${group.devices.length} devices`);
+            const tried = group.tryAcquire();
+            if (tried) await holdGroupLease(ctx, tried, 'forDevices tryAcquire()', () => roundTrip(ctx, tried.stream, source, 'forDevices tryAcquire()'));
+            if (acquire) {
+              // Note [soak waits]: nothing held while a lease is awaited.
+              releaseEverything(ctx);
+              const lease = await ctx.within(group.acquire(), 'forDevices acquire()');
+              await holdGroupLease(ctx, lease, 'forDevices acquire()', () => roundTrip(ctx, lease.stream, source, 'forDevices acquire()'));
+            }
           } finally {
             group.destroy();
           }
           if (!group.destroyed) throw new SoakFailure('forDevices destroy(): the group does not say it is destroyed');
+          ctx.invalid('forDevices getStream() after destroy', ['destroyed'], () => group.getStream());
+          await ctx.invalidEither('forDevices acquire() after destroy', ['destroyed'], () => group.acquire());
         },
       };
     },
@@ -98,6 +129,46 @@ export const deviceOperations: Operation[] = [
           }
         },
       };
+    },
+  },
+  {
+    name: 'devices.peer',
+    weight: 0.5,
+    threads: 'any',
+    plan(ctx) {
+      if (devices < 2) return undefined;
+      return {
+        text: 'Device 0 and 1: canAccessPeer(), enablePeerAccess() where it can, peerAccessEnabled()',
+        run() {
+          const [a, b] = [Device.get(0), Device.get(1)];
+          const can = a.canAccessPeer(b);
+          if (can !== a.canAccessPeer(1)) throw new SoakFailure('canAccessPeer() differs for a Device and its ordinal');
+          if (!can) return;
+          a.enablePeerAccess(b);
+          a.enablePeerAccess(1); // idempotent
+          if (!a.peerAccessEnabled(b)) throw new SoakFailure('peerAccessEnabled(1) is false after enablePeerAccess(1)');
+        },
+      };
+    },
+  },
+  {
+    name: 'devices.invalid',
+    weight: 0.7,
+    threads: 'any',
+    plan(ctx) {
+      const device = Device.get(0);
+      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+        ['Device.get(0).canAccessPeer(0) (itself)', ['value'], () => device.canAccessPeer(0)],
+        ['Device.get(0).enablePeerAccess(device 0)', ['value'], () => device.enablePeerAccess(device)],
+        ['Device.get(0).peerAccessEnabled(4096)', ['range'], () => device.peerAccessEnabled(4096)],
+        ['Device.get(0).canAccessPeer("1")', ['type'], () => device.canAccessPeer('1' as never)],
+        ['StreamPool.forDevices([])', ['value'], () => StreamPool.forDevices([])],
+        ['StreamPool.forDevices([0, 0])', ['value'], () => StreamPool.forDevices([0, 0])],
+        ['StreamPool.forDevices([4096])', ['range'], () => StreamPool.forDevices([4096])],
+        ['StreamPool.forDevices(42)', ['type'], () => StreamPool.forDevices(42 as never)],
+      ];
+      const [text, kinds, fn] = ctx.random.pick(cases);
+      return { text, run: () => ctx.invalid(text, kinds, fn) };
     },
   },
 ];

@@ -1,8 +1,9 @@
 // Soak operations on modules and kernels: loading the prebuilt test kernels (never the faulting one: a device fault
-// is sticky for the process), valid launches, launches refused for bad arguments, attributes, unload, and every
-// method after unload.
-import { Module } from 'cuda-stream-pool';
+// is sticky for the process), programs compiled at run time, valid launches, launches refused for bad arguments,
+// attributes and the dynamic shared memory limit, unload, and every method after unload.
+import { DeviceBuffer, Module, Program } from 'cuda-stream-pool';
 
+import { SoakFailure } from '../check.js';
 import type { Context } from '../context.js';
 import { anyStream, kernels, workStream, type Operation } from '../operation.js';
 
@@ -121,6 +122,69 @@ export const kernelOperations: Operation[] = [
           if (!(a.maxThreadsPerBlock >= 1 && a.registers >= 0)) throw new Error(`attributes ${JSON.stringify(a)}`);
           const b = module.fill.maxPotentialBlockSize();
           if (!(b.blockSize >= 1 && b.minGridSize >= 1)) throw new Error(`maxPotentialBlockSize() ${JSON.stringify(b)}`);
+        },
+      };
+    },
+  },
+  {
+    name: 'kernel.sharedMemory',
+    weight: 0.7,
+    threads: 'any',
+    plan(ctx) {
+      const module = kernels(ctx);
+      const stream = workStream(ctx);
+      if (!module || !stream) return undefined;
+      const bytes = ctx.random.pick([0, 1024, 48 * 1024, 64 * 1024, 96 * 1024]);
+      const invalid = ctx.random.chance(0.3) ? ctx.random.pick(['negative', 'huge', 'overLaunch'] as const) : undefined;
+      return {
+        text: invalid ? `${module.label} empty: dynamic shared memory made invalid: ${invalid}` : `${module.label} empty.setMaxDynamicSharedMemBytes(${bytes}), launch with ${bytes} B on ${stream.label}`,
+        run() {
+          const kernel = module.empty;
+          if (invalid === 'negative') return ctx.invalid('setMaxDynamicSharedMemBytes(-1)', ['range'], () => kernel.setMaxDynamicSharedMemBytes(-1));
+          if (invalid === 'huge') return ctx.invalid('setMaxDynamicSharedMemBytes(16 MiB)', ['cuda'], () => kernel.setMaxDynamicSharedMemBytes(1 << 24));
+          if (invalid === 'overLaunch') {
+            kernel.setMaxDynamicSharedMemBytes(48 * 1024);
+            return ctx.invalid('a launch with 64 KiB of dynamic shared memory over a 48 KiB limit', ['cuda'], () =>
+              kernel.launch({ grid: 1, block: 32, dynamicSharedMemBytes: 64 * 1024, stream: stream.stream }),
+            );
+          }
+          kernel.setMaxDynamicSharedMemBytes(bytes);
+          const now = kernel.attributes.maxDynamicSharedMemBytes;
+          if (now !== bytes) throw new SoakFailure(`attributes.maxDynamicSharedMemBytes is ${now} after setMaxDynamicSharedMemBytes(${bytes})`);
+          kernel.launch({ grid: 2, block: 32, dynamicSharedMemBytes: bytes, stream: stream.stream });
+        },
+      };
+    },
+  },
+  {
+    name: 'program.compile',
+    weight: 0.3,
+    threads: 'any',
+    plan(ctx) {
+      const stream = workStream(ctx);
+      if (!stream) return undefined;
+      // A few values only, so that later compiles of the same program come from the compile cache.
+      const value = ctx.random.pick([7, 1234, 0xdeadbeef]);
+      const cache = ctx.random.chance(0.5);
+      const words = ctx.random.size(4096);
+      const invalid = ctx.random.chance(0.2);
+      const source = `extern "C" __global__ void set_u32(unsigned* out, unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = ${value}u;\n}\n`;
+      if (invalid) return { text: 'Program.compile() of a program with a syntax error', run: () => ctx.invalidEither('Program.compile("this is not CUDA")', ['compile'], () => Program.compile('__global__ void k( {', { name: 'broken.cu' })) };
+      return {
+        text: `Program.compile(set_u32 = ${value}${cache ? '' : ', { cache: false }'}), launch on ${stream.label} over ${words} words, read back, unload`,
+        async run() {
+          const module = await ctx.within(Program.compile(source, { cache, name: 'soak.cu' }), 'Program.compile()');
+          const buffer = DeviceBuffer.alloc(4 * words, { stream: stream.stream });
+          try {
+            module.getFunction('set_u32', ['ptr', 'u32']).launch({ grid: Math.ceil(words / 128), block: 128, stream: stream.stream }, buffer, words);
+            const back = await ctx.within(buffer.toArray(Uint32Array, { stream: stream.stream }), 'compiled kernel: toArray()');
+            const at = back.findIndex((v) => v !== value);
+            if (at >= 0) throw new SoakFailure(`the compiled set_u32 = ${value}: word ${at} of ${words} is ${back[at]}`);
+            ctx.roundTrips++;
+          } finally {
+            buffer.free();
+            module.unload();
+          }
         },
       };
     },

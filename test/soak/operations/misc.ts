@@ -34,7 +34,7 @@ export const miscOperations: Operation[] = [
     weight: 1,
     threads: 'any',
     plan(ctx) {
-      const which = ctx.random.pick(['device', 'memoryPool', 'liveObjects', 'completionStats', 'memoryInfo', 'synchronize', 'synchronizeSync'] as const);
+      const which = ctx.random.pick(['device', 'driver', 'memoryPool', 'liveObjects', 'completionStats', 'memoryInfo', 'synchronize', 'synchronizeSync'] as const);
       return {
         text: which === 'synchronize' || which === 'synchronizeSync' ? `Device.get(0).${which}()` : which,
         async run() {
@@ -63,6 +63,11 @@ export const miscOperations: Operation[] = [
             const device = Device.get(0);
             if (Device.get(0) !== device || !(Device.count() >= 1) || !device.healthy || !(device.multiprocessorCount >= 1))
               throw new SoakFailure(`Device.get(0): count ${Device.count()}, healthy ${device.healthy}`);
+          } else if (which === 'driver') {
+            const version = cuda.driverVersion;
+            const text = cuda.driverVersionString;
+            if (!cuda.available || !Number.isSafeInteger(version) || version! < 11000 || text !== `${Math.floor(version! / 1000)}.${Math.floor((version! % 1000) / 10)}`)
+              throw new SoakFailure(`cuda: available ${cuda.available}, driverVersion ${version}, driverVersionString ${text}`);
           } else if (which === 'memoryPool') {
             const pool = Device.get(0).memoryPool;
             if (!(pool.usedBytes >= 0 && pool.reservedBytes >= pool.usedBytes))
@@ -99,6 +104,26 @@ export const miscOperations: Operation[] = [
       ];
       const [text, kinds, fn] = ctx.random.pick(cases);
       return { text, run: () => ctx.invalidEither(text, kinds, fn) };
+    },
+  },
+  {
+    name: 'memoryPool.tune',
+    weight: 0.5,
+    threads: 'any',
+    plan(ctx) {
+      const threshold = ctx.random.pick([0, 1 << 20, 64 << 20, Infinity]);
+      const keep = ctx.random.pick([0, 1 << 20, 256 << 20]);
+      return {
+        text: `Device.get(0).memoryPool: releaseThresholdBytes = ${threshold}, trim(${keep})`,
+        run() {
+          const pool = Device.get(0).memoryPool;
+          pool.releaseThresholdBytes = threshold;
+          // Other threads may set it meanwhile: the value read back is one of those the soak sets.
+          const now = pool.releaseThresholdBytes;
+          if (![0, 1 << 20, 64 << 20, Infinity].includes(now)) throw new SoakFailure(`memoryPool.releaseThresholdBytes reads ${now} after it was set to ${threshold}`);
+          pool.trim(keep);
+        },
+      };
     },
   },
   {
