@@ -101,9 +101,9 @@ async function main(run: SeedRun): Promise<SeedResult> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   if (ctx.failures.length > 0) throw new SoakFailure(ctx.failures[0]!);
-  // Reported, not yet a failure: a worker terminated while a delivery to it ran may count one (see its TSDoc).
+  beginStep(ctx, 'end: no failure was caught inside a finalizer, cleanup hook, delivery or library thread', run.verbose);
   const caught = cuda.callbackFailures();
-  if (caught.count > 0) process.stderr.write(`seed ${run.seed}: ${caught.count} failure(s) caught inside callbacks; the last: ${caught.last}\n`);
+  if (caught.count > 0) throw new SoakFailure(`${caught.count} failure(s) caught inside callbacks (cuda.callbackFailures()); the last: ${caught.last}`);
   heartbeat.idle();
   return {
     ok: true,

@@ -4,7 +4,7 @@
 // refused), executables dropped for their finalizer, and invalid calls.
 import { DeviceBuffer, Graph, Stream } from 'cuda-stream-pool';
 
-import { SoakFailure } from '../check.js';
+import { SoakFailure, type ErrorKind } from '../check.js';
 import type { Context } from '../context.js';
 import type { BufferEntry, FillWork, GraphEntry, GraphExecEntry } from '../model.js';
 import { kernels, workStream, type Operation } from '../operation.js';
@@ -166,8 +166,10 @@ export const graphOperations: Operation[] = [
         text: `${entry.label}.setKernelArguments(fill node of ${entry.latest.label}, ${target ? target.label : 'its buffer'}, ${value}, ${words})${invalid ? ` made invalid: ${invalid}` : ''}`,
         run() {
           const node = entry.latest.graph.kernelNodes()[0]!;
-          if (invalid === 'count') return ctx.invalid('setKernelArguments() with 2 of 3 arguments', ['value'], () => entry.exec.setKernelArguments(node, buffer, value));
-          if (invalid === 'range') return ctx.invalid('setKernelArguments() with -1 for a u32', ['range'], () => entry.exec.setKernelArguments(node, buffer, -1, words));
+          // A freed buffer among the arguments is found before their count and ranges.
+          const or = (kind: ErrorKind): ErrorKind[] => (buffer.freed ? [kind, 'destroyed'] : [kind]);
+          if (invalid === 'count') return ctx.invalid('setKernelArguments() with 2 of 3 arguments', or('value'), () => entry.exec.setKernelArguments(node, buffer, value));
+          if (invalid === 'range') return ctx.invalid('setKernelArguments() with -1 for a u32', or('range'), () => entry.exec.setKernelArguments(node, buffer, -1, words));
           if (invalid === 'node') return ctx.invalid('setKernelArguments({})', ['type'], () => entry.exec.setKernelArguments({} as never, buffer, value, words));
           if (buffer.freed) return ctx.invalid('setKernelArguments() with a freed buffer', ['destroyed'], () => entry.exec.setKernelArguments(node, buffer, value, words));
           entry.exec.setKernelArguments(node, buffer, value, words);
