@@ -168,8 +168,9 @@ export class Graph {
 
   /** Makes an executable graph, which {@link GraphExec.launch} queues on a stream as one driver call.
    * @throws {@link DestroyedError} after destroy, or when the module of a kernel it launches was unloaded;
-   * {@link CudaError} when the driver cannot instantiate it. Wraps: cuGraphInstantiateWithFlags. Lifetime: the caller owns the executable; it keeps this graph's driver graph
-   * and the objects its work uses alive (Note [graph ownership]). */
+   * {@link CudaError} when the driver cannot instantiate it. Wraps: cuGraphInstantiateWithFlags.
+   * Lifetime: the caller owns the executable; it keeps this graph's driver graph and the objects its work uses alive
+   * (Note [graph ownership]). */
   instantiate(): GraphExec {
     const parts = partsOf(this, 'instantiate');
     refuseUnloaded(parts, 'instantiate');
@@ -304,7 +305,8 @@ export class GraphExec {
    * this executable's nodes, and arguments given by `setKernelArguments` are replaced by `graph`'s.
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Graph, ERR_INVALID_ARG_VALUE for a graph of another device;
    * {@link DestroyedError} after destroy, for a destroyed graph, or when the module of a kernel `graph` launches was
-   * unloaded; {@link CudaError} when the driver refuses. Wraps: cuGraphExecUpdate, and cuGraphInstantiateWithFlags + cuGraphExecDestroy for the fallback. */
+   * unloaded; {@link CudaError} when the driver refuses.
+   * Wraps: cuGraphExecUpdate, and cuGraphInstantiateWithFlags + cuGraphExecDestroy for the fallback. */
   update(graph: Graph): boolean {
     if (!(graph instanceof Graph)) throw invalidType('graph', 'a Graph', graph);
     const box = this.#use('update');

@@ -2,6 +2,7 @@
 // entry to one of the tables in test/soak/operations/ (see test/soak/operations/index.ts).
 import { DestroyedError, Stream } from 'cuda-stream-pool';
 
+import type { ErrorKind } from './check.js';
 import type { Context } from './context.js';
 import type { BufferEntry, ModuleEntry, StreamEntry } from './model.js';
 
@@ -21,6 +22,16 @@ export interface Operation {
   /** Which threads draw it. */
   readonly threads: 'main' | 'worker' | 'any';
   plan(ctx: Context): Planned | undefined;
+}
+
+/** An invalid call for an operation's table of them: its description, the error kinds it may get, and the call. */
+export type InvalidCase = [text: string, kinds: readonly ErrorKind[], call: () => unknown];
+
+/** Draws one of `cases` as the step: the call must throw (`how` 'throw', Context.invalid) or throw or reject
+ * (`how` 'either', Context.invalidEither) a typed error of its kinds. */
+export function pickInvalid(ctx: Context, cases: readonly InvalidCase[], how: 'throw' | 'either' = 'throw'): Planned {
+  const [text, kinds, call] = ctx.random.pick(cases);
+  return { text, run: () => (how === 'throw' ? ctx.invalid(text, kinds, call) : ctx.invalidEither(text, kinds, call)) };
 }
 
 /** A live stream entry to queue work on (any kind), or undefined. */

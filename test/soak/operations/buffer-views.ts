@@ -3,8 +3,7 @@
 import { DeviceBuffer, PinnedBuffer, Stream, type TypedArrayConstructor } from 'cuda-stream-pool';
 
 import { SoakFailure } from '../check.js';
-import type { Context } from '../context.js';
-import { firstDifference, workStream, type Operation } from '../operation.js';
+import { firstDifference, pickInvalid, workStream, type InvalidCase, type Operation } from '../operation.js';
 import { addBuffer } from './memory.js';
 
 type TypedArrayCtor = TypedArrayConstructor & { new (length: number): ArrayBufferView & ArrayLike<number | bigint>; readonly name: string };
@@ -62,7 +61,7 @@ export const bufferViewOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const entry = ctx.model.buffers.pick(ctx.random, (b) => !b.view);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['DeviceBuffer.from(new Uint8Array(0))', ['range'], () => DeviceBuffer.from(new Uint8Array(0))],
         ['DeviceBuffer.from(42)', ['type'], () => DeviceBuffer.from(42 as never)],
         ['DeviceBuffer.from([1, 2])', ['type'], () => DeviceBuffer.from([1, 2] as never)],
@@ -73,8 +72,7 @@ export const bufferViewOperations: Operation[] = [
         if (entry.buffer.byteLength % 8 !== 0) cases.push([`${entry.label}.toArray(Float64Array) (${entry.buffer.byteLength} B)`, ['value'], () => b.toArray(Float64Array as never)]);
         cases.push([`${entry.label}.subarray(1.5)`, ['type'], () => b.subarray(1.5)]);
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
   {

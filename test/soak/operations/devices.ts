@@ -5,7 +5,7 @@ import { Device, DeviceBuffer, Stream, StreamPool, type StreamLease } from 'cuda
 
 import { SoakFailure } from '../check.js';
 import type { Context } from '../context.js';
-import { firstDifference, pattern, type Operation } from '../operation.js';
+import { firstDifference, pattern, pickInvalid, type InvalidCase, type Operation } from '../operation.js';
 import { releaseEverything } from './pools.js';
 
 const devices = Device.count();
@@ -157,7 +157,7 @@ export const deviceOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const device = Device.get(0);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['Device.get(0).canAccessPeer(0) (itself)', ['value'], () => device.canAccessPeer(0)],
         ['Device.get(0).enablePeerAccess(device 0)', ['value'], () => device.enablePeerAccess(device)],
         ['Device.get(0).peerAccessEnabled(4096)', ['range'], () => device.peerAccessEnabled(4096)],
@@ -167,8 +167,7 @@ export const deviceOperations: Operation[] = [
         ['StreamPool.forDevices([4096])', ['range'], () => StreamPool.forDevices([4096])],
         ['StreamPool.forDevices(42)', ['type'], () => StreamPool.forDevices(42 as never)],
       ];
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
 ];

@@ -6,8 +6,8 @@ import { DeviceBuffer, Graph, Stream } from 'cuda-stream-pool';
 
 import { SoakFailure, type ErrorKind } from '../check.js';
 import type { Context } from '../context.js';
-import type { BufferEntry, FillWork, GraphEntry, GraphExecEntry } from '../model.js';
-import { kernels, workStream, type Operation } from '../operation.js';
+import type { FillWork, GraphEntry, GraphExecEntry } from '../model.js';
+import { kernels, pickInvalid, workStream, type InvalidCase, type Operation } from '../operation.js';
 
 /** Reads the first `work.words` u32 of `work.buffer` back on `stream` and checks each is `work.value`. */
 async function expectFilled(ctx: Context, stream: Stream, work: FillWork, what: string): Promise<void> {
@@ -26,12 +26,13 @@ function launchRefusal(entry: GraphExecEntry): string | undefined {
   return undefined;
 }
 
-/** Frees `buffer` of the graph buffers once no live graph or executable writes it. */
-function freeIfUnused(ctx: Context, buffer: BufferEntry): void {
-  const used = (work: FillWork) => work.buffer === buffer.buffer;
-  if (ctx.model.graphs.alive.some((g) => used(g.work)) || ctx.model.graphExecs.alive.some((e) => used(e.work) || used(e.latest.work))) return;
-  buffer.buffer.free();
-  ctx.model.graphBuffers.retire(buffer);
+/** Frees `buffer`, a live graph buffer (else nothing happens), once no live graph or executable writes it. */
+function freeIfUnused(ctx: Context, buffer: DeviceBuffer): void {
+  const entry = ctx.model.graphBuffers.alive.find((b) => b.buffer === buffer);
+  const used = (work: FillWork) => work.buffer === buffer;
+  if (!entry || ctx.model.graphs.alive.some((g) => used(g.work)) || ctx.model.graphExecs.alive.some((e) => used(e.work) || used(e.latest.work))) return;
+  buffer.free();
+  ctx.model.graphBuffers.retire(entry);
 }
 
 function addGraph(ctx: Context, graph: Graph, work: FillWork, shape: GraphEntry['shape']): GraphEntry {
@@ -214,8 +215,7 @@ export const graphOperations: Operation[] = [
           graph.graph.destroy();
           if (!graph.graph.destroyed) throw new SoakFailure(`${graph.label}.destroyed is false after destroy()`);
           ctx.model.graphs.retire(graph);
-          const buffer = ctx.model.graphBuffers.alive.find((b) => b.buffer === graph.work.buffer);
-          if (buffer) freeIfUnused(ctx, buffer);
+          freeIfUnused(ctx, graph.work.buffer);
         },
       };
     },
@@ -258,7 +258,8 @@ export const graphOperations: Operation[] = [
             ctx.model.graphExecs.retire(entry);
             ctx.invalid(`${entry.label}.launch() after destroy`, ['destroyed'], () => entry.exec.launch(stream?.stream ?? Stream.perThread()));
           }
-          for (const buffer of [...ctx.model.graphBuffers.alive]) if (buffer.buffer === entry.work.buffer || buffer.buffer === entry.latest.work.buffer) freeIfUnused(ctx, buffer);
+          freeIfUnused(ctx, entry.work.buffer);
+          freeIfUnused(ctx, entry.latest.work.buffer);
         },
       };
     },
@@ -270,7 +271,7 @@ export const graphOperations: Operation[] = [
     plan(ctx) {
       const exec = ctx.model.graphExecs.pick(ctx.random);
       const stream = workStream(ctx, (s) => s.kind === 'owned');
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['Graph.capture(42, fn)', ['type'], () => Graph.capture(42 as never, () => undefined)],
         ['Graph.capture(stream, 42)', ['type'], () => Graph.capture(Stream.perThread(), 42 as never)],
         ['Stream.legacy().beginCapture()', ['capture'], () => Stream.legacy().beginCapture()],
@@ -283,8 +284,7 @@ export const graphOperations: Operation[] = [
         cases.push([`${stream.label}.endCapture() without a capture`, ['capture'], () => stream.stream.endCapture()]);
         cases.push([`${stream.label}.beginCapture({ mode: 'loose' })`, ['value'], () => stream.stream.beginCapture({ mode: 'loose' as never })]);
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalidEither(text, kinds, fn) };
+      return pickInvalid(ctx, cases, 'either');
     },
   },
 ];

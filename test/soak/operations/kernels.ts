@@ -5,7 +5,7 @@ import { DeviceBuffer, Module, Program } from 'cuda-stream-pool';
 
 import { SoakFailure } from '../check.js';
 import type { Context } from '../context.js';
-import { anyStream, kernels, workStream, type Operation } from '../operation.js';
+import { anyStream, kernels, workStream, type InvalidCase, type Operation } from '../operation.js';
 
 /** Loads the test kernels into the model: spin (ns: u64, stamps: ptr), empty, fill_u32 (out: ptr, value: u32, n: u32). */
 export async function loadKernels(ctx: Context): Promise<void> {
@@ -73,7 +73,7 @@ export const kernelOperations: Operation[] = [
       if (!module) return undefined;
       const { stream, label } = anyStream(ctx);
       const buffer = ctx.model.buffers.pick(ctx.random, (b) => !b.view);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['spin with 1 argument', ['value'], () => module.spin.launch({ grid: 1, block: 1, stream }, 1000n)],
         ['spin with a string', ['type'], () => module.spin.launch({ grid: 1, block: 1, stream }, 'x', 0n)],
         ['spin with -1 for u64', ['range'], () => module.spin.launch({ grid: 1, block: 1, stream }, -1n, 0n)],

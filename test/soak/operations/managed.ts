@@ -4,8 +4,7 @@
 import { ManagedBuffer, type ManagedAdvice } from 'cuda-stream-pool';
 
 import { SoakFailure } from '../check.js';
-import type { Context } from '../context.js';
-import { kernels, workStream, type Operation } from '../operation.js';
+import { kernels, pickInvalid, workStream, type InvalidCase, type Operation } from '../operation.js';
 
 const ADVICE: readonly ManagedAdvice[] = ['setReadMostly', 'unsetReadMostly', 'setPreferredLocation', 'unsetPreferredLocation', 'setAccessedBy', 'unsetAccessedBy'];
 
@@ -116,7 +115,7 @@ export const managedOperations: Operation[] = [
     plan(ctx) {
       const entry = ctx.model.managed.pick(ctx.random);
       const dead = ctx.model.managed.pickDead(ctx.random);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['ManagedBuffer.alloc(0)', ['range'], () => ManagedBuffer.alloc(0)],
         ['ManagedBuffer.alloc("1")', ['type', 'range'], () => ManagedBuffer.alloc('1' as never)],
         ['ManagedBuffer.alloc(16, { device: 4096 })', ['range'], () => ManagedBuffer.alloc(16, { device: 4096 })],
@@ -134,8 +133,7 @@ export const managedOperations: Operation[] = [
         cases.push([`${dead.label}.prefetch(0) after free`, ['destroyed'], () => dead.managed.prefetch(0)]);
         cases.push([`${dead.label}.advise() after free`, ['destroyed'], () => dead.managed.advise('setReadMostly')]);
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
 ];

@@ -6,7 +6,7 @@ import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { SoakFailure } from '../check.js';
 import type { Context } from '../context.js';
 import type { BufferEntry } from '../model.js';
-import { anyStream, firstDifference, kernels, onBuffer, pattern, spinFirst, streamFor, workStream, type Operation } from '../operation.js';
+import { anyStream, firstDifference, kernels, onBuffer, pattern, pickInvalid, spinFirst, streamFor, workStream, type InvalidCase, type Operation } from '../operation.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -290,7 +290,7 @@ export const memoryOperations: Operation[] = [
     plan(ctx) {
       const entry = ctx.model.buffers.pick(ctx.random, (b) => !b.view);
       const { stream, label } = anyStream(ctx);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['DeviceBuffer.alloc(0)', ['range'], () => DeviceBuffer.alloc(0)],
         ['DeviceBuffer.alloc(-4)', ['range'], () => DeviceBuffer.alloc(-4)],
         ['DeviceBuffer.alloc(1.5)', ['range'], () => DeviceBuffer.alloc(1.5)],
@@ -323,8 +323,7 @@ export const memoryOperations: Operation[] = [
         );
         if (n >= 8) cases.push([`${label}.fill(${l}, 0, { offset: 2, elementSize: 4 })`, ['range'], () => stream.fill(b, 0, { offset: 2, elementSize: 4 })]);
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
   {
@@ -441,7 +440,7 @@ export const memoryOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const entry = ctx.model.pinned.pick(ctx.random);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['PinnedBuffer.alloc(0)', ['range'], () => PinnedBuffer.alloc(0)],
         ['PinnedBuffer.alloc(2 ** 32)', ['range'], () => PinnedBuffer.alloc(2 ** 32)],
         ['PinnedBuffer.alloc("1")', ['type'], () => PinnedBuffer.alloc('1' as never)],
@@ -453,8 +452,7 @@ export const memoryOperations: Operation[] = [
           [`${entry.label}.view(Uint8Array, 0, ${entry.pinned.byteLength + 1})`, ['range'], () => entry.pinned.view(Uint8Array, 0, entry.pinned.byteLength + 1)],
         );
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
   {

@@ -4,7 +4,7 @@ import { completionStats, cuda, CudaError, currentStream, Device, Stream, withSt
 
 import { SoakFailure } from '../check.js';
 import type { Context, Pending } from '../context.js';
-import { workStream, type Operation } from '../operation.js';
+import { pickInvalid, workStream, type InvalidCase, type Operation } from '../operation.js';
 import { releaseEverything } from './pools.js';
 
 /** Settles pending waits (all, or the oldest `count`), checking each outcome. */
@@ -90,7 +90,7 @@ export const miscOperations: Operation[] = [
     weight: 1,
     threads: 'any',
     plan(ctx) {
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['Device.get(-1)', ['range'], () => Device.get(-1)],
         ['Device.get(4096)', ['range'], () => Device.get(4096)],
         ['Device.get("0")', ['type'], () => Device.get('0' as never)],
@@ -102,8 +102,7 @@ export const miscOperations: Operation[] = [
         ['currentStream(-1)', ['range'], () => currentStream(-1)],
         ['Device.get(0).synchronize({ signal: 42 })', ['type'], () => Device.get(0).synchronize({ signal: 42 as never })],
       ];
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalidEither(text, kinds, fn) };
+      return pickInvalid(ctx, cases, 'either');
     },
   },
   {

@@ -7,7 +7,7 @@ import { describeError, SoakFailure } from '../check.js';
 import type { Context, Outcome } from '../context.js';
 import { DoubleLeaseError, LeaseLedger } from '../ledger.js';
 import type { LeaseEntry, PoolEntry } from '../model.js';
-import type { Operation } from '../operation.js';
+import type { InvalidCase, Operation } from '../operation.js';
 
 /** Registers a pool this thread created, attached or took as the default. */
 export function addPool(ctx: Context, pool: StreamPool, options: { owner: boolean; longLived: boolean; ledger: LeaseLedger; label: string }): PoolEntry {
@@ -436,7 +436,7 @@ export const poolOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const entry = pick(ctx);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['new StreamPool({ size: 0 })', ['range'], () => new StreamPool({ size: 0 })],
         ['new StreamPool({ size: 2000 })', ['range'], () => new StreamPool({ size: 2000 })],
         ['new StreamPool({ sise: 4 })', ['value'], () => new StreamPool({ sise: 4 } as never)],

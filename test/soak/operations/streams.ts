@@ -5,7 +5,7 @@ import { Event, Stream } from 'cuda-stream-pool';
 import { mustResolve } from '../context.js';
 import type { Context } from '../context.js';
 import type { StreamEntry } from '../model.js';
-import { spinFirst, workStream, type Operation } from '../operation.js';
+import { pickInvalid, spinFirst, workStream, type InvalidCase, type Operation } from '../operation.js';
 
 /** Destroys a stream entry the way its kind allows, borrowers first (a wrapper of a destroyed driver stream would
  * pass a dead handle to the driver). */
@@ -218,7 +218,7 @@ export const streamOperations: Operation[] = [
     threads: 'any',
     plan(ctx) {
       const live = workStream(ctx);
-      const cases: Array<[string, Parameters<Context['invalid']>[1], () => unknown]> = [
+      const cases: InvalidCase[] = [
         ['Stream.create({ nonblocking: true })', ['value'], () => Stream.create({ nonblocking: true } as never)],
         ['Stream.create({ priority: 1.5 })', ['range'], () => Stream.create({ priority: 1.5 })],
         ['Stream.create({ nonBlocking: 1 })', ['type'], () => Stream.create({ nonBlocking: 1 as never })],
@@ -237,8 +237,7 @@ export const streamOperations: Operation[] = [
           [`${live.label}.recordEvent("event")`, ['type', 'destroyed'], () => live.stream.recordEvent('event' as never)],
         );
       }
-      const [text, kinds, fn] = ctx.random.pick(cases);
-      return { text, run: () => ctx.invalid(text, kinds, fn) };
+      return pickInvalid(ctx, cases);
     },
   },
   {
