@@ -1,0 +1,1403 @@
+// A simulated CUDA driver for testing the library on machines without a GPU: a libcuda.so.1 whose streams are
+// asynchronous and whose calls can be made to fail on purpose. A test tool, not a second implementation of CUDA.
+//   mkdir -p /tmp/simulated-driver
+//   g++ -std=c++17 -O2 -pthread -shared -fPIC -I src/native scripts/simulated-driver.cc -o /tmp/simulated-driver/libcuda.so.1
+//   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node my-test.js
+//
+// What it models:
+//  - Devices (SIMULATED_DRIVER_DEVICES, default 1), one primary context each, current per thread. Work queued under a
+//    context other than its stream's (or with no context current) is refused with CUDA_ERROR_INVALID_CONTEXT.
+//  - Streams run their operations in order on a thread of their own, each operation after a delay
+//    (SIMULATED_DRIVER_OPERATION_DELAY_US, default 0): queries report not ready until the work has run, and blocking
+//    waits block. Events complete when their stream reaches them. cuStreamWriteValue64 writes when its turn comes;
+//    cuStreamWaitValue64 holds its stream until the word satisfies it; host functions run on the stream's thread.
+//  - Memory: device, managed and pinned memory are host memory. Every operation checks, when it runs, that the device
+//    memory it touches is allocated; touching freed memory (a stream-ordered free already done, cuMemFree,
+//    cuMemFreeHost) is a sticky CUDA_ERROR_ILLEGAL_ADDRESS, reported on stderr with the prefix "simulated driver:".
+//    Freed memory is poisoned (0xdb) and kept out of reuse for a while, so a late access finds it.
+//    A copy of pageable host memory is synchronous, as the real driver's is.
+//  - Sticky faults: once a device faults, its queued work is dropped and every call on it returns the fault.
+//  - Handles of destroyed streams and events are refused (CUDA_ERROR_INVALID_HANDLE, and a line on stderr).
+// What it does not model (yet): kernels do nothing but take their delay; the legacy and per-thread default streams
+// are ordinary streams without the implicit synchronization rules; no copy or compute engines, no timing model; no
+// stream capture or graphs (capture calls return CUDA_ERROR_NOT_SUPPORTED); memory pools do not reuse blocks.
+//
+// Failure injection, SIMULATED_DRIVER_FAIL: rules separated by commas, each
+//     <entry point>[@<thread>[/<n>]]:<k>[+]=<action>
+//   <entry point>  a driver function's name (cuEventCreate), or `operation`: every call that queues work.
+//   <thread>/<n>   whose calls count: the n-th thread (default 1) that called into the driver under that name
+//                  (pthread_setname_np; the library names its threads). Default: `main`, the process's main thread.
+//   <k>[+]         the k-th call (from 1) of that entry point on that thread; with `+`, that call and every later one.
+//   <action>       a CUresult name or number: the call fails with it and does nothing;
+//                  fault:<CUresult>: the call succeeds, and its operation faults the device when it runs (sticky);
+//                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
+//   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
+//   SIMULATED_DRIVER_TRACE=1: each injected failure is reported on stderr.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cuda-driver.h"
+
+using namespace csp;
+
+namespace {
+
+// ---- Entry points and failure injection ------------------------------------------------------------------------
+
+// The entry points handed out by cuGetProcAddress; SIM_ENTRY_POINTS adds the two the loader opens with dlsym and
+// `operation`, the pseudo entry point that counts every call that queues work.
+#define SIM_PROC_ENTRY_POINTS(X)                                                                                      \
+  X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)      \
+  X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceCanAccessPeer)       \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)                            \
+  X(cuCtxGetStreamPriorityRange) X(cuCtxEnablePeerAccess) X(cuStreamCreate) X(cuStreamCreateWithPriority)          \
+  X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetId)                 \
+  X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamGetCtx) X(cuLaunchHostFunc) X(cuStreamWriteValue64)         \
+  X(cuStreamWaitValue64) X(cuStreamBatchMemOp) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)       \
+  X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxPotentialBlockSize)                \
+  X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)             \
+  X(cuMemPrefetchAsync) X(cuMemAdvise) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemFree) X(cuMemHostRegister)        \
+  X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
+  X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool)    \
+  X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo) X(cuMemPoolSetAccess)                       \
+  X(cuMemPoolGetAccess) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)                       \
+  X(cuStreamGetCaptureInfo) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
+  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams)                     \
+  X(cuGraphExecKernelNodeSetParams) X(cuGraphMemcpyNodeGetParams) X(cuGraphExecMemcpyNodeSetParams)
+#define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
+
+enum Entry : int {
+#define SIM_ENUM(name) e_##name,
+  SIM_ENTRY_POINTS(SIM_ENUM)
+#undef SIM_ENUM
+      kEntryCount
+};
+const char* const kEntryNames[] = {
+#define SIM_NAME(name) #name,
+    SIM_ENTRY_POINTS(SIM_NAME)
+#undef SIM_NAME
+};
+
+struct ResultName {
+  CUresult result;
+  const char* name;
+  const char* text;
+};
+#define SIM_RESULT(name, text) {name, #name, text}
+const ResultName kResults[] = {
+    SIM_RESULT(CUDA_SUCCESS, "no error"),
+    SIM_RESULT(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
+    SIM_RESULT(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
+    SIM_RESULT(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
+    SIM_RESULT(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
+    SIM_RESULT(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
+    SIM_RESULT(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    SIM_RESULT(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"),
+    SIM_RESULT(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
+    SIM_RESULT(CUDA_ERROR_ECC_UNCORRECTABLE, "uncorrectable ECC error encountered"),
+    SIM_RESULT(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"),
+    SIM_RESULT(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
+    SIM_RESULT(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
+    SIM_RESULT(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
+    SIM_RESULT(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
+    SIM_RESULT(CUDA_ERROR_NOT_READY, "device not ready"),
+    SIM_RESULT(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
+    SIM_RESULT(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
+    SIM_RESULT(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
+    SIM_RESULT(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
+    SIM_RESULT(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
+    SIM_RESULT(CUDA_ERROR_ASSERT, "device-side assert triggered"),
+    SIM_RESULT(CUDA_ERROR_HARDWARE_STACK_ERROR, "an illegal instruction was encountered"),
+    SIM_RESULT(CUDA_ERROR_ILLEGAL_INSTRUCTION, "an illegal instruction was encountered"),
+    SIM_RESULT(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address"),
+    SIM_RESULT(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"),
+    SIM_RESULT(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
+    SIM_RESULT(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing"),
+    SIM_RESULT(CUDA_ERROR_TIMEOUT, "timeout"),
+    SIM_RESULT(CUDA_ERROR_UNKNOWN, "unknown error"),
+};
+#undef SIM_RESULT
+
+void report(const std::string& text) { std::fprintf(stderr, "simulated driver: %s\n", text.c_str()); }
+
+[[noreturn]] void bad_configuration(const std::string& text) {
+  report(text);
+  std::exit(70);
+}
+
+enum class Action { kFail, kFault, kLost };
+
+struct Rule {
+  int entry;
+  std::string thread;  // a thread name; "main" is the process's main thread
+  int ordinal;         // among threads of that name, by first call
+  unsigned long long call;
+  bool and_later;
+  Action action;
+  CUresult result;
+};
+
+CUresult parse_result(const std::string& text) {
+  for (const ResultName& r : kResults)
+    if (text == r.name) return r.result;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (!text.empty() && *end == '\0' && value > 0) return static_cast<CUresult>(value);
+  bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' is not a CUresult name or number");
+}
+
+std::vector<Rule> parse_rules() {
+  std::vector<Rule> rules;
+  const char* spec = std::getenv("SIMULATED_DRIVER_FAIL");
+  if (!spec) return rules;
+  std::string all = spec;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t comma = all.find(',', start);
+    if (comma == std::string::npos) comma = all.size();
+    const std::string text = all.substr(start, comma - start);
+    start = comma + 1;
+    if (text.empty()) continue;
+    const size_t colon = text.find(':'), equals = text.find('=');
+    if (colon == std::string::npos || equals == std::string::npos || equals < colon)
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' is not <entry point>[@<thread>[/<n>]]:<k>[+]=<action>");
+    Rule rule{};
+    std::string who = text.substr(0, colon);
+    rule.thread = "main";
+    rule.ordinal = 1;
+    const size_t at = who.find('@');
+    if (at != std::string::npos) {
+      rule.thread = who.substr(at + 1);
+      who = who.substr(0, at);
+      const size_t slash = rule.thread.find('/');
+      if (slash != std::string::npos) {
+        rule.ordinal = std::atoi(rule.thread.c_str() + slash + 1);
+        rule.thread = rule.thread.substr(0, slash);
+      }
+    }
+    rule.entry = -1;
+    for (int i = 0; i < kEntryCount; i++)
+      if (who == kEntryNames[i]) rule.entry = i;
+    if (rule.entry < 0) bad_configuration("SIMULATED_DRIVER_FAIL: '" + who + "' is not an entry point it simulates");
+    std::string count = text.substr(colon + 1, equals - colon - 1);
+    if (!count.empty() && count.back() == '+') {
+      rule.and_later = true;
+      count.pop_back();
+    }
+    rule.call = std::strtoull(count.c_str(), nullptr, 10);
+    if (rule.call == 0 || rule.ordinal < 1)
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' needs a call number and thread number from 1");
+    const std::string action = text.substr(equals + 1);
+    if (action == "lost") {
+      rule.action = Action::kLost;
+    } else if (action.rfind("fault:", 0) == 0) {
+      rule.action = Action::kFault;
+      rule.result = parse_result(action.substr(6));
+    } else {
+      rule.action = Action::kFail;
+      rule.result = parse_result(action);
+    }
+    rules.push_back(rule);
+  }
+  return rules;
+}
+
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> parsed = parse_rules();
+  return parsed;
+}
+
+bool tracing() {
+  static const bool on = std::getenv("SIMULATED_DRIVER_TRACE") != nullptr;
+  return on;
+}
+
+// Each thread counts its own calls, so that a run repeats: the rules name threads, not timing.
+struct ThreadCalls {
+  std::string name;
+  int ordinal = 0;
+  unsigned long long counts[kEntryCount] = {};
+};
+
+ThreadCalls& thread_calls() {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, int> seen;
+  thread_local ThreadCalls calls;
+  if (calls.ordinal == 0) {
+    char name[32] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    calls.name = static_cast<pid_t>(syscall(SYS_gettid)) == getpid() ? "main" : name;
+    std::lock_guard<std::mutex> lock(mutex);
+    calls.ordinal = ++seen[calls.name];
+  }
+  return calls;
+}
+
+// The injected outcome of this call, if any.
+struct Injection {
+  bool any = false;
+  Action action = Action::kFail;
+  CUresult result = CUDA_SUCCESS;
+};
+
+Injection inject(Entry entry) {
+  Injection out;
+  if (rules().empty()) return out;
+  ThreadCalls& calls = thread_calls();
+  const unsigned long long call = ++calls.counts[entry];
+  for (const Rule& rule : rules()) {
+    if (rule.entry != entry || rule.thread != calls.name || rule.ordinal != calls.ordinal) continue;
+    if (call == rule.call || (rule.and_later && call > rule.call)) {
+      out = {true, rule.action, rule.result};
+      if (tracing())
+        report(std::string("injected into call ") + std::to_string(call) + " of " + kEntryNames[entry] + " on " +
+               calls.name + "/" + std::to_string(calls.ordinal));
+      return out;
+    }
+  }
+  return out;
+}
+
+// Fails the calling entry point at once when a rule says so. Declares `injected` for the queueing calls.
+#define SIM_ENTER(name)                                                                \
+  const Injection injected = inject(e_##name);                                         \
+  if (injected.any && injected.action == Action::kFail) return injected.result;
+
+unsigned long long env_number(const char* name, unsigned long long fallback) {
+  const char* text = std::getenv(name);
+  return text && *text ? std::strtoull(text, nullptr, 10) : fallback;
+}
+
+// ---- Devices, contexts, progress -----------------------------------------------------------------------------
+
+struct Stream;
+
+struct Device {
+  int ordinal = 0;
+  std::atomic<int> fault{CUDA_SUCCESS};
+  std::mutex mutex;
+  std::vector<Stream*> streams;  // every stream ever made on it (destroyed ones may still have work)
+  Stream* legacy = nullptr;
+  unsigned long long release_threshold = 0;
+  std::vector<bool> peers;
+};
+
+int device_count() {
+  static const int count = static_cast<int>(env_number("SIMULATED_DRIVER_DEVICES", 1));
+  return count;
+}
+
+Device* devices() {
+  static Device* all = [] {
+    auto* d = new Device[device_count()];
+    for (int i = 0; i < device_count(); i++) {
+      d[i].ordinal = i;
+      d[i].peers.assign(device_count(), false);
+    }
+    return d;
+  }();
+  return all;
+}
+
+CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(&devices()[device]); }
+thread_local Device* current = nullptr;
+
+// Every completed operation and every fault wakes the blocking waits, which then check what they wait for.
+std::mutex progress_mutex;
+std::condition_variable progress;
+void notify_progress() {
+  std::lock_guard<std::mutex> lock(progress_mutex);
+  progress.notify_all();
+}
+
+CUresult fault_of(const Device* d) { return static_cast<CUresult>(d->fault.load(std::memory_order_acquire)); }
+
+void set_fault(Device* d, CUresult result, const std::string& why) {
+  int expected = CUDA_SUCCESS;
+  if (d->fault.compare_exchange_strong(expected, result) && !why.empty()) report(why);
+  notify_progress();
+}
+
+// The current context's device, and no fault on it.
+#define SIM_NEED_CONTEXT()                                \
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;        \
+  if (fault_of(current) != CUDA_SUCCESS) return fault_of(current);
+
+// ---- Memory ---------------------------------------------------------------------------------------------------
+
+enum class Kind { kDevice, kManaged, kPinned };
+const char* const kKindNames[] = {"device memory", "managed memory", "pinned memory"};
+
+struct Block {
+  uintptr_t base;
+  size_t size;
+  Kind kind;
+  int device;
+  bool live;
+  const char* freed_by;
+};
+
+std::mutex memory_mutex;
+std::map<uintptr_t, Block> blocks;  // by base address, freed ones included while quarantined
+std::deque<uintptr_t> quarantine;
+size_t quarantined_bytes = 0;
+constexpr size_t kQuarantineBytes = 256u << 20;
+
+void* allocate(size_t size, Kind kind, int device) {
+  const size_t rounded = (size + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, rounded ? rounded : 4096);
+  if (!p) return nullptr;
+  std::memset(p, kind == Kind::kDevice ? 0xa5 : 0, rounded ? rounded : 4096);
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), size, kind, device, true, nullptr};
+  return p;
+}
+
+// The block that holds [address, address + bytes), live or freed, or null. Holds memory_mutex.
+Block* find_block(uintptr_t address, size_t bytes) {
+  auto it = blocks.upper_bound(address);
+  if (it == blocks.begin()) return nullptr;
+  --it;
+  Block& b = it->second;
+  const size_t extent = b.size ? b.size : 1;
+  return address >= b.base && address - b.base < extent && bytes <= extent - (address - b.base) ? &b : nullptr;
+}
+
+CUresult release(uintptr_t base, std::initializer_list<Kind> kinds, const char* by) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  auto it = blocks.find(base);
+  if (it == blocks.end() || !it->second.live) return CUDA_ERROR_INVALID_VALUE;
+  bool kind_ok = false;
+  for (Kind k : kinds) kind_ok = kind_ok || it->second.kind == k;
+  if (!kind_ok) return CUDA_ERROR_INVALID_VALUE;
+  it->second.live = false;
+  it->second.freed_by = by;
+  std::memset(reinterpret_cast<void*>(base), 0xdb, it->second.size);
+  quarantine.push_back(base);
+  quarantined_bytes += it->second.size;
+  while (quarantined_bytes > kQuarantineBytes) {
+    auto old = blocks.find(quarantine.front());
+    quarantine.pop_front();
+    quarantined_bytes -= old->second.size;
+    std::free(reinterpret_cast<void*>(old->first));
+    blocks.erase(old);
+  }
+  return CUDA_SUCCESS;
+}
+
+// Whether an operation may touch [address, address + bytes) as device-visible memory (device, managed or mapped
+// pinned), or as host memory (`host`: also pageable memory the driver does not know). At call time an unknown
+// device address is CUDA_ERROR_INVALID_VALUE; when the operation runs, freed memory is an illegal address.
+enum class Access { kDevice, kHost };
+struct Range {
+  uintptr_t address;
+  size_t bytes;
+  Access access;
+};
+
+CUresult check_at_call(const Range& r) {
+  if (r.bytes == 0) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(r.address, r.bytes);
+  if (r.access == Access::kHost) return CUDA_SUCCESS;
+  return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// Empty when the range may be touched now; else why not.
+std::string check_when_run(const Range& r) {
+  if (r.bytes == 0) return {};
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(r.address, r.bytes);
+  if (!b) {
+    if (r.access == Access::kHost) return {};
+    char text[128];
+    std::snprintf(text, sizeof text, "%zu bytes at 0x%llx are not allocated", r.bytes,
+                  static_cast<unsigned long long>(r.address));
+    return text;
+  }
+  if (b->live) return {};
+  char text[192];
+  std::snprintf(text, sizeof text, "%zu bytes at 0x%llx lie in %s freed by %s", r.bytes,
+                static_cast<unsigned long long>(r.address), kKindNames[static_cast<int>(b->kind)], b->freed_by);
+  return text;
+}
+
+bool is_pinned_or_device(uintptr_t address) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(address, 1);
+  return b && b->live;
+}
+
+// ---- Streams and their operations -----------------------------------------------------------------------------
+
+struct Operation {
+  const char* what;
+  std::vector<Range> ranges;  // checked when it runs
+  std::function<void()> run;  // null: nothing to do
+  Action injected = Action::kFail;
+  bool has_injection = false;
+  CUresult injected_result = CUDA_SUCCESS;
+};
+
+std::atomic<unsigned long long> next_stream_id{1};
+
+struct Stream {
+  Device* device = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+  unsigned long long id = 0;
+  bool destroyed = false;  // under mutex
+  bool started = false;    // its thread
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Operation> queue;
+  unsigned long long issued = 0;  // under mutex
+  std::atomic<unsigned long long> completed{0};
+  void body();
+};
+
+std::mutex handles_mutex;
+std::unordered_set<const void*> live_handles;
+
+bool live(const void* handle) {
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  return live_handles.count(handle) != 0;
+}
+
+void Stream::body() {
+  pthread_setname_np(pthread_self(), "sim-stream");
+  const auto delay = std::chrono::microseconds(env_number("SIMULATED_DRIVER_OPERATION_DELAY_US", 0));
+  for (;;) {
+    Operation op;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return !queue.empty() || destroyed; });
+      if (queue.empty()) return;  // destroyed and drained
+      op = std::move(queue.front());
+      queue.pop_front();
+    }
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    if (fault_of(device) == CUDA_SUCCESS) {
+      std::string bad;
+      for (const Range& r : op.ranges)
+        if (bad.empty()) bad = check_when_run(r);
+      if (!bad.empty()) {
+        set_fault(device, CUDA_ERROR_ILLEGAL_ADDRESS, std::string(op.what) + " on device " +
+                                                          std::to_string(device->ordinal) + ": " + bad);
+      } else if (op.has_injection && op.injected == Action::kFault) {
+        set_fault(device, op.injected_result, "");
+      } else if (!(op.has_injection && op.injected == Action::kLost) && op.run) {
+        op.run();
+      }
+    }
+    // A faulted device's streams never finish their work: markers stay pending, as on a GPU.
+    if (fault_of(device) == CUDA_SUCCESS) completed.fetch_add(1, std::memory_order_acq_rel);
+    notify_progress();
+  }
+}
+
+Stream* new_stream(Device* d, unsigned flags, int priority) {
+  auto* s = new Stream;  // never deleted: a late call with its handle is refused, not a use after free
+  s->device = d;
+  s->flags = flags;
+  s->priority = priority;
+  s->id = next_stream_id.fetch_add(1);
+  std::lock_guard<std::mutex> lock(d->mutex);
+  d->streams.push_back(s);
+  return s;
+}
+
+thread_local std::vector<Stream*> per_thread_streams;
+
+// The stream a handle names under the current context, or null (and `*result` says why).
+Stream* resolve(CUstream handle, const char* call, CUresult* result) {
+  *result = CUDA_SUCCESS;
+  if (!current) {
+    *result = CUDA_ERROR_INVALID_CONTEXT;
+    return nullptr;
+  }
+  if (handle == nullptr || handle == CU_STREAM_LEGACY) {
+    std::lock_guard<std::mutex> lock(current->mutex);
+    if (!current->legacy) {
+      current->legacy = new Stream;
+      current->legacy->device = current;
+      current->legacy->id = next_stream_id.fetch_add(1);
+      current->streams.push_back(current->legacy);
+    }
+    return current->legacy;
+  }
+  if (handle == CU_STREAM_PER_THREAD) {
+    if (per_thread_streams.empty()) per_thread_streams.assign(device_count(), nullptr);
+    Stream*& s = per_thread_streams[current->ordinal];
+    if (!s) s = new_stream(current, 0, 0);
+    return s;
+  }
+  if (!live(handle)) {
+    report(std::string(call) + " got a stream handle that is destroyed or was never created");
+    *result = CUDA_ERROR_INVALID_HANDLE;
+    return nullptr;
+  }
+  auto* s = reinterpret_cast<Stream*>(handle);
+  if (s->device != current) {
+    *result = CUDA_ERROR_INVALID_CONTEXT;
+    return nullptr;
+  }
+  return s;
+}
+
+// A stream for calls that do not need its context current (queries, synchronization, properties).
+Stream* resolve_any_context(CUstream handle, const char* call) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    CUresult ignored;
+    return resolve(handle, call, &ignored);
+  }
+  if (!live(handle)) {
+    report(std::string(call) + " got a stream handle that is destroyed or was never created");
+    return nullptr;
+  }
+  return reinterpret_cast<Stream*>(handle);
+}
+
+unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
+  const Injection counted = inject(e_operation);
+  const Injection& chosen = injected.any ? injected : counted;
+  if (chosen.any) {
+    op.has_injection = true;
+    op.injected = chosen.action;
+    op.injected_result = chosen.result;
+  }
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->queue.push_back(std::move(op));
+  const unsigned long long position = ++s->issued;
+  if (!s->started) {
+    s->started = true;
+    std::thread([s] { s->body(); }).detach();
+  }
+  lock.unlock();
+  s->wake.notify_one();
+  return position;
+}
+
+bool drained(Stream* s) {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->completed.load(std::memory_order_acquire) >= s->issued;
+}
+
+// Blocks until `done()` or a fault on `d`; returns the fault or CUDA_SUCCESS.
+template <class Done>
+CUresult block_until(Device* d, Done done) {
+  std::unique_lock<std::mutex> lock(progress_mutex);
+  for (;;) {
+    if (fault_of(d) != CUDA_SUCCESS) return fault_of(d);
+    if (done()) return CUDA_SUCCESS;
+    progress.wait_for(lock, std::chrono::milliseconds(1));
+  }
+}
+
+// ---- Events ---------------------------------------------------------------------------------------------------
+
+struct Event {
+  Device* device = nullptr;
+  unsigned flags = 0;
+  std::mutex mutex;
+  Stream* stream = nullptr;  // the last record's stream and position; null: never recorded
+  unsigned long long position = 0;
+  unsigned long long generation = 0;
+  double done_ms = 0;  // when the last record ran
+};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Event* resolve_event(CUevent handle, const char* call) {
+  if (!live(handle)) {
+    report(std::string(call) + " got an event handle that is destroyed or was never created");
+    return nullptr;
+  }
+  return reinterpret_cast<Event*>(handle);
+}
+
+bool event_done(Event* e) {
+  std::lock_guard<std::mutex> lock(e->mutex);
+  return !e->stream || e->stream->completed.load(std::memory_order_acquire) >= e->position;
+}
+
+// ---- Modules --------------------------------------------------------------------------------------------------
+
+struct Module {
+  Device* device;
+  std::vector<std::string> entries;  // kernels a PTX image declares; empty: any name is taken
+};
+struct Function {
+  Module* module;
+  std::string name;
+  int max_dynamic_shared = 0;
+};
+
+// ---- The entry points -----------------------------------------------------------------------------------------
+
+extern "C" {
+
+CUresult s_cuInit(unsigned flags) {
+  SIM_ENTER(cuInit);
+  return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult s_cuGetErrorName(CUresult error, const char** name) {
+  SIM_ENTER(cuGetErrorName);
+  for (const ResultName& r : kResults)
+    if (r.result == error) return (*name = r.name), CUDA_SUCCESS;
+  *name = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult s_cuGetErrorString(CUresult error, const char** text) {
+  SIM_ENTER(cuGetErrorString);
+  for (const ResultName& r : kResults)
+    if (r.result == error) return (*text = r.text), CUDA_SUCCESS;
+  *text = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult s_cuDeviceGet(CUdevice* d, int ordinal) {
+  SIM_ENTER(cuDeviceGet);
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDeviceGetCount(int* count) {
+  SIM_ENTER(cuDeviceGetCount);
+  *count = device_count();
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDeviceGetName(char* name, int length, CUdevice d) {
+  SIM_ENTER(cuDeviceGetName);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, length, "Simulated GPU %d", d);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d) {
+  SIM_ENTER(cuDeviceGetAttribute);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  switch (static_cast<int>(attribute)) {
+    case 1: case 2: case 3: *value = 1024; break;  // threads per block and block dimensions
+    case 4: *value = 64; break;
+    case 5: *value = 2147483647; break;
+    case 6: case 7: *value = 65535; break;
+    case 8: *value = 49152; break;
+    case 10: *value = 32; break;
+    case 16: *value = 132; break;
+    case 18: *value = 0; break;
+    case 33: *value = d + 1; break;
+    case 40: *value = 2; break;
+    case 75: *value = 9; break;
+    case 76: *value = 0; break;
+    case 97: *value = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+      *value = std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS") ? 0 : 1;
+      break;
+    default: *value = 1;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDeviceTotalMem(size_t* bytes, CUdevice d) {
+  SIM_ENTER(cuDeviceTotalMem);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = 16ull << 30;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer) {
+  SIM_ENTER(cuDeviceCanAccessPeer);
+  if (d < 0 || d >= device_count() || peer < 0 || peer >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *can = d != peer;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice d) {
+  SIM_ENTER(cuDevicePrimaryCtxRetain);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *context = context_of(d);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuCtxSetCurrent(CUcontext context) {
+  SIM_ENTER(cuCtxSetCurrent);
+  if (context == nullptr) return (current = nullptr), CUDA_SUCCESS;
+  for (int i = 0; i < device_count(); i++)
+    if (context == context_of(i)) return (current = &devices()[i]), CUDA_SUCCESS;
+  return CUDA_ERROR_INVALID_CONTEXT;
+}
+CUresult s_cuCtxGetCurrent(CUcontext* context) {
+  SIM_ENTER(cuCtxGetCurrent);
+  *context = current ? context_of(current->ordinal) : nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuCtxSynchronize() {
+  SIM_ENTER(cuCtxSynchronize);
+  SIM_NEED_CONTEXT();
+  Device* d = current;
+  return block_until(d, [d] {
+    std::lock_guard<std::mutex> lock(d->mutex);
+    for (Stream* s : d->streams)
+      if (!drained(s)) return false;
+    return true;
+  });
+}
+CUresult s_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  SIM_ENTER(cuCtxGetStreamPriorityRange);
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+  SIM_ENTER(cuCtxEnablePeerAccess);
+  SIM_NEED_CONTEXT();
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < device_count(); i++)
+    if (peer == context_of(i)) {
+      if (i == current->ordinal) return CUDA_ERROR_INVALID_DEVICE;
+      std::lock_guard<std::mutex> lock(current->mutex);
+      if (current->peers[i]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+      current->peers[i] = true;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult create_stream(CUstream* stream, unsigned flags, int priority) {
+  SIM_NEED_CONTEXT();
+  if (flags > CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = new_stream(current, flags, priority < -5 ? -5 : priority > 0 ? 0 : priority);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(s);
+  *stream = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int priority) {
+  SIM_ENTER(cuStreamCreateWithPriority);
+  return create_stream(stream, flags, priority);
+}
+CUresult s_cuStreamCreate(CUstream* stream, unsigned flags) {
+  SIM_ENTER(cuStreamCreate);
+  return create_stream(stream, flags, 0);
+}
+CUresult s_cuStreamDestroy(CUstream stream) {
+  SIM_ENTER(cuStreamDestroy);
+  {
+    std::lock_guard<std::mutex> lock(handles_mutex);
+    if (live_handles.erase(stream) == 0) {
+      report("cuStreamDestroy got a stream handle that is destroyed or was never created");
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+  }
+  auto* s = reinterpret_cast<Stream*>(stream);
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->destroyed = true;
+  }
+  s->wake.notify_one();
+  return fault_of(s->device);
+}
+CUresult s_cuStreamQuery(CUstream stream) {
+  SIM_ENTER(cuStreamQuery);
+  Stream* s = resolve_any_context(stream, "cuStreamQuery");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (fault_of(s->device) != CUDA_SUCCESS) return fault_of(s->device);
+  return drained(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult s_cuStreamSynchronize(CUstream stream) {
+  SIM_ENTER(cuStreamSynchronize);
+  Stream* s = resolve_any_context(stream, "cuStreamSynchronize");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return block_until(s->device, [s] { return drained(s); });
+}
+CUresult s_cuStreamGetId(CUstream stream, unsigned long long* id) {
+  SIM_ENTER(cuStreamGetId);
+  Stream* s = resolve_any_context(stream, "cuStreamGetId");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamGetPriority(CUstream stream, int* priority) {
+  SIM_ENTER(cuStreamGetPriority);
+  Stream* s = resolve_any_context(stream, "cuStreamGetPriority");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  *priority = s->priority;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamGetFlags(CUstream stream, unsigned* flags) {
+  SIM_ENTER(cuStreamGetFlags);
+  Stream* s = resolve_any_context(stream, "cuStreamGetFlags");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  *flags = s->flags;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  SIM_ENTER(cuStreamGetCtx);
+  Stream* s = resolve_any_context(stream, "cuStreamGetCtx");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  *context = context_of(s->device->ordinal);
+  return CUDA_SUCCESS;
+}
+
+// Resolves `stream` under the current context for a call that queues work; returns on failure.
+#define SIM_QUEUE_ON(name, stream)                       \
+  SIM_NEED_CONTEXT();                                    \
+  CUresult resolved_result;                              \
+  Stream* s = resolve(stream, #name, &resolved_result);  \
+  if (!s) return resolved_result;
+
+CUresult s_cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
+  SIM_ENTER(cuLaunchHostFunc);
+  SIM_QUEUE_ON(cuLaunchHostFunc, stream);
+  if (!function) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"a host function", {}, [function, data] { function(data); }}, injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamWriteValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
+  SIM_ENTER(cuStreamWriteValue64);
+  SIM_QUEUE_ON(cuStreamWriteValue64, stream);
+  if (std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS")) return CUDA_ERROR_NOT_SUPPORTED;
+  if (address % 8 != 0 || flags > CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) return CUDA_ERROR_INVALID_VALUE;
+  const Range range{address, 8, Access::kDevice};
+  if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"cuStreamWriteValue64", {range}, [address, value] {
+                __atomic_store_n(reinterpret_cast<cuuint64_t*>(address), value, __ATOMIC_RELEASE);
+              }},
+          injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamWaitValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
+  SIM_ENTER(cuStreamWaitValue64);
+  SIM_QUEUE_ON(cuStreamWaitValue64, stream);
+  if (std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS")) return CUDA_ERROR_NOT_SUPPORTED;
+  const unsigned condition = flags & ~static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH);
+  if (address % 8 != 0 || condition > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  const Range range{address, 8, Access::kDevice};
+  if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  Device* d = s->device;
+  enqueue(s, {"cuStreamWaitValue64", {range}, [address, value, condition, d] {
+                const auto* word = reinterpret_cast<const cuuint64_t*>(address);
+                block_until(d, [&] {
+                  const cuuint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+                  switch (condition) {
+                    case CU_STREAM_WAIT_VALUE_EQ: return seen == value;
+                    case CU_STREAM_WAIT_VALUE_AND: return (seen & value) != 0;
+                    case CU_STREAM_WAIT_VALUE_NOR: return ~(seen | value) != 0;
+                    default: return static_cast<int64_t>(seen - value) >= 0;
+                  }
+                });
+              }},
+          injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamBatchMemOp(CUstream, unsigned, CUstreamBatchMemOpParams*, unsigned) {
+  SIM_ENTER(cuStreamBatchMemOp);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult s_cuEventCreate(CUevent* event, unsigned flags) {
+  SIM_ENTER(cuEventCreate);
+  SIM_NEED_CONTEXT();
+  if (flags & ~static_cast<unsigned>(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new Event;  // never deleted, like streams
+  e->device = current;
+  e->flags = flags;
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(e);
+  *event = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuEventDestroy(CUevent event) {
+  SIM_ENTER(cuEventDestroy);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (live_handles.erase(event) == 0) {
+    report("cuEventDestroy got an event handle that is destroyed or was never created");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return fault_of(reinterpret_cast<Event*>(event)->device);
+}
+CUresult s_cuEventRecord(CUevent event, CUstream stream) {
+  SIM_ENTER(cuEventRecord);
+  SIM_QUEUE_ON(cuEventRecord, stream);
+  Event* e = resolve_event(event, "cuEventRecord");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(e->mutex);
+  const unsigned long long generation = ++e->generation;
+  e->stream = s;
+  e->position = enqueue(s, {"cuEventRecord", {}, [e, generation] {
+                              std::lock_guard<std::mutex> lock(e->mutex);
+                              if (e->generation == generation) e->done_ms = now_ms();
+                            }},
+                        injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuEventQuery(CUevent event) {
+  SIM_ENTER(cuEventQuery);
+  Event* e = resolve_event(event, "cuEventQuery");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (fault_of(e->device) != CUDA_SUCCESS) return fault_of(e->device);
+  return event_done(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult s_cuEventSynchronize(CUevent event) {
+  SIM_ENTER(cuEventSynchronize);
+  Event* e = resolve_event(event, "cuEventSynchronize");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  return block_until(e->device, [e] { return event_done(e); });
+}
+CUresult s_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  SIM_ENTER(cuEventElapsedTime);
+  Event* a = resolve_event(start, "cuEventElapsedTime");
+  Event* b = resolve_event(end, "cuEventElapsedTime");
+  if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
+  if (fault_of(a->device) != CUDA_SUCCESS) return fault_of(a->device);
+  if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard<std::mutex> la(a->mutex);
+    if (!a->stream) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  {
+    std::lock_guard<std::mutex> lb(b->mutex);
+    if (!b->stream) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (!event_done(a) || !event_done(b)) return CUDA_ERROR_NOT_READY;
+  std::lock_guard<std::mutex> la(a->mutex);
+  std::lock_guard<std::mutex> lb(b->mutex);
+  *ms = static_cast<float>(b->done_ms - a->done_ms);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+  SIM_ENTER(cuStreamWaitEvent);
+  SIM_QUEUE_ON(cuStreamWaitEvent, stream);
+  Event* e = resolve_event(event, "cuStreamWaitEvent");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Stream* source;
+  unsigned long long position;
+  {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    source = e->stream;
+    position = e->position;
+  }
+  if (!source) return CUDA_SUCCESS;  // never recorded: nothing to wait for
+  Device* d = s->device;
+  enqueue(s, {"cuStreamWaitEvent", {}, [source, position, d] {
+                block_until(d, [&] {
+                  return source->completed.load(std::memory_order_acquire) >= position ||
+                         fault_of(source->device) != CUDA_SUCCESS;
+                });
+              }},
+          injected);
+  return CUDA_SUCCESS;
+}
+
+CUresult s_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned, CUjit_option*, void**) {
+  SIM_ENTER(cuModuleLoadDataEx);
+  SIM_NEED_CONTEXT();
+  if (!image) return CUDA_ERROR_INVALID_VALUE;
+  auto* m = new Module{current, {}};
+  // A PTX text names its kernels with `.entry <name>(`; a binary image is taken as holding any kernel.
+  const auto* text = static_cast<const char*>(image);
+  if (std::strncmp(text, "\x7f" "ELF", 4) != 0) {
+    const std::string ptx(text, strnlen(text, 64u << 20));
+    for (size_t at = ptx.find(".entry"); at != std::string::npos; at = ptx.find(".entry", at + 6)) {
+      size_t begin = at + 6;
+      while (begin < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[begin]))) begin++;
+      size_t end = begin;
+      while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) || ptx[end] == '_')) end++;
+      m->entries.push_back(ptx.substr(begin, end - begin));
+    }
+    if (m->entries.empty()) {
+      delete m;
+      return CUDA_ERROR_INVALID_PTX;
+    }
+  }
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(m);
+  *module = reinterpret_cast<CUmodule>(m);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuModuleUnload(CUmodule module) {
+  SIM_ENTER(cuModuleUnload);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (live_handles.erase(module) == 0) {
+    report("cuModuleUnload got a module handle that is unloaded or was never loaded");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  SIM_ENTER(cuModuleGetFunction);
+  if (!live(module) || !name) return CUDA_ERROR_INVALID_HANDLE;
+  auto* m = reinterpret_cast<Module*>(module);
+  bool found = m->entries.empty();
+  for (const std::string& entry : m->entries) found = found || entry == name;
+  if (!found) return CUDA_ERROR_NOT_FOUND;
+  *function = reinterpret_cast<CUfunction>(new Function{m, name});  // lives as long as the process
+  return CUDA_SUCCESS;
+}
+CUresult s_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction function) {
+  SIM_ENTER(cuFuncGetAttribute);
+  if (!function) return CUDA_ERROR_INVALID_HANDLE;
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 16; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *value = reinterpret_cast<Function*>(function)->max_dynamic_shared;
+      break;
+    default: *value = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+  SIM_ENTER(cuFuncSetAttribute);
+  if (!function) return CUDA_ERROR_INVALID_HANDLE;
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_ERROR_NOT_SUPPORTED;
+  if (value < 0 || value > 232448) return CUDA_ERROR_INVALID_VALUE;
+  reinterpret_cast<Function*>(function)->max_dynamic_shared = value;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shared, CUstream stream, void**, void**) {
+  SIM_ENTER(cuLaunchKernel);
+  SIM_QUEUE_ON(cuLaunchKernel, stream);
+  if (!function) return CUDA_ERROR_INVALID_HANDLE;
+  auto* f = reinterpret_cast<Function*>(function);
+  if (!live(f->module)) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"a kernel", {}, nullptr}, injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction function, CUoccupancyB2DSize, size_t,
+                                            int limit) {
+  SIM_ENTER(cuOccupancyMaxPotentialBlockSize);
+  if (!function) return CUDA_ERROR_INVALID_HANDLE;
+  *block = limit > 0 && limit < 1024 ? limit : 1024;
+  *grid = 132;
+  return CUDA_SUCCESS;
+}
+
+CUresult s_cuMemGetInfo(size_t* free_bytes, size_t* total) {
+  SIM_ENTER(cuMemGetInfo);
+  SIM_NEED_CONTEXT();
+  *total = 16ull << 30;
+  *free_bytes = 15ull << 30;
+  return CUDA_SUCCESS;
+}
+CUresult allocate_async(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
+  SIM_QUEUE_ON(cuMemAllocAsync, stream);
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > (16ull << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = allocate(bytes, Kind::kDevice, s->device->ordinal);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t bytes, CUmemoryPool, CUstream stream) {
+  SIM_ENTER(cuMemAllocFromPoolAsync);
+  return allocate_async(pointer, bytes, stream);
+}
+CUresult s_cuMemAllocAsync(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
+  SIM_ENTER(cuMemAllocAsync);
+  return allocate_async(pointer, bytes, stream);
+}
+CUresult s_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  SIM_ENTER(cuMemFreeAsync);
+  SIM_QUEUE_ON(cuMemFreeAsync, stream);
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    auto it = blocks.find(pointer);
+    if (it == blocks.end() || !it->second.live || it->second.kind != Kind::kDevice) return CUDA_ERROR_INVALID_VALUE;
+  }
+  enqueue(s, {"cuMemFreeAsync", {}, [pointer] { release(pointer, {Kind::kDevice}, "cuMemFreeAsync"); }}, injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemAllocManaged(CUdeviceptr* pointer, size_t bytes, unsigned flags) {
+  SIM_ENTER(cuMemAllocManaged);
+  SIM_NEED_CONTEXT();
+  if (bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;
+  void* p = allocate(bytes, Kind::kManaged, current->ordinal);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult managed_range(CUdeviceptr pointer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(pointer, bytes);
+  return b && b->live && b->kind == Kind::kManaged && bytes > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult s_cuMemPrefetchAsync(CUdeviceptr pointer, size_t bytes, CUdevice destination, CUstream stream) {
+  SIM_ENTER(cuMemPrefetchAsync);
+  SIM_QUEUE_ON(cuMemPrefetchAsync, stream);
+  if (destination != CU_DEVICE_CPU && (destination < 0 || destination >= device_count())) return CUDA_ERROR_INVALID_DEVICE;
+  if (managed_range(pointer, bytes) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"cuMemPrefetchAsync", {{pointer, bytes, Access::kDevice}}, nullptr}, injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemAdvise(CUdeviceptr pointer, size_t bytes, CUmem_advise advice, CUdevice d) {
+  SIM_ENTER(cuMemAdvise);
+  SIM_NEED_CONTEXT();
+  if (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY) return CUDA_ERROR_INVALID_VALUE;
+  if (d != CU_DEVICE_CPU && (d < 0 || d >= device_count())) return CUDA_ERROR_INVALID_DEVICE;
+  return managed_range(pointer, bytes);
+}
+CUresult s_cuMemHostAlloc(void** pointer, size_t bytes, unsigned flags) {
+  SIM_ENTER(cuMemHostAlloc);
+  SIM_NEED_CONTEXT();
+  if (bytes == 0 || flags > 7) return CUDA_ERROR_INVALID_VALUE;
+  void* p = allocate(bytes, Kind::kPinned, current->ordinal);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = p;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemFreeHost(void* pointer) {
+  SIM_ENTER(cuMemFreeHost);
+  SIM_NEED_CONTEXT();
+  return release(reinterpret_cast<uintptr_t>(pointer), {Kind::kPinned}, "cuMemFreeHost");
+}
+CUresult s_cuMemFree(CUdeviceptr pointer) {
+  SIM_ENTER(cuMemFree);
+  SIM_NEED_CONTEXT();
+  return release(pointer, {Kind::kDevice, Kind::kManaged}, "cuMemFree");
+}
+CUresult s_cuMemHostRegister(void*, size_t, unsigned) {
+  SIM_ENTER(cuMemHostRegister);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult s_cuMemHostUnregister(void*) {
+  SIM_ENTER(cuMemHostUnregister);
+  return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+CUresult s_cuMemHostGetDevicePointer(CUdeviceptr* device_pointer, void* host, unsigned flags) {
+  SIM_ENTER(cuMemHostGetDevicePointer);
+  SIM_NEED_CONTEXT();
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(reinterpret_cast<uintptr_t>(host), 1);
+  if (!b || !b->live || b->kind != Kind::kPinned) return CUDA_ERROR_INVALID_VALUE;
+  *device_pointer = reinterpret_cast<CUdeviceptr>(host);
+  return CUDA_SUCCESS;
+}
+
+// Queues a copy of `bytes` from `source` to `destination`. A pageable host source is read now; a pageable host
+// destination makes the call wait until the copy ran, as the driver's copies of pageable memory do.
+CUresult queue_copy(Stream* s, const char* what, Range destination, Range source, const Injection& injected) {
+  if (check_at_call(destination) != CUDA_SUCCESS || check_at_call(source) != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_VALUE;
+  const size_t bytes = destination.bytes;
+  if (bytes == 0) return CUDA_SUCCESS;
+  const bool pageable_source = source.access == Access::kHost && !is_pinned_or_device(source.address);
+  const bool pageable_destination = destination.access == Access::kHost && !is_pinned_or_device(destination.address);
+  std::shared_ptr<std::vector<unsigned char>> snapshot;
+  if (pageable_source) {
+    const auto* from = reinterpret_cast<const unsigned char*>(source.address);
+    snapshot = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
+  }
+  Operation op{what, {destination}, [destination, source, snapshot, bytes] {
+                 const void* from = snapshot ? snapshot->data() : reinterpret_cast<const void*>(source.address);
+                 std::memmove(reinterpret_cast<void*>(destination.address), from, bytes);
+               }};
+  if (!pageable_source) op.ranges.push_back(source);
+  const unsigned long long position = enqueue(s, std::move(op), injected);
+  if (pageable_destination)
+    return block_until(s->device, [s, position] { return s->completed.load() >= position; });
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemcpyAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  SIM_ENTER(cuMemcpyAsync);
+  SIM_QUEUE_ON(cuMemcpyAsync, stream);
+  return queue_copy(s, "cuMemcpyAsync", {destination, bytes, Access::kHost}, {source, bytes, Access::kHost}, injected);
+}
+CUresult s_cuMemcpyHtoDAsync(CUdeviceptr destination, const void* source, size_t bytes, CUstream stream) {
+  SIM_ENTER(cuMemcpyHtoDAsync);
+  SIM_QUEUE_ON(cuMemcpyHtoDAsync, stream);
+  return queue_copy(s, "cuMemcpyHtoDAsync", {destination, bytes, Access::kDevice},
+                    {reinterpret_cast<uintptr_t>(source), bytes, Access::kHost}, injected);
+}
+CUresult s_cuMemcpyDtoHAsync(void* destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  SIM_ENTER(cuMemcpyDtoHAsync);
+  SIM_QUEUE_ON(cuMemcpyDtoHAsync, stream);
+  return queue_copy(s, "cuMemcpyDtoHAsync", {reinterpret_cast<uintptr_t>(destination), bytes, Access::kHost},
+                    {source, bytes, Access::kDevice}, injected);
+}
+CUresult s_cuMemcpyDtoDAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  SIM_ENTER(cuMemcpyDtoDAsync);
+  SIM_QUEUE_ON(cuMemcpyDtoDAsync, stream);
+  return queue_copy(s, "cuMemcpyDtoDAsync", {destination, bytes, Access::kDevice}, {source, bytes, Access::kDevice},
+                    injected);
+}
+CUresult s_cuMemcpyPeerAsync(CUdeviceptr destination, CUcontext, CUdeviceptr source, CUcontext, size_t bytes,
+                             CUstream stream) {
+  SIM_ENTER(cuMemcpyPeerAsync);
+  SIM_QUEUE_ON(cuMemcpyPeerAsync, stream);
+  return queue_copy(s, "cuMemcpyPeerAsync", {destination, bytes, Access::kDevice}, {source, bytes, Access::kDevice},
+                    injected);
+}
+CUresult s_cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream) {
+  SIM_ENTER(cuMemsetD8Async);
+  SIM_QUEUE_ON(cuMemsetD8Async, stream);
+  const Range range{destination, count, Access::kDevice};
+  if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"cuMemsetD8Async", {range}, [destination, value, count] {
+                std::memset(reinterpret_cast<void*>(destination), value, count);
+              }},
+          injected);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemsetD32Async(CUdeviceptr destination, unsigned value, size_t count, CUstream stream) {
+  SIM_ENTER(cuMemsetD32Async);
+  SIM_QUEUE_ON(cuMemsetD32Async, stream);
+  if (destination % 4 != 0 || count > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
+  const Range range{destination, count * 4, Access::kDevice};
+  if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, {"cuMemsetD32Async", {range}, [destination, value, count] {
+                auto* words = reinterpret_cast<unsigned*>(destination);
+                for (size_t i = 0; i < count; i++) words[i] = value;
+              }},
+          injected);
+  return CUDA_SUCCESS;
+}
+
+CUresult s_cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice d) {
+  SIM_ENTER(cuDeviceGetDefaultMemPool);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(&devices()[d]);
+  return CUDA_SUCCESS;
+}
+size_t live_device_bytes(int device) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  size_t total = 0;
+  for (const auto& entry : blocks)
+    if (entry.second.live && entry.second.kind == Kind::kDevice && entry.second.device == device)
+      total += entry.second.size;
+  return total;
+}
+CUresult s_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  SIM_ENTER(cuMemPoolGetAttribute);
+  auto* d = reinterpret_cast<Device*>(pool);
+  auto* out = static_cast<cuuint64_t*>(value);
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = d->release_threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      *out = live_device_bytes(d->ordinal);
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult s_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  SIM_ENTER(cuMemPoolSetAttribute);
+  if (attribute != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) return CUDA_ERROR_INVALID_VALUE;
+  reinterpret_cast<Device*>(pool)->release_threshold = *static_cast<cuuint64_t*>(value);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemPoolTrimTo(CUmemoryPool, size_t) {
+  SIM_ENTER(cuMemPoolTrimTo);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemPoolSetAccess(CUmemoryPool, const CUmemAccessDesc*, size_t) {
+  SIM_ENTER(cuMemPoolSetAccess);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location) {
+  SIM_ENTER(cuMemPoolGetAccess);
+  auto* d = reinterpret_cast<Device*>(pool);
+  if (!location || location->id < 0 || location->id >= device_count()) return CUDA_ERROR_INVALID_VALUE;
+  *flags = location->id == d->ordinal ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
+// Capture and graphs are not simulated yet: nothing captures, so graphs cannot be made.
+CUresult s_cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  SIM_ENTER(cuStreamBeginCapture);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult s_cuStreamEndCapture(CUstream, CUgraph*) {
+  SIM_ENTER(cuStreamEndCapture);
+  return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+}
+CUresult s_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  SIM_ENTER(cuStreamIsCapturing);
+  if (!resolve_any_context(stream, "cuStreamIsCapturing")) return CUDA_ERROR_INVALID_HANDLE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuStreamGetCaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                  const CUgraphNode** dependencies, size_t* count) {
+  SIM_ENTER(cuStreamGetCaptureInfo);
+  if (!resolve_any_context(stream, "cuStreamGetCaptureInfo")) return CUDA_ERROR_INVALID_HANDLE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id) *id = 0;
+  if (graph) *graph = nullptr;
+  if (dependencies) *dependencies = nullptr;
+  if (count) *count = 0;
+  return CUDA_SUCCESS;
+}
+#define SIM_NO_GRAPHS(name, ...)            \
+  CUresult s_##name(__VA_ARGS__) {          \
+    SIM_ENTER(name);                        \
+    return CUDA_ERROR_NOT_SUPPORTED;        \
+  }
+SIM_NO_GRAPHS(cuGraphInstantiateWithFlags, CUgraphExec*, CUgraph, unsigned long long)
+SIM_NO_GRAPHS(cuGraphLaunch, CUgraphExec, CUstream)
+SIM_NO_GRAPHS(cuGraphExecUpdate, CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*)
+SIM_NO_GRAPHS(cuGraphDestroy, CUgraph)
+SIM_NO_GRAPHS(cuGraphExecDestroy, CUgraphExec)
+SIM_NO_GRAPHS(cuGraphGetNodes, CUgraph, CUgraphNode*, size_t*)
+SIM_NO_GRAPHS(cuGraphNodeGetType, CUgraphNode, CUgraphNodeType*)
+SIM_NO_GRAPHS(cuGraphKernelNodeGetParams, CUgraphNode, CUDA_KERNEL_NODE_PARAMS*)
+SIM_NO_GRAPHS(cuGraphExecKernelNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)
+SIM_NO_GRAPHS(cuGraphMemcpyNodeGetParams, CUgraphNode, CUDA_MEMCPY3D*)
+SIM_NO_GRAPHS(cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D*, CUcontext)
+#undef SIM_NO_GRAPHS
+
+}  // extern "C"
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) CUresult cuDriverGetVersion(int* version) {
+  SIM_ENTER(cuDriverGetVersion);
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
+                                                                   CUdriverProcAddressQueryResult* status) {
+  SIM_ENTER(cuGetProcAddress_v2);
+  static const std::unordered_map<std::string, void*> table = {
+#define SIM_TABLE(name) {#name, reinterpret_cast<void*>(&s_##name)},
+      SIM_PROC_ENTRY_POINTS(SIM_TABLE)
+#undef SIM_TABLE
+  };
+  auto it = table.find(symbol);
+  if (it == table.end()) {
+    *pfn = nullptr;
+    if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = it->second;
+  if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+}
