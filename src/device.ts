@@ -1,4 +1,5 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
+import { landPending } from './completion.js';
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateOptions, validateSignal } from './validate.js';
@@ -91,7 +92,8 @@ export class Device {
    * of any other library that uses the primary context (the CUDA runtime does). Never blocks the event loop or a
    * libuv pool thread: a native thread per device waits in cuCtxSynchronize, and one such wait serves every
    * request queued before it began. Prefer `stream.synchronize()` for your own work: a device-wide wait also waits
-   * for unrelated streams.
+   * for unrelated streams. Copies into JS arrays that this thread queued have landed when it resolves; those of other
+   * threads (workers) land on their own thread, the only one that may write their arrays, at its next wait.
    * @throws (rejects) {@link CudaError} when queued work failed (a sticky fault: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...), or
    * with code `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` while a graph capture is open on the device in any thread (the
    * driver is not called, so the capture is not invalidated); `signal.reason` when `options.signal` aborts; `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE (thrown)
@@ -102,7 +104,8 @@ export class Device {
     if (signal?.aborted) return Promise.reject(signal.reason);
     let done: Promise<void>;
     try {
-      done = native.deviceSynchronize(this.ordinal);
+      // This thread's copies into JS arrays land before the wait settles (another thread's land on that thread).
+      done = native.deviceSynchronize(this.ordinal).then(landPending);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -115,12 +118,14 @@ export class Device {
   }
 
   /** Blocks the calling thread, event loop included, until all work queued so far on the device's primary context is
-   * done; use {@link Device.synchronize} to wait without blocking.
+   * done; use {@link Device.synchronize} to wait without blocking. Copies into JS arrays that this thread queued have
+   * landed when it returns (another thread's land on that thread).
    * @throws {@link CudaError} when queued work failed, or with code `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` while a
    * graph capture is open on the device in any thread (without calling the driver). Wraps: cuCtxSynchronize.
    * Thread-safety: any thread. */
   synchronizeSync(): void {
     native.deviceSynchronizeSync(this.ordinal);
+    landPending(); // this thread's copies into JS arrays land before the work is reported done
   }
 
   /** Free and total memory of the device, in bytes, as the driver reports them now. Free bytes count what every

@@ -131,9 +131,11 @@ export class Event {
 
 
   /** Blocks the calling thread (and its event loop) until the recorded work is done; prefer
-   * {@link Event.synchronize}. Wraps: cuEventSynchronize. */
+   * {@link Event.synchronize}. Copies into JS arrays queued by this thread before the record have landed when it
+   * returns. Wraps: cuEventSynchronize. */
   synchronizeSync(): void {
     native.eventSynchronize(this.#waitable('synchronizeSync'));
+    landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
 
   /** Milliseconds between two recorded events (resolution about 0.5 µs).

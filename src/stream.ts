@@ -229,13 +229,15 @@ export class Stream {
 
 
   /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
-   * {@link Stream.synchronize}. @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy;
+   * {@link Stream.synchronize}. Copies into JS arrays queued before have landed when it returns.
+   * @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy;
    * {@link CaptureError} while the stream is capturing a graph.
    * Wraps: cuStreamSynchronize. */
   synchronizeSync(): void {
     const box = this.#use('synchronizeSync');
     requireNotCapturing(box, this.id, 'stream.synchronizeSync()');
     native.streamSynchronize(box);
+    landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks

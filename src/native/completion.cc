@@ -413,6 +413,7 @@ class Engine {
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
     if (wait->landing) {
+      wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
       if (result == CUDA_SUCCESS) drop_marker(*wait->landing);
     } else if (wait->marker.event && result == CUDA_SUCCESS) {
@@ -699,8 +700,11 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing) {
 
 bool settle_landing(Napi::Env env, Landing& landing) {
   if (landing.finished.load(std::memory_order_acquire)) return true;
+  // A failed copy never lands: its staging may hold another copy's bytes.
   CUresult result = CUDA_SUCCESS;
-  if (!landing.marker_done.load(std::memory_order_acquire)) {
+  if (landing.marker_done.load(std::memory_order_acquire)) {
+    result = landing.marker_result.load(std::memory_order_relaxed);
+  } else {
     if (CUresult fault = device_fault(landing.marker.device)) {
       result = fault;
     } else if (landing.poll) {

@@ -111,7 +111,8 @@ struct Landing {
   std::function<void()> release;        // gives the staging back; runs once, on any thread
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
-  std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done
+  std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
+  std::atomic<CUresult> marker_result{CUDA_SUCCESS};  // what the poller saw; stored before marker_done
   std::atomic<bool> finished{false};     // copied or dropped
   // An event marker goes back to its pool only when both the poller and the landing's finisher are done with it: a
   // recycled event could be recorded again and make a finished copy look pending.

@@ -1,0 +1,81 @@
+// Staged device-to-host copies into JS arrays on the simulated driver, whose streams run their work later on threads
+// of their own: the bytes must be in the array when any wait made afterwards on the owning thread reports the work
+// done, and a copy that failed must leave the array as it was.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+
+// Fills a device buffer with a known pattern, queues a copy of it into a fresh array, waits by `wait`, and reports
+// whether the array held the pattern right after the wait, over several trials.
+const landingAfter = (wait: string) => `
+  import { Device, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+  const stream = Stream.create();
+  const device = Device.get(0);
+  const buffer = DeviceBuffer.alloc(4096, { stream });
+  const landed = [];
+  for (let trial = 0; trial < 10; trial++) {
+    stream.fill(buffer, 0x01010101 * (trial + 1), { elementSize: 4 });
+    const destination = new Uint8Array(4096);
+    stream.copy(destination, buffer);
+    const event = Event.create();
+    event.record(stream);
+    ${wait};
+    landed.push(destination.every((b) => b === trial + 1));
+    event.destroy();
+  }
+  buffer.free();
+  stream.destroy();
+  console.log(JSON.stringify(landed));`;
+
+for (const [name, wait] of [
+  ['stream.synchronizeSync()', 'stream.synchronizeSync()'],
+  ['event.synchronizeSync()', 'event.synchronizeSync()'],
+  ['device.synchronizeSync()', 'device.synchronizeSync()'],
+  ['await device.synchronize()', 'await device.synchronize()'],
+  ['await stream.synchronize()', 'await stream.synchronize()'],
+  ['await event.synchronize()', 'await event.synchronize()'],
+  ['stream.query() polled until true', 'while (!stream.query());'],
+  ['event.query() polled until true', 'while (!event.query());'],
+]) {
+  test(`a staged device-to-host copy has landed when ${name} reports the work done`, needsCompiler, async () => {
+    const landed = await simulatedJson<boolean[]>(landingAfter(wait), { operationDelayUs: 300 });
+    assert.deepEqual(landed, Array(10).fill(true));
+  });
+}
+
+test('a staged device-to-host copy whose copy faulted leaves the destination as it was, not stale staging bytes', needsCompiler, async () => {
+  // The first copy fills a staging chunk with 0x11s; the second reuses that chunk and its copy faults.
+  const result = await simulatedJson<{ first: number; error: string; second: number[] }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const a = DeviceBuffer.alloc(4096, { stream });
+     const b = DeviceBuffer.alloc(4096, { stream });
+     stream.fill(a, 0x11);
+     stream.fill(b, 0x22);
+     const first = new Uint8Array(4096);
+     stream.copy(first, a);
+     await stream.synchronize();
+     const second = new Uint8Array(4096).fill(0x33);
+     stream.copy(second, b);
+     const error = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     console.log(JSON.stringify({ first: first[0], error, second: [...new Set(second)] }));`,
+    { fail: 'cuMemcpyDtoHAsync:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS' },
+  );
+  assert.deepEqual(result, { first: 0x11, error: 'CUDA_ERROR_ILLEGAL_ADDRESS', second: [0x33] });
+});
+
+test('a streamed device-to-host copy (larger than the staging cap) whose copy faulted leaves the destination as it was', needsCompiler, async () => {
+  const result = await simulatedJson<{ error: string; values: number[] }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const b = DeviceBuffer.alloc(4 << 20, { stream });
+     stream.fill(b, 0x22);
+     const destination = new Uint8Array(4 << 20).fill(0x33);
+     stream.copy(destination, b);
+     const error = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     console.log(JSON.stringify({ error, values: [...new Set(destination)] }));`,
+    { fail: 'cuMemcpyDtoHAsync:3=fault:CUDA_ERROR_ILLEGAL_ADDRESS', env: { CUDA_STREAM_POOL_STAGING_BYTES: String(1 << 20) } },
+  );
+  assert.deepEqual(result, { error: 'CUDA_ERROR_ILLEGAL_ADDRESS', values: [0x33] });
+});

@@ -1,0 +1,77 @@
+// The simulated driver (scripts/simulated-driver.cc) for tests: built once per version of its sources into the
+// system's temporary folder, and run in child processes through CUDA_STREAM_POOL_LIBCUDA. Its header says what it
+// models and how SIMULATED_DRIVER_FAIL injects failures.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { runChild, type ChildResult } from './child.js';
+import { repositoryRoot } from './gpu.js';
+import { needsCompiler } from './native-check.js';
+
+export { needsCompiler };
+
+const sources = ['scripts/simulated-driver.cc', 'src/native/cuda-driver.h'].map((s) => path.join(repositoryRoot, s));
+let built: string | undefined;
+
+/** The path of the simulated libcuda.so.1, building it on first use (about 10 s). Tests that call it skip through
+ * {@link needsCompiler} where there is no compiler. */
+export function simulatedDriver(): string {
+  if (built) return built;
+  const hash = createHash('sha256');
+  for (const file of sources) hash.update(readFileSync(file));
+  const folder = path.join(os.tmpdir(), `csp-simulated-driver-${hash.digest('hex').slice(0, 16)}`);
+  const library = path.join(folder, 'libcuda.so.1');
+  if (!existsSync(library)) {
+    mkdirSync(folder, { recursive: true });
+    // Built under a name of its own, then renamed: test files running side by side never load a half-written file.
+    const partial = `${library}.${process.pid}`;
+    const compiler = process.env.CXX ?? 'g++';
+    const args = ['-std=c++17', '-O2', '-Wall', '-Werror', '-pthread', '-shared', '-fPIC', '-I', path.join(repositoryRoot, 'src', 'native'), sources[0]!, '-o', partial];
+    const build = spawnSync(compiler, args, { encoding: 'utf8' });
+    assert.equal(build.status, 0, build.stderr);
+    renameSync(partial, library);
+  }
+  built = library;
+  return library;
+}
+
+/** Options of {@link runSimulated}. */
+export interface SimulatedOptions {
+  /** Visible devices. @defaultValue 1 */
+  devices?: number;
+  /** Each stream operation's delay, in microseconds. @defaultValue 0 */
+  operationDelayUs?: number;
+  /** SIMULATED_DRIVER_FAIL, the failure injection rules. */
+  fail?: string;
+  /** More environment variables. */
+  env?: Record<string, string>;
+  /** @defaultValue 60000 */
+  timeoutMs?: number;
+}
+
+/** Runs `source` (an ES module importing the package by name) in a child process on the simulated driver. */
+export function runSimulated(source: string, options: SimulatedOptions = {}): Promise<ChildResult> {
+  const env: Record<string, string> = {
+    CUDA_STREAM_POOL_LIBCUDA: simulatedDriver(),
+    SIMULATED_DRIVER_DEVICES: String(options.devices ?? 1),
+    SIMULATED_DRIVER_OPERATION_DELAY_US: String(options.operationDelayUs ?? 0),
+    ...options.env,
+  };
+  if (options.fail) env.SIMULATED_DRIVER_FAIL = options.fail;
+  return runChild(source, env, options.timeoutMs);
+}
+
+/** Runs `source` as {@link runSimulated} does and returns the JSON its last stdout line holds, after checking that it
+ * exited 0 and that the simulated driver saw nothing wrong (no line of its own on stderr: a freed handle or memory
+ * touched). */
+export async function simulatedJson<T = unknown>(source: string, options: SimulatedOptions = {}): Promise<T> {
+  const result = await runSimulated(source, options);
+  assert.equal(result.code, 0, `exit ${result.code} ${result.signal ?? ''}\n${result.stderr}`);
+  assert.doesNotMatch(result.stderr, /simulated driver:/);
+  const lines = result.stdout.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]!) as T;
+}
