@@ -5,7 +5,7 @@ import { types } from 'node:util';
 
 import { native, type Box } from './native.js';
 import { landingQueued } from './completion.js';
-import { DestroyedError } from './errors.js';
+import { DestroyedError, renameDestroyed } from './errors.js';
 import type { DeviceBuffer } from './device-buffer.js';
 import type { ManagedBuffer } from './managed-buffer.js';
 import { deviceBuffers, managedBuffers, streams } from './handles.js';
@@ -13,6 +13,7 @@ import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from '.
 import type { Stream } from './stream.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from './validate.js';
+import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from './views.js';
 
 /** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
  * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
@@ -82,31 +83,35 @@ type Operand =
   | { kind: 'pinned'; box: Box; base: number; length: number }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
-function pinnedOperand(record: PinnedRecord, base: number, length: number, method: string): Operand {
-  if (record.freed) throw new DestroyedError('PinnedBuffer', method, 'was freed');
+function pinnedOperand(record: PinnedRecord, base: number, length: number, call: string): Operand {
+  if (record.freed) throw new DestroyedError('PinnedBuffer', call, 'was freed');
   return { kind: 'pinned', box: record.box, base, length };
 }
 
-function operand(value: unknown, name: string, method: string): Operand {
+/** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
+ * intrinsic getters (src/views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
+function operand(value: unknown, name: string, call: string): Operand {
   if (deviceBuffers.is(value))
-    return { kind: 'device', buffer: value, box: deviceBuffers.box(value, method), base: deviceBuffers.offset(value), length: value.byteLength };
-  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, method), length: value.byteLength };
-  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, method);
+    return { kind: 'device', buffer: value, box: deviceBuffers.box(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
+  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, call), length: value.byteLength };
+  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, call);
   let memory: ArrayBufferLike;
   let base = 0;
   let length: number;
-  if (ArrayBuffer.isView(value)) {
-    memory = value.buffer;
-    base = value.byteOffset;
-    length = value.byteLength;
+  let detached: boolean;
+  if (isArrayBufferView(value)) {
+    ({ buffer: memory, byteOffset: base, byteLength: length, detached } = viewBytes(value));
   } else if (types.isArrayBuffer(value) || types.isSharedArrayBuffer(value)) {
     memory = value;
-    length = value.byteLength;
+    length = memoryByteLength(value);
+    detached = isDetached(value);
   } else {
     throw invalidType(name, OPERAND_TYPES, value, '', operand);
   }
+  // A freed PinnedBuffer detaches its views: that is a DestroyedError, found before the detach.
   const record = pinnedRecordOf(memory);
-  if (record) return pinnedOperand(record, base, length, method);
+  if (record) return pinnedOperand(record, base, length, call);
+  if (detached) throw detachedError(name, memory !== value);
   return { kind: 'pageable', memory, base, length };
 }
 
@@ -131,11 +136,6 @@ function stillPending(memory: ArrayBufferLike): Pending[] {
   return pending;
 }
 
-function isResizable(memory: ArrayBufferLike): boolean {
-  const m = memory as { resizable?: boolean; growable?: boolean };
-  return m.resizable === true || m.growable === true;
-}
-
 function checkOffset(value: unknown, name: string, size: number, what: string): number {
   if (value === undefined) return 0;
   if (typeof value !== 'number') throw invalidType(name, 'an integer', value, '', checkOffset);
@@ -143,8 +143,6 @@ function checkOffset(value: unknown, name: string, size: number, what: string): 
     throw outOfRange(name, `an integer from 0 to ${size} (${what} is ${size} bytes)`, value, '', checkOffset);
   return value;
 }
-
-/** Queues a copy on `stream`; see `Stream.copy`. @internal */
 
 /** `options.byteLength` of copy and fill: an integer from 0 to `available` (`what` says what that many bytes are);
  * `available` when undefined. */
@@ -156,10 +154,12 @@ function checkByteLength(value: unknown, available: number, what: string): numbe
   return value;
 }
 
-export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown): void {
+/** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
+ * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
+export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
   const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
-  const d = operand(dst, 'dst', 'copy');
-  const s = operand(src, 'src', 'copy');
+  const d = operand(dst, 'dst', call);
+  const s = operand(src, 'src', call);
   const addressed = (op: Operand) => op.kind === 'device' || op.kind === 'managed';
   if (!addressed(d) && !addressed(s))
     throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
@@ -203,8 +203,17 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   }
   if (d.kind === 'pageable' && isResizable(d.memory))
     throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
-  const sb = streams.box(stream, 'copy');
+  const sb = streams.box(stream, call);
   if (byteLength === 0) return;
+  try {
+    queueCopy(stream, sb, d, s, dst, src, dstOffset, srcOffset, byteLength);
+  } catch (error) {
+    // The native layer names its own step ("DeviceBuffer.copy()"), e.g. for a borrowed view whose owner freed it.
+    throw renameDestroyed(error, call);
+  }
+}
+
+function queueCopy(stream: Stream, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
   if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
@@ -240,7 +249,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
 export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
   const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize', 'type']);
   if (!deviceBuffers.is(dst))
-    throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || ArrayBuffer.isView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
+    throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || isArrayBufferView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
   let elementSize: 1 | 4;
   let bits: number;
   if (o.type !== undefined) {
@@ -265,7 +274,7 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
       );
     bits = value;
   }
-  const box = deviceBuffers.box(dst, 'fill');
+  const box = deviceBuffers.box(dst, 'stream.fill');
   if (dst.device !== stream.device)
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
@@ -278,8 +287,12 @@ export function fillOnStream(stream: Stream, dst: unknown, value: unknown, optio
   const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
-  const sb = streams.box(stream, 'fill');
+  const sb = streams.box(stream, 'stream.fill');
   if (byteLength === 0) return;
   noteCaptured(sb, dst);
-  native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
+  try {
+    native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
+  } catch (error) {
+    throw renameDestroyed(error, 'stream.fill');
+  }
 }

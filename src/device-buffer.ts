@@ -2,14 +2,16 @@
 // streams delay the free (Note [buffer uses] in src/native/device_buffer.cc).
 import { native, type Box } from './native.js';
 import { Device, resolveDevice } from './device.js';
-import { DestroyedError } from './errors.js';
+import { DestroyedError, renameDestroyed } from './errors.js';
 import { waitFor } from './completion.js';
 import { currentStream } from './scope.js';
 import { Stream, streamBox, streamHandle } from './stream.js';
 import { deviceBuffers, streams } from './handles.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { copyOnStream } from './copy.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { detachedError, isArrayBufferView, viewBytes } from './views.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -198,9 +200,15 @@ export class DeviceBuffer implements KernelPointer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
-    const streamHandle = streamBox(stream, 'alloc');
+    const streamHandle = streamBox(stream, 'DeviceBuffer.alloc');
     requireNotCapturing(streamHandle, stream.id, 'DeviceBuffer.alloc()');
-    const { box, ptr } = native.deviceBufferAlloc(streamHandle, byteLength);
+    let allocated: { box: Box; ptr: bigint };
+    try {
+      allocated = native.deviceBufferAlloc(streamHandle, byteLength);
+    } catch (error) {
+      throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
+    }
+    const { box, ptr } = allocated;
     return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
   }
 
@@ -208,9 +216,11 @@ export class DeviceBuffer implements KernelPointer {
    * queues the copy of `source` into it on the same stream; returns at once. The source is read now (through the
    * library's pinned staging, or directly from a `PinnedBuffer` view), so it may change afterwards. Work on other
    * streams must wait for that stream before using the buffer.
-   * @param source - any TypedArray, DataView or Buffer of 1 byte or more.
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another source; `RangeError` ERR_OUT_OF_RANGE for an empty one;
-   * otherwise as {@link DeviceBuffer.alloc} and `stream.copy`.
+   * @param source - any TypedArray, DataView or Buffer of 1 byte or more, read through the intrinsic getters (a
+   * `buffer`, `byteOffset` or `byteLength` property shadowed on the view is not consulted).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another source; ERR_INVALID_ARG_VALUE when its ArrayBuffer is
+   * detached (transferred); `RangeError` ERR_OUT_OF_RANGE for an empty one; otherwise as
+   * {@link DeviceBuffer.alloc} and `stream.copy`.
    * Wraps: cuMemAllocFromPoolAsync, cuMemcpyHtoDAsync. Thread-safety: any thread or worker. Lifetime: owned.
    * Follows: RMM `to_device`, CuPy `asarray`.
    * @example
@@ -219,13 +229,16 @@ export class DeviceBuffer implements KernelPointer {
    * ```
    */
   static from(source: ArrayBufferView, options?: DeviceBufferFromOptions): DeviceBuffer {
-    if (!ArrayBuffer.isView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
-    validateInteger(source.byteLength, 'source.byteLength', 1, Number.MAX_SAFE_INTEGER);
+    if (!isArrayBufferView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
+    const bytes = viewBytes(source);
+    if (bytes.detached) throw detachedError('source', true);
+    if (bytes.byteLength === 0) throw outOfRange('source.byteLength', `an integer from 1 to ${Number.MAX_SAFE_INTEGER}`, 0);
     const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
-    const buffer = DeviceBuffer.alloc(source.byteLength, { stream });
+    const buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
     try {
-      stream.copy(buffer, source);
+      // The bytes found above, as a plain Uint8Array: nothing of the caller's object is read again.
+      copyOnStream(stream, buffer, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 'DeviceBuffer.from');
     } catch (error) {
       buffer.free();
       throw error;
@@ -261,7 +274,7 @@ export class DeviceBuffer implements KernelPointer {
     const stream = o.stream ?? currentStream(this.device);
     this.#sameDevice(stream, 'options.stream');
     const out = new Ctor(this.byteLength / size) as InstanceType<C>;
-    stream.copy(out, this);
+    copyOnStream(stream, out, this, undefined, 'buffer.toArray');
     return stream.synchronize({ signal }).then(() => out);
   }
 
@@ -332,15 +345,15 @@ export class DeviceBuffer implements KernelPointer {
   recordStream(stream: Stream): void {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     this.#use('recordStream');
-    this.#noteUse(stream, 'recordStream');
+    this.#noteUse(stream, 'buffer.recordStream');
   }
 
   /** The pointer for a 'ptr' kernel argument; records the use on `stream`. @internal */
   [asKernelPointer](stream: Stream): bigint {
-    this.#use('launch');
+    this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
-    this.#noteUse(stream, 'launch');
-    noteCaptured(streamBox(stream, 'launch'), this);
+    this.#noteUse(stream, 'kernel.launch');
+    noteCaptured(streamBox(stream, 'kernel.launch'), this);
     return this.ptr;
   }
 
@@ -369,9 +382,9 @@ export class DeviceBuffer implements KernelPointer {
       this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
       return;
     }
-    const target = o.stream === undefined ? undefined : streamBox(o.stream, 'free');
+    const target = o.stream === undefined ? undefined : streamBox(o.stream, 'buffer.free');
     const freeStream = o.stream ?? this.#stream;
-    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'free'), freeStream.id, 'DeviceBuffer.free()');
+    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     native.deviceBufferFree(this.#box, target, false);
   }
@@ -386,7 +399,7 @@ export class DeviceBuffer implements KernelPointer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed || this.#parent) return this.free();
-    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'free'), this.#stream.id, 'DeviceBuffer.free()');
+    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream.id, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;

@@ -34,16 +34,20 @@ export class CudaError extends Error {
 }
 
 /** The CUDA driver cannot be used here: no driver library, a driver older than CUDA 12.0, no device, or (for
- * `Program.compile`) no NVRTC. The message says what was tried, what failed and what to do. */
+ * `Program.compile`) no NVRTC. The message says what was tried, what failed and what to do: it starts "CUDA is not
+ * available" for the driver, "NVRTC (libnvrtc) is missing" for the compiler (the driver may be fine then). */
 export class CudaUnavailableError extends Error {
   override readonly name = 'CudaUnavailableError';
   /** Always `'ERR_CUDA_UNAVAILABLE'`, so callers can branch on `code` as they do for Node's errors. */
   readonly code = 'ERR_CUDA_UNAVAILABLE';
   /** What is missing, in words; the same text as `cuda.unavailableReason` for the driver. */
   readonly reason: string;
-  constructor(reason: string) {
-    super(`CUDA is not available: ${reason}`);
+  /** What cannot be used: `'CUDA'` (the driver or a device) or `'NVRTC'` (the runtime compiler). */
+  readonly component: 'CUDA' | 'NVRTC';
+  constructor(reason: string, component: 'CUDA' | 'NVRTC' = 'CUDA') {
+    super(component === 'NVRTC' ? `NVRTC (libnvrtc) is missing: ${reason}` : `CUDA is not available: ${reason}`);
     this.reason = reason;
+    this.component = component;
   }
 }
 
@@ -52,13 +56,27 @@ export class DestroyedError extends Error {
   override readonly name = 'DestroyedError';
   /** The kind of object: `'Stream'`, `'Event'`, `'StreamPool'`, `'StreamLease'`, `'DeviceBuffer'`, ... */
   readonly resource: string;
-  /** The method that was called. */
+  /** The method that was called, without its object (`'copy'` for `stream.copy()`). */
   readonly method: string;
+  /** `method` is the method's name on `resource` (`'query'`: "Stream.query()"), or the call the user made when
+   * that is a method of another object (`'stream.copy'`, `'DeviceBuffer.alloc'`): the message names that call. */
   constructor(resource: string, method: string, why = 'was destroyed') {
-    super(`${resource}.${method}(): the ${resource} ${why}`);
+    const call = method.includes('.') ? method : (foreignCalls[`${resource}.${method}`] ?? `${resource}.${method}`);
+    super(`${call}(): the ${resource} ${why}`);
     this.resource = resource;
-    this.method = method;
+    this.method = call.slice(call.lastIndexOf('.') + 1);
   }
+}
+
+// Calls whose callers name only the method: a destroyed argument of another class's method.
+const foreignCalls: Record<string, string> = { 'Event.waitEvent': 'stream.waitEvent' };
+
+/** `error` again, naming `call` (the method the user called) instead of the inner call that found the destroyed
+ * object. @internal */
+export function renameDestroyed(error: unknown, call: string): unknown {
+  if (!(error instanceof DestroyedError) || !error.message.startsWith(`${error.resource}.`)) return error;
+  const why = error.message.slice(error.message.indexOf(`(): the ${error.resource} `) + `(): the ${error.resource} `.length);
+  return new DestroyedError(error.resource, call, why);
 }
 
 /** NVRTC rejected a program. `log` holds NVRTC's whole log, with file names and line numbers. */
@@ -100,7 +118,7 @@ export function makeNativeError(kind: string, ...args: unknown[]): Error {
     case 'destroyed':
       return new DestroyedError(args[0] as string, args[1] as string);
     case 'unavailable':
-      return new CudaUnavailableError(args[0] as string);
+      return new CudaUnavailableError(args[0] as string, args[1] === 'NVRTC' ? 'NVRTC' : 'CUDA');
     default:
       return new Error(`cuda-stream-pool internal: unknown error kind ${kind}`);
   }

@@ -1,5 +1,7 @@
 // CUDA graphs: the work a stream capture recorded (Graph) and its executable form (GraphExec), which queues all of
 // it with one driver call. See Note [graph ownership] below and Note [capture safety] in src/capture.ts.
+import { types } from 'node:util';
+
 import { native, type Box } from './native.js';
 import { streams } from './handles.js';
 import type { Device } from './device.js';
@@ -12,6 +14,7 @@ import { ArgumentPacker, Kernel, kernelBoxOf } from './module.js';
 import { withStream } from './scope.js';
 import { setGraphFactory, Stream, streamBox, streamHandle, type CaptureOptions } from './stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateFunction } from './validate.js';
+import { isArrayBufferView, isDetached, viewBytes } from './views.js';
 
 /* Note [graph ownership]: who keeps what alive.
  * - A Graph owns its CUgraph; a GraphExec owns its CUgraphExec and shares the CUgraph it was instantiated from, whose
@@ -256,7 +259,7 @@ export class GraphExec {
     const held = this.#checks;
     const streams = [...this.#launchedOn.values()];
     this.#launchedOn.clear();
-    if (streams.length === 0 || !held.some((object) => object instanceof PinnedBuffer || ArrayBuffer.isView(object) || object instanceof ArrayBuffer)) return;
+    if (streams.length === 0 || !held.some((object) => object instanceof PinnedBuffer || isArrayBufferView(object) || types.isArrayBuffer(object))) return;
     // A stream that cannot be awaited any more (destroyed, a lease's wrapper after release) rejects at once: launches
     // on it get no such delay (see Note [graph ownership]).
     void Promise.allSettled(streams.map((stream) => stream.synchronize())).then(() => held.length);
@@ -270,7 +273,7 @@ export class GraphExec {
       else if (object instanceof PinnedBuffer) gone = object.freed ? 'a PinnedBuffer it copies was freed' : undefined;
       else if (object instanceof ManagedBuffer) gone = object.freed ? 'a ManagedBuffer it uses was freed' : undefined;
       else if (object instanceof Kernel) gone = object.module.unloaded ? `the module of kernel "${object.name}" was unloaded` : undefined;
-      else if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) gone = object.byteLength === 0 ? 'pinned memory it copies was freed' : undefined;
+      else if (isArrayBufferView(object) || types.isArrayBuffer(object)) gone = isDetached(isArrayBufferView(object) ? viewBytes(object).buffer : object) ? 'pinned memory it copies was freed' : undefined;
       if (gone !== undefined) throw new DestroyedError('GraphExec', 'launch', `cannot run: ${gone}`);
     }
   }
@@ -286,7 +289,7 @@ export class GraphExec {
     const box = this.#use('launch');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the graph runs on device ${this.device.ordinal}.`);
-    const target = streamBox(stream, 'launch');
+    const target = streamBox(stream, 'graphExec.launch');
     this.#checkAlive();
     if (!this.#recordedOn.has(stream.id)) {
       for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);

@@ -168,7 +168,7 @@ export class ManagedBuffer implements KernelPointer {
     const box = this.#use('prefetch');
     const on = stream ?? currentStream(this.device);
     this.#sameDevice(on, 'stream');
-    native.managedPrefetch(box, 0, this.byteLength, to, streamBox(on, 'prefetch'));
+    native.managedPrefetch(box, 0, this.byteLength, to, streamBox(on, 'buffer.prefetch'));
   }
 
   /** Tells the driver how a range of the buffer is used (see {@link ManagedAdvice}); takes effect at once, not in
@@ -193,9 +193,9 @@ export class ManagedBuffer implements KernelPointer {
 
   /** The pointer for a 'ptr' kernel argument. @internal */
   [asKernelPointer](stream: Stream): bigint {
-    this.#use('launch');
+    this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
-    noteCaptured(streamBox(stream, 'launch'), this);
+    noteCaptured(streamBox(stream, 'kernel.launch'), this);
     return this.ptr;
   }
 

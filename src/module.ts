@@ -1,5 +1,7 @@
 // Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
 // with arguments checked against a signature. Mechanism in src/native/module.cc.
+import { types } from 'node:util';
+
 import { native, type Box } from './native.js';
 import { streams } from './handles.js';
 import { Device, resolveDevice } from './device.js';
@@ -12,6 +14,7 @@ import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-a
 import type { DeviceBuffer } from './device-buffer.js';
 import type { ManagedBuffer } from './managed-buffer.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { detachedError, viewBytes } from './views.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
  * (a `DeviceBuffer`, a `ManagedBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
@@ -190,9 +193,13 @@ export class Module {
       if (image.length === 0) throw invalidValue('image', 'is an empty string; pass PTX text, a CUBIN or a fatbin.');
       ptx = image;
       bytes = new TextEncoder().encode(image);
-    } else if (image instanceof Uint8Array) {
-      if (image.byteLength === 0) throw invalidValue('image', 'is empty; pass PTX text, a CUBIN or a fatbin.');
-      bytes = new Uint8Array(image); // a copy: the caller may reuse its array while the load runs
+    } else if (types.isUint8Array(image)) {
+      const given = viewBytes(image); // the intrinsic slots, not properties the caller may have shadowed
+      if (given.detached) throw detachedError('image', true);
+      if (given.byteLength === 0) throw invalidValue('image', 'is empty; pass PTX text, a CUBIN or a fatbin.');
+      // A copy: the caller may reuse its array while the load runs.
+      bytes = new Uint8Array(given.byteLength);
+      bytes.set(new Uint8Array(given.buffer, given.byteOffset, given.byteLength));
       if (startsWith(bytes, ELF_MAGIC) || startsWith(bytes, FATBIN_MAGIC)) {
         const problem = binaryImageProblem(bytes); // See Note [image bounds]
         if (problem) throw invalidValue('image', `${problem} Pass a complete CUBIN, fatbin or PTX file.`);
@@ -453,7 +460,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   }
 
   #use(method: string): Box {
-    moduleBoxOf(this.#module, method);
+    moduleBoxOf(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
     return this.#box;
   }
 
@@ -523,7 +530,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
     this.#packer.pack(args);
-    const streamHandle = streamBox(stream, 'launch');
+    const streamHandle = streamBox(stream, 'kernel.launch');
     this.#packer.bindPointers(args, stream);
     native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
     noteCapturedLaunch(streamHandle, this);

@@ -93,7 +93,8 @@ export class Program {
    *
    * @param source - the program text, for example `extern "C" __global__ void k(float* x) { ... }`; no NUL characters.
    * @throws (rejects) {@link CompileError} when NVRTC rejects the program or an option, with NVRTC's whole log in
-   * `.log` (`program.cu(7): error: ...`); {@link CudaUnavailableError} when NVRTC cannot be opened (naming the
+   * `.log` (`program.cu(7): error: ...`); {@link CudaUnavailableError} with `component` 'NVRTC' and a message starting
+   * "NVRTC (libnvrtc) is missing" when NVRTC cannot be opened (naming the
    * library names and the places searched: the loader's path, `$CUDA_PATH/lib64`, `$CUDA_HOME/lib64`,
    * `/usr/local/cuda/lib64`, or only `CUDA_STREAM_POOL_LIBNVRTC` when set) or without a usable driver or GPU (when
    * both are missing, the message names the driver first, then NVRTC);
@@ -135,7 +136,7 @@ export class Program {
     const driver = driverState();
     if (!driver.available)
       throw new CudaUnavailableError(compiler.available ? `${driver.reason}` : `${driver.reason} Also, ${compiler.reason}`);
-    if (!compiler.available) throw new CudaUnavailableError(compiler.reason);
+    if (!compiler.available) throw new CudaUnavailableError(compiler.reason, 'NVRTC');
     const device = resolveDevice(o.device);
     const { options: args, output } = compilerOptions(given, device.computeCapability, compiler.supportedArchs);
     // Phase 3: the cache (See Note [compile cache] in src/compile-cache.ts), else compile off the JS thread; then load.

@@ -1,5 +1,6 @@
 // Argument validators: one per shape, messages in three parts (the quoted name, what is accepted, what was
 // received), Node's error classes and codes.
+import { types } from 'node:util';
 
 type Coded<E extends Error> = E & { code: string };
 
@@ -8,6 +9,8 @@ function describe(value: unknown): string {
   if (typeof value === 'string') return `${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)} (string)`;
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
+  // A Proxy reports its target's constructor, but is not the target: the library's brand checks refuse it.
+  if (types.isProxy(value)) return `a Proxy (of ${typeof value === 'function' ? 'a function' : 'an object'}; pass the object itself, not a Proxy of it)`;
   if (typeof value === 'object') return `an instance of ${(value as object).constructor?.name ?? 'Object'}`;
   if (typeof value === 'function') return `function ${(value as { name?: string }).name || '(anonymous)'}`;
   return `${String(value)} (${typeof value})`;

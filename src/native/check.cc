@@ -83,7 +83,8 @@ void rethrow_as_js(Napi::Env env) {
     error = factory.Call(
         {Napi::String::New(env, "destroyed"), Napi::String::New(env, d.resource), Napi::String::New(env, d.method)});
   } catch (const Unavailable& u) {
-    error = factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason)});
+    error = factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason),
+                          Napi::String::New(env, u.component)});
   } catch (const std::bad_alloc&) {
     throw Napi::Error::New(env, "cuda-stream-pool: out of host memory");
   } catch (const std::exception& e) {

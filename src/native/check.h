@@ -30,6 +30,7 @@ struct Destroyed {
 // The driver cannot be used (no library, too old, no device); converted to CudaUnavailableError.
 struct Unavailable {
   std::string reason;
+  std::string component = "CUDA";  // or "NVRTC": the message then says NVRTC is missing, not CUDA
 };
 
 bool is_sticky(CUresult code);

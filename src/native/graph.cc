@@ -139,7 +139,7 @@ Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
 // lacks cuStreamGetCaptureInfo at the 12.0 ABI (the launch is captured all the same; only its node is unnamed).
 Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "launch");
+  Use<StreamBox> use(*stream, "Stream", "kernel.launch");  // a launch asks for its captured node
   if (!drv().cuStreamGetCaptureInfo) return Napi::BigInt::New(info.Env(), uint64_t{0});
   make_current(stream->device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -201,7 +201,7 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
   auto exec = unwrap_box<GraphExecBox>(info[0]);
   auto stream = unwrap_box<StreamBox>(info[1]);
   Use<GraphExecBox> use(*exec, "GraphExec", "launch");
-  Use<StreamBox> use_stream(*stream, "Stream", "launch");
+  Use<StreamBox> use_stream(*stream, "Stream", "graphExec.launch");
   make_current(stream->device);
   check(drv().cuGraphLaunch(exec->handle, stream->handle), "cuGraphLaunch", stream->device, where(*stream));
   return info.Env().Undefined();

@@ -135,7 +135,7 @@ Napi::Value managed_copy(const Napi::CallbackInfo& info) {
   bool to_managed = info[4].As<Napi::Boolean>().Value();
   size_t bytes = static_cast<size_t>(info[5].As<Napi::Number>().Int64Value());
   Use<ManagedBox> use(*box, "ManagedBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  Use<StreamBox> use_stream(*stream, "Stream", "stream.copy");
   make_current(stream->device);
   CUdeviceptr mine = box->ptr + offset;
   check(drv().cuMemcpyAsync(to_managed ? mine : other, to_managed ? other : mine, bytes, stream->handle),

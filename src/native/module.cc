@@ -306,8 +306,8 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
     pointers = heap_pointers.data();
   }
   for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kSlotBytes * i;
-  Use<ModuleBox> use(*kernel->module, "Module", "launch");
-  Use<StreamBox> use_stream(*stream, "Stream", "launch");
+  Use<ModuleBox> use(*kernel->module, "Module", "kernel.launch");
+  Use<StreamBox> use_stream(*stream, "Stream", "kernel.launch");
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuLaunchKernel(kernel->handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,

@@ -287,7 +287,7 @@ class CompileWorker : public Napi::AsyncWorker {
       Napi::Env env = Env();
       if (!g_state.available) {
         try {
-          throw Unavailable{g_state.reason};
+          throw Unavailable{g_state.reason, "NVRTC"};
         } catch (...) {
           try {
             rethrow_as_js(env);
