@@ -304,20 +304,38 @@ export class DeviceBuffer implements KernelPointer {
    * uses on streams of this thread delay the owner's free like the owner's own; it never frees the memory (its
    * `free()` only retires the view). Order its work after the owner's writes yourself (for example the owner awaits
    * its stream before posting `shared`).
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not from `share()`; {@link DestroyedError} when the
-   * owner already freed the buffer (or forgot it and its finalizer ran).
+   * @param shared - the record `share()` returned, unchanged: every field must agree with the buffer its `id` names.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not a SharedDeviceBuffer record or a field has the
+   * wrong type; `RangeError` ERR_OUT_OF_RANGE naming the id when `shared.id` is outside 1 to 2**64 - 1 or names no
+   * buffer `share()` ever gave ("no such buffer"); ERR_INVALID_ARG_VALUE naming the field and both values when
+   * `byteLength`, `ptr` or `device` disagrees with that buffer; {@link DestroyedError} when the owner already freed
+   * the buffer (or forgot it and its finalizer ran).
    * Thread-safety: any thread or worker. Lifetime: borrowed; the owner must outlive the view's work. */
   static attach(shared: SharedDeviceBuffer, options?: DeviceBufferAttachOptions): DeviceBuffer {
-    if (typeof shared !== 'object' || shared === null || shared.kind !== SHARED_KIND || typeof shared.id !== 'bigint')
+    if (typeof shared !== 'object' || shared === null || shared.kind !== SHARED_KIND)
       throw invalidType('shared', 'a SharedDeviceBuffer from buffer.share()', shared);
+    // Each field once: a getter on a forged record cannot answer differently later.
+    const { id, byteLength, ptr, device: sharedDevice } = shared;
+    if (typeof id !== 'bigint') throw invalidType('shared.id', 'a bigint (from buffer.share())', id);
+    if (id < 1n || id >= 2n ** 64n) throw outOfRange('shared.id', 'a buffer id from buffer.share(): an integer from 1n to 2n ** 64n - 1n', id);
+    if (typeof byteLength !== 'number') throw invalidType('shared.byteLength', 'a number', byteLength);
+    if (typeof ptr !== 'bigint') throw invalidType('shared.ptr', 'a bigint', ptr);
+    if (typeof sharedDevice !== 'number') throw invalidType('shared.device', 'a device ordinal (number)', sharedDevice);
     const o = validateOptions<DeviceBufferAttachOptions>(options, 'options', 'DeviceBuffer.attach', ['stream']);
     if (o.stream !== undefined && !streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
-    const { box, ptr, bytes, device: ordinal } = native.deviceBufferAttach(shared.id);
+    const found = native.deviceBufferAttach(id);
+    if (found === undefined)
+      throw outOfRange('shared.id', 'the id of a buffer shared by buffer.share() in this process', id, 'There is no such buffer.');
+    const { box, ptr: realPtr, bytes, device: ordinal } = found;
+    const fields: Array<[string, unknown, unknown]> = [['byteLength', byteLength, bytes], ['ptr', ptr, realPtr], ['device', sharedDevice, ordinal]];
+    for (const [field, given, real] of fields)
+      if (given !== real)
+        throw invalidValue(`shared.${field}`, `is ${String(given)}, but buffer ${id} has ${field} ${String(real)}; pass the record from buffer.share() unchanged.`);
     const device = Device.get(ordinal);
     const stream = o.stream ?? currentStream(device);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
-    return new DeviceBuffer(internalConstruction, box, bytes, ptr, device, stream, true);
+    return new DeviceBuffer(internalConstruction, box, bytes, realPtr, device, stream, true);
   }
 
   /** The stream `free()` uses by default: the allocation stream (a borrowed view: its attach stream). */

@@ -71,7 +71,8 @@ export interface NativeBinding {
   poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
-  poolAttach(id: number): PoolDescription;
+  /** Undefined for an id that no pool ever had. */
+  poolAttach(id: number): PoolDescription | undefined;
   poolDestroy(handle: Box): void;
   /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
   poolDepart(handle: Box, environment: number): void;
@@ -123,7 +124,8 @@ export interface NativeBinding {
   deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
   deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
   deviceBufferShare(buffer: Box): bigint;
-  deviceBufferAttach(id: bigint): { box: Box; ptr: bigint; bytes: number; device: number };
+  /** Undefined for an id that share() never gave. */
+  deviceBufferAttach(id: bigint): { box: Box; ptr: bigint; bytes: number; device: number } | undefined;
   pinnedAlloc(bytes: number): { box: Box; buffer: ArrayBuffer };
   pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;

@@ -83,6 +83,7 @@ export interface StreamPoolStats extends PoolCounters {
 const SHARED_KIND = 'cuda-stream-pool:StreamPool';
 const DEFAULT_SIZE = 32;
 const MAX_SIZE = 1024;
+const MAX_POOL_ID = 2 ** 31 - 1; // the native registry's ids are C ints
 const DETACHED = 'was detached from this thread by destroy() or close()';
 
 /** This thread's StreamPool object for each pool id (so attach() in one thread gives one object). */
@@ -328,15 +329,37 @@ export class StreamPool {
    * usable (in the creating thread, the creating object itself).
    * Lifetime: borrows the pool; `destroy()`/`close()` on it only detach this thread. When this thread exits or is
    * terminated, its leases go back to the pool.
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not a record from `share()`; {@link DestroyedError}
-   * (resource 'StreamPool') when the pool was destroyed. Thread-safety: any thread. */
+   * @param shared - the record `share()` returned, unchanged: its `device` and `size` must be those of the pool its
+   * `id` names.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not a SharedStreamPool record or a field has the wrong
+   * type; `RangeError` ERR_OUT_OF_RANGE naming the id when `shared.id` is not an integer from 1 to 2**31 - 1 or names
+   * no pool ever created ("no such pool"); ERR_INVALID_ARG_VALUE naming the field and both values when `device` or
+   * `size` disagrees with that pool; {@link DestroyedError} (resource 'StreamPool') when the pool was destroyed.
+   * Thread-safety: any thread. */
   static attach(shared: SharedStreamPool): StreamPool {
     const record = shared as Partial<SharedStreamPool> | null;
-    if (record === null || typeof record !== 'object' || record.kind !== SHARED_KIND || !Number.isSafeInteger(record.id))
+    if (record === null || typeof record !== 'object' || record.kind !== SHARED_KIND)
       throw invalidType('shared', 'a SharedStreamPool from pool.share()', shared);
-    const known = handles.get(record.id!)?.deref();
-    if (known !== undefined && !known.destroyed) return known;
-    const description = native.poolAttach(record.id!);
+    // Each field once: a getter on a forged record cannot answer differently later.
+    const { id, device, size } = record;
+    if (typeof id !== 'number') throw invalidType('shared.id', 'a pool id (number) from pool.share()', id);
+    if (!Number.isInteger(id) || id < 1 || id > MAX_POOL_ID) throw outOfRange('shared.id', `a pool id from pool.share(): an integer from 1 to ${MAX_POOL_ID}`, id);
+    if (typeof device !== 'number') throw invalidType('shared.device', 'a device ordinal (number)', device);
+    if (typeof size !== 'number') throw invalidType('shared.size', 'a number of streams', size);
+    const check = (pool: { device: number; size: number }) => {
+      for (const [field, given, real] of [['device', device, pool.device], ['size', size, pool.size]] as const)
+        if (given !== real)
+          throw invalidValue(`shared.${field}`, `is ${given}, but pool ${id} has ${field} ${real}; pass the record from pool.share() unchanged.`, StreamPool.attach);
+    };
+    const known = handles.get(id)?.deref();
+    if (known !== undefined && !known.destroyed) {
+      check({ device: known.device.ordinal, size: known.size });
+      return known;
+    }
+    const description = native.poolAttach(id);
+    if (description === undefined)
+      throw outOfRange('shared.id', 'the id of a pool created in this process', id, 'There is no such pool.', StreamPool.attach);
+    check(description);
     opening = { description, device: Device.get(description.device), owner: false };
     return new StreamPool();
   }

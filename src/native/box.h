@@ -144,10 +144,14 @@ std::shared_ptr<B> unwrap_box(const Napi::Value& value) {
   return *value.As<Napi::External<std::shared_ptr<B>>>().Data();
 }
 
+// A bigint outside the 64-bit range is an error, never wrapped onto another value (which could name a real object).
+// The TS layer checks ranges first, so this is a backstop: its message names no argument.
 inline int64_t to_int64(const Napi::Value& v) {
   if (v.IsBigInt()) {
     bool lossless = false;
-    return v.As<Napi::BigInt>().Int64Value(&lossless);
+    int64_t value = v.As<Napi::BigInt>().Int64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(v.Env(), "cuda-stream-pool internal: a bigint outside the int64 range");
+    return value;
   }
   return v.As<Napi::Number>().Int64Value();
 }
@@ -155,7 +159,9 @@ inline int64_t to_int64(const Napi::Value& v) {
 inline uint64_t to_uint64(const Napi::Value& v) {
   if (v.IsBigInt()) {
     bool lossless = false;
-    return v.As<Napi::BigInt>().Uint64Value(&lossless);
+    uint64_t value = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(v.Env(), "cuda-stream-pool internal: a bigint outside the uint64 range");
+    return value;
   }
   return static_cast<uint64_t>(v.As<Napi::Number>().Int64Value());
 }

@@ -238,7 +238,7 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
   size_t bytes = to_size(info[1]);
-  Use<StreamBox> use(*stream, "Stream", "alloc");
+  Use<StreamBox> use(*stream, "Stream", "DeviceBuffer.alloc");
   const int device = stream->device;
   make_current(device);
   CUmemoryPool pool = default_pool(device);
@@ -305,14 +305,19 @@ Napi::Value device_buffer_share(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(info.Env(), buffer->share_id);
 }
 
-// deviceBufferAttach(id) -> { box, ptr, bytes, device }: a borrowed box of the same buffer. DestroyedError once the
+// deviceBufferAttach(id) -> { box, ptr, bytes, device }: a borrowed box of the same buffer; undefined for an id that
+// share() never gave (one outside 1 to 2**64 - 1 included, never truncated onto a real id). DestroyedError once the
 // owner freed it (or forgot it and its finalizer ran).
 Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  uint64_t id = to_uint64(info[0]);
+  if (!info[0].IsBigInt()) return env.Undefined();
+  bool lossless = false;
+  uint64_t id = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  if (!lossless) return env.Undefined();
   std::shared_ptr<DeviceBufferBox> buffer;
   {
     std::lock_guard<OrderedMutex> lock(shares().mutex);
+    if (id == 0 || id >= shares().next_id) return env.Undefined();
     auto it = shares().boxes.find(id);
     if (it != shares().boxes.end()) buffer = it->second.lock();
   }

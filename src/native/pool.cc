@@ -22,6 +22,7 @@
 // build under Node.js 20, 22 and 24 and runs the whole CPU suite with it.
 #include <v8.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -286,13 +287,17 @@ Napi::Value pool_default(const Napi::CallbackInfo& info) {
   return handle_description(env, std::move(state), std::move(streams));
 }
 
-// poolAttach(id) -> description for one more handle in this thread; DestroyedError once the pool is gone.
+// poolAttach(id) -> description for one more handle in this thread; undefined for an id no pool ever had (one that
+// is not an int is never truncated onto a real id); DestroyedError once the pool is gone.
 Napi::Value pool_attach(const Napi::CallbackInfo& info) {
-  int id = info[0].As<Napi::Number>().Int32Value();
+  double requested = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
+  if (!(requested >= 1 && requested <= INT_MAX) || requested != static_cast<int>(requested)) return info.Env().Undefined();
+  int id = static_cast<int>(requested);
   std::shared_ptr<PoolState> state;
   std::vector<std::shared_ptr<StreamBox>> streams;
   {
     std::lock_guard<OrderedMutex> lock(registry().mutex);
+    if (id >= registry().next_id) return info.Env().Undefined();
     auto found = registry().pools.find(id);
     if (found == registry().pools.end() || found->second->destroyed) throw Destroyed{"StreamPool", "attach"};
     state = found->second;

@@ -30,7 +30,7 @@ interface Fake {
 }
 
 const data = workerData as Data;
-const description = native.poolAttach(data.id);
+const description = native.poolAttach(data.id)!;
 const size = description.size;
 const slots: PoolSlots<Fake> = {
   streams: Array.from({ length: size }, (_, slot) => ({ slot })),
