@@ -136,6 +136,7 @@ export class StreamPool {
   readonly #id: number;
   readonly #owner: boolean;
   readonly #isDefault: boolean;
+  #closing: Promise<void> | undefined;
   /** The number of streams, 1 to 1024. */
   readonly size: number;
   /** The device whose streams these are. */
@@ -303,15 +304,18 @@ export class StreamPool {
    * until each stream's queued work is done (`stream.synchronize()`), then destroys the pool as `destroy()` does.
    * Rejects with the {@link CudaError} of failed work after destroying, except for a sticky fault (then the device is
    * gone and disposal does not throw). On an attached or default pool: rejects this thread's pending acquires, waits
-   * for this thread's leases, then detaches this thread only. Calling it again returns the same promise.
-   * Never blocks the event loop. */
+   * for this thread's leases, then detaches this thread only. Calling it again on this object returns the same
+   * promise (`pool.close() === pool.close()`). Never blocks the event loop. */
   close(): Promise<void> {
+    if (this.#closing) return this.#closing;
     const done = () => this.#forget();
     if (this.#owner && !this.#isDefault) {
       const quiet = (error: unknown) => error instanceof CudaError && error.sticky;
-      return this.#core.closeEverywhere(() => native.poolDestroy(this.#handle), quiet).finally(done);
+      this.#closing = this.#core.closeEverywhere(() => native.poolDestroy(this.#handle), quiet).finally(done);
+    } else {
+      this.#closing = this.#core.closeHere(DETACHED).finally(done);
     }
-    return this.#core.closeHere(DETACHED).finally(done);
+    return this.#closing;
   }
 
   /** Same as {@link StreamPool.close}. */
