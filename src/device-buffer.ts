@@ -10,7 +10,7 @@ import { deviceBuffers, streams } from './handles.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { copyOnStream } from './copy.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions, validateSignal } from './validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './views.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
@@ -144,6 +144,7 @@ export class DeviceBuffer implements KernelPointer {
     this.byteLength = byteLength;
     this.ptr = ptr;
     this.device = device;
+    lockFields(this, ['byteLength', 'ptr', 'device']);
   }
 
   static {

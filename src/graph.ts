@@ -13,7 +13,7 @@ import { PinnedBuffer } from './pinned-buffer.js';
 import { ArgumentPacker, Kernel, kernelBoxOf } from './module.js';
 import { withStream } from './scope.js';
 import { setGraphFactory, Stream, streamBox, streamHandle, type CaptureOptions } from './stream.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateFunction } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateFunction } from './validate.js';
 import { isArrayBufferView, isDetached, viewBytes } from './views.js';
 
 /* Note [graph ownership]: who keeps what alive.
@@ -115,6 +115,7 @@ export class Graph {
     this.#nodes = record.kernelNodes;
     this.#kernelNodes = Object.freeze(record.kernelNodes.map(({ kernel }, index) => Object.freeze({ graph: this, index, kernel })));
     this.device = device;
+    lockFields(this, ['device']);
     // The driver graph keeps its kernels' modules loaded: an unloaded module's functions would crash the driver.
     native.graphKeepModules(box, [...new Set(record.kernelNodes.map(({ kernel }) => kernel))].map(kernelBoxOf));
   }
@@ -229,6 +230,7 @@ export class GraphExec {
     checkConstruction(token, 'GraphExec', 'graph.instantiate()');
     this.#box = box;
     this.device = graph.device;
+    lockFields(this, ['device']);
     this.#graphs = new Set([graph]);
     this.#nodes = parts.nodes.map(({ kernel, node }) => ({ kernel, node, current: node }));
     this.#held = new Set(parts.held);

@@ -10,7 +10,7 @@ import { managedBuffers, streams } from './handles.js';
 import { noteCaptured } from './capture.js';
 import { asKernelPointer, type KernelPointer } from './kernel-argument.js';
 import { hostView, type PinnedViewConstructor } from './pinned-buffer.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateInteger, validateOptions } from './validate.js';
 
 /** Options for {@link ManagedBuffer.alloc}. */
 export interface ManagedBufferAllocOptions {
@@ -101,6 +101,7 @@ export class ManagedBuffer implements KernelPointer {
     this.byteLength = buffer.byteLength;
     this.ptr = ptr;
     this.device = device;
+    lockFields(this, ['byteLength', 'ptr', 'device']);
   }
 
   static {

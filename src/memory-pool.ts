@@ -2,7 +2,7 @@
 // Reached as device.memoryPool.
 import { native } from './native.js';
 import type { Device } from './device.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange } from './validate.js';
 
 /** Every MemoryPool made by the library: the brand that receivers are checked against. */
 const instances = new WeakSet<object>();
@@ -25,6 +25,7 @@ export class MemoryPool {
   constructor(token: symbol, device: Device) {
     checkConstruction(token, 'MemoryPool', 'device.memoryPool');
     this.device = device;
+    lockFields(this, ['device']);
     instances.add(this);
   }
 

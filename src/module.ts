@@ -13,7 +13,7 @@ import { noteCapturedLaunch } from './capture.js';
 import { asKernelPointer, isKernelPointer, type KernelPointer } from './kernel-argument.js';
 import type { DeviceBuffer } from './device-buffer.js';
 import type { ManagedBuffer } from './managed-buffer.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions } from './validate.js';
 import { detachedError, viewBytes } from './views.js';
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
@@ -162,6 +162,7 @@ export class Module {
     this.device = device;
     this.ptx = ptx;
     this.cubin = cubin;
+    lockFields(this, ['device', 'ptx', 'cubin']);
   }
 
   static {
@@ -451,6 +452,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     this.#module = module;
     this.name = name;
     this.signature = signature;
+    lockFields(this, ['name', 'signature']);
     this.#packer = new ArgumentPacker(signature, name);
   }
 

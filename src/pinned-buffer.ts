@@ -5,7 +5,7 @@ import { types } from 'node:util';
 import { native, type Box } from './native.js';
 import { driverState } from './cuda.js';
 import { DestroyedError } from './errors.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateInteger } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange, validateInteger } from './validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
 export const MAX_PINNED_BYTES = 2 ** 32 - 1;
@@ -97,6 +97,7 @@ export class PinnedBuffer {
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
     this.byteLength = buffer.byteLength;
+    lockFields(this, ['byteLength']);
     records.set(buffer, this.#record);
   }
 

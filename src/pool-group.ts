@@ -17,7 +17,7 @@
  * - `destroy()` detaches the group object only; the pools stay, for the process.
  */
 import { DestroyedError } from './errors.js';
-import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, lockFields, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
 import type { AcquireOptions, RunOptions } from './pool-policy.js';
 
 /** What a group needs of each device's pool: `StreamPool` in the library, a pool policy over fake streams in the CPU
@@ -86,6 +86,7 @@ export class StreamPoolGroup<S = import('./stream.js').Stream, L extends { reado
     this.#members = members;
     this.#scope = scope;
     this.devices = Object.freeze([...devices]);
+    lockFields(this, ['devices']);
   }
 
   static {

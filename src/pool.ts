@@ -28,7 +28,7 @@ import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo
 import { withStream } from './scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
-import { guardReceivers, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
 import {
   PoolCore,
   StreamLease,
@@ -195,6 +195,7 @@ export class StreamPool {
     this.device = device;
     this.priority = streams[0]!.priority;
     this.nonBlocking = streams[0]!.nonBlocking;
+    lockFields(this, ['size', 'device', 'priority', 'nonBlocking']);
     handles.set(description.id, new WeakRef(this));
   }
 

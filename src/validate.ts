@@ -138,3 +138,10 @@ export function guardReceivers(type: { name: string; prototype: object }, isInst
     Object.defineProperty(prototype, key, descriptor);
   }
 }
+
+/** Makes the named own fields of `object` read-only at run time (non-writable, non-configurable), as their
+ * `readonly` declarations promise: the library reads them back (a buffer's `byteLength`, a pool's `device`), so an
+ * assignment must not change what later calls do. In strict mode an assignment then throws a TypeError. */
+export function lockFields<T extends object>(object: T, keys: readonly (keyof T & string)[]): void {
+  for (const key of keys) Object.defineProperty(object, key, { writable: false, configurable: false });
+}
