@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -289,6 +289,43 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   const r = cli(['report', file('ok.json', JSON.stringify(noPhases)), '--trace', path.join(dir, 'ok.json', 'trace.json')], { noGpu: true });
   assert.equal(r.status, 64, r.stderr);
   assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);
+});
+
+test('report refuses results bench cannot write (tasks above the cap, a mode twice, a stream id not in decimal) and an output over its input', (t) => {
+  const dir = scratchDir(t);
+  const valid = syntheticResults({ tasks: 2, modes: ['legacy', 'pool'] });
+  const file = (name: string, change: (result: Record<string, any>) => void) => {
+    const copy = structuredClone(valid) as unknown as Record<string, any>;
+    change(copy);
+    writeFileSync(path.join(dir, name), JSON.stringify(copy));
+    return path.join(dir, name);
+  };
+  const cases: [string, (result: Record<string, any>) => void, string][] = [
+    ['tasks.json', (r) => (r.parameters.tasks = 10_000_001), 'parameters.tasks is 10000001, above 10000000'],
+    ['runs.json', (r) => (r.parameters.runs = 101), 'parameters.runs is 101, above 100'],
+    ['workers.json', (r) => (r.parameters.workers = 65), 'parameters.workers is 65, above 64'],
+    ['modes.json', (r) => (r.parameters.modes = ['pool', 'legacy', 'pool']), 'parameters.modes[2] is "pool" again (as at [0]); bench names each once'],
+    ['mode-results.json', (r) => (r.modes[1].mode = 'legacy'), 'modes[1] is "legacy" again (as at [0]); bench names each once'],
+    ['hex.json', (r) => (r.modes[0].lastRunTasks[1].streamId = '0x1f'), 'modes[0].lastRunTasks[1].streamId is "0x1f", not a decimal integer (the stream id cuStreamGetId gave, as digits)'],
+    ['sign.json', (r) => (r.modes[0].lastRunTasks[0].streamId = '-3'), 'modes[0].lastRunTasks[0].streamId is "-3", not a decimal integer'],
+  ];
+  for (const [name, change, message] of cases) {
+    const r = cli(['report', file(name, change)], { noGpu: true });
+    assert.equal(r.status, 64, `${name}: exit ${r.status}, ${r.stderr}`);
+    assert.equal(r.stderr.startsWith(`cuda-stream-pool report: ${path.join(dir, name)} is not a cuda-stream-pool bench results file: ${message}`), true, r.stderr);
+  }
+  const input = file('run.json', () => {});
+  const before = readFileSync(input, 'utf8');
+  const linked = path.join(dir, 'linked.json');
+  symlinkSync(input, linked);
+  for (const output of [input, path.join(dir, '.', 'run.json'), linked]) {
+    const r = cli(['report', input, '--trace', output], { noGpu: true });
+    assert.equal(r.status, 64, r.stderr);
+    assert.ok(r.stderr.includes(`option '--trace' names ${output}, which is the results file ${input}; writing it would overwrite the input`), r.stderr);
+    assert.equal(readFileSync(input, 'utf8'), before, 'the input is untouched');
+  }
+  const ok = cli(['report', input, '--trace', path.join(dir, 'trace.json')], { noGpu: true });
+  assert.equal(ok.status, 0, ok.stderr);
 });
 
 test('report exits 1 naming the error when stdout cannot be written (a full disk)', { skip: !existsSync('/dev/full') && 'this system has no /dev/full' }, (t) => {

@@ -7,6 +7,7 @@ import type { PhaseTimes } from './calibrate.js';
 import { summarize, type Sample } from './harness.js';
 import type { BatchResult } from './batch.js';
 import { MODES, type Mode, type ResultMode } from './modes.js';
+import { LIMITS } from '../cli/options.js';
 
 /** The phases of a task in order, as the timeline and the phase table name them. */
 export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;
@@ -225,10 +226,22 @@ const deviceDescription = z.object({
   asyncEngineCount: count,
 });
 const mode = z.enum(MODES);
+/** An integer option of `bench` within the limits `bench` accepts (LIMITS in src/cli/options.ts). */
+const limited = ([min, max]: readonly [number, number]) => z.int().min(min).max(max);
+/** A list in which no entry appears twice, as `bench` writes it; a repeat is named by its index. */
+function distinct<T extends z.ZodType>(entry: T, what: (value: z.infer<T>) => unknown = (value) => value) {
+  return z.array(entry).superRefine((values, ctx) => {
+    const keys = values.map(what);
+    keys.forEach((key, i) => {
+      const first = keys.indexOf(key);
+      if (first !== i) ctx.addIssue({ code: 'custom', path: [i], input: values[i], message: `is ${JSON.stringify(key)} again (as at [${first}]); bench names each once` });
+    });
+  });
+}
 const taskPhaseTimesShape = z.object({
   task: count,
   thread: count,
-  streamId: z.string(),
+  streamId: z.string().regex(/^(0|[1-9][0-9]*)$/, 'a decimal integer (the stream id cuStreamGetId gave, as digits)'),
   marksMs: z
     .tuple([z.number(), z.number(), z.number(), z.number()])
     .refine((marks) => marks.every((m, k) => k === 0 || m >= marks[k - 1]!), 'is not 4 ascending numbers'),
@@ -256,28 +269,27 @@ const benchResultShape = z.object({
     device: deviceDescription,
   }),
   parameters: z.object({
-    tasks: z.int().positive(),
-    concurrency: z.int().positive(),
-    workers: count,
-    elements: z.int().positive(),
+    tasks: limited(LIMITS.tasks),
+    concurrency: limited(LIMITS.concurrency),
+    workers: limited(LIMITS.workers),
+    elements: limited(LIMITS.elements),
     partitionBytes: count,
-    intensity: z.int().positive(),
+    intensity: limited(LIMITS.intensity),
     intensityCalibrated: z.boolean(),
-    modes: z.array(mode),
-    poolSize: z.int().positive(),
-    runs: z.int().positive(),
+    modes: distinct(mode),
+    poolSize: limited(LIMITS.poolSize),
+    runs: limited(LIMITS.runs),
     warmupTasks: count,
     partitions: z.int().positive(),
     sampleSize: count,
     ulpTolerance: amount,
     fma: z.object({ a: z.number(), b: z.number() }),
     phaseTimes: z.boolean(),
-    devices: z.array(count).optional(),
+    devices: distinct(limited(LIMITS.device)).optional(),
   }),
   phasesAloneMs: z.object({ copyIn: amount, kernel: amount, copyOut: amount }),
   overlapBoundMs: amount,
-  modes: z
-    .array(
+  modes: distinct(
       z.object({
         mode,
         wallMs: z.array(amount).min(1),
@@ -292,6 +304,7 @@ const benchResultShape = z.object({
         lastRunTasks: z.array(taskPhaseTimesShape).nullable(),
         perDevice: z.array(deviceModeResult).optional(),
       }),
+      (result) => result.mode,
     )
     .min(1),
   devices: z.array(deviceDescription).optional(),
@@ -342,14 +355,17 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
     }
     case 'custom':
       return `${at} ${issue.message}`;
+    case 'invalid_format':
+      return `${at} is ${shown(issue.input)}, not ${issue.message}`;
     default:
       return `${at}: ${issue.message}`;
   }
 }
 
 /** Parses the text of a saved `bench --json` output (`source` names it in errors) and checks every field the report,
- * the timeline and the trace read: types, ranges (counts are non-negative integers, rates and times non-negative),
- * mode names, and that each task's phase marks ascend.
+ * the timeline and the trace read: types, ranges (counts are non-negative integers, rates and times non-negative,
+ * the run's parameters within the limits `bench` accepts), mode names (each once), decimal stream ids, and that each
+ * task's phase marks ascend.
  * @throws {@link ResultsFileError} naming the first field that is missing or wrong and its value, the JSON syntax
  * error, or a schema of another version. */
 export function parseBenchResults(text: string, source: string): BenchResult {

@@ -3,7 +3,8 @@
 // per-call micro-benchmarks. Exit codes: 0 done, 1 the run failed (a task did not verify, or CUDA failed), 2 no usable
 // GPU (the reason is printed), 64 a usage error (every option is checked before the GPU is touched).
 // `report` renders a saved `bench --json` output (tables, timeline page, trace file) without a GPU.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 
 import { Command, type CommanderError } from 'commander';
 
@@ -258,6 +259,12 @@ program
       console.error(`cuda-stream-pool report: ${message}`);
       return process.exit(EXIT_USAGE);
     };
+    for (const [option, output] of [['--html', options.html], ['--trace', options.trace]] as const)
+      if (output !== undefined && samePath(output, file))
+        command.error(`error: option '${option}' names ${output}, which is the results file ${file}; writing it would overwrite the input. Pass another path.`, {
+          exitCode: EXIT_USAGE,
+          code: 'cuda-stream-pool.usage',
+        });
     const { parseBenchResults } = await import('../bench/results.js');
     let text: string;
     try {
@@ -280,6 +287,17 @@ program
     const { formatReport } = await import('../bench/report.js');
     return finish(0, formatReport(result) + written);
   });
+
+/** True when `a` and `b` name one file: the same absolute path, or (both existing) the same file through a link. */
+function samePath(a: string, b: string): boolean {
+  if (path.resolve(a) === path.resolve(b)) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false; // one of them does not exist yet
+  }
+}
 
 /** `bench --json micro`: options written before `micro` are parsed by `bench`. The ones `micro` also has (`--device`,
  * `--json`, `--quiet`) count as if written after it; any other is a usage error naming it, rather than ignored. */
