@@ -27,12 +27,15 @@
 //   <entry point>  a driver function's name (cuEventCreate), or `operation`: every call that queues work.
 //   <thread>/<n>   whose calls count: the n-th thread (default 1) that called into the driver under that name
 //                  (pthread_setname_np; the library names its threads). Default: `main`, the process's main thread.
+//                  `any`: the calls of every thread, counted together (repeatable when one thread makes them, such
+//                  as a module load on whichever thread of libuv's pool takes it).
 //   <k>[+]         the k-th call (from 1) of that entry point on that thread; with `+`, that call and every later one.
 //   <action>       a CUresult name or number: the call fails with it and does nothing;
 //                  fault:<CUresult>: the call succeeds, and its operation faults the device when it runs (sticky);
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
-//   SIMULATED_DRIVER_TRACE=1: each injected failure is reported on stderr.
+//   SIMULATED_DRIVER_TRACE=1: each injected failure, and each thread's first call (with the name rules use for it),
+//   is reported on stderr.
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -147,6 +150,11 @@ void report(const std::string& text) { std::fprintf(stderr, "simulated driver: %
   std::exit(70);
 }
 
+bool tracing() {
+  static const bool on = std::getenv("SIMULATED_DRIVER_TRACE") != nullptr;
+  return on;
+}
+
 enum class Action { kFail, kFault, kLost };
 
 struct Rule {
@@ -229,10 +237,6 @@ const std::vector<Rule>& rules() {
   return parsed;
 }
 
-bool tracing() {
-  static const bool on = std::getenv("SIMULATED_DRIVER_TRACE") != nullptr;
-  return on;
-}
 
 // Each thread counts its own calls, so that a run repeats: the rules name threads, not timing.
 struct ThreadCalls {
@@ -251,6 +255,7 @@ ThreadCalls& thread_calls() {
     calls.name = static_cast<pid_t>(syscall(SYS_gettid)) == getpid() ? "main" : name;
     std::lock_guard<std::mutex> lock(mutex);
     calls.ordinal = ++seen[calls.name];
+    if (tracing()) report("thread " + calls.name + "/" + std::to_string(calls.ordinal) + " calls the driver");
   }
   return calls;
 }
@@ -262,17 +267,23 @@ struct Injection {
   CUresult result = CUDA_SUCCESS;
 };
 
+std::atomic<unsigned long long> all_threads_counts[kEntryCount];
+
 Injection inject(Entry entry) {
   Injection out;
   if (rules().empty()) return out;
   ThreadCalls& calls = thread_calls();
   const unsigned long long call = ++calls.counts[entry];
+  const unsigned long long any_call = all_threads_counts[entry].fetch_add(1) + 1;
   for (const Rule& rule : rules()) {
-    if (rule.entry != entry || rule.thread != calls.name || rule.ordinal != calls.ordinal) continue;
-    if (call == rule.call || (rule.and_later && call > rule.call)) {
+    if (rule.entry != entry) continue;
+    const bool any = rule.thread == "any";
+    if (!any && (rule.thread != calls.name || rule.ordinal != calls.ordinal)) continue;
+    const unsigned long long counted = any ? any_call : call;
+    if (counted == rule.call || (rule.and_later && counted > rule.call)) {
       out = {true, rule.action, rule.result};
       if (tracing())
-        report(std::string("injected into call ") + std::to_string(call) + " of " + kEntryNames[entry] + " on " +
+        report(std::string("injected into call ") + std::to_string(counted) + " of " + kEntryNames[entry] + " on " +
                calls.name + "/" + std::to_string(calls.ordinal));
       return out;
     }

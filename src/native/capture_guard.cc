@@ -76,7 +76,7 @@ void wake_deferred() {
     std::lock_guard<OrderedMutex> lock(deferred().mutex);
     if (!deferred().started) {
       deferred().started = true;
-      start_detached_thread(run_deferred_forever);
+      start_detached_thread("csp-deferred", run_deferred_forever);
     }
   }
   deferred().wake.notify_one();

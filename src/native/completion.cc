@@ -358,7 +358,7 @@ struct Wait {
 class Engine {
  public:
   void submit(Wait* wait) {
-    std::call_once(started_, [this] { start_detached_thread([this] { run(); }); });
+    std::call_once(started_, [this] { start_detached_thread("csp-poller", [this] { run(); }); });
     pending_.fetch_add(1, std::memory_order_relaxed);
     Wait* head = incoming_.load(std::memory_order_relaxed);
     do {

@@ -47,6 +47,9 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "copy");
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   check_span("source", src_offset, bytes, src->bytes, env);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
+  if (src != dst) note_use_before_work(*src, stream, environment);
   if (dst->device == src->device) {
     make_current(stream->device);
     check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
@@ -64,9 +67,8 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
                    std::to_string(dst->device);
           });
   }
-  const int environment = environment_of(env);
-  note_use(*dst, stream, environment, true);
-  if (src != dst) note_use(*src, stream, environment, true);
+  note_use_after_work(*dst, stream, environment);
+  if (src != dst) note_use_after_work(*src, stream, environment);
   return env.Undefined();
 }
 
@@ -92,6 +94,8 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
     check_span("source", device_offset, bytes, device->bytes, env);
   }
   make_current(stream->device);
+  const int environment = environment_of(env);
+  note_use_before_work(*device, stream, environment);
   CUdeviceptr device_ptr = device->ptr + device_offset;
   char* host = static_cast<char*>(pinned->data) + pinned_offset;
   if (ToDevice)
@@ -101,7 +105,7 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
     check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
           [&] { return std::string(copy_text(*stream, bytes)); });
   fence_pinned(*pinned, stream);
-  note_use(*device, stream, environment_of(env), true);
+  note_use_after_work(*device, stream, environment);
   return env.Undefined();
 }
 
@@ -118,13 +122,15 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "fill");
   check_span("destination", offset, count * static_cast<size_t>(element), dst->bytes, env);
   make_current(stream->device);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
   if (element == 4)
     check(drv().cuMemsetD32Async(dst->ptr + offset, value, count, stream->handle), "cuMemsetD32Async",
           stream->device, [&] { return std::string(copy_text(*stream, count * 4)); });
   else
     check(drv().cuMemsetD8Async(dst->ptr + offset, static_cast<unsigned char>(value), count, stream->handle),
           "cuMemsetD8Async", stream->device, [&] { return std::string(copy_text(*stream, count)); });
-  note_use(*dst, stream, environment_of(env), true);
+  note_use_after_work(*dst, stream, environment);
   return env.Undefined();
 }
 

@@ -22,9 +22,12 @@ void EventBox::release() {
 
 std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted) {
   make_current(device);
+  // The box exists only once the driver made the event: a box without one would count, and destroy, nothing.
+  CUevent handle = nullptr;
+  check(drv().cuEventCreate(&handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
   auto box = std::make_shared<EventBox>();
   box->device = device;
-  check(drv().cuEventCreate(&box->handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
+  box->handle = handle;
   box->counted = counted;
   if (counted) live().events++;
   return box;

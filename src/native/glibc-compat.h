@@ -7,10 +7,15 @@
 #include <features.h>  // defines __GLIBC__; this header comes before every other
 #endif
 #if defined(__linux__) && defined(__GLIBC__)
+// Functions added to glibc after its first x86-64 release have later first versions there; arm64's port began at 2.17.
 #if defined(__x86_64__)
 #define CSP_GLIBC_BASE_VERSION "GLIBC_2.2.5"
+#define CSP_GLIBC_CONDATTR_SETCLOCK_VERSION "GLIBC_2.3.3"
+#define CSP_GLIBC_SETNAME_VERSION "GLIBC_2.12"
 #elif defined(__aarch64__)
 #define CSP_GLIBC_BASE_VERSION "GLIBC_2.17"
+#define CSP_GLIBC_CONDATTR_SETCLOCK_VERSION "GLIBC_2.17"
+#define CSP_GLIBC_SETNAME_VERSION "GLIBC_2.17"
 #endif
 #ifdef CSP_GLIBC_BASE_VERSION
 #define CSP_PIN_SYMBOL(name) __asm__(".symver " #name "," #name "@" CSP_GLIBC_BASE_VERSION);
@@ -34,6 +39,8 @@ CSP_PIN_SYMBOL(pthread_setspecific)
 CSP_PIN_SYMBOL(pthread_create)
 CSP_PIN_SYMBOL(pthread_join)
 CSP_PIN_SYMBOL(pthread_detach)
+__asm__(".symver pthread_condattr_setclock,pthread_condattr_setclock@" CSP_GLIBC_CONDATTR_SETCLOCK_VERSION);
+__asm__(".symver pthread_setname_np,pthread_setname_np@" CSP_GLIBC_SETNAME_VERSION);
 #undef CSP_PIN_SYMBOL
 #endif
 #endif

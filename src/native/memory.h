@@ -79,7 +79,8 @@ struct PinnedBox : Box {
 };
 
 // A block of the pinned cache outside any PinnedBuffer (staging's last resort). It goes back to the cache when
-// destroyed and is reused once every copy fenced on it is done; a block whose fence failed is leaked instead.
+// destroyed and is reused once every copy fenced on it is done; a block whose fence failed is leaked instead (so is a
+// PinnedBuffer's: see fence_pinned).
 class PinnedBlock {
  public:
   PinnedBlock(size_t bytes, int device);  // the device's context is current; throws CudaFailure
@@ -92,11 +93,11 @@ class PinnedBlock {
 
  private:
   Block* block_;
-  bool leaked_ = false;
 };
 
 // Records that a copy using `pinned` was just queued on `stream` (Note [pinned cache]): its block is reused only
-// after that copy. The caller holds entries of both boxes and the device's context is current. Throws CudaFailure.
+// after that copy. The caller holds entries of both boxes and the device's context is current. Throws CudaFailure;
+// the block is then never reused nor freed, since the copy may still run.
 void fence_pinned(PinnedBox& pinned, const std::shared_ptr<StreamBox>& stream);
 
 // Note [buffer uses]: a device buffer remembers each stream it was used on (by box identity, never the raw handle,
@@ -138,5 +139,15 @@ struct DeviceBufferBox : Box {
 // per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both boxes and the device's
 // context is current. Throws CudaFailure.
 void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work);
+
+// The two halves of reporting a use around the call that queues the work: the use is noted before (a failure after
+// queuing must not leave a free unaware of the work), and a per-thread stream of a borrowing thread records it after.
+inline void note_use_before_work(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment) {
+  note_use(buffer, stream, environment, false);
+}
+inline void note_use_after_work(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment) {
+  if (stream->handle == CU_STREAM_PER_THREAD && environment != buffer.owner_environment)
+    note_use(buffer, stream, environment, true);
+}
 
 }  // namespace csp

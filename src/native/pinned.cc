@@ -35,6 +35,7 @@ struct Block {
   void* ptr = nullptr;
   size_t size = 0;
   std::vector<Fence> fences;  // touched by the block's one holder, or by the cache after release()
+  bool unfenced = false;      // a fence failed, so a queued copy may use it at any time: never reused, never freed
 };
 
 bool same_stream(const std::weak_ptr<StreamBox>& a, const std::weak_ptr<StreamBox>& b) {
@@ -82,25 +83,34 @@ class PinnedCache {
   // context is current). Throws CudaFailure; then the block must not be reused (the caller leaks it).
   void fence(Block& block, const std::shared_ptr<StreamBox>& stream) {
     std::weak_ptr<StreamBox> key = stream;
+    auto fail = [&](CUresult r) {
+      block.unfenced = true;
+      check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
+    };
     for (Fence& f : block.fences) {
       if (!same_stream(f.stream, key)) continue;
-      check(drv().cuEventRecord(f.event, stream->handle), "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
+      if (CUresult r = drv().cuEventRecord(f.event, stream->handle)) fail(r);
       return;
     }
     Fence f;
     f.stream = key;
     f.device = stream->device;
-    f.event = take_event(stream->device);
-    CUresult r = drv().cuEventRecord(f.event, stream->handle);
-    if (r != CUDA_SUCCESS) {
+    try {
+      f.event = take_event(stream->device);
+    } catch (...) {
+      block.unfenced = true;
+      throw;
+    }
+    if (CUresult r = drv().cuEventRecord(f.event, stream->handle)) {
       put_event(f.device, f.event);
-      check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
+      fail(r);
     }
     block.fences.push_back(std::move(f));
   }
 
   // The holder is done with `block`; it is reused once its fences completed. Any JS thread.
   void release(Block* block) {
+    if (block->unfenced) return;  // leaked: freeing or reusing it could pull memory from under a queued copy
     std::lock_guard<OrderedMutex> lock(mutex_);
     retiring_.push_back(block);
   }
@@ -213,7 +223,7 @@ void PinnedBox::give_back() {
 PinnedBlock::PinnedBlock(size_t bytes, int device) : block_(pinned_cache().acquire(bytes, device)) {}
 
 PinnedBlock::~PinnedBlock() {
-  if (!leaked_) never_throws("returning a pinned block to the cache", [&] { pinned_cache().release(block_); });
+  never_throws("returning a pinned block to the cache", [&] { pinned_cache().release(block_); });
 }
 
 void* PinnedBlock::data() const { return block_->ptr; }
@@ -222,7 +232,7 @@ void PinnedBlock::fence(const std::shared_ptr<StreamBox>& stream) {
   try {
     pinned_cache().fence(*block_, stream);
   } catch (...) {
-    leaked_ = true;  // reused under a running copy otherwise
+    // The cache then never takes the block back (Block::unfenced).
   }
 }
 

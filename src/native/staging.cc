@@ -292,6 +292,8 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   const int device = stream->device;
   make_current(device);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
   const CUdeviceptr target = dst->ptr + dst_offset;
   Staging staging = stage(bytes, device);
   const size_t pieces = staging.pieces;
@@ -332,7 +334,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
           [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
     block.fence(stream);
   }
-  note_use(*dst, stream, environment_of(env), true);
+  note_use_after_work(*dst, stream, environment);
   return env.Undefined();
 }
 
@@ -349,6 +351,8 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   check_span("source", src_offset, bytes, src->bytes, env);
   const int device = stream->device;
   make_current(device);
+  const int environment = environment_of(env);
+  note_use_before_work(*src, stream, environment);
   const CUdeviceptr from = src->ptr + src_offset;
   auto landing = std::make_shared<Landing>();
   landing->bytes = bytes;
@@ -407,7 +411,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     landing->destination = nullptr;  // the landing then only gives its staging back
   }
   track_landing(env, landing);
-  note_use(*src, stream, environment_of(env), true);
+  note_use_after_work(*src, stream, environment);
   return wrap_box(env, std::move(landing));
 }
 

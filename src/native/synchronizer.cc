@@ -176,7 +176,7 @@ void start_if_needed(const std::shared_ptr<Synchronizers>& owner, int device) {
   DeviceQueue& queue = owner->devices[device];
   if (!queue.running) {
     queue.running = true;
-    start_detached_thread([owner, device] { serve(owner, device); });
+    start_detached_thread("csp-synchronize", [owner, device] { serve(owner, device); });
   }
   owner->wake.notify_all();
 }

@@ -215,7 +215,7 @@ Outcome run(const Plan& plan) {
   std::vector<pthread_t> threads;
   threads.reserve(slots);
   try {
-    for (size_t s = 0; s < slots; s++) threads.push_back(start_thread([&task_thread, s] { task_thread(s); }));
+    for (size_t s = 0; s < slots; s++) threads.push_back(start_thread("bench-task", [&task_thread, s] { task_thread(s); }));
   } catch (...) {
     stop = true;
     go = true;
@@ -355,7 +355,7 @@ Napi::Value run_tasks(const Napi::CallbackInfo& info) {
   Delivery delivery = Delivery::New(env, "cuda_stream_pool_bench.native", 0, 1);
   Job* raw = job.release();
   try {
-    start_detached_thread([delivery, raw]() mutable {
+    start_detached_thread("bench-executor", [delivery, raw]() mutable {
       try {
         raw->outcome = run(raw->plan);
       } catch (...) {

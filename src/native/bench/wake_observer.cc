@@ -140,7 +140,7 @@ Napi::Value wake_observer_watch(const Napi::CallbackInfo& info) {
 Napi::Value wake_observer_release(const Napi::CallbackInfo& info) {
   Observer& observer = observer_of(info[0]);
   if (!observer.running) {
-    observer.thread = start_thread([&observer] { observer.watch(); });
+    observer.thread = start_thread("bench-observer", [&observer] { observer.watch(); });
     observer.running = true;
   }
   observer.open_gate();

@@ -1,0 +1,77 @@
+// Driver calls that fail, injected by the simulated driver (SIMULATED_DRIVER_FAIL): each call of the library that
+// meets a failure throws a typed error naming the driver call, leaves cuda.liveObjects() as it was, lets a later call
+// succeed, and never leaves queued work touching memory that was freed or reused (the simulated driver reports any
+// such touch on stderr, which simulatedJson() checks).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+
+// Runs `attempt` (an expression, awaited) under `fail`, then again without a failure; reports the first error's code
+// and call, and the live objects before, after the failure and after the retry.
+const failOnce = (setup: string, attempt: string, teardown = '') => `
+  import { cuda, DeviceBuffer, Event, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+  ${setup}
+  const count = () => { const o = cuda.liveObjects(); return [o.streams, o.events, o.modules, o.deviceBytes, o.pinnedBytes]; };
+  const before = count();
+  let error;
+  try { await (${attempt}); } catch (e) { error = e; }
+  const afterFailure = count();
+  const retried = await (${attempt});
+  ${teardown}
+  console.log(JSON.stringify({
+    name: error?.name, code: error?.code, call: error?.call, before, afterFailure, retried: retried !== undefined,
+  }));`;
+
+const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
+
+for (const [what, fail, call, attempt] of [
+  ['Stream.create()', 'cuStreamCreateWithPriority:1=CUDA_ERROR_OUT_OF_MEMORY', 'cuStreamCreateWithPriority', 'Stream.create()'],
+  ['Event.create()', 'cuEventCreate:1=CUDA_ERROR_OUT_OF_MEMORY', 'cuEventCreate', 'Event.create()'],
+  ['DeviceBuffer.alloc()', 'cuMemAllocFromPoolAsync:1=CUDA_ERROR_OUT_OF_MEMORY', 'cuMemAllocFromPoolAsync', 'DeviceBuffer.alloc(4096)'],
+  ['PinnedBuffer.alloc()', 'cuMemHostAlloc:1=CUDA_ERROR_OUT_OF_MEMORY', 'cuMemHostAlloc', 'PinnedBuffer.alloc(4096)'],
+  ['new StreamPool() failing at its fifth stream', 'cuStreamCreateWithPriority:5=CUDA_ERROR_OUT_OF_MEMORY', 'cuStreamCreateWithPriority', 'new StreamPool({ size: 8 })'],
+  // Modules load on a thread of libuv's pool, whichever takes the job: counted over all threads.
+  ['Module.load()', 'cuModuleLoadDataEx@any:1=CUDA_ERROR_INVALID_PTX', 'cuModuleLoadDataEx', `Module.load(${ptx})`],
+] as const) {
+  test(`${what}: a failed ${call} throws a CudaError naming it, leaves the live objects as they were, and a retry succeeds`, needsCompiler, async () => {
+    const result = await simulatedJson<{ name: string; code: string; call: string; before: number[]; afterFailure: number[]; retried: boolean }>(
+      failOnce('', attempt),
+      { fail },
+    );
+    const code = fail.split('=')[1];
+    assert.deepEqual({ name: result.name, code: result.code, call: result.call }, { name: 'CudaError', code, call });
+    assert.deepEqual(result.afterFailure, result.before);
+    assert.equal(result.retried, true);
+  });
+}
+
+// The copy is queued on `busy`, behind slow work; the buffer belongs to `home`, where it is freed at once. The free
+// must wait for the queued copy although the call that queued it failed afterwards.
+for (const [what, fail, copy] of [
+  ['a host-to-device copy through staging whose completion marker fails', 'cuStreamWriteValue64:1=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, new Uint8Array(65536).fill(7))'],
+  ['a device-to-host copy through staging whose completion marker fails', 'cuStreamWriteValue64:1=CUDA_ERROR_UNKNOWN', 'busy.copy(new Uint8Array(65536), buffer, { byteLength: 65536 })'],
+  ['a copy from a PinnedBuffer whose fence fails', 'cuEventRecord:1=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, pinned)'],
+  ['a staged copy in four pieces whose third piece fails', 'cuMemcpyHtoDAsync:3=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, new Uint8Array(1 << 20).fill(7))'],
+] as const) {
+  test(`${what}: the buffer's free waits for what was queued`, needsCompiler, async () => {
+    const result = await simulatedJson<{ code: string }>(
+      `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+       const home = Stream.create();
+       const busy = Stream.create();
+       const buffer = DeviceBuffer.alloc(1 << 20, { stream: home });
+       const pinned = PinnedBuffer.alloc(65536);
+       const other = DeviceBuffer.alloc(4096, { stream: busy });
+       await home.synchronize();
+       for (let i = 0; i < 20; i++) busy.fill(other, i); // the copy runs after these
+       let code;
+       try { ${copy}; } catch (e) { code = e.code; }
+       buffer.free();
+       await busy.synchronize().catch(() => {});
+       await home.synchronize();
+       console.log(JSON.stringify({ code }));`,
+      { fail, operationDelayUs: 5000 },
+    );
+    assert.equal(result.code, fail.split('=')[1]);
+  });
+}
