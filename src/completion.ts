@@ -116,6 +116,9 @@ export interface CompletionStats {
   pollerParks: number;
   /** Whether the poller thread is parked now. */
   pollerParked: boolean;
+  /** Tickets that the driver never wrote although their stream finished its work, since the process started: their
+   * waits settled when the poller found the stream idle (within about 20 ms). Non-zero only with a faulty driver. */
+  lostTickets: number;
   /** Completion markers enqueued in streams since the process started, by every thread: tickets written
    * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that
    * settles at once, adds none. */

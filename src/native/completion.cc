@@ -350,9 +350,11 @@ struct Wait {
   int device = 0;
   Marker marker;                      // the library's own marker, when not watching a user event
   std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
-  std::shared_ptr<StreamBox> stream;  // keeps the stream's ticket slot alive
+  std::shared_ptr<StreamBox> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
   std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
+  unsigned probes = 0;                // fault probes it has been pending through
+  bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
 };
 
 class Engine {
@@ -371,6 +373,7 @@ class Engine {
   }
 
   double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
+  double lost_tickets() const { return static_cast<double>(lost_tickets_.load(std::memory_order_relaxed)); }
   double pending() const { return static_cast<double>(pending_.load(std::memory_order_relaxed)); }
   bool parked() const { return state_.load(std::memory_order_relaxed) == kParked; }
 
@@ -401,6 +404,7 @@ class Engine {
 
   CUresult status(Wait& wait) {
     if (CUresult fault = device_fault(wait.device)) return fault;
+    if (wait.ticket_lost) return CUDA_SUCCESS;
     if (wait.poll) return wait.poll();
     if (wait.event) {
       if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -450,7 +454,24 @@ class Engine {
     delete wait;
   }
 
-  // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it).
+  // A ticket still not landed after two probes (10 to 20 ms) while its stream reports all its work done was lost (a
+  // driver that dropped the write): the wait is done, since the ticket's work came before the stream went idle. The
+  // stream is asked directly, not through query_stream, whose answer for a sharing stream is that same word.
+  void check_late_ticket(Wait& wait) {
+    if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
+    StreamBox& stream = *wait.stream;
+    if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
+    if (!stream.enter()) return;  // destroyed: its handle may not be passed to the driver
+    const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;
+    stream.leave();
+    if (idle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
+      wait.ticket_lost = true;
+      lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it), and
+  // about the streams of late tickets.
   void probe(const std::vector<Wait*>& pending) {
     bool seen[kMaxDevices] = {};
     for (Wait* wait : pending) {
@@ -464,6 +485,8 @@ class Engine {
         // no context or no stream: nothing to ask; the waits' own markers still report
       }
     }
+    for (Wait* wait : pending)
+      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait);
   }
 
   void run() {
@@ -523,6 +546,7 @@ class Engine {
   std::atomic<Wait*> incoming_{nullptr};
   std::atomic<int> state_{kRunning};
   std::atomic<uint64_t> parks_{0};
+  std::atomic<uint64_t> lost_tickets_{0};
   std::atomic<int64_t> pending_{0};
   OrderedMutex mutex_{LockLevel::kLeaf, "completion poller park"};
   Condition wake_;
@@ -662,6 +686,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));
   out.Set("processPending", engine().pending());
   out.Set("pollerParks", engine().parks());
+  out.Set("lostTickets", engine().lost_tickets());
   out.Set("pollerParked", engine().parked());
   out.Set("markersEnqueued", static_cast<double>(g_markers_enqueued.load(std::memory_order_relaxed)));
   return out;
@@ -688,10 +713,11 @@ Napi::Value completion_set_marker(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-void track_landing(Napi::Env env, std::shared_ptr<Landing> landing) {
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream) {
   Channel& channel = channel_of(env);
   Wait* wait = new_wait(env, 0, landing->marker.device);
   wait->marker = landing->marker;
+  wait->stream = std::move(stream);
   wait->poll = landing->poll;
   wait->landing = landing;
   channel.landings.push_back(std::move(landing));

@@ -19,6 +19,8 @@
 //    and parks on a condition variable once nothing has been pending for 100 us (an idle process uses no CPU; the
 //    linger spares a thread that awaits in a loop a poller wake-up per wait). A new wait wakes it only when it
 //    sleeps or parks.
+//  - Lost tickets. A ticket still not landed after two fault probes, while its stream reports all its work done, was
+//    dropped by the driver: its wait is done all the same (counted in completionStats().lostTickets).
 //  - Faults. A faulted stream never writes its ticket. While waits are pending, the poller asks the driver every
 //    10 ms whether each of their devices has a sticky fault (cuStreamQuery on the device's library stream, which
 //    reports it), so every pending wait on a faulted device fails within that time; the waits hold their stream
@@ -119,8 +121,9 @@ struct Landing {
   std::atomic<int> marker_holders{2};
 };
 
-// Registers `landing` with the engine and this environment (the JS thread that owns the destination).
-void track_landing(Napi::Env env, std::shared_ptr<Landing> landing);
+// Registers `landing`, a copy queued on `stream`, with the engine and this environment (the JS thread that owns the
+// destination).
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream);
 
 // Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
 bool settle_landing(Napi::Env env, Landing& landing);

@@ -410,7 +410,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   if (napi_create_reference(env, destination, 1, &landing->destination) != napi_ok) {
     landing->destination = nullptr;  // the landing then only gives its staging back
   }
-  track_landing(env, landing);
+  track_landing(env, landing, stream);
   note_use_after_work(*src, stream, environment);
   return wrap_box(env, std::move(landing));
 }
