@@ -166,7 +166,11 @@ class PinnedCache {
 
   // Moves returned blocks and retiring blocks whose fences all completed to idle. Holds mutex_; makes only
   // non-blocking driver calls (cuEventQuery).
+  // Fences of other devices are queried in their own contexts; the caller's context is current again afterwards
+  // (it may be about to queue a copy with the block).
   void collect_locked() {
+    if (retiring_.empty()) return;
+    const int caller = current_device();
     size_t kept = 0;
     for (Block* block : retiring_) {
       auto& fences = block->fences;
@@ -186,6 +190,7 @@ class PinnedCache {
         retiring_[kept++] = block;
     }
     retiring_.resize(kept);
+    if (caller >= 0) make_current_quiet(caller);
   }
 
   void add_idle_locked(Block* block) {
