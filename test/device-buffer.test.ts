@@ -42,9 +42,17 @@ test('DeviceBuffer.alloc() checks byteLength and rejects unknown options before 
   assert.throws(() => DeviceBuffer.alloc(16, { stream: 1 as never }), { code: 'ERR_INVALID_ARG_TYPE', message: '"options.stream" must be a Stream; received 1 (number).' });
 });
 
-test('DeviceBuffer.attach() rejects anything but the object share() returns', () => {
-  for (const bad of [undefined, {}, { kind: 'cuda-stream-pool.DeviceBuffer', id: 1 }, 'id'])
+test('DeviceBuffer.attach() rejects anything but the object share() returns, naming the field that is wrong', () => {
+  for (const bad of [undefined, {}, { kind: 'other', id: 1n }, 'id'])
     assert.throws(() => DeviceBuffer.attach(bad as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"shared" must be a SharedDeviceBuffer from buffer\.share\(\)/ });
+  const kind = 'cuda-stream-pool.DeviceBuffer';
+  assert.throws(() => DeviceBuffer.attach({ kind, id: 1 } as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: '"shared.id" must be a bigint (from buffer.share()); received 1 (number).' });
+  assert.throws(() => DeviceBuffer.attach({ kind, id: 2n ** 64n, byteLength: 8, ptr: 1n, device: 0 }), {
+    name: 'RangeError',
+    code: 'ERR_OUT_OF_RANGE',
+    message: '"shared.id" must be a buffer id from buffer.share(): an integer from 1n to 2n ** 64n - 1n; received 18446744073709551616n (bigint).',
+  });
+  assert.throws(() => DeviceBuffer.attach({ kind, id: 1n, byteLength: 8, ptr: 'x' } as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: '"shared.ptr" must be a bigint; received "x" (string).' });
 });
 
 // ---------------------------------------------------------------------------------------------------------------

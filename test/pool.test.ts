@@ -987,12 +987,21 @@ test('new StreamPool() rejects a bad priority, nonBlocking or device with Node\'
   });
 });
 
-test('StreamPool.attach() rejects anything but a record from share(), and a pool that is gone with DestroyedError', () => {
-  for (const bad of [undefined, null, 3, {}, { kind: 'cuda-stream-pool:StreamPool' }, { kind: 'other', id: 1 }]) {
+test('StreamPool.attach() rejects anything but a record from share(), a pool never created as no such pool, and a pool that is gone with DestroyedError', () => {
+  for (const bad of [undefined, null, 3, {}, { kind: 'other', id: 1 }]) {
     assert.throws(() => StreamPool.attach(bad as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"shared" must be a SharedStreamPool from pool.share\(\); received/ });
   }
+  const kind = 'cuda-stream-pool:StreamPool';
+  assert.throws(() => StreamPool.attach({ kind } as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: '"shared.id" must be a pool id (number) from pool.share(); received undefined.' });
+  assert.throws(() => StreamPool.attach({ kind, id: 987654, device: 0, size: 1 }), {
+    name: 'RangeError',
+    code: 'ERR_OUT_OF_RANGE',
+    message: '"shared.id" must be the id of a pool created in this process; received 987654 (number). There is no such pool.',
+  });
+  const description = native.poolCreateShared(1, poolLayout(1));
+  native.poolDestroy(description.handle);
   assert.throws(
-    () => StreamPool.attach({ kind: 'cuda-stream-pool:StreamPool', id: 987654, device: 0, size: 1 }),
+    () => StreamPool.attach({ kind, id: description.id, device: 0, size: 1 }),
     (e) => e instanceof DestroyedError && e.resource === 'StreamPool' && e.method === 'attach',
   );
 });
