@@ -197,6 +197,8 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   for (BufferUse& use : buffer.uses)
     if (use.event && make_current_quiet(use.stream->device))
       check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
+  // Leaves the free's stream before the uses go: they may hold its last reference.
+  free_use.reset();
   buffer.uses.clear();  // drops the stream boxes: nothing can use the buffer any more
   // A free is a call on the buffer's device: that context stays current, whatever other devices' streams it visited.
   make_current_quiet(device);
