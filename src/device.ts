@@ -2,7 +2,7 @@
 import { landPending } from './completion.js';
 import { native } from './native.js';
 import { driverState, requireCuda } from './cuda.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateOptions, validateSignal } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateOptions, validateSignal } from './validate.js';
 import { memoryPoolOf, type MemoryPool } from './memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
@@ -69,6 +69,7 @@ export class Device {
     this.asyncEngineCount = info.asyncEngineCount;
     this.streamPriorityRange = Object.freeze({ greatest: info.greatestPriority, least: info.leastPriority });
     this.memoryPoolsSupported = info.memoryPoolsSupported;
+    lockFields(this, ['ordinal', 'name', 'computeCapability', 'multiprocessorCount', 'totalMemoryBytes', 'asyncEngineCount', 'streamPriorityRange', 'memoryPoolsSupported']);
     instances.add(this);
   }
 

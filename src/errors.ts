@@ -61,15 +61,12 @@ export class DestroyedError extends Error {
   /** `method` is the method's name on `resource` (`'query'`: "Stream.query()"), or the call the user made when
    * that is a method of another object (`'stream.copy'`, `'DeviceBuffer.alloc'`): the message names that call. */
   constructor(resource: string, method: string, why = 'was destroyed') {
-    const call = method.includes('.') ? method : (foreignCalls[`${resource}.${method}`] ?? `${resource}.${method}`);
+    const call = method.includes('.') ? method : `${resource}.${method}`;
     super(`${call}(): the ${resource} ${why}`);
     this.resource = resource;
     this.method = call.slice(call.lastIndexOf('.') + 1);
   }
 }
-
-// Calls whose callers name only the method: a destroyed argument of another class's method.
-const foreignCalls: Record<string, string> = { 'Event.waitEvent': 'stream.waitEvent' };
 
 /** `error` again, naming `call` (the method the user called) instead of the inner call that found the destroyed
  * object. @internal */

@@ -5,7 +5,7 @@ import { CaptureError, DestroyedError } from './errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
 import type { Stream, WaitOptions } from './stream.js';
 import { streams } from './handles.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from './validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateBoolean, validateOptions } from './validate.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -50,6 +50,7 @@ export class Event {
     this.#box = box;
     this.device = device;
     this.timing = timing;
+    lockFields(this, ['device', 'timing']);
   }
 
   static {

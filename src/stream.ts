@@ -81,8 +81,16 @@ export class Stream {
   #retired: string | undefined;
   #used = false; // anything called through this wrapper (Note [known idle] in src/pool-policy.ts)
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
+  // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
+  // properties per construction would cost more than the getters.
+  readonly #device: Device;
+  readonly #id: bigint;
+  readonly #priority: number;
+  readonly #nonBlocking: boolean;
   /** The device whose primary context the stream belongs to. */
-  readonly device: Device;
+  get device(): Device {
+    return this.#device;
+  }
   readonly #handle: bigint;
   #handleShared = false;
   /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
@@ -98,22 +106,28 @@ export class Stream {
     return this.#handle;
   }
   /** The driver's unique stream id (cuStreamGetId); unlike `handle`, never reused within the process. */
-  readonly id: bigint;
+  get id(): bigint {
+    return this.#id;
+  }
   /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
-  readonly priority: number;
+  get priority(): number {
+    return this.#priority;
+  }
   /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
-  readonly nonBlocking: boolean;
+  get nonBlocking(): boolean {
+    return this.#nonBlocking;
+  }
 
   private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
     checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
     const [handle, id, priority, nonBlocking] = known ?? native.streamInfo(box);
     this.#box = box;
     this.#kind = kind;
-    this.device = device;
+    this.#device = device;
     this.#handle = handle;
-    this.id = id;
-    this.priority = priority;
-    this.nonBlocking = nonBlocking;
+    this.#id = id;
+    this.#priority = priority;
+    this.#nonBlocking = nonBlocking;
   }
 
   static {
@@ -251,7 +265,7 @@ export class Stream {
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
     const box = this.#use('waitEvent');
-    native.streamWaitEvent(box, eventBox(event, 'waitEvent'));
+    native.streamWaitEvent(box, eventBox(event, 'stream.waitEvent'));
     noteJoin(box, capturedOn(event));
   }
 

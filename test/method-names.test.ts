@@ -18,7 +18,7 @@ test('DestroyedError: a qualified method names the call; `method` stays the bare
   const other = new DestroyedError('Stream', 'DeviceBuffer.alloc');
   assert.equal(other.message, 'DeviceBuffer.alloc(): the Stream was destroyed');
   assert.deepEqual([other.resource, other.method], ['Stream', 'alloc']);
-  assert.equal(new DestroyedError('Event', 'waitEvent').message, 'stream.waitEvent(): the Event was destroyed');
+  assert.equal(new DestroyedError('Event', 'stream.waitEvent').message, 'stream.waitEvent(): the Event was destroyed');
 });
 
 test('a Proxy of an object is described as a Proxy, not as an instance of its target\'s class', () => {

@@ -11,7 +11,7 @@ const driver = nativeCheck('libcuda.so.1', { source: 'scripts/null-driver.cc', s
 
 test('assigning a readonly property throws a TypeError and leaves the value and the object\'s behaviour as they were', needsCompiler, async () => {
   const result = await runChild(
-    `import { Device, DeviceBuffer, ManagedBuffer, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+    `import { Device, DeviceBuffer, Event, ManagedBuffer, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
      const out = {};
      // Assigns each property a decoy; records [TypeError thrown, value unchanged] per property.
      const check = (label, object, decoys) => {
@@ -37,15 +37,20 @@ test('assigning a readonly property throws a TypeError and leaves the value and 
      check('Module', module, { device: {}, ptx: 'x', cubin: new Uint8Array(1) });
      check('Kernel', module.getFunction('k', []), { name: 'other', signature: ['u32'] });
      check('StreamPoolGroup', StreamPool.forDevices(), { devices: [] });
+     check('Device', Device.get(0), { ordinal: 3, name: 'x', computeCapability: {}, multiprocessorCount: 1, totalMemoryBytes: 1, asyncEngineCount: 9, streamPriorityRange: {}, memoryPoolsSupported: false });
+     check('Stream', stream, { device: {}, id: 7n, priority: -3, nonBlocking: false });
+     check('Event', Event.create(), { device: {}, timing: true });
+     out.ordinalUsed = DeviceBuffer.alloc(64).device.ordinal;
      console.log(JSON.stringify(out));`,
     { CUDA_STREAM_POOL_LIBCUDA: driver() },
   );
   assert.equal(result.code, 0, result.stderr);
   const out = JSON.parse(result.stdout.trim()) as Record<string, unknown>;
-  const { subarray, share, stats, ...checked } = out;
-  assert.equal(Object.keys(checked).length, 18);
+  const { subarray, share, stats, ordinalUsed, ...checked } = out;
+  assert.equal(Object.keys(checked).length, 32);
   for (const [property, outcome] of Object.entries(checked)) assert.deepEqual(outcome, [true, true], property);
   assert.equal(subarray, 64);
   assert.equal(share, 64);
   assert.deepEqual(stats, [2, 0]);
+  assert.equal(ordinalUsed, 0);
 });
