@@ -217,13 +217,12 @@ function queueCopy(stream: Stream, sb: Box, d: Operand, s: Operand, dst: unknown
   if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
-    // The other side is addressed memory (checked above): a DeviceBuffer records the use, as its copies do.
+    // The other side is a DeviceBuffer or managed memory (checked above); the native layer notes a DeviceBuffer's use.
     const other = d.kind === 'managed' ? s : d;
-    if (other.kind === 'device') other.buffer.recordStream(stream);
-    const otherOffset = other === s ? srcOffset : dstOffset;
-    const otherPtr = (other.kind === 'device' || other.kind === 'managed' ? other.buffer.ptr : 0n) + BigInt(otherOffset);
-    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, otherPtr, true, byteLength);
-    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, otherPtr, false, byteLength);
+    if (other.kind !== 'device' && other.kind !== 'managed') return; // unreachable: checked above
+    const otherOffset = (other.kind === 'device' ? other.base : 0) + (other === s ? srcOffset : dstOffset);
+    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, other.box, otherOffset, true, byteLength);
+    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, other.box, otherOffset, false, byteLength);
     return;
   }
   if (d.kind === 'device') {

@@ -47,7 +47,7 @@ export interface NativeBinding {
   managedFree(managed: Box, buffer: ArrayBuffer): void;
   managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
   managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
-  managedCopy(stream: Box, managed: Box, managedOffset: number, other: bigint, toManaged: boolean, bytes: number): void;
+  managedCopy(stream: Box, managed: Box, managedOffset: number, other: Box, otherOffset: number, toManaged: boolean, bytes: number): void;
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;

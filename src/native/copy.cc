@@ -120,6 +120,8 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   int element = info[5].As<Napi::Number>().Int32Value();
   Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "fill");
   Use<StreamBox> use_stream(*stream, "Stream", "fill");
+  // count * element could wrap: compared in elements first.
+  if (count > dst->bytes / static_cast<size_t>(element)) check_span("destination", offset, dst->bytes + 1, dst->bytes, env);
   check_span("destination", offset, count * static_cast<size_t>(element), dst->bytes, env);
   make_current(stream->device);
   const int environment = environment_of(env);

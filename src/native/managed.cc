@@ -6,6 +6,7 @@
 // guard]: no new call may use the address); once no call is in flight the address goes to the device's synchronizer,
 // which calls cuMemFree only after all work queued on the device so far is done (Note [device synchronizer]). A
 // forgotten buffer is freed the same way when the last reference goes.
+#include <optional>
 #include <string>
 
 #include "addon.h"
@@ -13,6 +14,7 @@
 #include "check.h"
 #include "context.h"
 #include "loader.h"
+#include "memory.h"
 #include "stream.h"
 #include "synchronizer.h"
 
@@ -104,6 +106,7 @@ Napi::Value managed_prefetch(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[4]);
   Use<ManagedBox> use(*box, "ManagedBuffer", "prefetch");
   Use<StreamBox> use_stream(*stream, "Stream", "prefetch");
+  check_span("prefetch", offset, bytes, box->bytes, info.Env());
   make_current(stream->device);
   check(drv().cuMemPrefetchAsync(box->ptr + offset, bytes, processor(target, stream->device), stream->handle), "cuMemPrefetchAsync",
         stream->device, span_text(*box, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
@@ -118,29 +121,52 @@ Napi::Value managed_advise(const Napi::CallbackInfo& info) {
   auto advice = static_cast<CUmem_advise>(info[3].As<Napi::Number>().Int32Value());
   int device = info[4].As<Napi::Number>().Int32Value();
   Use<ManagedBox> use(*box, "ManagedBuffer", "advise");
+  check_span("advice", offset, bytes, box->bytes, info.Env());
   make_current(box->device);
   check(drv().cuMemAdvise(box->ptr + offset, bytes, advice, processor(device, box->device)), "cuMemAdvise", box->device,
         span_text(*box, offset, bytes));
   return info.Env().Undefined();
 }
 
-// managedCopy(stream, managed, managedOffset, other: bigint address, toManaged, bytes): a stream-ordered copy between
-// managed memory and another device address (a DeviceBuffer whose use the caller recorded, or managed memory).
+// managedCopy(stream, managed, managedOffset, other, otherOffset, toManaged, bytes): a stream-ordered copy between
+// managed memory and `other`, a DeviceBuffer or another ManagedBuffer's box. Both are held for the call, so a free on
+// another thread waits for it; a DeviceBuffer's use is noted before the copy is queued, as every copy's is.
 Napi::Value managed_copy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
   auto box = unwrap_box<ManagedBox>(info[1]);
-  size_t offset = static_cast<size_t>(info[2].As<Napi::Number>().Int64Value());
-  bool lossless = false;
-  CUdeviceptr other = static_cast<CUdeviceptr>(info[3].As<Napi::BigInt>().Uint64Value(&lossless));
-  bool to_managed = info[4].As<Napi::Boolean>().Value();
-  size_t bytes = static_cast<size_t>(info[5].As<Napi::Number>().Int64Value());
+  const size_t offset = to_size(info[2]);
+  const size_t other_offset = to_size(info[4]);
+  const bool to_managed = info[5].As<Napi::Boolean>().Value();
+  const size_t bytes = to_size(info[6]);
+  const bool other_is_device = info[3].As<Napi::Object>().CheckTypeTag(&DeviceBufferBox::kTag);
+  std::shared_ptr<DeviceBufferBox> device_buffer;
+  std::shared_ptr<ManagedBox> managed_other;
+  std::optional<Use<DeviceBufferBox>> use_device;
+  std::optional<Use<ManagedBox>> use_other;
+  CUdeviceptr other = 0;
   Use<ManagedBox> use(*box, "ManagedBuffer", "copy");
+  if (other_is_device) {
+    device_buffer = unwrap_box<DeviceBufferBox>(info[3]);
+    use_device.emplace(*device_buffer, "DeviceBuffer", "copy");
+    check_span(to_managed ? "source" : "destination", other_offset, bytes, device_buffer->bytes, env);
+    other = device_buffer->ptr + other_offset;
+  } else {
+    managed_other = unwrap_box<ManagedBox>(info[3]);
+    if (managed_other != box) use_other.emplace(*managed_other, "ManagedBuffer", "copy");
+    check_span(to_managed ? "source" : "destination", other_offset, bytes, managed_other->bytes, env);
+    other = managed_other->ptr + other_offset;
+  }
   Use<StreamBox> use_stream(*stream, "Stream", "stream.copy");
+  check_span(to_managed ? "destination" : "source", offset, bytes, box->bytes, env);
   make_current(stream->device);
+  const int environment = environment_of(env);
+  if (device_buffer) note_use_before_work(*device_buffer, stream, environment);
   CUdeviceptr mine = box->ptr + offset;
   check(drv().cuMemcpyAsync(to_managed ? mine : other, to_managed ? other : mine, bytes, stream->handle),
         "cuMemcpyAsync", stream->device, span_text(*box, offset, bytes));
-  return info.Env().Undefined();
+  if (device_buffer) note_use_after_work(*device_buffer, stream, environment);
+  return env.Undefined();
 }
 
 }  // namespace
