@@ -1,6 +1,9 @@
 // Checked driver calls and their conversion to the public error classes.
 #include "check.h"
 
+#include <cerrno>
+#include <system_error>
+
 #include "addon.h"
 #include "devices.h"
 #include "loader.h"
@@ -87,6 +90,13 @@ void rethrow_as_js(Napi::Env env) {
                           Napi::String::New(env, u.component)});
   } catch (const std::bad_alloc&) {
     throw Napi::Error::New(env, "cuda-stream-pool: out of host memory");
+  } catch (const std::system_error& e) {
+    // As Node's own system errors: the errno name in `code` (a thread that could not start: EAGAIN).
+    Napi::Error system = Napi::Error::New(env, e.what());
+    const int number = e.code().value();
+    system.Set("code", number == EAGAIN ? "EAGAIN" : number == ENOMEM ? "ENOMEM" : number == EPERM ? "EPERM" : "ERR_SYSTEM");
+    system.Set("errno", Napi::Number::New(env, -number));
+    throw system;
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("cuda-stream-pool internal error: ") + e.what());
   }

@@ -2,6 +2,7 @@
 #include "completion.h"
 
 #include <algorithm>
+#include <system_error>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -359,8 +360,16 @@ struct Wait {
 
 class Engine {
  public:
+  // Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot
+  // start (a later submit tries again); `wait` has then given back what it held and is deleted.
   void submit(Wait* wait) {
-    std::call_once(started_, [this] { start_detached_thread("csp-poller", [this] { run(); }); });
+    try {
+      std::call_once(started_, [this] { start_detached_thread("csp-poller", [this] { run(); }); });
+    } catch (const std::system_error& e) {
+      abandon(wait);
+      throw std::system_error(e.code(), "cuda-stream-pool could not start its completion poller thread, so nothing "
+                                        "can wait for GPU work without blocking");
+    }
     pending_.fetch_add(1, std::memory_order_relaxed);
     Wait* head = incoming_.load(std::memory_order_relaxed);
     do {
@@ -468,6 +477,14 @@ class Engine {
       wait.ticket_lost = true;
       lost_tickets_.fetch_add(1, std::memory_order_relaxed);
     }
+  }
+
+  // A wait that never reached the poller gives back what it holds, as complete() does.
+  static void abandon(Wait* wait) {
+    if (wait->event) wait->event->leave();  // entered by eventNotify
+    if (wait->landing) drop_marker(*wait->landing);
+    else if (wait->marker.event) event_pool().put(wait->device, wait->marker.event);
+    delete wait;
   }
 
   // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it), and
@@ -720,8 +737,10 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   wait->stream = std::move(stream);
   wait->poll = landing->poll;
   wait->landing = landing;
-  channel.landings.push_back(std::move(landing));
+  // Submitted first: a landing the poller never watches is not kept (no drain can run before the push, on this
+  // thread).
   engine().submit(wait);
+  channel.landings.push_back(std::move(landing));
 }
 
 bool settle_landing(Napi::Env env, Landing& landing) {

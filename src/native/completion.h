@@ -122,14 +122,15 @@ struct Landing {
 };
 
 // Registers `landing`, a copy queued on `stream`, with the engine and this environment (the JS thread that owns the
-// destination).
+// destination). Throws std::system_error when the poller thread cannot start; the landing is then not registered.
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream);
 
 // Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
 bool settle_landing(Napi::Env env, Landing& landing);
 
 // Has the poller call `poll` until it reports anything but CUDA_ERROR_NOT_READY (work that needs the host's help to
-// progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile.
+// progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile. Throws
+// std::system_error when the poller thread cannot start.
 void watch_job(int device, std::function<CUresult()> poll);
 
 }  // namespace csp

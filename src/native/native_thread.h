@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -20,6 +22,10 @@ namespace csp {
 // driver's failure injection show it). An exception leaving `body` is swallowed: nothing may escape a thread.
 // Throws std::system_error when the thread cannot be created.
 inline pthread_t start_thread(const char* name, std::function<void()> body) {
+  // Test seam: CUDA_STREAM_POOL_FAIL_THREAD_START names a thread whose start fails as if the system had no thread
+  // left, so that tests reach that path. Read on each start: threads start rarely.
+  const char* fail = std::getenv("CUDA_STREAM_POOL_FAIL_THREAD_START");
+  if (fail && std::strcmp(fail, name) == 0) throw std::system_error(EAGAIN, std::generic_category(), "pthread_create");
   struct Start {
     const char* name;
     std::function<void()> body;

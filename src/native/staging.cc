@@ -206,6 +206,15 @@ struct StreamedCopy {
     return finished == n ? finish(CUDA_SUCCESS) : CUDA_ERROR_NOT_READY;
   }
 
+  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
+  // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
+  void abandon(CUresult why) {
+    std::lock_guard<OrderedMutex> lock(mutex);
+    open_gate(gate, gate.base + pieces());
+    complete = true;
+    failure = why;
+  }
+
  private:
   CUresult finish(CUresult result) {
     complete = true;
@@ -273,7 +282,7 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
       copy.done.push_back(enqueue_marker(stream, MarkerUse::kAfterOwnWork));
     }
   } catch (...) {
-    open_gate(copy.gate, copy.gate.base + n);  // releases what was queued; the chunks and gate are not reused
+    copy.abandon(CUDA_ERROR_UNKNOWN);  // releases what was queued
     throw;
   }
 }
@@ -326,7 +335,12 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     copy->first_wait = first_wait;
     queue_streamed(*copy, *stream, target);
     copy->advance();
-    watch_job(device, [copy] { return copy->advance(); });
+    try {
+      watch_job(device, [copy] { return copy->advance(); });
+    } catch (...) {
+      copy->abandon(CUDA_ERROR_UNKNOWN);
+      throw;
+    }
   } else {
     PinnedBlock block(bytes, device);
     std::memcpy(block.data(), data, bytes);
@@ -356,6 +370,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   const CUdeviceptr from = src->ptr + src_offset;
   auto landing = std::make_shared<Landing>();
   landing->bytes = bytes;
+  std::shared_ptr<StreamedCopy> streamed;  // when the copy does not fit the free chunks
   Staging staging = stage(bytes, device);
   const size_t pieces = staging.pieces;
   SharedMarker& first_wait = staging.first_wait;
@@ -382,7 +397,8 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     };
     landing->release = [chunks, device] { arena(device).put(chunks, SharedMarker()); };  // landed: the GPU is done
   } else if (!chunks.empty()) {
-    auto copy = std::make_shared<StreamedCopy>();
+    streamed = std::make_shared<StreamedCopy>();
+    StreamedCopy* copy = streamed.get();
     copy->device = device;
     copy->bytes = bytes;
     copy->host.reset(new char[bytes]);
@@ -391,8 +407,8 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     queue_streamed(*copy, *stream, from);
     copy->advance();
     landing->marker.device = device;
-    landing->poll = [copy] { return copy->advance(); };
-    landing->copy_out = [copy](void* out) { std::memcpy(out, copy->host.get(), copy->bytes); };
+    landing->poll = [streamed] { return streamed->advance(); };
+    landing->copy_out = [streamed](void* out) { std::memcpy(out, streamed->host.get(), streamed->bytes); };
   } else {
     auto block = std::make_shared<PinnedBlock>(bytes, device);
     check(drv().cuMemcpyDtoHAsync(block->data(), from, bytes, stream->handle), "cuMemcpyDtoHAsync", device,
@@ -410,7 +426,14 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   if (napi_create_reference(env, destination, 1, &landing->destination) != napi_ok) {
     landing->destination = nullptr;  // the landing then only gives its staging back
   }
-  track_landing(env, landing, stream);
+  try {
+    track_landing(env, landing, stream);
+  } catch (...) {
+    // Never landed: its staging stays out of use (the copy may still write it), a streamed copy's gates open.
+    if (landing->destination) napi_delete_reference(env, landing->destination);
+    if (streamed) streamed->abandon(CUDA_ERROR_UNKNOWN);
+    throw;
+  }
   note_use_after_work(*src, stream, environment);
   return wrap_box(env, std::move(landing));
 }
