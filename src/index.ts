@@ -2,6 +2,8 @@
 // The declarations use Symbol.dispose and Symbol.asyncDispose; this brings their types to every project that
 // imports the package, whatever its "lib" setting and whether or not it has @types/node.
 /// <reference lib="esnext.disposable" preserve="true" />
+import { warnAboutEnvironment } from './environment.js';
+
 export { cuda, type LiveObjects } from './cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device.js';
 export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions } from './stream.js';
@@ -20,3 +22,6 @@ export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from '
 export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './copy.js';
 export { MemoryPool } from './memory-pool.js';
 export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './managed-buffer.js';
+
+// Unknown values of the library's environment variables are said once, at the first import.
+warnAboutEnvironment();

@@ -36,6 +36,8 @@ export interface NativeBinding {
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
   cudaError(code: number, call: string, detail: string): Error;
+  /** True for the first caller of the process (src/environment.ts reports unknown values once). */
+  claimEnvironmentWarning(): boolean;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
   deviceSynchronize(ordinal: number): Promise<void>;
@@ -230,6 +232,7 @@ function unavailableBinding(reason: string): NativeBinding {
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
     liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
     callbackFailures: () => ({ count: 0, last: undefined }),
+    claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),

@@ -1,5 +1,6 @@
 // Driver state, device properties, peer access (Note [peer access]), fault state and live-object counters.
 // Runs on: any JS thread.
+#include <atomic>
 #include <string>
 
 #include "addon.h"
@@ -168,6 +169,13 @@ Napi::Value callback_failures_js(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// claimEnvironmentWarning() -> true for the first caller of the process: the one thread that reports unknown values
+// of the library's environment variables.
+Napi::Value claim_environment_warning(const Napi::CallbackInfo& info) {
+  static std::atomic<bool> claimed{false};
+  return Napi::Boolean::New(info.Env(), !claimed.exchange(true));
+}
+
 // cudaError(code, call, detail) -> the CudaError for a status found by a poll; never throws it.
 Napi::Value cuda_error(const Napi::CallbackInfo& info) {
   try {
@@ -203,6 +211,7 @@ void register_device(Napi::Env env, Napi::Object exports) {
   exports.Set("liveObjects", Napi::Function::New<js_entry<live_objects>>(env, "liveObjects"));
   exports.Set("callbackFailures", Napi::Function::New<js_entry<callback_failures_js>>(env, "callbackFailures"));
   exports.Set("cudaError", Napi::Function::New<cuda_error>(env, "cudaError"));
+  exports.Set("claimEnvironmentWarning", Napi::Function::New<claim_environment_warning>(env, "claimEnvironmentWarning"));
 }
 
 }  // namespace csp
