@@ -9,7 +9,9 @@
 //    context other than its stream's (or with no context current) is refused with CUDA_ERROR_INVALID_CONTEXT.
 //  - Streams run their operations in order on a thread of their own, each operation after a delay
 //    (SIMULATED_DRIVER_OPERATION_DELAY_US, default 0): queries report not ready until the work has run, and blocking
-//    waits block. Events complete when their stream reaches them. cuStreamWriteValue64 writes when its turn comes;
+//    waits block. With no delay (the default) it is the busy-stream mode for CPU measurements of the completion path:
+//    work still runs on the stream's thread, so a wait right after queuing finds the stream busy and goes through the
+//    library's poller. Events complete when their stream reaches them. cuStreamWriteValue64 writes when its turn comes;
 //    cuStreamWaitValue64 holds its stream until the word satisfies it; host functions run on the stream's thread.
 //  - Memory: device, managed and pinned memory are host memory. Every operation checks, when it runs, that the device
 //    memory it touches is allocated; touching freed memory (a stream-ordered free already done, cuMemFree,
