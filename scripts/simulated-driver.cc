@@ -20,7 +20,10 @@
 //    A copy of pageable host memory is synchronous, as the real driver's is.
 //  - Sticky faults: once a device faults, its queued work is dropped and every call on it returns the fault.
 //  - Handles of destroyed streams and events are refused (CUDA_ERROR_INVALID_HANDLE, and a line on stderr).
-// What it does not model (yet): kernels do nothing but take their delay; the legacy and per-thread default streams
+//  - The project's kernels (test/kernels, kernels/) run on the CPU, found by name: spin and hold sleep on their
+//    stream's thread (so kernels of two streams overlap) and write %globaltimer stamps from the monotonic clock;
+//    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks.
+// What it does not model (yet): other kernels do nothing but take their delay; the legacy and per-thread default streams
 // are ordinary streams without the implicit synchronization rules; no copy or compute engines, no timing model; no
 // stream capture or graphs (capture calls return CUDA_ERROR_NOT_SUPPORTED); memory pools do not reuse blocks.
 //
@@ -45,6 +48,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -670,6 +674,72 @@ struct Function {
   int max_dynamic_shared = 0;
 };
 
+// ---- The project's kernels on the CPU --------------------------------------------------------------------------
+
+// %globaltimer: nanoseconds of the monotonic clock, shared by every simulated device.
+unsigned long long global_timer_ns() {
+  return static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+template <class T>
+T argument(void** params, int index) {
+  T value;
+  std::memcpy(&value, params[index], sizeof value);
+  return value;
+}
+
+// The launch of a kernel the simulator knows by name (the test kernels of test/kernels and the benchmark's of
+// kernels/), as an operation whose arguments are read now, as the driver reads them at launch; any other kernel only
+// takes its delay. `threads` is the grid's size in threads along x times the block's.
+Operation kernel_operation(const std::string& name, unsigned long long threads, void** params) {
+  if (!params) return {"a kernel", {}, nullptr};
+  if (name == "spin" || name == "hold") {
+    const auto ns = argument<unsigned long long>(params, 0);
+    const auto stamps = name == "spin" ? argument<unsigned long long>(params, 1) : 0;
+    std::vector<Range> ranges;
+    if (stamps) ranges.push_back({stamps, 16, Access::kDevice});
+    return {"kernel spin", ranges, [ns, stamps] {
+              const unsigned long long start = global_timer_ns();
+              std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+              if (!stamps) return;
+              auto* out = reinterpret_cast<unsigned long long*>(stamps);
+              out[0] = start;
+              out[1] = global_timer_ns();
+            }};
+  }
+  if (name == "write_invalid") {
+    const auto address = argument<unsigned long long>(params, 0);
+    return {"kernel write_invalid", {{address, 4, Access::kDevice}}, [address] {
+              *reinterpret_cast<volatile int*>(address) = 42;
+            }};
+  }
+  if (name == "fill_u32") {
+    const auto out = argument<unsigned long long>(params, 0);
+    const auto value = argument<unsigned>(params, 1);
+    const unsigned long long n = std::min<unsigned long long>(argument<unsigned>(params, 2), threads);
+    return {"kernel fill_u32", {{out, n * 4, Access::kDevice}}, [out, value, n] {
+              auto* words = reinterpret_cast<unsigned*>(out);
+              for (unsigned long long i = 0; i < n; i++) words[i] = value;
+            }};
+  }
+  if (name == "fma_steps") {
+    const auto data = argument<unsigned long long>(params, 0);
+    const unsigned long long n = std::min<unsigned long long>(argument<unsigned>(params, 1), threads);
+    const auto steps = argument<unsigned>(params, 2);
+    const auto a = argument<float>(params, 3), b = argument<float>(params, 4);
+    return {"kernel fma_steps", {{data, n * 4, Access::kDevice}}, [data, n, steps, a, b] {
+              auto* values = reinterpret_cast<float*>(data);
+              for (unsigned long long i = 0; i < n; i++) {
+                float v = values[i];
+                for (unsigned s = 0; s < steps; s++) v = std::fmaf(v, a, b);  // one rounding, as fma.rn.f32
+                values[i] = v;
+              }
+            }};
+  }
+  return {"a kernel", {}, nullptr};
+}
+
 // ---- The entry points -----------------------------------------------------------------------------------------
 
 extern "C" {
@@ -1091,7 +1161,7 @@ CUresult s_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribut
   return CUDA_SUCCESS;
 }
 CUresult s_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                          unsigned bz, unsigned shared, CUstream stream, void**, void**) {
+                          unsigned bz, unsigned shared, CUstream stream, void** params, void**) {
   SIM_ENTER(cuLaunchKernel);
   SIM_QUEUE_ON(cuLaunchKernel, stream);
   if (!function) return CUDA_ERROR_INVALID_HANDLE;
@@ -1100,7 +1170,7 @@ CUresult s_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigne
   if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
   if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
   if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
-  enqueue(s, {"a kernel", {}, nullptr}, injected);
+  enqueue(s, kernel_operation(f->name, static_cast<unsigned long long>(gx) * bx, params), injected);
   return CUDA_SUCCESS;
 }
 CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction function, CUoccupancyB2DSize, size_t,
