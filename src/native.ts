@@ -76,6 +76,8 @@ export interface NativeBinding {
   /** Undefined for an id that no pool ever had. */
   poolAttach(id: number): PoolDescription | undefined;
   poolDestroy(handle: Box): void;
+  /** Releases this handle's count now (Note [pool attachments]); the last one destroys a non-default pool. */
+  poolDetach(handle: Box): void;
   /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
   poolDepart(handle: Box, environment: number): void;
 

@@ -5,6 +5,7 @@
 import { DestroyedError } from './errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from './validate.js';
 import {
+  ATTACHED_ENVS,
   CLOSE_BELL,
   CLOSING,
   CURSOR,
@@ -16,6 +17,7 @@ import {
   NEXT,
   OPEN,
   poolLayout,
+  RECLAIMED,
   STATE,
   UNKNOWN_IDLE,
   WAITING_ENVS,
@@ -29,13 +31,16 @@ const IDLE_PROBES = 4;
 export const BACKSTOP_MS = 50;
 /** How long one Atomics.waitAsync registration lives before it is renewed (ms). */
 const WATCH_MS = 1000;
+/** How long a lease is held strongly before it is tracked weakly, so it can be reclaimed (ms; Note [lease reclaim]). */
+export const PROMOTE_MS = 250;
 
 /** What the policy needs from the streams: the pool's slots, abstracted so CPU tests can run it with fakes. */
 export interface PoolSlots<S> {
   /** The shared stream of each slot: what getStream() hands out. */
   readonly streams: readonly S[];
-  /** A new wrapper of slot `slot`'s stream for one lease; retired when the lease ends. */
-  leaseView(slot: number): S;
+  /** A new wrapper of slot `slot`'s stream for one lease, which keeps `lease` reachable while it is (so a lease whose
+   * stream is still in use is never reclaimed); retired when the lease ends. */
+  leaseView(slot: number, lease: object): S;
   /** Makes `view` throw DestroyedError from now on, with `why` in the message. */
   retire(view: S, why: string): void;
   /** True when the slot's stream has no queued work (cuStreamQuery); a throw counts as busy. */
@@ -46,6 +51,9 @@ export interface PoolSlots<S> {
   scope<T>(view: S, fn: (stream: S) => T): T;
   /** Resolves when the slot's queued work is done (close()). */
   drain(slot: number): Promise<void>;
+  /** True when `view` is the current stream of the calling async context or of a scope it is nested in; lets close()
+   * refuse to wait for a lease its caller holds. Absent: close() does not check. */
+  inScope?(view: S): boolean;
 }
 
 /** Options for {@link StreamPool.acquire}. */
@@ -60,6 +68,13 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
+/** Options for {@link StreamPool.close}. */
+export interface CloseOptions {
+  /** Gives the close up: when it aborts before the pool was destroyed (or this thread detached), the promise
+   * rejects with `signal.reason` and the pool is open again (see `StreamPool.close` for what stays rejected). */
+  signal?: AbortSignal;
+}
+
 /** A snapshot of a pool's counters, global across every thread that shares the pool. */
 export interface PoolCounters {
   /** Per stream index: how many times getStream() handed it out (round-robin and by index). */
@@ -70,6 +85,10 @@ export interface PoolCounters {
   leased: number;
   /** acquire() calls waiting now, in all threads (a thread beyond the first 128 waiting at once is not counted). */
   waiters: number;
+  /** Leases given back to the pool, in all threads since the pool was created, because they became unreachable
+   * unreleased: neither the lease nor its `stream` could be reached any more, and the garbage collector reclaimed
+   * them (a FinalizationRegistry; when that happens is up to the collector). A count of leases, from 0. */
+  leasesReclaimed: number;
 }
 
 interface Waiter<S> {
@@ -83,30 +102,38 @@ interface Waiter<S> {
 type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-let makeLease: <S>(core: PoolCore<S>, slot: number, view: S) => StreamLease<S>;
+let makeLease: <S>(core: PoolCore<S>, slot: number, leaseView: (slot: number, lease: object) => S) => StreamLease<S>;
+let viewOf: <S>(lease: StreamLease<S>) => S;
 
 /** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
  * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
  *
  * Lifetime: borrows the stream from its pool. `release()` or `[Symbol.dispose]` ends the lease (a second call does
  * nothing); afterwards `lease.stream`, and the stream object it returned, throw {@link DestroyedError}. A lease that
- * is never released stays held until its thread detaches from the pool or exits, or the pool is destroyed.
+ * is never released stays held until its thread detaches from the pool or exits, or the pool is destroyed, or the
+ * garbage collector finds that neither the lease nor its stream can be reached any more: then it goes back to the
+ * pool, counted in `stats().leasesReclaimed` (the stream keeps its lease alive, so
+ * `const { stream } = await pool.acquire()` is safe while `stream` is in use).
  * Thread-safety: a lease belongs to the thread that acquired it.
  * @throws {@link DestroyedError} from `stream` after release. */
 export class StreamLease<S = import('./stream.js').Stream> {
   #core: PoolCore<S> | undefined;
   #slot: number;
-  #view: S;
+  #view!: S;
 
-  private constructor(token: symbol, core: PoolCore<S>, slot: number, view: S) {
+  private constructor(token: symbol, core: PoolCore<S>, slot: number) {
     checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
     this.#core = core;
     this.#slot = slot;
-    this.#view = view;
   }
 
   static {
-    makeLease = (core, slot, view) => new StreamLease(internalConstruction, core, slot, view);
+    makeLease = (core, slot, leaseView) => {
+      const lease = new StreamLease(internalConstruction, core, slot);
+      lease.#view = leaseView(slot, lease);
+      return lease;
+    };
+    viewOf = (lease) => lease.#view;
     guardReceivers(StreamLease, (value) => #slot in value);
   }
 
@@ -150,9 +177,15 @@ export class StreamLease<S = import('./stream.js').Stream> {
  *   thread's wait by the number of waiting threads: no starvation across threads.
  * - With no other thread waiting, a release serves this thread's queue head directly (no shared write), or frees
  *   the word; then, if a thread registered meanwhile, it rings every doorbell so the newcomer looks again.
- * - Every waiting thread also wakes every BACKSTOP_MS on a ref'd timer (which also keeps its event loop alive while
- *   it waits: Atomics.waitAsync does not). That is how leases given back by the native cleanup hook of a thread
- *   that exited reach waiters: native code cannot Atomics.notify.
+ * - Every waiting thread also wakes every BACKSTOP_MS on a timer. That is how leases given back by the native cleanup
+ *   hook of a thread that exited reach waiters: native code cannot Atomics.notify. The timer also keeps the event
+ *   loop alive while the thread waits (Atomics.waitAsync does not), except when no other thread could ever end the
+ *   wait: no other environment holds a handle on the pool (ATTACHED_ENVS) and every lease word that matters is this
+ *   thread's own. Then only this thread's own code can release a lease (or the garbage collector reclaim one), so a
+ *   thread with nothing else to do has deadlocked itself, and the timer is unref'd: the process ends as Node ends any
+ *   unsettled await (exit code 13) instead of hanging silently. Checked again at every wake-up, so a thread that
+ *   attaches later (its worker keeps the process alive meanwhile) makes the timer ref'd again. close()'s wait for
+ *   leases follows the same rule; waits on GPU work (drains) always keep the loop alive.
  * - Among free streams a lease prefers an idle one (up to IDLE_PROBES queries), starting after the last one this
  *   thread took, so consecutive leases rotate through the streams.
  */
@@ -173,7 +206,15 @@ export class PoolCore<S> {
   #queue: Waiter<S>[] = [];
   #head = 0;
   #live = 0;
-  readonly #leases = new Set<StreamLease<S>>();
+  /** This thread's leases by slot (a thread holds a slot at most once): new ones strongly (#young), older ones
+   * weakly (#held), so that a forgotten lease can be reclaimed (Note [lease reclaim]). */
+  readonly #young: (StreamLease<S> | undefined)[];
+  readonly #held: (WeakRef<StreamLease<S>> | undefined)[];
+  #heldCount = 0;
+  #promotion: NodeJS.Timeout | undefined;
+  readonly #reclaimer: FinalizationRegistry<number>;
+  /** Wakes close()'s wait for leases when this thread gives one back. */
+  #closeWake: (() => void) | undefined;
   #entry = -1;
   #watched = -1;
   #timer: NodeJS.Timeout | undefined;
@@ -195,6 +236,9 @@ export class PoolCore<S> {
     this.#slots = slots;
     this.#layout = poolLayout(size);
     this.#limit = size * Math.floor(2 ** 31 / size);
+    this.#young = new Array<StreamLease<S> | undefined>(size).fill(undefined);
+    this.#held = new Array<WeakRef<StreamLease<S>> | undefined>(size).fill(undefined);
+    this.#reclaimer = new FinalizationRegistry((slot) => this.#reclaim(slot));
   }
 
   /** True once this handle cannot be used: detached here, or the pool destroyed anywhere. */
@@ -306,7 +350,7 @@ export class PoolCore<S> {
       const entry = l.envBase + k * ENV_STRIDE;
       if (Atomics.load(w, entry) !== 0) waiters += Atomics.load(w, entry + ENV_WAITERS);
     }
-    return { handOuts, leaseCounts, leased, waiters };
+    return { handOuts, leaseCounts, leased, waiters, leasesReclaimed: Atomics.load(u, RECLAIMED) };
   }
 
   /** Destroys the pool for every thread: marks it destroyed, runs `destroyNative` (which destroys the streams),
@@ -325,25 +369,56 @@ export class PoolCore<S> {
 
   /** Closes the pool for every thread: rejects pending acquires everywhere, waits until every lease in every
    * thread is released, then for each stream's queued work (`drain`), then destroys it (`destroyEverywhere`).
-   * Rejects with a drain's error after destroying, unless `quiet(error)` says to swallow it. */
-  closeEverywhere(destroyNative: () => void, quiet: (error: unknown) => boolean): Promise<void> {
+   * Rejects with a drain's error after destroying, unless `quiet(error)` says to swallow it. When `signal` aborts
+   * before the destroy, gives up: the pool is OPEN again and the promise rejects with `signal.reason`. */
+  closeEverywhere(destroyNative: () => void, quiet: (error: unknown) => boolean, signal?: AbortSignal): Promise<void> {
     if (this.#closing) return this.#closing;
     if (this.#detached !== undefined) return Promise.resolve();
+    if (signal?.aborted) return Promise.reject(signal.reason);
     Atomics.compareExchange(this.#words, STATE, OPEN, CLOSING);
     this.#ringAll();
     this.#pump(); // rejects this thread's waiters
-    this.#closing = (async () => {
-      while (this.#words[STATE] === CLOSING && this.#anyLeased()) await this.#closeBell();
+    const closing = (async () => {
+      const aborted = abortPromise(signal);
       let failure: unknown;
-      if (this.#words[STATE] === CLOSING) {
-        const drains = this.#streams.map((_, slot) => this.#slots.drain(slot));
-        for (const result of await Promise.allSettled(drains))
-          if (result.status === 'rejected' && failure === undefined && !quiet(result.reason)) failure = result.reason;
+      try {
+        while (this.#words[STATE] === CLOSING && this.#anyLeased()) await Promise.race([this.#closeBell(), aborted.promise]);
+        if (this.#words[STATE] === CLOSING) {
+          const drains = this.#streams.map((_, slot) => this.#slots.drain(slot));
+          for (const result of await Promise.race([Promise.allSettled(drains), aborted.promise]))
+            if (result.status === 'rejected' && failure === undefined && !quiet(result.reason)) failure = result.reason;
+        }
+      } catch (reason) {
+        // Given up (only the abort rejects above): open again, unless another thread destroyed it meanwhile.
+        Atomics.compareExchange(this.#words, STATE, CLOSING, OPEN);
+        this.#closing = undefined;
+        throw reason;
+      } finally {
+        aborted.dispose();
       }
       this.destroyEverywhere(destroyNative);
       if (failure !== undefined) throw failure;
     })();
-    return this.#closing;
+    this.#closing = closing;
+    return closing;
+  }
+
+  /** The ERR_INVALID_STATE error that close() rejects with when the calling async context holds a lease of this pool
+   * (inside `run()` or `withStream(lease.stream)`): waiting for it would never end. Undefined otherwise. */
+  closeRefusal(method: string): Error | undefined {
+    const inScope = this.#slots.inScope;
+    if (inScope === undefined || this.#heldCount === 0) return undefined;
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#leaseAt(slot);
+      if (!lease || !inScope(viewOf(lease))) continue;
+      const id = (viewOf(lease) as { id?: unknown }).id;
+      const stream = typeof id === 'bigint' ? `stream ${slot} (id ${id})` : `stream ${slot}`;
+      return invalidState(
+        `${method}() was called inside pool.run() (or withStream()) of a lease of this pool, on ${stream}: it would ` +
+          'wait forever for that lease, which is released only after the call returns. Close the pool after run() settles.',
+      );
+    }
+    return undefined;
   }
 
   /** Detaches this thread only: pending acquires of this thread reject, its leases end, later calls throw
@@ -352,23 +427,35 @@ export class PoolCore<S> {
     this.#detach(why);
   }
 
-  /** Detaches this thread once its leases are released: new acquires and this thread's pending ones reject at once. */
-  closeHere(why: string): Promise<void> {
+  /** Detaches this thread once its leases are released: new acquires and this thread's pending ones reject at once.
+   * When `signal` aborts first, gives up: this thread's handle is open again and the promise rejects with its reason. */
+  closeHere(why: string, signal?: AbortSignal): Promise<void> {
     if (this.#closing) return this.#closing;
     if (this.#detached !== undefined) return Promise.resolve();
+    if (signal?.aborted) return Promise.reject(signal.reason);
     this.#closingHere = true;
     this.#rejectAll(new DestroyedError('StreamPool', 'acquire', 'is closing'));
     this.#stopWaiting();
-    this.#closing = new Promise<void>((resolve) => {
+    const closing = new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        if (this.#leasesBack !== done) return;
+        this.#leasesBack = undefined;
+        this.#closingHere = false;
+        this.#closing = undefined;
+        reject(signal!.reason);
+      };
       const done = () => {
         this.#leasesBack = undefined;
+        signal?.removeEventListener('abort', onAbort);
         this.#detach(why);
         resolve();
       };
-      if (this.#leases.size === 0 || this.destroyed) done();
-      else this.#leasesBack = done;
+      if (this.#heldCount === 0 || this.destroyed) return done();
+      this.#leasesBack = done;
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
-    return this.#closing;
+    this.#closing = closing;
+    return closing;
   }
 
   /** Stops this handle for good without touching a shared word: its timers and doorbell watches do nothing from
@@ -378,6 +465,8 @@ export class PoolCore<S> {
     this.#halted = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+    if (this.#promotion !== undefined) clearTimeout(this.#promotion);
+    this.#promotion = undefined;
   }
 
   /** Throws the DestroyedError that says why this handle cannot be used (`method` names the caller). */
@@ -389,13 +478,65 @@ export class PoolCore<S> {
   end(lease: StreamLease<S>, slot: number, view: S): void {
     if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
     this.#slots.retire(view, 'belongs to a StreamLease that was released');
-    this.#leases.delete(lease);
+    if (this.#young[slot] === lease) this.#young[slot] = undefined;
+    else this.#reclaimer.unregister(lease);
+    this.#giveBack(slot);
+  }
+
+  /* Note [lease reclaim]: a forgotten lease goes back to the pool once neither it nor its stream can be reached. A
+   * lease view keeps its lease alive (leaseView's `lease`), so the lease is what the garbage collector decides on.
+   * The core must still find its leases (detach releases them, close() looks for one held by its caller), so it keeps
+   * them by slot (a thread holds a slot at most once), in two steps:
+   * - young: a new lease is held strongly in #young. Almost every lease is released within a few milliseconds, and a
+   *   WeakRef plus a FinalizationRegistry registration cost 0.5 to 3 µs each, ten times the rest of a lease.
+   * - held: every PROMOTE_MS (an unref'd timer, armed by the first lease after the last round) the leases still young
+   *   get a WeakRef in #held and a registration with the FinalizationRegistry; release() unregisters them.
+   * When a registered lease is collected, its slot comes back as release() would give it, counted in RECLAIMED.
+   * Nothing can have queued work through its view since, so only the slot's idleness is forgotten. A callback that
+   * comes after the slot was given back some other way (detach) finds no dead WeakRef in #held and does nothing. So
+   * a forgotten lease is reclaimed by the first collection at least PROMOTE_MS after it was granted. */
+  #promote(): void {
+    this.#promotion = undefined;
+    if (this.#detached !== undefined || this.#halted) return;
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#young[slot];
+      if (lease === undefined) continue;
+      this.#young[slot] = undefined;
+      this.#held[slot] = new WeakRef(lease);
+      this.#reclaimer.register(lease, slot, lease);
+    }
+  }
+
+  // This thread's live lease on `slot`; null when it was collected unreleased and not reclaimed yet.
+  #leaseAt(slot: number): StreamLease<S> | null | undefined {
+    const young = this.#young[slot];
+    if (young !== undefined) return young;
+    const ref = this.#held[slot];
+    return ref === undefined ? undefined : (ref.deref() ?? null);
+  }
+
+  #reclaim(slot: number): void {
+    const ref = this.#held[slot];
+    if (ref === undefined || ref.deref() !== undefined || this.#halted) return;
+    Atomics.add(this.#u32, RECLAIMED, 1);
+    Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
+    this.#giveBack(slot);
+  }
+
+  // The lease on `slot` ended (released or reclaimed): the slot goes to the next waiter or back to the pool.
+  #giveBack(slot: number): void {
+    this.#young[slot] = undefined;
+    this.#held[slot] = undefined;
+    this.#heldCount--;
     const state = this.#words[STATE];
     if (state !== DESTROYED) {
       this.#handOff(slot);
-      if (state === CLOSING) this.#ring(CLOSE_BELL);
+      if (state === CLOSING) {
+        this.#ring(CLOSE_BELL);
+        this.#closeWake?.();
+      }
     }
-    if (this.#leasesBack && this.#leases.size === 0) this.#leasesBack();
+    if (this.#leasesBack && this.#heldCount === 0) this.#leasesBack();
   }
 
   // ---- checks ----
@@ -489,8 +630,13 @@ export class PoolCore<S> {
 
   #grant(slot: number): StreamLease<S> {
     Atomics.add(this.#u32, this.#layout.leaseCountBase + slot, 1);
-    const lease = makeLease(this, slot, this.#slots.leaseView(slot));
-    this.#leases.add(lease);
+    const lease = makeLease(this, slot, this.#slots.leaseView);
+    this.#young[slot] = lease;
+    this.#heldCount++;
+    if (this.#promotion === undefined) {
+      this.#promotion = setTimeout(() => this.#promote(), PROMOTE_MS);
+      this.#promotion.unref();
+    }
     return lease;
   }
 
@@ -642,6 +788,22 @@ export class PoolCore<S> {
       this.#timer = undefined;
       this.#pump();
     }, BACKSTOP_MS);
+    if (this.#selfDeadlocked(false)) this.#timer.unref();
+    else this.#timer.ref();
+  }
+
+  /** True when nothing but this thread can end a wait for leases (Note [pool waiting]): no other environment holds
+   * a handle, and every lease word is this thread's (with `freeOk`, every leased word: close()'s wait). */
+  #selfDeadlocked(freeOk: boolean): boolean {
+    const w = this.#words;
+    if (Atomics.load(w, ATTACHED_ENVS) > 1) return false;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    for (let slot = 0; slot < this.size; slot++) {
+      const word = Atomics.load(w, base + slot);
+      if (word !== env && word !== -env && !(freeOk && word === 0)) return false;
+    }
+    return true;
   }
 
   #stopWaiting(): void {
@@ -704,22 +866,23 @@ export class PoolCore<S> {
     return leased;
   }
 
-  // Resolves when CLOSE_BELL rings or after the backstop; the ref'd timer keeps this thread alive meanwhile.
+  // Resolves when CLOSE_BELL rings, this thread gives a lease back, or after the backstop; the timer keeps this
+  // thread alive meanwhile unless only this thread holds leases (Note [pool waiting]).
   #closeBell(): Promise<void> {
     const bell = Atomics.load(this.#words, CLOSE_BELL);
     if (!this.#anyLeased()) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, BACKSTOP_MS);
-      const result = waitAsync(this.#words, CLOSE_BELL, bell, WATCH_MS);
-      if (!result.async) {
+      const wake = () => {
         clearTimeout(timer);
+        if (this.#closeWake === wake) this.#closeWake = undefined;
         resolve();
-      } else {
-        void (result.value as Promise<string>).then(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      }
+      };
+      const timer = setTimeout(wake, BACKSTOP_MS);
+      if (this.#selfDeadlocked(true)) timer.unref();
+      this.#closeWake = wake;
+      const result = waitAsync(this.#words, CLOSE_BELL, bell, WATCH_MS);
+      if (!result.async) wake();
+      else void (result.value as Promise<string>).then(wake);
     });
   }
 
@@ -728,7 +891,35 @@ export class PoolCore<S> {
     this.#detached = why;
     this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
     this.#stopWaiting();
-    for (const lease of [...this.#leases]) lease.release();
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#leaseAt(slot);
+      if (lease) lease.release();
+      else if (lease === null) this.#reclaim(slot); // collected, its callback not run yet
+    }
+    if (this.#promotion !== undefined) clearTimeout(this.#promotion);
+    this.#promotion = undefined;
     if (why === 'was destroyed') for (const stream of this.#streams) this.#slots.retire(stream, 'belongs to a StreamPool that was destroyed');
   }
+}
+
+/** A promise that rejects with `signal.reason` when it aborts (never without a signal); `dispose()` stops listening. */
+function abortPromise(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
+  if (signal === undefined) return { promise: new Promise<never>(() => {}), dispose: () => {} };
+  let onAbort!: () => void;
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  promise.catch(() => {}); // raced, and only its rejection matters there
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
+
+/** Node's ERR_INVALID_STATE, as a TypeError (as Node's own validators make it): "Invalid state: `message`". */
+function invalidState(message: string): TypeError & { code: string } {
+  const error = new TypeError(`Invalid state: ${message}`) as TypeError & { code: string };
+  error.code = 'ERR_INVALID_STATE';
+  Object.defineProperty(error, 'name', { value: 'TypeError [ERR_INVALID_STATE]', configurable: true });
+  void error.stack; // the stack's first line names the code, as Node's errors do
+  Object.defineProperty(error, 'name', { value: 'TypeError', configurable: true });
+  return error;
 }

@@ -13,6 +13,9 @@
  *   WAITING_ENVS (16)   registered entries of the waiting table.
  *   CURSOR (17)         the table entry to serve next, so releases rotate among waiting threads.
  *   CLOSE_BELL (18)     bumped and notified when a lease comes back while the pool closes.
+ *   ATTACHED_ENVS (19)  how many environments (threads) hold a handle on the pool; written by the native side
+ *                       alone (Note [pool attachments] in src/native/pool.cc); 0 over words made in JS (tests).
+ *   RECLAIMED (20)      leases given back because they became unreachable unreleased, for stats().
  *   leases (32..)       `size` lease words, one per stream (below).
  *   leaseCounts         `size` words (Uint32): leases granted per stream, for stats().
  *   explicit            `size` words (Uint32): getStream(index) calls per stream, for stats().
@@ -46,6 +49,8 @@ export const WRAPS = 2;
 export const WAITING_ENVS = 16;
 export const CURSOR = 17;
 export const CLOSE_BELL = 18;
+export const ATTACHED_ENVS = 19;
+export const RECLAIMED = 20;
 export const OPEN = 0;
 export const CLOSING = 1;
 export const DESTROYED = 2;
@@ -72,6 +77,8 @@ export interface PoolLayout {
   destroyed: number;
   /** Index of WAITING_ENVS. */
   waitingEnvs: number;
+  /** Index of ATTACHED_ENVS. */
+  attachedEnvs: number;
   /** Index of the first lease word; one per stream. */
   leaseBase: number;
   /** Index of the first lease counter; one per stream. */
@@ -107,6 +114,7 @@ export function poolLayout(size: number): PoolLayout {
     state: STATE,
     destroyed: DESTROYED,
     waitingEnvs: WAITING_ENVS,
+    attachedEnvs: ATTACHED_ENVS,
     leaseBase: LEASE_BASE,
     leaseCountBase,
     explicitBase,

@@ -25,19 +25,20 @@ import { native, type Box, type PoolDescription } from './native.js';
 import { Device, resolveDevice } from './device.js';
 import { CudaError, DestroyedError } from './errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from './stream.js';
-import { withStream } from './scope.js';
+import { inScope, withStream } from './scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
-import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions } from './validate.js';
+import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from './validate.js';
 import {
   PoolCore,
   StreamLease,
   type AcquireOptions,
+  type CloseOptions,
   type PoolCounters,
   type RunOptions,
 } from './pool-policy.js';
 
-export { StreamLease, type AcquireOptions, type RunOptions };
+export { StreamLease, type AcquireOptions, type CloseOptions, type RunOptions };
 
 /** Options for `new StreamPool()`. Every field is optional. */
 export interface PoolOptions {
@@ -178,14 +179,15 @@ export class StreamPool {
     const infos = streams.map((s): StreamInfo => [streamHandle(s), s.id, s.priority, s.nonBlocking]);
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
-      leaseView: (slot) => {
-        return wrapStream(boxes[slot]!, device, 'lease', infos[slot], this);
-      },
+      // The view keeps its lease alive (Note [lease reclaim] in src/pool-policy.ts); the lease keeps this object
+      // alive through the core.
+      leaseView: (slot, lease) => wrapStream(boxes[slot]!, device, 'lease', infos[slot], lease),
       retire,
       isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,
       used: wasUsed,
       scope: withStream,
       drain: (slot) => streams[slot]!.synchronize(),
+      inScope,
     });
     this.#handle = description.handle;
     this.#id = description.id;
@@ -223,6 +225,8 @@ export class StreamPool {
    * first come first served within a thread, in rotation across threads (no thread starves).
    * Rejects with `options.signal.reason` when the signal aborts first, and with {@link DestroyedError} (resource
    * 'StreamPool') when the pool is destroyed or closing, or this thread detached, before a lease was granted.
+   * While no other thread holds the pool and every stream is leased by this thread, the wait does not keep the
+   * event loop alive (only this thread could end it; see {@link StreamPool.close}).
    * Release the lease with `release()` or `using`; prefer {@link StreamPool.run}, which cannot forget to.
    * @throws never synchronously: bad options reject with `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE.
    * Thread-safety: any thread sharing the pool. */
@@ -244,7 +248,9 @@ export class StreamPool {
    * for a lease; once `fn` runs, it is `fn`'s business. Work `fn` queued still runs after release; await
    * `stream.synchronize()` inside `fn` to wait for it. A context that outlives the run (a callback `fn` left behind)
    * sees a stream that throws {@link DestroyedError}. A run nested inside a run takes a second lease, so nesting
-   * deeper than `size` waits forever.
+   * deeper than `size` waits for a lease that only the waiting code itself could release: while no other thread
+   * holds the pool, that wait does not keep the event loop alive (a process with nothing else to do exits with code
+   * 13, as for any unsettled top-level await).
    * @throws never synchronously: rejects with `TypeError` ERR_INVALID_ARG_TYPE for a non-function `fn`, and as
    * {@link StreamPool.acquire}. Thread-safety: any thread sharing the pool.
    * @example
@@ -287,11 +293,17 @@ export class StreamPool {
    * already queued still completes, after the driver's own rules); leases end; pending acquire() calls in every
    * thread reject with {@link DestroyedError}; later calls of every method of the pool, its leases' streams and its
    * streams throw {@link DestroyedError}, in any thread. Waits for driver calls in flight on the streams in other
-   * threads (Note [handle guard]). On an attached or default pool: detaches this thread only. Idempotent; never
-   * throws. Wraps: cuStreamDestroy. */
+   * threads (Note [handle guard]). On an attached or default pool: detaches this thread only, and when the thread
+   * that created the pool is gone and this was the last object attached to it in any thread, destroys the pool and
+   * its streams at once (Note [pool attachments] in src/native/pool.cc; a default pool is never destroyed).
+   * Idempotent; never throws. Wraps: cuStreamDestroy. */
   destroy(): void {
-    if (this.#owner && !this.#isDefault) this.#core.destroyEverywhere(() => native.poolDestroy(this.#handle));
-    else this.#core.detach(DETACHED);
+    if (this.#owner && !this.#isDefault) {
+      this.#core.destroyEverywhere(() => native.poolDestroy(this.#handle));
+    } else {
+      this.#core.detach(DETACHED);
+      native.poolDetach(this.#handle);
+    }
     this.#forget();
   }
 
@@ -305,21 +317,60 @@ export class StreamPool {
    * until each stream's queued work is done (`stream.synchronize()`), then destroys the pool as `destroy()` does.
    * Rejects with the {@link CudaError} of failed work after destroying, except for a sticky fault (then the device is
    * gone and disposal does not throw). On an attached or default pool: rejects this thread's pending acquires, waits
-   * for this thread's leases, then detaches this thread only. Calling it again on this object returns the same
-   * promise (`pool.close() === pool.close()`). Never blocks the event loop. */
-  close(): Promise<void> {
+   * for this thread's leases, then detaches this thread only (destroying the pool as `destroy()` does when it was the
+   * last attachment of a pool whose creating thread is gone). Never blocks the event loop.
+   *
+   * Calling it again on this object while a close is under way, or after it ended, returns the same promise
+   * (`pool.close() === pool.close()`; that call's options are not used).
+   *
+   * A forgotten lease: the wait for leases ends when a forgotten lease is reclaimed (see {@link StreamLease}), which
+   * needs a garbage collection. While no other thread holds the pool (`share()`/`attach()`, `StreamPool.default()`)
+   * and every lease is this thread's, this wait does not keep the event loop alive, so a process with nothing else
+   * to do ends as Node ends any unsettled await (exit code 13) instead of hanging; the wait for queued work does.
+   *
+   * `options.signal` gives the close up: if it aborts before the pool was destroyed (or this thread detached), the
+   * promise rejects with `signal.reason` and the pool is usable again: the state goes back to open, new acquire()
+   * calls are served, and a later close() starts anew. What the close did stays done: acquire() calls it rejected
+   * stay rejected, and when it aborts while waiting for queued work, that wait is dropped (the work still runs).
+   * An already aborted signal rejects at once and changes nothing.
+   * @param options - `{ signal?: AbortSignal }`.
+   * @throws never synchronously. Rejects with `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for bad
+   * options; with `TypeError` ERR_INVALID_STATE, at once and changing nothing, when called from an async context
+   * that holds a lease of this pool (inside `pool.run()`, or `withStream(lease.stream)`): that close would wait
+   * forever for that lease, and the message names its stream (index and id); with `signal.reason` when given up;
+   * as said above for failed work. Thread-safety: any thread sharing the pool. */
+  close(options?: CloseOptions): Promise<void> {
+    let signal: AbortSignal | undefined;
+    try {
+      const o = validateOptions<CloseOptions>(options, 'options', 'close', ['signal']);
+      signal = validateSignal(o.signal, 'options.signal');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const refused = this.#core.closeRefusal('close');
+    if (refused !== undefined) return Promise.reject(refused);
     if (this.#closing) return this.#closing;
-    const done = () => this.#forget();
+    // Settled: forget this object, unless the close was given up (then this object is open again).
+    const settled = () => {
+      if (this.destroyed) this.#forget();
+      else if (this.#closing === closing) this.#closing = undefined;
+    };
+    let closing: Promise<void>;
     if (this.#owner && !this.#isDefault) {
       const quiet = (error: unknown) => error instanceof CudaError && error.sticky;
-      this.#closing = this.#core.closeEverywhere(() => native.poolDestroy(this.#handle), quiet).finally(done);
+      closing = this.#core.closeEverywhere(() => native.poolDestroy(this.#handle), quiet, signal);
     } else {
-      this.#closing = this.#core.closeHere(DETACHED).finally(done);
+      closing = this.#core.closeHere(DETACHED, signal).then(() => native.poolDetach(this.#handle));
     }
-    return this.#closing;
+    closing = closing.then(settled, (error: unknown) => {
+      settled();
+      throw error;
+    });
+    this.#closing = closing;
+    return closing;
   }
 
-  /** Same as {@link StreamPool.close}. */
+  /** Same as {@link StreamPool.close}, without options. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }

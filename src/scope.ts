@@ -5,7 +5,14 @@ import { type Device, resolveDevice } from './device.js';
 import { Stream } from './stream.js';
 import { invalidType, validateFunction } from './validate.js';
 
-const scope = new AsyncLocalStorage<Stream>();
+/** One withStream scope: its stream and the scope it is nested in, so that a pool can tell whether the calling
+ * context holds one of its leases at any depth (pool.close() inside pool.run()). */
+interface Scope {
+  readonly stream: Stream;
+  readonly outer: Scope | undefined;
+}
+
+const scope = new AsyncLocalStorage<Scope>();
 
 /** The stream that work without an explicit stream goes to: the innermost `withStream`/`pool.run` scope's stream
  * (when `device` is given, only if it is on that device), else the calling thread's per-thread default stream of
@@ -13,7 +20,7 @@ const scope = new AsyncLocalStorage<Stream>();
  * @throws {@link DestroyedError} never here; using a lease's stream after its lease ended throws it.
  * {@link CudaUnavailableError} without a GPU when no scope is active. */
 export function currentStream(device?: Device | number): Stream {
-  const scoped = scope.getStore();
+  const scoped = scope.getStore()?.stream;
   if (scoped && (device === undefined || scoped.device === resolveDevice(device, 'device'))) return scoped;
   return Stream.perThread(device);
 }
@@ -26,5 +33,11 @@ export function withStream<T>(stream: Stream, fn: (stream: Stream) => T): T {
   // Stream.prototype. Whatever uses the scoped stream brand-checks it (streamBox).
   if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
   validateFunction(fn, 'fn');
-  return scope.run(stream, fn, stream);
+  return scope.run({ stream, outer: scope.getStore() }, fn, stream);
+}
+
+/** True when `stream` is the stream of the calling async context's scope or of a scope it is nested in. @internal */
+export function inScope(stream: object): boolean {
+  for (let s = scope.getStore(); s !== undefined; s = s.outer) if (s.stream === stream) return true;
+  return false;
 }

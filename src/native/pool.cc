@@ -46,6 +46,7 @@ struct Layout {
   int32_t state = 0;         // the state word
   int32_t destroyed = 0;     // its value once destroyed
   int32_t waiting_envs = 0;  // how many waiting-table entries are registered
+  int32_t attached_envs = 0; // how many environments hold a handle (Note [pool attachments])
   int32_t lease_base = 0;    // `size` lease words
   int32_t env_base = 0;      // the waiting table: env_entries entries of env_stride words
   int32_t env_entries = 0;
@@ -105,7 +106,9 @@ struct PoolState {
   int32_t* words = nullptr;                   // owned by `memory`
   SharedWords memory;                         // one for every thread: Note [one backing store]
   std::vector<std::shared_ptr<StreamBox>> streams;
-  int handles = 0;  // JS handles alive in all environments; guarded by the registry mutex
+  // Handles not yet released, per environment (Note [pool attachments]); guarded by the registry mutex.
+  std::map<int, int> attached;
+  int handles = 0;  // their sum
   bool destroyed = false;
 
   PoolState() = default;
@@ -142,27 +145,50 @@ void destroy_pool(const std::shared_ptr<PoolState>& state) {
   for (auto& stream : streams) stream->destroy();
 }
 
-// One JS handle (a StreamPool object in some thread). The last handle of a pool that was not destroyed and is
-// not a default pool destroys it: the finalizer safety net for a forgotten pool.
+/* Note [pool attachments]: each JS handle (a StreamPool object in some thread) counts once in its pool, under its
+ * environment, from its creation until it is released: by poolDetach (the object's destroy() or close() detached
+ * its thread) or by its finalizer (GC or environment teardown), whichever comes first. The release of the last
+ * handle of a pool that was not destroyed and is not a default pool destroys it. So once the creating thread is gone
+ * (its handle finalized at its teardown), the last detach in the other threads destroys the pool and its streams at
+ * once, without waiting for a GC; and a pool forgotten by every thread is destroyed by its finalizers.
+ * The number of environments holding a handle is published in the shared words (attachedEnvs), so that a thread
+ * can tell, without a call, that no other thread could give it a lease (Note [pool waiting] in src/pool-policy.ts).
+ * Called with the registry mutex held. */
+void count_handle(PoolState& state, int environment, int delta) {
+  int& count = state.attached[environment];
+  count += delta;
+  state.handles += delta;
+  if (count == 0) state.attached.erase(environment);
+  store_word(&state.words[state.layout.attached_envs], static_cast<int32_t>(state.attached.size()));
+}
+
+// One JS handle. See Note [pool attachments].
 struct PoolHandle {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "StreamPool";
   std::shared_ptr<PoolState> state;
+  int environment;
+  bool counted = true;  // guarded by the registry mutex
 
-  // The caller has already counted this handle in state->handles, under the registry mutex.
-  explicit PoolHandle(std::shared_ptr<PoolState> counted) : state(std::move(counted)) {}
+  // The caller has already counted this handle (count_handle), under the registry mutex.
+  PoolHandle(std::shared_ptr<PoolState> counted_state, int env) : state(std::move(counted_state)), environment(env) {}
   PoolHandle(const PoolHandle&) = delete;  // each handle is counted once
   PoolHandle& operator=(const PoolHandle&) = delete;
+  // Gives the count back once; the last release of a pool that is not a default pool destroys it. Idempotent.
+  void release() {
+    bool last = false;
+    {
+      std::lock_guard<OrderedMutex> lock(registry().mutex);
+      if (!counted) return;
+      counted = false;
+      count_handle(*state, environment, -1);
+      last = state->handles == 0 && !state->is_default;
+    }
+    if (last) destroy_pool(state);
+  }
   // Runs on: the JS thread that owned the handle, from a basic finalizer (GC or environment teardown).
   ~PoolHandle() {
-    never_throws("StreamPool finalizer", [&] {
-      bool last = false;
-      {
-        std::lock_guard<OrderedMutex> lock(registry().mutex);
-        last = --state->handles == 0 && !state->is_default;
-      }
-      if (last) destroy_pool(state);
-    });
+    never_throws("StreamPool finalizer", [&] { release(); });
   }
 };
 
@@ -176,6 +202,7 @@ Layout read_layout(const Napi::Value& value) {
   layout.state = at("state");
   layout.destroyed = at("destroyed");
   layout.waiting_envs = at("waitingEnvs");
+  layout.attached_envs = at("attachedEnvs");
   layout.lease_base = at("leaseBase");
   layout.env_base = at("envBase");
   layout.env_entries = at("envEntries");
@@ -206,11 +233,11 @@ void add_streams(PoolState& state, int device, bool non_blocking, int priority) 
 }
 
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
-// The caller counted the handle (state->handles++) and copied `streams` under the registry mutex.
+// The caller counted the handle (count_handle) and copied `streams` under the registry mutex.
 Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted, std::vector<std::shared_ptr<StreamBox>> streams) {
   // The handle owns the count from here on: when an N-API call below fails (a worker being terminated), its
   // destructor gives the count back, as its finalizer would have.
-  auto handle = std::make_shared<PoolHandle>(std::move(counted));
+  auto handle = std::make_shared<PoolHandle>(std::move(counted), AddonData::of(env).environment_id);
   const std::shared_ptr<PoolState>& state = handle->state;
   Napi::Object out = Napi::Object::New(env);
   out.Set("id", state->id);
@@ -234,7 +261,7 @@ Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
     std::lock_guard<OrderedMutex> lock(registry().mutex);
     state->id = registry().next_id++;
     state->owner_environment = AddonData::of(env).environment_id;
-    state->handles = 1;
+    count_handle(*state, state->owner_environment, 1);
     registry().pools[state->id] = state;
     streams = state->streams;
   }
@@ -281,7 +308,7 @@ Napi::Value pool_default(const Napi::CallbackInfo& info) {
       registry().defaults[device] = state;
       registry().pools[state->id] = state;
     }
-    state->handles++;
+    count_handle(*state, AddonData::of(info.Env()).environment_id, 1);
     streams = state->streams;
   }
   return handle_description(env, std::move(state), std::move(streams));
@@ -301,7 +328,7 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
     auto found = registry().pools.find(id);
     if (found == registry().pools.end() || found->second->destroyed) throw Destroyed{"StreamPool", "attach"};
     state = found->second;
-    state->handles++;
+    count_handle(*state, AddonData::of(info.Env()).environment_id, 1);
     streams = state->streams;
   }
   return handle_description(info.Env(), std::move(state), std::move(streams));
@@ -312,6 +339,13 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
 Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
   auto handle = unwrap_box<PoolHandle>(info[0]);
   if (!handle->state->is_default) destroy_pool(handle->state);
+  return info.Env().Undefined();
+}
+
+// poolDetach(handle): gives this handle's count back now rather than at GC (Note [pool attachments]); the last one
+// destroys a pool that is not a default pool. Idempotent.
+Napi::Value pool_detach(const Napi::CallbackInfo& info) {
+  unwrap_box<PoolHandle>(info[0])->release();
   return info.Env().Undefined();
 }
 
@@ -366,6 +400,7 @@ void register_pool(Napi::Env env, Napi::Object exports) {
   exports.Set("poolDefault", Napi::Function::New<js_entry<pool_default>>(env, "poolDefault"));
   exports.Set("poolAttach", Napi::Function::New<js_entry<pool_attach>>(env, "poolAttach"));
   exports.Set("poolDestroy", Napi::Function::New<js_entry<pool_destroy>>(env, "poolDestroy"));
+  exports.Set("poolDetach", Napi::Function::New<js_entry<pool_detach>>(env, "poolDetach"));
   exports.Set("poolDepart", Napi::Function::New<js_entry<pool_depart>>(env, "poolDepart"));
   int environment = AddonData::of(env).environment_id;
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
