@@ -19,7 +19,9 @@ npx --no-install node-gyp configure >/dev/null
 CXXFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" make -C build -j "$(nproc)" cuda_stream_pool >/dev/null
 # The benchmark's addon, uninstrumented, for the suites that load it.
 cp "$repo/build/Release/cuda_stream_pool_bench.node" build/Release/
-ldd build/Release/cuda_stream_pool.node | grep -q libasan || { echo 'the addon is not instrumented'; exit 1; }
+# Read whole before grep stops at the first match (under pipefail, ldd could then fail writing to the closed pipe).
+linked=$(ldd build/Release/cuda_stream_pool.node)
+grep -q libasan <<<"$linked" || { echo 'the addon is not instrumented'; exit 1; }
 LD_PRELOAD=$(g++ -print-file-name=libasan.so) \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \

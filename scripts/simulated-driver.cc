@@ -20,6 +20,8 @@
 //    A copy of pageable host memory is synchronous, as the real driver's is.
 //  - Sticky faults: once a device faults, its queued work is dropped and every call on it returns the fault.
 //  - Handles of destroyed streams and events are refused (CUDA_ERROR_INVALID_HANDLE, and a line on stderr).
+//  - Peer access: cuCtxEnablePeerAccess and the memory pools' access lists are recorded and reported; copies between
+//    devices work with or without it (as the driver's staged peer copies do).
 //  - The project's kernels (test/kernels, kernels/) run on the CPU, found by name: spin and hold sleep on their
 //    stream's thread (so kernels of two streams overlap) and write %globaltimer stamps from the monotonic clock;
 //    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks.
@@ -35,10 +37,13 @@
 //                  `any`: the calls of every thread, counted together (repeatable when one thread makes them, such
 //                  as a module load on whichever thread of libuv's pool takes it).
 //   <k>[+]         the k-th call (from 1) of that entry point on that thread; with `+`, that call and every later one.
-//   <action>       a CUresult name or number: the call fails with it and does nothing;
+//   <action>       a CUresult name or number: the call fails with it and does nothing (a sticky result, such as
+//                  CUDA_ERROR_ILLEGAL_ADDRESS, also faults the current context's device);
 //                  fault:<CUresult>: the call succeeds, and its operation faults the device when it runs (sticky);
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
+//                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
+//   A malformed rule or value (flags take 1 or 0; SIMULATED_DRIVER_DEVICES 1 to 64) ends the process with code 70.
 //   SIMULATED_DRIVER_TRACE=1: each injected failure, and each thread's first call (with the name rules use for it),
 //   is reported on stderr.
 #include <pthread.h>
@@ -156,8 +161,28 @@ void report(const std::string& text) { std::fprintf(stderr, "simulated driver: %
   std::exit(70);
 }
 
+// A whole decimal number from 1 to `most`, or 0 when `text` is anything else.
+unsigned long long whole_number(const std::string& text, unsigned long long most) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const unsigned long long value = std::stoull(text);
+  return value <= most ? value : 0;
+}
+
+// A variable that takes `1` (on) or `0` (off, as unset or empty).
+bool flag(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text || std::strcmp(text, "0") == 0) return false;
+  if (std::strcmp(text, "1") == 0) return true;
+  bad_configuration(std::string(name) + "='" + text + "' is neither 1 nor 0");
+}
+
 bool tracing() {
-  static const bool on = std::getenv("SIMULATED_DRIVER_TRACE") != nullptr;
+  static const bool on = flag("SIMULATED_DRIVER_TRACE");
+  return on;
+}
+
+bool no_64_bit_memory_operations() {
+  static const bool on = flag("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS");
   return on;
 }
 
@@ -175,11 +200,23 @@ struct Rule {
 
 CUresult parse_result(const std::string& text) {
   for (const ResultName& r : kResults)
-    if (text == r.name) return r.result;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (!text.empty() && *end == '\0' && value > 0) return static_cast<CUresult>(value);
-  bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' is not a CUresult name or number");
+    if (text == r.name && r.result != CUDA_SUCCESS) return r.result;
+  if (const unsigned long long value = whole_number(text, 100000)) return static_cast<CUresult>(value);
+  bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' is not the name or number of a failure (CUDA_SUCCESS is none)");
+}
+
+// The entry points whose calls queue work in a stream (and `operation`, which counts them): only those can fault when
+// their work runs, or lose it.
+bool queues_work(int entry) {
+  switch (entry) {
+    case e_cuLaunchHostFunc: case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord:
+    case e_cuStreamWaitEvent: case e_cuLaunchKernel: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync:
+    case e_cuMemcpyAsync: case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync:
+    case e_cuMemcpyPeerAsync: case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_operation:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::vector<Rule> parse_rules() {
@@ -207,9 +244,11 @@ std::vector<Rule> parse_rules() {
       who = who.substr(0, at);
       const size_t slash = rule.thread.find('/');
       if (slash != std::string::npos) {
-        rule.ordinal = std::atoi(rule.thread.c_str() + slash + 1);
+        rule.ordinal = static_cast<int>(whole_number(rule.thread.substr(slash + 1), 1000000));
         rule.thread = rule.thread.substr(0, slash);
       }
+      if (rule.thread.empty() || rule.thread.size() > 15)
+        bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' names no thread (a thread name has 1 to 15 characters)");
     }
     rule.entry = -1;
     for (int i = 0; i < kEntryCount; i++)
@@ -220,9 +259,9 @@ std::vector<Rule> parse_rules() {
       rule.and_later = true;
       count.pop_back();
     }
-    rule.call = std::strtoull(count.c_str(), nullptr, 10);
+    rule.call = whole_number(count, ~0ull >> 1);
     if (rule.call == 0 || rule.ordinal < 1)
-      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' needs a call number and thread number from 1");
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "' needs a call number and thread number from 1, in digits");
     const std::string action = text.substr(equals + 1);
     if (action == "lost") {
       rule.action = Action::kLost;
@@ -233,6 +272,9 @@ std::vector<Rule> parse_rules() {
       rule.action = Action::kFail;
       rule.result = parse_result(action);
     }
+    if (rule.action != Action::kFail && !queues_work(rule.entry))
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': " + kEntryNames[rule.entry] +
+                        " queues no work, so it cannot fault or be lost; fail it with a CUresult instead");
     rules.push_back(rule);
   }
   return rules;
@@ -277,7 +319,7 @@ std::atomic<unsigned long long> all_threads_counts[kEntryCount];
 
 Injection inject(Entry entry) {
   Injection out;
-  if (rules().empty()) return out;
+  if (rules().empty() && !tracing()) return out;
   ThreadCalls& calls = thread_calls();
   const unsigned long long call = ++calls.counts[entry];
   const unsigned long long any_call = all_threads_counts[entry].fetch_add(1) + 1;
@@ -297,14 +339,21 @@ Injection inject(Entry entry) {
   return out;
 }
 
+// An injected failure's result; a sticky one (an illegal address, a launch failure, ...) also faults the current
+// context's device, as a driver that returned it would be.
+CUresult injected_failure(CUresult result);
+
 // Fails the calling entry point at once when a rule says so. Declares `injected` for the queueing calls.
 #define SIM_ENTER(name)                                                                \
   const Injection injected = inject(e_##name);                                         \
-  if (injected.any && injected.action == Action::kFail) return injected.result;
+  if (injected.any && injected.action == Action::kFail) return injected_failure(injected.result);
 
-unsigned long long env_number(const char* name, unsigned long long fallback) {
+unsigned long long env_number(const char* name, unsigned long long fallback, unsigned long long most) {
   const char* text = std::getenv(name);
-  return text && *text ? std::strtoull(text, nullptr, 10) : fallback;
+  if (!text || !*text) return fallback;
+  if (std::strcmp(text, "0") == 0) return 0;
+  if (const unsigned long long value = whole_number(text, most)) return value;
+  bad_configuration(std::string(name) + "='" + text + "' is not a whole number from 0 to " + std::to_string(most));
 }
 
 // ---- Devices, contexts, progress -----------------------------------------------------------------------------
@@ -319,10 +368,16 @@ struct Device {
   Stream* legacy = nullptr;
   unsigned long long release_threshold = 0;
   std::vector<bool> peers;
+  std::vector<CUmemAccess_flags> pool_access;  // by device: access to this device's memory pool
 };
 
 int device_count() {
-  static const int count = static_cast<int>(env_number("SIMULATED_DRIVER_DEVICES", 1));
+  // At least one device, at most as many as the library's tables hold.
+  static const int count = [] {
+    const unsigned long long n = env_number("SIMULATED_DRIVER_DEVICES", 1, 64);
+    if (n == 0) bad_configuration("SIMULATED_DRIVER_DEVICES=0: simulate at least one device");
+    return static_cast<int>(n);
+  }();
   return count;
 }
 
@@ -332,6 +387,8 @@ Device* devices() {
     for (int i = 0; i < device_count(); i++) {
       d[i].ordinal = i;
       d[i].peers.assign(device_count(), false);
+      d[i].pool_access.assign(device_count(), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+      d[i].pool_access[i] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
     return d;
   }();
@@ -355,6 +412,23 @@ void set_fault(Device* d, CUresult result, const std::string& why) {
   int expected = CUDA_SUCCESS;
   if (d->fault.compare_exchange_strong(expected, result) && !why.empty()) report(why);
   notify_progress();
+}
+
+bool sticky(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_FAILED: case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION: case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC: case CUDA_ERROR_ASSERT: case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+CUresult injected_failure(CUresult result) {
+  if (sticky(result) && current) set_fault(current, result, "");
+  return result;
 }
 
 // The current context's device, and no fault on it.
@@ -505,7 +579,7 @@ bool live(const void* handle) {
 
 void Stream::body() {
   pthread_setname_np(pthread_self(), "sim-stream");
-  const auto delay = std::chrono::microseconds(env_number("SIMULATED_DRIVER_OPERATION_DELAY_US", 0));
+  const auto delay = std::chrono::microseconds(env_number("SIMULATED_DRIVER_OPERATION_DELAY_US", 0, 10000000));
   for (;;) {
     Operation op;
     {
@@ -797,7 +871,7 @@ CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
     case 76: *value = 0; break;
     case 97: *value = 232448; break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
-      *value = std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS") ? 0 : 1;
+      *value = no_64_bit_memory_operations() ? 0 : 1;
       break;
     default: *value = 1;
   }
@@ -958,7 +1032,7 @@ CUresult s_cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
 CUresult s_cuStreamWriteValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
   SIM_ENTER(cuStreamWriteValue64);
   SIM_QUEUE_ON(cuStreamWriteValue64, stream);
-  if (std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS")) return CUDA_ERROR_NOT_SUPPORTED;
+  if (no_64_bit_memory_operations()) return CUDA_ERROR_NOT_SUPPORTED;
   if (address % 8 != 0 || flags > CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) return CUDA_ERROR_INVALID_VALUE;
   const Range range{address, 8, Access::kDevice};
   if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
@@ -971,7 +1045,7 @@ CUresult s_cuStreamWriteValue64(CUstream stream, CUdeviceptr address, cuuint64_t
 CUresult s_cuStreamWaitValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
   SIM_ENTER(cuStreamWaitValue64);
   SIM_QUEUE_ON(cuStreamWaitValue64, stream);
-  if (std::getenv("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS")) return CUDA_ERROR_NOT_SUPPORTED;
+  if (no_64_bit_memory_operations()) return CUDA_ERROR_NOT_SUPPORTED;
   const unsigned condition = flags & ~static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH);
   if (address % 8 != 0 || condition > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
   const Range range{address, 8, Access::kDevice};
@@ -1400,15 +1474,25 @@ CUresult s_cuMemPoolTrimTo(CUmemoryPool, size_t) {
   SIM_ENTER(cuMemPoolTrimTo);
   return CUDA_SUCCESS;
 }
-CUresult s_cuMemPoolSetAccess(CUmemoryPool, const CUmemAccessDesc*, size_t) {
+CUresult s_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
   SIM_ENTER(cuMemPoolSetAccess);
+  auto* d = reinterpret_cast<Device*>(pool);
+  if (!map && count) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++) {
+    const int id = map[i].location.id;
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || id < 0 || id >= device_count()) return CUDA_ERROR_INVALID_VALUE;
+    if (id == d->ordinal && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_DEVICE;
+  }
+  std::lock_guard<std::mutex> lock(d->mutex);
+  for (size_t i = 0; i < count; i++) d->pool_access[map[i].location.id] = map[i].flags;
   return CUDA_SUCCESS;
 }
 CUresult s_cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location) {
   SIM_ENTER(cuMemPoolGetAccess);
   auto* d = reinterpret_cast<Device*>(pool);
   if (!location || location->id < 0 || location->id >= device_count()) return CUDA_ERROR_INVALID_VALUE;
-  *flags = location->id == d->ordinal ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  std::lock_guard<std::mutex> lock(d->mutex);
+  *flags = d->pool_access[location->id];
   return CUDA_SUCCESS;
 }
 

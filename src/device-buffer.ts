@@ -253,8 +253,9 @@ export class DeviceBuffer implements KernelPointer {
    * length must be a multiple of its `BYTES_PER_ELEMENT`.
    * @throws (synchronously) `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor` or a bad stream; ERR_INVALID_ARG_VALUE
    * for a stream of another device or when the byte length is not a multiple of the element size;
-   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the stream's work failed, or with
-   * `signal.reason` when `options.signal` aborts the wait.
+   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the copy or the stream's work failed, with
+   * an `Error` whose `code` is `EAGAIN` when the library's completion thread cannot start, or with `signal.reason`
+   * when `options.signal` aborts the wait.
    * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
    * Follows: RMM `copy_to_host`, CuPy `get()`.
    * @example
@@ -275,7 +276,13 @@ export class DeviceBuffer implements KernelPointer {
     const stream = o.stream ?? currentStream(this.device);
     this.#sameDevice(stream, 'options.stream');
     const out = new Ctor(this.byteLength / size) as InstanceType<C>;
-    copyOnStream(stream, out, this, undefined, 'buffer.toArray');
+    try {
+      copyOnStream(stream, out, this, undefined, 'buffer.toArray');
+    } catch (error) {
+      // Bad arguments and destroyed objects throw; a copy the driver or the system refused rejects, as a wait would.
+      if (error instanceof TypeError || error instanceof RangeError || error instanceof DestroyedError) throw error;
+      return Promise.reject(error);
+    }
     return stream.synchronize({ signal }).then(() => out);
   }
 

@@ -20,8 +20,8 @@ const settings: readonly Setting[] = [
   },
   {
     name: 'CUDA_STREAM_POOL_STAGING_BYTES',
-    accepts: (value) => /^\d+$/.test(value) && Number(value) >= STAGING_CHUNK_BYTES,
-    takes: `a whole number of bytes of at least ${STAGING_CHUNK_BYTES} (one staging chunk), in digits; the cap stays 67108864 (64 MiB)`,
+    accepts: (value) => /^\d+$/.test(value) && Number(value) >= STAGING_CHUNK_BYTES && Number(value) <= 2 ** 53,
+    takes: `a whole number of bytes from ${STAGING_CHUNK_BYTES} (one staging chunk) to 2**53, in digits; the cap stays 67108864 (64 MiB)`,
   },
   {
     name: 'CUDA_STREAM_POOL_CHECK_LOCK_ORDER',

@@ -24,7 +24,7 @@ test('unknown values warn once per process, naming each variable and what it tak
   const warnings = result.stderr.split('\n').filter((line) => line.includes('[CUDA_STREAM_POOL_ENVIRONMENT]'));
   assert.equal(warnings.length, 4, result.stderr);
   assert.match(warnings[0]!, /CUDA_STREAM_POOL_COMPLETION="events" is ignored: it takes `event`/);
-  assert.match(warnings[1]!, /CUDA_STREAM_POOL_STAGING_BYTES="64MiB" is ignored: it takes a whole number of bytes of at least 262144/);
+  assert.match(warnings[1]!, /CUDA_STREAM_POOL_STAGING_BYTES="64MiB" is ignored: it takes a whole number of bytes from 262144/);
   assert.match(warnings[2]!, /CUDA_STREAM_POOL_CHECK_LOCK_ORDER="yes" is ignored: it takes `1`/);
   assert.match(warnings[3]!, /CUDA_STREAM_POOL_FAIL_THREAD_START="poller" is ignored: it takes the name of a library thread/);
 });

@@ -17,6 +17,7 @@
 //  - Without stream memory operations (no gates), or with every chunk held by copies not landed yet, a copy that
 //    does not fit uses one temporary block of the pinned cache instead.
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -51,15 +52,16 @@ struct Chunk {
   SharedMarker last;  // queued after the chunk's last copy (busy chunks only)
 };
 
-// The cap per device: CUDA_STREAM_POOL_STAGING_BYTES when it is a whole number of bytes (digits only) of at least one
-// chunk, else 64 MiB; rounded down to whole chunks.
+// The cap per device: CUDA_STREAM_POOL_STAGING_BYTES when it is a whole number of bytes (digits only) from one chunk
+// to 2**53, else 64 MiB; rounded down to whole chunks.
 size_t staging_cap() {
   static const size_t cap = [] {
     const char* text = std::getenv("CUDA_STREAM_POOL_STAGING_BYTES");
     if (!text || !*text || *text < '0' || *text > '9') return kDefaultCapBytes;  // strtoull would take "-5"
     char* end = nullptr;
+    errno = 0;
     unsigned long long value = std::strtoull(text, &end, 10);
-    if (*end != '\0' || value < kChunkBytes) return kDefaultCapBytes;
+    if (*end != '\0' || errno == ERANGE || value < kChunkBytes || value > (1ull << 53)) return kDefaultCapBytes;
     return static_cast<size_t>(value) / kChunkBytes * kChunkBytes;
   }();
   return cap;

@@ -171,12 +171,18 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
   queue.running = false;
 }
 
-// Queues work for `device`'s thread, starting it when needed. Call with the mutex held and the gate open.
+// Queues work for `device`'s thread, starting it when needed. Call with the mutex held and the gate open. Throws
+// std::system_error when the thread cannot start; a later call tries again (what is queued stays for it).
 void start_if_needed(const std::shared_ptr<Synchronizers>& owner, int device) {
   DeviceQueue& queue = owner->devices[device];
   if (!queue.running) {
+    try {
+      start_detached_thread("csp-synchronize", [owner, device] { serve(owner, device); });
+    } catch (const std::system_error& e) {
+      throw std::system_error(e.code(), "cuda-stream-pool could not start the synchronizer thread of device " +
+                                            std::to_string(device) + ", which serves device.synchronize()");
+    }
     queue.running = true;
-    start_detached_thread("csp-synchronize", [owner, device] { serve(owner, device); });
   }
   owner->wake.notify_all();
 }
@@ -191,8 +197,15 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   Napi::Promise promise = request->deferred.Promise();
   {
     std::lock_guard<OrderedMutex> lock(owner->mutex);
-    owner->devices[device].requests.push_back(request.release());
-    start_if_needed(owner, device);
+    auto& requests = owner->devices[device].requests;
+    requests.push_back(request.get());
+    try {
+      start_if_needed(owner, device);
+    } catch (...) {
+      requests.pop_back();  // nobody would settle it
+      throw;
+    }
+    request.release();
   }
   if (owner->pending++ == 0) owner->tsfn.Ref(env);
   return promise;
@@ -252,7 +265,11 @@ void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int devic
     std::lock_guard<OrderedMutex> lock(owner->mutex);
     if (owner->open) {
       owner->devices[device].frees.push_back(ManagedFree{ptr, bytes});
-      start_if_needed(owner, device);
+      // Without a thread the free stays queued for the next one that starts (a later device.synchronize() or free).
+      try {
+        start_if_needed(owner, device);
+      } catch (const std::system_error&) {
+      }
       return;
     }
   }

@@ -12,7 +12,7 @@ test('without a poller thread, waits and staged copies reject at once, hold noth
     `import { completionStats, cuda, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
      const stream = Stream.create();
      const buffer = DeviceBuffer.alloc(4 << 20, { stream });
-     stream.fill(buffer, 1);
+     for (let i = 0; i < 100; i++) stream.fill(buffer, 1); // 200 ms of work: the waits below find it pending
      const message = (e) => e.code + ': ' + e.message;
      const wait = await stream.synchronize().then(() => 'resolved', message);
      const event = Event.create();

@@ -1,0 +1,44 @@
+// The simulated driver's own configuration: a malformed failure rule or value ends the process with code 70 and a
+// line naming what is wrong (a rule that could never fire is refused, not ignored), and SIMULATED_DRIVER_TRACE alone
+// lists the threads that call the driver, with the names rules use.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, runSimulated } from '../support/simulated-driver.js';
+
+const touch = `import { Event } from 'cuda-stream-pool'; Event.create(); console.log('ran');`;
+
+for (const [setting, message] of [
+  [{ fail: 'cuEventCreate:1x=CUDA_ERROR_UNKNOWN' }, /'cuEventCreate:1x=CUDA_ERROR_UNKNOWN' needs a call number and thread number from 1, in digits/],
+  [{ fail: 'cuEventCreate:-1=2' }, /needs a call number and thread number from 1, in digits/],
+  [{ fail: 'cuEventCreate@main/2x:1=2' }, /needs a call number and thread number from 1, in digits/],
+  [{ fail: 'cuEventCreate@:1=2' }, /names no thread/],
+  [{ fail: 'cuEventCreate:1=CUDA_SUCCESS' }, /'CUDA_SUCCESS' is not the name or number of a failure/],
+  [{ fail: 'cuEventCreate:1=lost' }, /cuEventCreate queues no work, so it cannot fault or be lost/],
+  [{ fail: 'cuEventCreat:1=2' }, /'cuEventCreat' is not an entry point it simulates/],
+  [{ fail: 'cuEventCreate=2' }, /is not <entry point>\[@<thread>\[\/<n>\]\]:<k>\[\+\]=<action>/],
+  [{ devices: 0 }, /SIMULATED_DRIVER_DEVICES=0: simulate at least one device/],
+  [{ env: { SIMULATED_DRIVER_DEVICES: '65' } }, /SIMULATED_DRIVER_DEVICES='65' is not a whole number from 0 to 64/],
+  [{ env: { SIMULATED_DRIVER_TRACE: 'yes' } }, /SIMULATED_DRIVER_TRACE='yes' is neither 1 nor 0/],
+] as const) {
+  test(`${JSON.stringify(setting)} ends the process with code 70 saying what is wrong`, needsCompiler, async () => {
+    const result = await runSimulated(touch, setting);
+    assert.equal(result.code, 70, result.stderr);
+    assert.match(result.stderr, message);
+    assert.doesNotMatch(result.stdout, /ran/);
+  });
+}
+
+test('SIMULATED_DRIVER_TRACE=1 alone names each thread that calls the driver', needsCompiler, async () => {
+  const result = await runSimulated(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(64, { stream });
+     for (let i = 0; i < 20; i++) stream.fill(buffer, i); // pending, so the wait goes through the poller
+     await stream.synchronize();`,
+    { env: { SIMULATED_DRIVER_TRACE: '1' }, operationDelayUs: 1000 },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stderr, /simulated driver: thread main\/1 calls the driver/);
+  assert.match(result.stderr, /simulated driver: thread csp-poller\/1 calls the driver/);
+});
