@@ -40,3 +40,16 @@ test('without a poller thread, waits and staged copies reject at once, hold noth
     wait: refused, eventWait: refused, download: refused, upload: refused, syncBelow1s: true, pending: 0, events: 0,
   });
 });
+
+test('without a device synchronizer thread, device.synchronize() rejects each time, naming it, and nothing waits', needsCompiler, async () => {
+  const result = await simulatedJson<string[]>(
+    `import { Device } from 'cuda-stream-pool';
+     const device = Device.get(0);
+     const outcomes = [];
+     for (let i = 0; i < 2; i++) outcomes.push(await device.synchronize().then(() => 'resolved', (e) => e.code + ': ' + e.message));
+     console.log(JSON.stringify(outcomes));`,
+    { env: { CUDA_STREAM_POOL_FAIL_THREAD_START: 'csp-synchronize' } },
+  );
+  const refused = 'EAGAIN: cuda-stream-pool could not start the synchronizer thread of device 0, which serves device.synchronize(): Resource temporarily unavailable';
+  assert.deepEqual(result, [refused, refused]);
+});
