@@ -9,15 +9,16 @@ import { currentStream, DestroyedError, Stream, StreamPool, withStream } from 'c
 import { native } from '../src/native.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '../src/pool.js';
 import { startWorker } from './support/worker.js';
-import { BACKSTOP_MS, PoolCore, type PoolSlots, type StreamLease } from '../src/pool-policy.js';
-import { CLOSING, DESTROYED, NEXT, poolLayout, STATE } from '../src/pool-words.js';
+import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolSlots, type StreamLease } from '../src/pool-policy.js';
+import { ATTACHED_ENVS, CLOSING, DESTROYED, NEXT, OPEN, poolLayout, STATE } from '../src/pool-words.js';
+import { inScope } from '../src/scope.js';
 import { runChild } from './support/child.js';
 
 // ---- fakes ----
 
 /** A fake stream: an object that passes `instanceof Stream` (so withStream/currentStream accept it) and says which
  * slot it is, whether it is a lease's view, and why it was retired. */
-type Fake = Stream & { slot: number; view: number; retired?: string; used?: boolean };
+type Fake = Stream & { slot: number; view: number; retired?: string; used?: boolean; lease?: object };
 let views = 0;
 function fake(slot: number, view = 0): Fake {
   return Object.assign(Object.create(Stream.prototype) as Stream, { slot, view, retired: undefined }) as Fake;
@@ -35,7 +36,7 @@ function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Ri
   const probes: number[] = [];
   return {
     streams: Array.from({ length: size }, (_, slot) => fake(slot)),
-    leaseView: (slot) => fake(slot, ++views),
+    leaseView: (slot, lease) => Object.assign(fake(slot, ++views), { lease }), // a view keeps its lease, as in pool.ts
     retire: (view, why) => {
       view.retired ??= why;
     },
@@ -49,6 +50,7 @@ function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Ri
       await drainHook?.(slot);
       drained.push(slot);
     },
+    inScope,
     idle,
     drained,
     probes,
@@ -1043,4 +1045,151 @@ test('maxConnections reads CUDA_DEVICE_MAX_CONNECTIONS: an integer from 1 to 32,
   assert.equal(maxConnectionsFromEnvironment('32'), 32);
   assert.equal(maxConnectionsFromEnvironment(' 4'), 4);
   for (const other of ['', '0', '33', 'many', '2.5']) assert.equal(maxConnectionsFromEnvironment(other), 8);
+});
+
+// ---- self-deadlocks, reclaim, give-up ----
+
+/** Ref'd timers of this thread: what keeps its event loop alive (unref'd ones are not listed). */
+const refTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+test('a wait for a lease keeps the event loop alive only while another thread could end it', async () => {
+  // Every stream is this thread's and no other thread holds the pool: only this thread could release one.
+  const alone = rig(2, 1);
+  const mine = [alone.core.tryAcquire()!, alone.core.tryAcquire()!];
+  const base = refTimers();
+  const stuck = alone.core.acquire();
+  assert.equal(refTimers(), base, 'the backstop timer does not keep the loop alive');
+  // Another thread attaches: at the next wake-up (the backstop), the timer keeps the loop alive again.
+  Atomics.store(alone.words, ATTACHED_ENVS, 2);
+  await new Promise((resolve) => setTimeout(resolve, BACKSTOP_MS * 2));
+  assert.equal(refTimers(), base + 1);
+  mine[0]!.release();
+  (await stuck).release();
+  mine[1]!.release();
+  assert.equal(refTimers(), base);
+
+  // Another environment holds a stream: its release ends the wait, so the loop stays alive.
+  const a = rig(2, 1);
+  const b = sibling(a, 2);
+  const theirs = b.core.tryAcquire()!;
+  const ours = a.core.tryAcquire()!;
+  const waiting = a.core.acquire();
+  assert.equal(refTimers(), base + 1);
+  theirs.release();
+  (await waiting).release();
+  ours.release();
+  assert.equal(refTimers(), base);
+});
+
+test('close everywhere waiting for this thread\'s own leases does not keep the loop alive; for another thread\'s it does', async () => {
+  const a = rig(2, 1);
+  const b = sibling(a, 2);
+  const ours = a.core.tryAcquire()!;
+  const base = refTimers();
+  const closing = a.core.closeEverywhere(() => {}, () => false);
+  assert.equal(refTimers(), base, 'only this thread holds a lease');
+  const c = rig(2, 1);
+  const d = sibling(c, 2);
+  const theirs = d.core.tryAcquire()!;
+  const closingC = c.core.closeEverywhere(() => {}, () => false);
+  assert.equal(refTimers(), base + 1, 'another thread holds a lease');
+  ours.release();
+  theirs.release();
+  await Promise.all([closing, closingC]);
+  assert.equal(a.words[STATE], DESTROYED);
+  assert.equal(b.core.destroyed, true);
+  assert.equal(c.words[STATE], DESTROYED);
+});
+
+test('closeRefusal() names the lease the calling context holds, at any scope depth, and nothing outside it', async () => {
+  const { core, slots } = rig(3);
+  const other = fake(9);
+  assert.equal(core.closeRefusal('close'), undefined);
+  const refusals = await core.run(async (stream) => {
+    const direct = core.closeRefusal('close');
+    const nested = withStream(other, () => core.closeRefusal('close'));
+    return { direct, nested, slot: stream.slot };
+  });
+  for (const error of [refusals.direct, refusals.nested]) {
+    assert.ok(error instanceof TypeError);
+    assert.equal((error as { code?: string }).code, 'ERR_INVALID_STATE');
+    assert.match(error.message, new RegExp(`^Invalid state: close\\(\\) was called inside pool\\.run\\(\\).* on stream ${refusals.slot}: `));
+  }
+  // A lease held elsewhere in this thread is not the caller's: closing may wait for it.
+  const held = core.tryAcquire()!;
+  assert.equal(core.closeRefusal('close'), undefined);
+  held.release();
+  assert.equal(slots.drained.length, 0);
+});
+
+test('forgotten leases are reclaimed after PROMOTE_MS and a collection, unless their stream can still be reached', async () => {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  assert.ok(gc, 'run with --expose-gc');
+  const { core } = rig(3);
+  let kept: Fake | undefined = core.tryAcquire()!.stream;
+  (() => {
+    core.tryAcquire();
+    core.tryAcquire();
+  })();
+  const collect = async (until: () => boolean) => {
+    for (let i = 0; i < 100 && !until(); i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+  // Young leases are held strongly: a collection right away reclaims nothing.
+  gc();
+  await tick();
+  assert.equal(core.counters().leasesReclaimed, 0);
+  await new Promise((resolve) => setTimeout(resolve, PROMOTE_MS + 20));
+  await collect(() => core.counters().leasesReclaimed === 2);
+  assert.deepEqual([core.counters().leasesReclaimed, core.counters().leased], [2, 1]);
+  assert.equal(kept.retired, undefined, 'the kept stream\'s lease is still held');
+  const again = [core.tryAcquire(), core.tryAcquire(), core.tryAcquire()];
+  assert.deepEqual(again.map((l) => l !== undefined), [true, true, false]);
+  again.forEach((l) => l?.release());
+  kept = undefined;
+  await collect(() => core.counters().leasesReclaimed === 3);
+  assert.deepEqual([core.counters().leasesReclaimed, core.counters().leased], [3, 0]);
+});
+
+test('close everywhere given up by its signal: rejects with the reason, the pool is open again, a later close starts anew', async () => {
+  const { core, words } = rig(2);
+  const held = core.tryAcquire()!;
+  const controller = new AbortController();
+  const closing = core.closeEverywhere(() => {}, () => false, controller.signal);
+  assert.equal(words[STATE], CLOSING);
+  assert.throws(() => core.tryAcquire(), DestroyedError);
+  const reason = new Error('no longer');
+  controller.abort(reason);
+  await assert.rejects(closing, (e) => e === reason);
+  assert.equal(words[STATE], OPEN);
+  const other = core.tryAcquire()!;
+  assert.equal(other.released, false);
+  other.release();
+  const again = core.closeEverywhere(() => {}, () => false);
+  assert.notEqual(again, closing);
+  held.release();
+  await again;
+  assert.equal(words[STATE], DESTROYED);
+});
+
+test('the native pool counts the environments attached to it and the last detach destroys it', async () => {
+  const pool = shared(2);
+  const words = new Int32Array(pool.description.memory);
+  assert.equal(words[ATTACHED_ENVS], 1);
+  const second = native.poolAttach(pool.description.id)!; // a second handle in this thread
+  assert.equal(words[ATTACHED_ENVS], 1);
+  const w = start({ id: pool.description.id, mode: 'hold-stay', hold: 1 });
+  assert.deepEqual(await w.next(), { held: [0] });
+  assert.equal(words[ATTACHED_ENVS], 2);
+  await w.worker.terminate();
+  assert.equal(words[ATTACHED_ENVS], 1, 'the worker\'s handle was released at its teardown');
+  native.poolDetach(second.handle);
+  native.poolDetach(second.handle); // idempotent
+  assert.equal(words[STATE], OPEN);
+  native.poolDetach(pool.description.handle);
+  assert.equal(words[ATTACHED_ENVS], 0);
+  assert.equal(words[STATE], DESTROYED, 'the last detach destroyed the pool');
+  assert.throws(() => native.poolAttach(pool.description.id), (e) => e instanceof DestroyedError);
 });

@@ -45,6 +45,7 @@ const slots: PoolSlots<Fake> = {
 };
 const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, slots);
 const post = (message: unknown) => parentPort!.postMessage(message);
+const kept: unknown[] = [];
 
 switch (data.mode) {
   case 'stress': {
@@ -74,6 +75,7 @@ switch (data.mode) {
     const held = [];
     for (let i = 0; i < (data.hold ?? 1); i++) held.push(await core.acquire());
     post({ held: held.map((lease) => lease.stream.slot) });
+    kept.push(held); // held on purpose: a collected lease would be reclaimed (Note [lease reclaim])
     if (data.mode === 'hold-stay') setInterval(() => {}, 1000);
     break;
   }
