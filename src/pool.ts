@@ -107,8 +107,11 @@ let opening: { description: PoolDescription; device: Device; owner: boolean } | 
  * any thread. `close()` (or `[Symbol.asyncDispose]`) does the same once every lease is back and the streams' work is
  * done. An object from {@link StreamPool.attach} or {@link StreamPool.default} does not own the pool: its `destroy()`
  * and `close()` only detach the calling thread (its leases end, its waiters reject), and the pool goes on for the
- * other threads. A pool no thread can reach any more (no StreamPool object, stream or lease of it) is destroyed by
- * a finalizer; keep the owner alive until workers have attached.
+ * other threads. Once the creating thread is gone (a worker that exited), the last of those objects to detach
+ * destroys the pool and its streams at once. A pool no thread can reach any more (no StreamPool object, stream or
+ * lease of it) is destroyed by a finalizer; keep the owner alive until workers have attached. A lease that neither
+ * its holder nor anything else can reach (the lease and its stream) goes back to the pool after a garbage
+ * collection (`stats().leasesReclaimed`).
  *
  * Thread-safety: every method is safe against concurrent calls from any thread sharing the pool, including a
  * concurrent `destroy()`. A StreamPool object, its leases and its stream wrappers belong to one thread; other
@@ -264,7 +267,8 @@ export class StreamPool {
 
   /** Counters and settings, global across the threads sharing the pool: `handOuts[i]` counts getStream() results
    * that were stream i, `leaseCounts[i]` the leases granted on it, `leased` the streams leased now, `waiters` the
-   * acquire() calls waiting now. A snapshot: not atomic as a whole while other threads work.
+   * acquire() calls waiting now, `leasesReclaimed` the leases given back because they became unreachable
+   * unreleased (see {@link StreamLease}). A snapshot: not atomic as a whole while other threads work.
    * @throws {@link DestroyedError} after destroy or detach. */
   stats(): StreamPoolStats {
     const counters = this.#core.counters();
