@@ -83,7 +83,7 @@ test('close() inside run() of the same pool rejects at once with ERR_INVALID_STA
   assert.equal(result.destroyed, false);
   assert.equal(result.ran, 7);
   assert.equal(result.closed, true);
-  assert.ok(result.ms < 1000, `${result.ms} ms`);
+  assert.ok(result.ms < 3000, `${result.ms} ms: the refusals did not come at once`);
 });
 
 test('waits on GPU work keep the process alive: synchronize(), and close() draining queued work', needsCompiler, async () => {
