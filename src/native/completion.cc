@@ -469,6 +469,8 @@ class Engine {
   void check_late_ticket(Wait& wait) {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
     StreamBox& stream = *wait.stream;
+    // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
+    if (stream.handle == CU_STREAM_PER_THREAD) return;
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
     if (!stream.enter()) return;  // destroyed: its handle may not be passed to the driver
     const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;

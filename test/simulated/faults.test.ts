@@ -66,3 +66,26 @@ test('without 64-bit stream memory operations, waits and staged copies use event
   );
   assert.deepEqual(result, { marker: 'event', landed: true, big: true });
 });
+
+test('a long wait on the per-thread default stream is not taken for a lost ticket: it settles after its work', needsCompiler, async () => {
+  // The poller cannot ask about another thread's per-thread stream (the handle names its own), so it must not try.
+  const result = await simulatedJson<{ waitedMs: number; stamped: boolean }>(
+    `import { readFileSync } from 'node:fs';
+     import { DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
+     const tests = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+     const stream = Stream.perThread();
+     const stamps = DeviceBuffer.alloc(16, { stream });
+     stream.fill(stamps, 0);
+     await stream.synchronize();
+     const started = performance.now();
+     tests.getFunction('spin', ['u64', 'ptr']).launch({ grid: 1, block: 1, stream }, 200_000_000n, stamps);
+     await stream.synchronize();
+     const waitedMs = performance.now() - started;
+     const words = new BigUint64Array(2);
+     stream.copy(words, stamps);
+     await stream.synchronize();
+     console.log(JSON.stringify({ waitedMs, stamped: words[1] > words[0] && words[0] > 0n }));`,
+  );
+  assert.ok(result.waitedMs >= 190, `the wait settled after ${result.waitedMs} ms of a 200 ms kernel`);
+  assert.equal(result.stamped, true);
+});
