@@ -3,23 +3,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
-const collect = `
-  import v8 from 'node:v8';
-  import vm from 'node:vm';
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc');
-  async function collectUntil(done) {
-    for (let round = 0; round < 200 && !done(); round++) {
-      gc();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }`;
 
 test('200 streams dropped with a buffer allocated on each: every stream and buffer is released', needsCompiler, async () => {
   const result = await simulatedJson<{ before: number[]; after: number[] }>(
-    `${collect}
+    `${collectGarbage}
      import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
      const count = () => { const o = cuda.liveObjects(); return [o.streams, o.deviceBytes]; };
      const before = count();

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, runSimulated, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, runSimulated, simulatedJson } from '../support/simulated-driver.js';
 
 /** Well under the 10 s after which a child is killed, and far above the ~0.3 s such a child takes. */
 const PROMPT_MS = 5_000;
@@ -107,21 +107,10 @@ test('waits on GPU work keep the process alive: synchronize(), and close() drain
   assert.ok(result.durationMs > 900, `${result.durationMs} ms: the delays did not happen`);
 });
 
-const collect = `
-  import v8 from 'node:v8';
-  import vm from 'node:vm';
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc');
-  async function collectUntil(done) {
-    for (let round = 0; round < 100 && !done(); round++) {
-      gc();
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }`;
 
 test('a lease goes back to the pool once neither it nor its stream can be reached, counted in leasesReclaimed', needsCompiler, async () => {
   const result = await simulatedJson<{ kept: number[]; keptStreamWorks: boolean; freed: boolean[]; closed: boolean }>(
-    `${collect}
+    `${collectGarbage}
      import { StreamPool } from 'cuda-stream-pool';
      const pool = new StreamPool({ size: 3 });
      const count = () => { const s = pool.stats(); return [s.leased, s.leasesReclaimed]; };

@@ -75,3 +75,17 @@ export async function simulatedJson<T = unknown>(source: string, options: Simula
   const lines = result.stdout.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]!) as T;
 }
+
+/** Source to put at the top of a {@link runSimulated} snippet: `gc()`, and `await collectUntil(done)`, which collects
+ * garbage every 10 ms, for at most 2 s, until `done()` holds (finalizers run between the rounds). */
+export const collectGarbage = `
+  import v8 from 'node:v8';
+  import vm from 'node:vm';
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  async function collectUntil(done) {
+    for (let round = 0; round < 200 && !done(); round++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }`;
