@@ -175,7 +175,9 @@ function isPhaseColor(color: number[], p: number): boolean {
 
 describe(`the timeline page in headless Chromium (${fixture.origin} fixture)`, { skip: executable ? false : MISSING }, () => {
   before(async () => {
-    browser = await chromium.launch({ executablePath: executable, args: ['--no-sandbox'] });
+    // Not the sanitizer runtime that .ci/sanitizers.sh preloads into the suite's processes: Chromium hangs under it.
+    const { LD_PRELOAD: _preloaded, ...env } = process.env;
+    browser = await chromium.launch({ executablePath: executable, args: ['--no-sandbox'], env: env as Record<string, string> });
   });
   after(async () => {
     await browser?.close();
