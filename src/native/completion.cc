@@ -2,12 +2,12 @@
 #include "completion.h"
 
 #include <algorithm>
-#include <system_error>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 

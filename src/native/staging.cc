@@ -210,11 +210,11 @@ struct StreamedCopy {
 
   // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
   // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
-  void abandon(CUresult why) {
+  void abandon() {
     std::lock_guard<OrderedMutex> lock(mutex);
     open_gate(gate, gate.base + pieces());
     complete = true;
-    failure = why;
+    failure = CUDA_ERROR_UNKNOWN;
   }
 
  private:
@@ -284,7 +284,7 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
       copy.done.push_back(enqueue_marker(stream, MarkerUse::kAfterOwnWork));
     }
   } catch (...) {
-    copy.abandon(CUDA_ERROR_UNKNOWN);  // releases what was queued
+    copy.abandon();  // releases what was queued
     throw;
   }
 }
@@ -340,7 +340,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     try {
       watch_job(device, [copy] { return copy->advance(); });
     } catch (...) {
-      copy->abandon(CUDA_ERROR_UNKNOWN);
+      copy->abandon();
       throw;
     }
   } else {
@@ -433,7 +433,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   } catch (...) {
     // Never landed: its staging stays out of use (the copy may still write it), a streamed copy's gates open.
     if (landing->destination) napi_delete_reference(env, landing->destination);
-    if (streamed) streamed->abandon(CUDA_ERROR_UNKNOWN);
+    if (streamed) streamed->abandon();
     throw;
   }
   note_use_after_work(*src, stream, environment);
