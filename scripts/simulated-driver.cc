@@ -46,6 +46,8 @@
 //   A malformed rule or value (flags take 1 or 0; SIMULATED_DRIVER_DEVICES 1 to 64) ends the process with code 70.
 //   SIMULATED_DRIVER_TRACE=1: each injected failure, and each thread's first call (with the name rules use for it),
 //   is reported on stderr.
+//   SIMULATED_DRIVER_COUNTS=<file>: at exit, each thread's calls of each entry point, counted as the rules count
+//   them, are written to <file> as JSON ({"main/1": {"cuInit": 1, ...}, "csp-poller/1": {...}}).
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -290,22 +292,60 @@ const std::vector<Rule>& rules() {
 struct ThreadCalls {
   std::string name;
   int ordinal = 0;
-  unsigned long long counts[kEntryCount] = {};
+  std::atomic<unsigned long long> counts[kEntryCount] = {};
 };
 
+std::mutex threads_mutex;
+std::vector<ThreadCalls*> all_threads;  // every thread that called the driver, by first call; never freed
+
+// SIMULATED_DRIVER_COUNTS=<file>: at exit, the calls of each thread (as the rules name it) of each entry point, as
+// JSON: {"main/1": {"cuInit": 1, ...}, "csp-poller/1": {...}}. The fault sweep reads it to pick the calls to fail.
+void write_counts() {
+  const char* file = std::getenv("SIMULATED_DRIVER_COUNTS");
+  FILE* out = file && *file ? std::fopen(file, "w") : nullptr;
+  if (!out) return;
+  std::lock_guard<std::mutex> lock(threads_mutex);
+  std::fputs("{", out);
+  for (size_t t = 0; t < all_threads.size(); t++) {
+    const ThreadCalls& calls = *all_threads[t];
+    std::fprintf(out, "%s\n  \"%s/%d\": {", t ? "," : "", calls.name.c_str(), calls.ordinal);
+    bool first = true;
+    for (int e = 0; e < kEntryCount; e++) {
+      const unsigned long long n = calls.counts[e].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      std::fprintf(out, "%s\"%s\": %llu", first ? "" : ", ", kEntryNames[e], n);
+      first = false;
+    }
+    std::fputs("}", out);
+  }
+  std::fputs("\n}\n", out);
+  std::fclose(out);
+}
+
+bool counting() {
+  static const bool on = [] {
+    const char* file = std::getenv("SIMULATED_DRIVER_COUNTS");
+    if (!file || !*file) return false;
+    std::atexit(write_counts);
+    return true;
+  }();
+  return on;
+}
+
 ThreadCalls& thread_calls() {
-  static std::mutex mutex;
   static std::unordered_map<std::string, int> seen;
-  thread_local ThreadCalls calls;
-  if (calls.ordinal == 0) {
+  thread_local ThreadCalls* calls = nullptr;
+  if (!calls) {
+    calls = new ThreadCalls;
     char name[32] = "";
     pthread_getname_np(pthread_self(), name, sizeof name);
-    calls.name = static_cast<pid_t>(syscall(SYS_gettid)) == getpid() ? "main" : name;
-    std::lock_guard<std::mutex> lock(mutex);
-    calls.ordinal = ++seen[calls.name];
-    if (tracing()) report("thread " + calls.name + "/" + std::to_string(calls.ordinal) + " calls the driver");
+    calls->name = static_cast<pid_t>(syscall(SYS_gettid)) == getpid() ? "main" : name;
+    std::lock_guard<std::mutex> lock(threads_mutex);
+    calls->ordinal = ++seen[calls->name];
+    all_threads.push_back(calls);
+    if (tracing()) report("thread " + calls->name + "/" + std::to_string(calls->ordinal) + " calls the driver");
   }
-  return calls;
+  return *calls;
 }
 
 // The injected outcome of this call, if any.
@@ -319,9 +359,9 @@ std::atomic<unsigned long long> all_threads_counts[kEntryCount];
 
 Injection inject(Entry entry) {
   Injection out;
-  if (rules().empty() && !tracing()) return out;
+  if (rules().empty() && !tracing() && !counting()) return out;
   ThreadCalls& calls = thread_calls();
-  const unsigned long long call = ++calls.counts[entry];
+  const unsigned long long call = calls.counts[entry].fetch_add(1, std::memory_order_relaxed) + 1;
   const unsigned long long any_call = all_threads_counts[entry].fetch_add(1) + 1;
   for (const Rule& rule : rules()) {
     if (rule.entry != entry) continue;
