@@ -25,9 +25,22 @@
 //  - The project's kernels (test/kernels, kernels/) run on the CPU, found by name: spin and hold sleep on their
 //    stream's thread (so kernels of two streams overlap) and write %globaltimer stamps from the monotonic clock;
 //    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks.
-// What it does not model (yet): other kernels do nothing but take their delay; the legacy and per-thread default streams
-// are ordinary streams without the implicit synchronization rules; no copy or compute engines, no timing model; no
-// stream capture or graphs (capture calls return CUDA_ERROR_NOT_SUPPORTED); memory pools do not reuse blocks.
+//  - Engines and time, in real (scaled) time: one copy engine per direction, each running one copy between host and
+//    device at a time, and a compute engine running kernels of any streams side by side, at most
+//    SIMULATED_DRIVER_CONCURRENT_KERNELS (default 8) at once. A copy keeps its engine busy for its bytes over
+//    SIMULATED_DRIVER_COPY_BYTES_PER_US, fma_steps for its elements times steps over SIMULATED_DRIVER_KERNEL_FMA_PER_US
+//    (both default 0: no modelled time, only what the CPU takes), at least.
+//  - The legacy default stream's implicit synchronization: its work waits for the work already queued on the device's
+//    blocking streams (per-thread default streams among them), and theirs for the work already queued on it.
+//  - Stream capture: work queued on a capturing stream becomes nodes of its graph, in the order it was queued; waiting
+//    on an event recorded in a capture joins that capture (a fork), and the capture ends only once every stream that
+//    joined was joined back (else CUDA_ERROR_STREAM_CAPTURE_UNJOINED). A query or synchronize of a capturing stream,
+//    a device synchronize, a cuMemFree or a module unload during a conflicting capture (by its mode) invalidates it;
+//    a query of an event recorded in an open capture is CUDA_ERROR_CAPTURED_EVENT; waiting on work outside the capture
+//    is CUDA_ERROR_STREAM_CAPTURE_ISOLATION. Graphs instantiate, launch (their nodes one after another), update in
+//    place when the topology and node types match, and take new kernel arguments.
+// What it does not model (yet): other kernels do nothing but take their delay; allocations, frees and copies of
+// pageable memory in a capture (the capture fails), child graphs; memory pools do not reuse blocks.
 //
 // Failure injection, SIMULATED_DRIVER_FAIL: rules separated by commas, each
 //     <entry point>[@<thread>[/<n>]]:<k>[+]=<action>
@@ -214,7 +227,7 @@ bool queues_work(int entry) {
     case e_cuLaunchHostFunc: case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord:
     case e_cuStreamWaitEvent: case e_cuLaunchKernel: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync:
     case e_cuMemcpyAsync: case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync:
-    case e_cuMemcpyPeerAsync: case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_operation:
+    case e_cuMemcpyPeerAsync: case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_operation:
       return true;
     default:
       return false;
@@ -400,9 +413,20 @@ unsigned long long env_number(const char* name, unsigned long long fallback, uns
 
 struct Stream;
 
+// The timing model: a copy engine per direction, each running one copy at a time, and a compute engine that runs
+// kernels of any streams side by side, at most SIMULATED_DRIVER_CONCURRENT_KERNELS at once (default 8).
+enum class Engine { kNone, kHostToDevice, kDeviceToHost, kCompute };
+struct Engines {
+  std::mutex to_device, to_host;
+  std::mutex compute_mutex;
+  std::condition_variable compute_free;
+  unsigned long long kernels_running = 0;
+};
+
 struct Device {
   int ordinal = 0;
   std::atomic<int> fault{CUDA_SUCCESS};
+  Engines engines;
   std::mutex mutex;
   std::vector<Stream*> streams;  // every stream ever made on it (destroyed ones may still have work)
   Stream* legacy = nullptr;
@@ -581,7 +605,32 @@ bool is_pinned_or_device(uintptr_t address) {
   return b && b->live;
 }
 
+// Device or managed memory: the side of a copy that decides its engine.
+bool on_device(uintptr_t address) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(address, 1);
+  return b && b->live && b->kind != Kind::kPinned;
+}
+
 // ---- Streams and their operations -----------------------------------------------------------------------------
+
+// Blocks until `done()` or a fault on `d`; returns the fault or CUDA_SUCCESS.
+template <class Done>
+CUresult block_until(Device* d, Done done) {
+  std::unique_lock<std::mutex> lock(progress_mutex);
+  for (;;) {
+    if (fault_of(d) != CUDA_SUCCESS) return fault_of(d);
+    if (done()) return CUDA_SUCCESS;
+    progress.wait_for(lock, std::chrono::milliseconds(1));
+  }
+}
+
+struct Function;
+// A kernel launch's shape, kept for the kernel nodes of captured graphs.
+struct Launch {
+  Function* function;
+  unsigned grid[3], block[3], shared;
+};
 
 struct Operation {
   const char* what;
@@ -590,7 +639,67 @@ struct Operation {
   Action injected = Action::kFail;
   bool has_injection = false;
   CUresult injected_result = CUDA_SUCCESS;
+  Engine engine = Engine::kNone;
+  double modelled_us = 0;  // the engine stays busy at least this long (microseconds), running `run` included
+  CUgraphNodeType node_type = CU_GRAPH_NODE_TYPE_EMPTY;  // when captured
+  std::shared_ptr<Launch> launch;  // kernels
+  // Work of other streams that must run first: the legacy default stream's implicit synchronization.
+  std::vector<std::pair<Stream*, unsigned long long>> after;
 };
+
+// Modelled rates; 0 (the default) models no duration, so work takes only the time it takes on the CPU.
+double copy_bytes_per_us() {
+  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_COPY_BYTES_PER_US", 0, 1ull << 40));
+  return rate;
+}
+double kernel_fma_per_us() {
+  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_KERNEL_FMA_PER_US", 0, 1ull << 40));
+  return rate;
+}
+
+unsigned long long concurrent_kernels() {
+  static const unsigned long long limit = [] {
+    const unsigned long long n = env_number("SIMULATED_DRIVER_CONCURRENT_KERNELS", 8, 1024);
+    if (n == 0) bad_configuration("SIMULATED_DRIVER_CONCURRENT_KERNELS=0: at least one kernel must be able to run");
+    return n;
+  }();
+  return limit;
+}
+
+// Runs `run` on its engine of `device`, keeping the engine busy for at least `op.modelled_us`.
+void run_on_engine(Device* device, const Operation& op, const std::function<void()>& run) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(op.modelled_us);
+  auto work = [&] {
+    run();
+    if (op.modelled_us > 0) std::this_thread::sleep_until(until);
+  };
+  Engines& e = device->engines;
+  switch (op.engine) {
+    case Engine::kNone: return work();
+    case Engine::kHostToDevice: {
+      std::lock_guard<std::mutex> lock(e.to_device);
+      return work();
+    }
+    case Engine::kDeviceToHost: {
+      std::lock_guard<std::mutex> lock(e.to_host);
+      return work();
+    }
+    case Engine::kCompute: {
+      {
+        std::unique_lock<std::mutex> lock(e.compute_mutex);
+        e.compute_free.wait(lock, [&] { return e.kernels_running < concurrent_kernels(); });
+        e.kernels_running++;
+      }
+      work();
+      {
+        std::lock_guard<std::mutex> lock(e.compute_mutex);
+        e.kernels_running--;
+      }
+      e.compute_free.notify_one();
+      return;
+    }
+  }
+}
 
 std::atomic<unsigned long long> next_stream_id{1};
 
@@ -606,6 +715,12 @@ struct Stream {
   std::deque<Operation> queue;
   unsigned long long issued = 0;  // under mutex
   std::atomic<unsigned long long> completed{0};
+  // Under capture_mutex: the capture it belongs to (begun on it, or joined by waiting on an event of it), the last
+  // node it added (what its next captured work depends on), and whether that node still has to be joined back.
+  struct Capture* capture = nullptr;
+  struct Node* last_node = nullptr;
+  bool unjoined = false;
+  CUgraphNode dependency = nullptr;  // cuStreamGetCaptureInfo's one-element array
   void body();
 };
 
@@ -630,6 +745,10 @@ void Stream::body() {
       queue.pop_front();
     }
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    for (const auto& [other, position] : op.after)
+      block_until(device, [&] {
+        return other->completed.load(std::memory_order_acquire) >= position || fault_of(other->device) != CUDA_SUCCESS;
+      });
     if (fault_of(device) == CUDA_SUCCESS) {
       std::string bad;
       for (const Range& r : op.ranges)
@@ -640,7 +759,7 @@ void Stream::body() {
       } else if (op.has_injection && op.injected == Action::kFault) {
         set_fault(device, op.injected_result, "");
       } else if (!(op.has_injection && op.injected == Action::kLost) && op.run) {
-        op.run();
+        run_on_engine(device, op, op.run);
       }
     }
     // A faulted device's streams never finish their work: markers stay pending, as on a GPU.
@@ -711,6 +830,70 @@ Stream* resolve_any_context(CUstream handle, const char* call) {
   return reinterpret_cast<Stream*>(handle);
 }
 
+// ---- Stream capture and graphs ---------------------------------------------------------------------------------
+// A capture records the work queued on its streams as the nodes of a graph, in the order it was queued: a graph runs
+// its nodes one after another (a valid order of any graph captured from streams). Graphs, nodes, captures and
+// executable graphs are never freed, so a late call with a destroyed handle is refused, not a use after free.
+
+struct Graph;
+struct Node {
+  Graph* graph;
+  Operation op;
+};
+struct Graph {
+  Device* device;
+  std::vector<Node*> nodes;
+};
+struct Capture {
+  Stream* origin;
+  Graph* graph;
+  CUstreamCaptureMode mode;
+  std::thread::id thread;
+  unsigned long long id;
+  bool invalidated = false;
+  bool ended = false;
+  std::vector<Stream*> members;  // the origin, then the streams that joined
+};
+
+std::mutex capture_mutex;
+std::atomic<unsigned long long> next_capture_id{1};
+
+// Ends `c` on every stream in it. Holds capture_mutex.
+void end_capture(Capture* c) {
+  for (Stream* member : c->members) {
+    member->capture = nullptr;
+    member->last_node = nullptr;
+    member->unjoined = false;
+  }
+  c->ended = true;
+}
+
+// Calls that would synchronize with work being captured, or take away what it refers to, invalidate the captures they
+// conflict with: those of every thread in global mode, this thread's in thread-local mode; `all_modes` adds relaxed
+// ones (a device-wide synchronize). True when there was one: the call then fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+// A query or synchronize of a capturing stream invalidates its capture; true when it did.
+bool invalidate_capture(Stream* s) {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  if (!s->capture) return false;
+  s->capture->invalidated = true;
+  return true;
+}
+
+bool conflicts_with_capture(Device* d, bool all_modes) {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  std::lock_guard<std::mutex> streams_lock(d->mutex);
+  bool found = false;
+  for (Stream* s : d->streams) {
+    Capture* c = s->capture;
+    if (!c || c->origin != s) continue;
+    const bool conflicts = all_modes || c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+                           (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && c->thread == std::this_thread::get_id());
+    if (conflicts) c->invalidated = found = true;
+  }
+  return found;
+}
+
 unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
   const Injection counted = inject(e_operation);
   const Injection& chosen = injected.any ? injected : counted;
@@ -718,6 +901,30 @@ unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
     op.has_injection = true;
     op.injected = chosen.action;
     op.injected_result = chosen.result;
+  }
+  {
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (Capture* c = s->capture) {
+      op.after.clear();
+      auto* node = new Node{c->graph, std::move(op)};
+      c->graph->nodes.push_back(node);
+      s->last_node = node;
+      s->unjoined = s != c->origin;
+      return 0;
+    }
+  }
+  // The legacy default stream waits for the work already queued on the device's blocking streams (those made without
+  // CU_STREAM_NON_BLOCKING, per-thread default streams among them), and they wait for the work already queued on it.
+  Device* d = s->device;
+  {
+    std::lock_guard<std::mutex> devices_lock(d->mutex);
+    const bool blocking = (s->flags & CU_STREAM_NON_BLOCKING) == 0;
+    for (Stream* other : d->streams) {
+      if (other == s || !blocking || (other->flags & CU_STREAM_NON_BLOCKING) != 0) continue;
+      if (s != d->legacy && other != d->legacy) continue;
+      std::lock_guard<std::mutex> other_lock(other->mutex);
+      if (other->completed.load(std::memory_order_acquire) < other->issued) op.after.emplace_back(other, other->issued);
+    }
   }
   std::unique_lock<std::mutex> lock(s->mutex);
   s->queue.push_back(std::move(op));
@@ -736,17 +943,6 @@ bool drained(Stream* s) {
   return s->completed.load(std::memory_order_acquire) >= s->issued;
 }
 
-// Blocks until `done()` or a fault on `d`; returns the fault or CUDA_SUCCESS.
-template <class Done>
-CUresult block_until(Device* d, Done done) {
-  std::unique_lock<std::mutex> lock(progress_mutex);
-  for (;;) {
-    if (fault_of(d) != CUDA_SUCCESS) return fault_of(d);
-    if (done()) return CUDA_SUCCESS;
-    progress.wait_for(lock, std::chrono::milliseconds(1));
-  }
-}
-
 // ---- Events ---------------------------------------------------------------------------------------------------
 
 struct Event {
@@ -757,7 +953,18 @@ struct Event {
   unsigned long long position = 0;
   unsigned long long generation = 0;
   double done_ms = 0;  // when the last record ran
+  // Under capture_mutex: the capture the last record was made in (null: outside any), its stream and that stream's
+  // last node then.
+  Capture* captured = nullptr;
+  Stream* captured_from = nullptr;
+  Node* captured_node = nullptr;
 };
+
+// True when the event's last record was made in a capture that is still open.
+bool captured_event(Event* e) {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  return e->captured && !e->captured->ended;
+}
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -806,7 +1013,7 @@ T argument(void** params, int index) {
 // The launch of a kernel the simulator knows by name (the test kernels of test/kernels and the benchmark's of
 // kernels/), as an operation whose arguments are read now, as the driver reads them at launch; any other kernel only
 // takes its delay. `threads` is the grid's size in threads along x times the block's.
-Operation kernel_operation(const std::string& name, unsigned long long threads, void** params) {
+Operation kernel_work(const std::string& name, unsigned long long threads, void** params) {
   if (!params) return {"a kernel", {}, nullptr};
   if (name == "spin" || name == "hold") {
     const auto ns = argument<unsigned long long>(params, 0);
@@ -842,7 +1049,7 @@ Operation kernel_operation(const std::string& name, unsigned long long threads, 
     const unsigned long long n = std::min<unsigned long long>(argument<unsigned>(params, 1), threads);
     const auto steps = argument<unsigned>(params, 2);
     const auto a = argument<float>(params, 3), b = argument<float>(params, 4);
-    return {"kernel fma_steps", {{data, n * 4, Access::kDevice}}, [data, n, steps, a, b] {
+    Operation op{"kernel fma_steps", {{data, n * 4, Access::kDevice}}, [data, n, steps, a, b] {
               auto* values = reinterpret_cast<float*>(data);
               for (unsigned long long i = 0; i < n; i++) {
                 float v = values[i];
@@ -850,8 +1057,19 @@ Operation kernel_operation(const std::string& name, unsigned long long threads, 
                 values[i] = v;
               }
             }};
+    if (kernel_fma_per_us() > 0) op.modelled_us = static_cast<double>(n) * steps / kernel_fma_per_us();
+    return op;
   }
   return {"a kernel", {}, nullptr};
+}
+
+Operation kernel_operation(Function* function, const std::string& name, const unsigned grid[3],
+                           const unsigned block[3], unsigned shared, void** params) {
+  Operation op = kernel_work(name, static_cast<unsigned long long>(grid[0]) * block[0], params);
+  op.engine = Engine::kCompute;
+  op.node_type = CU_GRAPH_NODE_TYPE_KERNEL;
+  op.launch = std::make_shared<Launch>(Launch{function, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared});
+  return op;
 }
 
 // ---- The entry points -----------------------------------------------------------------------------------------
@@ -951,6 +1169,7 @@ CUresult s_cuCtxSynchronize() {
   SIM_ENTER(cuCtxSynchronize);
   SIM_NEED_CONTEXT();
   Device* d = current;
+  if (conflicts_with_capture(d, true)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return block_until(d, [d] {
     std::lock_guard<std::mutex> lock(d->mutex);
     for (Stream* s : d->streams)
@@ -1018,12 +1237,14 @@ CUresult s_cuStreamQuery(CUstream stream) {
   Stream* s = resolve_any_context(stream, "cuStreamQuery");
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   if (fault_of(s->device) != CUDA_SUCCESS) return fault_of(s->device);
+  if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return drained(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult s_cuStreamSynchronize(CUstream stream) {
   SIM_ENTER(cuStreamSynchronize);
   Stream* s = resolve_any_context(stream, "cuStreamSynchronize");
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return block_until(s->device, [s] { return drained(s); });
 }
 CUresult s_cuStreamGetId(CUstream stream, unsigned long long* id) {
@@ -1066,7 +1287,9 @@ CUresult s_cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
   SIM_ENTER(cuLaunchHostFunc);
   SIM_QUEUE_ON(cuLaunchHostFunc, stream);
   if (!function) return CUDA_ERROR_INVALID_VALUE;
-  enqueue(s, {"a host function", {}, [function, data] { function(data); }}, injected);
+  Operation op{"a host function", {}, [function, data] { function(data); }};
+  op.node_type = CU_GRAPH_NODE_TYPE_HOST;
+  enqueue(s, std::move(op), injected);
   return CUDA_SUCCESS;
 }
 CUresult s_cuStreamWriteValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
@@ -1139,6 +1362,13 @@ CUresult s_cuEventRecord(CUevent event, CUstream stream) {
   Event* e = resolve_event(event, "cuEventRecord");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (e->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    e->captured = s->capture;
+    e->captured_from = s;
+    e->captured_node = s->last_node;
+    if (s->capture) return CUDA_SUCCESS;  // a point in the capture for other streams to wait on, not a node
+  }
   std::lock_guard<std::mutex> lock(e->mutex);
   const unsigned long long generation = ++e->generation;
   e->stream = s;
@@ -1154,12 +1384,14 @@ CUresult s_cuEventQuery(CUevent event) {
   Event* e = resolve_event(event, "cuEventQuery");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (fault_of(e->device) != CUDA_SUCCESS) return fault_of(e->device);
+  if (captured_event(e)) return CUDA_ERROR_CAPTURED_EVENT;
   return event_done(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult s_cuEventSynchronize(CUevent event) {
   SIM_ENTER(cuEventSynchronize);
   Event* e = resolve_event(event, "cuEventSynchronize");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (captured_event(e)) return CUDA_ERROR_CAPTURED_EVENT;
   return block_until(e->device, [e] { return event_done(e); });
 }
 CUresult s_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
@@ -1189,6 +1421,31 @@ CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
   Event* e = resolve_event(event, "cuStreamWaitEvent");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    // Waiting on a point of an open capture joins it (a fork), or, for the stream that began it, joins back the stream
+    // the point was recorded on (a join); a capture cannot wait on work outside it.
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    Capture* c = e->captured && !e->captured->ended ? e->captured : nullptr;
+    if (c) {
+      if (s->capture && s->capture != c) {
+        s->capture->invalidated = c->invalidated = true;
+        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+      }
+      if (!s->capture) {
+        s->capture = c;
+        c->members.push_back(s);
+        s->last_node = e->captured_node;
+        s->unjoined = true;
+      } else if (s == c->origin && e->captured_from != s && e->captured_from->last_node == e->captured_node) {
+        e->captured_from->unjoined = false;
+      }
+      return CUDA_SUCCESS;
+    }
+    if (s->capture && e->captured_from) {
+      s->capture->invalidated = true;
+      return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
+  }
   Stream* source;
   unsigned long long position;
   {
@@ -1236,6 +1493,8 @@ CUresult s_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned, CUj
 }
 CUresult s_cuModuleUnload(CUmodule module) {
   SIM_ENTER(cuModuleUnload);
+  if (live(module) && conflicts_with_capture(reinterpret_cast<Module*>(module)->device, false))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   std::lock_guard<std::mutex> lock(handles_mutex);
   if (live_handles.erase(module) == 0) {
     report("cuModuleUnload got a module handle that is unloaded or was never loaded");
@@ -1284,7 +1543,8 @@ CUresult s_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigne
   if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
   if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
   if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
-  enqueue(s, kernel_operation(f->name, static_cast<unsigned long long>(gx) * bx, params), injected);
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  enqueue(s, kernel_operation(f, f->name, grid, block, shared, params), injected);
   return CUDA_SUCCESS;
 }
 CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction function, CUoccupancyB2DSize, size_t,
@@ -1305,6 +1565,7 @@ CUresult s_cuMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 CUresult allocate_async(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
   SIM_QUEUE_ON(cuMemAllocAsync, stream);
+  if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // allocation nodes are not simulated
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (bytes > (16ull << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
   void* p = allocate(bytes, Kind::kDevice, s->device->ordinal);
@@ -1323,6 +1584,7 @@ CUresult s_cuMemAllocAsync(CUdeviceptr* pointer, size_t bytes, CUstream stream) 
 CUresult s_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   SIM_ENTER(cuMemFreeAsync);
   SIM_QUEUE_ON(cuMemFreeAsync, stream);
+  if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // free nodes are not simulated
   {
     std::lock_guard<std::mutex> lock(memory_mutex);
     auto it = blocks.find(pointer);
@@ -1377,6 +1639,7 @@ CUresult s_cuMemFreeHost(void* pointer) {
 CUresult s_cuMemFree(CUdeviceptr pointer) {
   SIM_ENTER(cuMemFree);
   SIM_NEED_CONTEXT();
+  if (conflicts_with_capture(current, false)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return release(pointer, {Kind::kDevice, Kind::kManaged}, "cuMemFree");
 }
 CUresult s_cuMemHostRegister(void*, size_t, unsigned) {
@@ -1407,6 +1670,8 @@ CUresult queue_copy(Stream* s, const char* what, Range destination, Range source
   if (bytes == 0) return CUDA_SUCCESS;
   const bool pageable_source = source.access == Access::kHost && !is_pinned_or_device(source.address);
   const bool pageable_destination = destination.access == Access::kHost && !is_pinned_or_device(destination.address);
+  // Copies of pageable memory are not captured: the capture fails.
+  if ((pageable_source || pageable_destination) && invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   std::shared_ptr<std::vector<unsigned char>> snapshot;
   if (pageable_source) {
     const auto* from = reinterpret_cast<const unsigned char*>(source.address);
@@ -1417,6 +1682,10 @@ CUresult queue_copy(Stream* s, const char* what, Range destination, Range source
                  std::memmove(reinterpret_cast<void*>(destination.address), from, bytes);
                }};
   if (!pageable_source) op.ranges.push_back(source);
+  op.node_type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  const bool from_device = on_device(source.address), to_device = on_device(destination.address);
+  op.engine = from_device == to_device ? Engine::kNone : to_device ? Engine::kHostToDevice : Engine::kDeviceToHost;
+  if (op.engine != Engine::kNone && copy_bytes_per_us() > 0) op.modelled_us = bytes / copy_bytes_per_us();
   const unsigned long long position = enqueue(s, std::move(op), injected);
   if (pageable_destination)
     return block_until(s->device, [s, position] { return s->completed.load() >= position; });
@@ -1457,10 +1726,11 @@ CUresult s_cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t 
   SIM_QUEUE_ON(cuMemsetD8Async, stream);
   const Range range{destination, count, Access::kDevice};
   if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  enqueue(s, {"cuMemsetD8Async", {range}, [destination, value, count] {
+  Operation op{"cuMemsetD8Async", {range}, [destination, value, count] {
                 std::memset(reinterpret_cast<void*>(destination), value, count);
-              }},
-          injected);
+              }};
+  op.node_type = CU_GRAPH_NODE_TYPE_MEMSET;
+  enqueue(s, std::move(op), injected);
   return CUDA_SUCCESS;
 }
 CUresult s_cuMemsetD32Async(CUdeviceptr destination, unsigned value, size_t count, CUstream stream) {
@@ -1469,11 +1739,12 @@ CUresult s_cuMemsetD32Async(CUdeviceptr destination, unsigned value, size_t coun
   if (destination % 4 != 0 || count > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
   const Range range{destination, count * 4, Access::kDevice};
   if (check_at_call(range) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  enqueue(s, {"cuMemsetD32Async", {range}, [destination, value, count] {
+  Operation op{"cuMemsetD32Async", {range}, [destination, value, count] {
                 auto* words = reinterpret_cast<unsigned*>(destination);
                 for (size_t i = 0; i < count; i++) words[i] = value;
-              }},
-          injected);
+              }};
+  op.node_type = CU_GRAPH_NODE_TYPE_MEMSET;
+  enqueue(s, std::move(op), injected);
   return CUDA_SUCCESS;
 }
 
@@ -1536,49 +1807,211 @@ CUresult s_cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmem
   return CUDA_SUCCESS;
 }
 
-// Capture and graphs are not simulated yet: nothing captures, so graphs cannot be made.
-CUresult s_cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+CUresult s_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
   SIM_ENTER(cuStreamBeginCapture);
-  return CUDA_ERROR_NOT_SUPPORTED;
+  SIM_QUEUE_ON(cuStreamBeginCapture, stream);
+  if (mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+  if (s == s->device->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  auto* c = new Capture{s, new Graph{s->device, {}}, mode, std::this_thread::get_id(), next_capture_id.fetch_add(1)};
+  c->members.push_back(s);
+  s->capture = c;
+  return CUDA_SUCCESS;
 }
-CUresult s_cuStreamEndCapture(CUstream, CUgraph*) {
+CUresult s_cuStreamEndCapture(CUstream stream, CUgraph* graph) {
   SIM_ENTER(cuStreamEndCapture);
-  return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  SIM_QUEUE_ON(cuStreamEndCapture, stream);
+  *graph = nullptr;
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  Capture* c = s->capture;
+  if (!c) return CUDA_ERROR_ILLEGAL_STATE;
+  if (c->origin != s) {
+    c->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  }
+  if (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && c->thread != std::this_thread::get_id())
+    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  bool unjoined = false;
+  for (Stream* member : c->members) unjoined = unjoined || member->unjoined;
+  end_capture(c);
+  if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (unjoined) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  {
+    std::lock_guard<std::mutex> handles(handles_mutex);
+    live_handles.insert(c->graph);
+  }
+  *graph = reinterpret_cast<CUgraph>(c->graph);
+  return CUDA_SUCCESS;
 }
 CUresult s_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   SIM_ENTER(cuStreamIsCapturing);
-  if (!resolve_any_context(stream, "cuStreamIsCapturing")) return CUDA_ERROR_INVALID_HANDLE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  Stream* s = resolve_any_context(stream, "cuStreamIsCapturing");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  *status = !s->capture                ? CU_STREAM_CAPTURE_STATUS_NONE
+            : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                      : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   return CUDA_SUCCESS;
 }
 CUresult s_cuStreamGetCaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
                                   const CUgraphNode** dependencies, size_t* count) {
   SIM_ENTER(cuStreamGetCaptureInfo);
-  if (!resolve_any_context(stream, "cuStreamGetCaptureInfo")) return CUDA_ERROR_INVALID_HANDLE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (id) *id = 0;
-  if (graph) *graph = nullptr;
-  if (dependencies) *dependencies = nullptr;
-  if (count) *count = 0;
+  Stream* s = resolve_any_context(stream, "cuStreamGetCaptureInfo");
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  Capture* c = s->capture;
+  *status = !c ? CU_STREAM_CAPTURE_STATUS_NONE
+               : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  s->dependency = reinterpret_cast<CUgraphNode>(s->last_node);
+  if (id) *id = c ? c->id : 0;
+  if (graph) *graph = c ? reinterpret_cast<CUgraph>(c->graph) : nullptr;
+  if (dependencies) *dependencies = c && s->last_node ? &s->dependency : nullptr;
+  if (count) *count = c && s->last_node ? 1 : 0;
   return CUDA_SUCCESS;
 }
-#define SIM_NO_GRAPHS(name, ...)            \
-  CUresult s_##name(__VA_ARGS__) {          \
-    SIM_ENTER(name);                        \
-    return CUDA_ERROR_NOT_SUPPORTED;        \
+
+Graph* resolve_graph(CUgraph handle) { return live(handle) ? reinterpret_cast<Graph*>(handle) : nullptr; }
+
+// A node of a graph that is not destroyed, or null.
+Node* resolve_node(CUgraphNode handle) {
+  if (!handle) return nullptr;
+  auto* node = reinterpret_cast<Node*>(handle);
+  return live(node->graph) ? node : nullptr;
+}
+
+struct GraphExec {
+  Device* device;
+  std::vector<Node*> nodes;  // of the graph it was instantiated from, which name its nodes in later calls
+  std::vector<Operation> ops;
+};
+
+CUresult s_cuGraphGetNodes(CUgraph handle, CUgraphNode* nodes, size_t* count) {
+  SIM_ENTER(cuGraphGetNodes);
+  Graph* g = resolve_graph(handle);
+  if (!g || !count) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  if (nodes)
+    for (size_t i = 0; i < std::min(*count, g->nodes.size()); i++) nodes[i] = reinterpret_cast<CUgraphNode>(g->nodes[i]);
+  *count = g->nodes.size();
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphNodeGetType(CUgraphNode handle, CUgraphNodeType* type) {
+  SIM_ENTER(cuGraphNodeGetType);
+  Node* node = resolve_node(handle);
+  if (!node) return CUDA_ERROR_INVALID_VALUE;
+  *type = node->op.node_type;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphKernelNodeGetParams(CUgraphNode handle, CUDA_KERNEL_NODE_PARAMS* params) {
+  SIM_ENTER(cuGraphKernelNodeGetParams);
+  Node* node = resolve_node(handle);
+  if (!node || !node->op.launch) return CUDA_ERROR_INVALID_VALUE;
+  const Launch& l = *node->op.launch;
+  *params = {};
+  params->func = reinterpret_cast<CUfunction>(l.function);
+  params->gridDimX = l.grid[0], params->gridDimY = l.grid[1], params->gridDimZ = l.grid[2];
+  params->blockDimX = l.block[0], params->blockDimY = l.block[1], params->blockDimZ = l.block[2];
+  params->sharedMemBytes = l.shared;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphDestroy(CUgraph handle) {
+  SIM_ENTER(cuGraphDestroy);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (live_handles.erase(handle) == 0) {
+    report("cuGraphDestroy got a graph handle that is destroyed or was never made");
+    return CUDA_ERROR_INVALID_VALUE;
   }
-SIM_NO_GRAPHS(cuGraphInstantiateWithFlags, CUgraphExec*, CUgraph, unsigned long long)
-SIM_NO_GRAPHS(cuGraphLaunch, CUgraphExec, CUstream)
-SIM_NO_GRAPHS(cuGraphExecUpdate, CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*)
-SIM_NO_GRAPHS(cuGraphDestroy, CUgraph)
-SIM_NO_GRAPHS(cuGraphExecDestroy, CUgraphExec)
-SIM_NO_GRAPHS(cuGraphGetNodes, CUgraph, CUgraphNode*, size_t*)
-SIM_NO_GRAPHS(cuGraphNodeGetType, CUgraphNode, CUgraphNodeType*)
-SIM_NO_GRAPHS(cuGraphKernelNodeGetParams, CUgraphNode, CUDA_KERNEL_NODE_PARAMS*)
-SIM_NO_GRAPHS(cuGraphExecKernelNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)
-SIM_NO_GRAPHS(cuGraphMemcpyNodeGetParams, CUgraphNode, CUDA_MEMCPY3D*)
-SIM_NO_GRAPHS(cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D*, CUcontext)
-#undef SIM_NO_GRAPHS
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph handle, unsigned long long flags) {
+  SIM_ENTER(cuGraphInstantiateWithFlags);
+  SIM_NEED_CONTEXT();
+  Graph* g = resolve_graph(handle);
+  if (!g || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new GraphExec{g->device, {}, {}};
+  {
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    e->nodes = g->nodes;
+    for (Node* node : g->nodes) e->ops.push_back(node->op);
+  }
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(e);
+  *exec = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+GraphExec* resolve_exec(CUgraphExec handle, const char* call) {
+  if (live(handle)) return reinterpret_cast<GraphExec*>(handle);
+  report(std::string(call) + " got an executable graph handle that is destroyed or was never made");
+  return nullptr;
+}
+CUresult s_cuGraphLaunch(CUgraphExec handle, CUstream stream) {
+  SIM_ENTER(cuGraphLaunch);
+  SIM_QUEUE_ON(cuGraphLaunch, stream);
+  GraphExec* e = resolve_exec(handle, "cuGraphLaunch");
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  if (e->device != s->device) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // child graphs are not simulated
+  }
+  // An injected fault or loss applies to the launch's last node; nodes are not counted as operations of their own.
+  for (size_t i = 0; i < e->ops.size(); i++) enqueue(s, e->ops[i], i + 1 == e->ops.size() ? injected : Injection{});
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphExecUpdate(CUgraphExec handle, CUgraph graph, CUgraphExecUpdateResultInfo* info) {
+  SIM_ENTER(cuGraphExecUpdate);
+  GraphExec* e = resolve_exec(handle, "cuGraphExecUpdate");
+  Graph* g = resolve_graph(graph);
+  if (!e || !g || !info) return CUDA_ERROR_INVALID_VALUE;
+  *info = {};
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  if (g->nodes.size() != e->ops.size()) {
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  }
+  for (size_t i = 0; i < g->nodes.size(); i++)
+    if (g->nodes[i]->op.node_type != e->ops[i].node_type) {
+      info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+      info->errorNode = reinterpret_cast<CUgraphNode>(g->nodes[i]);
+      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+  for (size_t i = 0; i < g->nodes.size(); i++) e->ops[i] = g->nodes[i]->op;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphExecDestroy(CUgraphExec handle) {
+  SIM_ENTER(cuGraphExecDestroy);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (live_handles.erase(handle) == 0) {
+    report("cuGraphExecDestroy got an executable graph handle that is destroyed or was never made");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGraphExecKernelNodeSetParams(CUgraphExec handle, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
+  SIM_ENTER(cuGraphExecKernelNodeSetParams);
+  GraphExec* e = resolve_exec(handle, "cuGraphExecKernelNodeSetParams");
+  if (!e || !params || !params->func) return CUDA_ERROR_INVALID_VALUE;
+  auto* f = reinterpret_cast<Function*>(params->func);
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  const auto at = std::find(e->nodes.begin(), e->nodes.end(), reinterpret_cast<Node*>(node));
+  if (at == e->nodes.end()) return CUDA_ERROR_INVALID_VALUE;
+  Operation& op = e->ops[at - e->nodes.begin()];
+  if (op.node_type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {params->gridDimX, params->gridDimY, params->gridDimZ};
+  const unsigned block[3] = {params->blockDimX, params->blockDimY, params->blockDimZ};
+  op = kernel_operation(f, f->name, grid, block, params->sharedMemBytes, params->kernelParams);
+  return CUDA_SUCCESS;
+}
+// The library loads these but never calls them.
+CUresult s_cuGraphMemcpyNodeGetParams(CUgraphNode, CUDA_MEMCPY3D*) {
+  SIM_ENTER(cuGraphMemcpyNodeGetParams);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult s_cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D*, CUcontext) {
+  SIM_ENTER(cuGraphExecMemcpyNodeSetParams);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 }  // extern "C"
 }  // namespace
