@@ -668,8 +668,8 @@ unsigned long long concurrent_kernels() {
 
 // Runs `run` on its engine of `device`, keeping the engine busy for at least `op.modelled_us`.
 void run_on_engine(Device* device, const Operation& op, const std::function<void()>& run) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(op.modelled_us);
-  auto work = [&] {
+  auto work = [&] {  // once the engine is ours
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(op.modelled_us);
     run();
     if (op.modelled_us > 0) std::this_thread::sleep_until(until);
   };
