@@ -430,7 +430,7 @@ struct Device {
   std::mutex mutex;
   std::vector<Stream*> streams;  // every stream ever made on it (destroyed ones may still have work)
   Stream* legacy = nullptr;
-  unsigned long long release_threshold = 0;
+  std::atomic<unsigned long long> release_threshold{0};
   std::vector<bool> peers;
   std::vector<CUmemAccess_flags> pool_access;  // by device: access to this device's memory pool
 };
@@ -507,11 +507,13 @@ const char* const kKindNames[] = {"device memory", "managed memory", "pinned mem
 
 struct Block {
   uintptr_t base;
-  size_t size;
+  size_t size;  // what was asked for: the extent the checks allow
   Kind kind;
   int device;
   bool live;
   const char* freed_by;
+  size_t capacity = 0;  // what was allocated (whole pages)
+  bool pooled = false;  // a stream-ordered allocation: its free returns it to the device's pool
 };
 
 std::mutex memory_mutex;
@@ -520,14 +522,88 @@ std::deque<uintptr_t> quarantine;
 size_t quarantined_bytes = 0;
 constexpr size_t kQuarantineBytes = 256u << 20;
 
+// Each device's memory pool (under memory_mutex): the blocks its stream-ordered frees returned, oldest first, which
+// later allocations reuse (with whatever bytes they hold); what it holds from the system (reserved) and hands out
+// (used), in bytes, and the high-water marks.
+struct MemoryPool {
+  std::deque<uintptr_t> free_blocks;
+  size_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
+};
+std::vector<MemoryPool>& memory_pools() {
+  static std::vector<MemoryPool> pools(device_count());
+  return pools;
+}
+
+size_t whole_pages(size_t size) { return std::max<size_t>((size + 4095) / 4096 * 4096, 4096); }
+
 void* allocate(size_t size, Kind kind, int device) {
-  const size_t rounded = (size + 4095) / 4096 * 4096;
-  void* p = std::aligned_alloc(4096, rounded ? rounded : 4096);
+  const size_t capacity = whole_pages(size);
+  void* p = std::aligned_alloc(4096, capacity);
   if (!p) return nullptr;
-  std::memset(p, kind == Kind::kDevice ? 0xa5 : 0, rounded ? rounded : 4096);
+  std::memset(p, kind == Kind::kDevice ? 0xa5 : 0, capacity);
   std::lock_guard<std::mutex> lock(memory_mutex);
-  blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), size, kind, device, true, nullptr};
+  blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), size, kind, device, true, nullptr, capacity};
   return p;
+}
+
+// Holds memory_mutex. Keeps a block that is no longer live for a while, so that a late access finds it freed, then
+// gives its memory back.
+void quarantine_block(uintptr_t base) {
+  quarantine.push_back(base);
+  quarantined_bytes += blocks.at(base).capacity;
+  while (quarantined_bytes > kQuarantineBytes) {
+    auto old = blocks.find(quarantine.front());
+    quarantine.pop_front();
+    quarantined_bytes -= old->second.capacity;
+    std::free(reinterpret_cast<void*>(old->first));
+    blocks.erase(old);
+  }
+}
+
+// A stream-ordered allocation: the oldest block of the device's pool that fits (at most twice the size), else a new
+// one.
+void* allocate_from_pool(size_t size, int device) {
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    MemoryPool& pool = memory_pools()[device];
+    const size_t wanted = whole_pages(size);
+    for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end(); ++it) {
+      Block& b = blocks.at(*it);
+      if (b.capacity < wanted || b.capacity > 2 * wanted) continue;
+      b.live = true;
+      b.size = size;
+      b.freed_by = nullptr;
+      pool.used += b.capacity;
+      pool.used_high = std::max(pool.used_high, pool.used);
+      void* reused = reinterpret_cast<void*>(b.base);
+      pool.free_blocks.erase(it);
+      return reused;
+    }
+  }
+  void* p = allocate(size, Kind::kDevice, device);
+  if (!p) return nullptr;
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block& b = blocks.at(reinterpret_cast<uintptr_t>(p));
+  b.pooled = true;
+  MemoryPool& pool = memory_pools()[device];
+  pool.reserved += b.capacity;
+  pool.used += b.capacity;
+  pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+  pool.used_high = std::max(pool.used_high, pool.used);
+  return p;
+}
+
+// Gives the pool's free blocks back to the system, oldest first, until it reserves at most `keep` bytes.
+void trim_pool(int device, size_t keep) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  MemoryPool& pool = memory_pools()[device];
+  while (pool.reserved > keep && !pool.free_blocks.empty()) {
+    const uintptr_t base = pool.free_blocks.front();
+    pool.free_blocks.pop_front();
+    pool.reserved -= blocks.at(base).capacity;
+    blocks.at(base).pooled = false;
+    quarantine_block(base);
+  }
 }
 
 // The block that holds [address, address + bytes), live or freed, or null. Holds memory_mutex.
@@ -547,17 +623,16 @@ CUresult release(uintptr_t base, std::initializer_list<Kind> kinds, const char* 
   bool kind_ok = false;
   for (Kind k : kinds) kind_ok = kind_ok || it->second.kind == k;
   if (!kind_ok) return CUDA_ERROR_INVALID_VALUE;
-  it->second.live = false;
-  it->second.freed_by = by;
-  std::memset(reinterpret_cast<void*>(base), 0xdb, it->second.size);
-  quarantine.push_back(base);
-  quarantined_bytes += it->second.size;
-  while (quarantined_bytes > kQuarantineBytes) {
-    auto old = blocks.find(quarantine.front());
-    quarantine.pop_front();
-    quarantined_bytes -= old->second.size;
-    std::free(reinterpret_cast<void*>(old->first));
-    blocks.erase(old);
+  Block& b = it->second;
+  b.live = false;
+  b.freed_by = by;
+  std::memset(reinterpret_cast<void*>(base), 0xdb, b.size);
+  if (b.pooled) {
+    MemoryPool& pool = memory_pools()[b.device];
+    pool.used -= b.capacity;
+    pool.free_blocks.push_back(base);
+  } else {
+    quarantine_block(base);
   }
   return CUDA_SUCCESS;
 }
@@ -943,6 +1018,13 @@ bool drained(Stream* s) {
   return s->completed.load(std::memory_order_acquire) >= s->issued;
 }
 
+// A synchronizing call gives the device's pool memory above its release threshold back to the system, as the driver
+// does; returns the call's result.
+CUresult released_to_threshold(Device* d, CUresult result) {
+  if (result == CUDA_SUCCESS) trim_pool(d->ordinal, d->release_threshold);
+  return result;
+}
+
 // ---- Events ---------------------------------------------------------------------------------------------------
 
 struct Event {
@@ -1170,12 +1252,12 @@ CUresult s_cuCtxSynchronize() {
   SIM_NEED_CONTEXT();
   Device* d = current;
   if (conflicts_with_capture(d, true)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  return block_until(d, [d] {
-    std::lock_guard<std::mutex> lock(d->mutex);
-    for (Stream* s : d->streams)
-      if (!drained(s)) return false;
-    return true;
-  });
+  return released_to_threshold(d, block_until(d, [d] {
+                                 std::lock_guard<std::mutex> lock(d->mutex);
+                                 for (Stream* s : d->streams)
+                                   if (!drained(s)) return false;
+                                 return true;
+                               }));
 }
 CUresult s_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   SIM_ENTER(cuCtxGetStreamPriorityRange);
@@ -1245,7 +1327,7 @@ CUresult s_cuStreamSynchronize(CUstream stream) {
   Stream* s = resolve_any_context(stream, "cuStreamSynchronize");
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  return block_until(s->device, [s] { return drained(s); });
+  return released_to_threshold(s->device, block_until(s->device, [s] { return drained(s); }));
 }
 CUresult s_cuStreamGetId(CUstream stream, unsigned long long* id) {
   SIM_ENTER(cuStreamGetId);
@@ -1392,7 +1474,7 @@ CUresult s_cuEventSynchronize(CUevent event) {
   Event* e = resolve_event(event, "cuEventSynchronize");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (captured_event(e)) return CUDA_ERROR_CAPTURED_EVENT;
-  return block_until(e->device, [e] { return event_done(e); });
+  return released_to_threshold(e->device, block_until(e->device, [e] { return event_done(e); }));
 }
 CUresult s_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   SIM_ENTER(cuEventElapsedTime);
@@ -1568,7 +1650,7 @@ CUresult allocate_async(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
   if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // allocation nodes are not simulated
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (bytes > (16ull << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* p = allocate(bytes, Kind::kDevice, s->device->ordinal);
+  void* p = allocate_from_pool(bytes, s->device->ordinal);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *pointer = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
@@ -1754,14 +1836,6 @@ CUresult s_cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice d) {
   *pool = reinterpret_cast<CUmemoryPool>(&devices()[d]);
   return CUDA_SUCCESS;
 }
-size_t live_device_bytes(int device) {
-  std::lock_guard<std::mutex> lock(memory_mutex);
-  size_t total = 0;
-  for (const auto& entry : blocks)
-    if (entry.second.live && entry.second.kind == Kind::kDevice && entry.second.device == device)
-      total += entry.second.size;
-  return total;
-}
 CUresult s_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
   SIM_ENTER(cuMemPoolGetAttribute);
   auto* d = reinterpret_cast<Device*>(pool);
@@ -1769,9 +1843,15 @@ CUresult s_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribut
   switch (attribute) {
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = d->release_threshold; return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      *out = live_device_bytes(d->ordinal);
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+      std::lock_guard<std::mutex> lock(memory_mutex);
+      const MemoryPool& pool = memory_pools()[d->ordinal];
+      *out = attribute == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? pool.reserved
+             : attribute == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH  ? pool.reserved_high
+             : attribute == CU_MEMPOOL_ATTR_USED_MEM_CURRENT   ? pool.used
+                                                               : pool.used_high;
       return CUDA_SUCCESS;
+    }
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -1781,8 +1861,9 @@ CUresult s_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribut
   reinterpret_cast<Device*>(pool)->release_threshold = *static_cast<cuuint64_t*>(value);
   return CUDA_SUCCESS;
 }
-CUresult s_cuMemPoolTrimTo(CUmemoryPool, size_t) {
+CUresult s_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   SIM_ENTER(cuMemPoolTrimTo);
+  trim_pool(reinterpret_cast<Device*>(pool)->ordinal, keep);
   return CUDA_SUCCESS;
 }
 CUresult s_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
