@@ -16,7 +16,10 @@
 //  - Memory: device, managed and pinned memory are host memory. Every operation checks, when it runs, that the device
 //    memory it touches is allocated; touching freed memory (a stream-ordered free already done, cuMemFree,
 //    cuMemFreeHost) is a sticky CUDA_ERROR_ILLEGAL_ADDRESS, reported on stderr with the prefix "simulated driver:".
-//    Freed memory is poisoned (0xdb) and kept out of reuse for a while, so a late access finds it.
+//    Memory freed by cuMemFree or cuMemFreeHost is poisoned (0xdb) and kept out of reuse for a while, so a late
+//    access finds it. Stream-ordered frees return blocks to their device's memory pool, which reuses them, bytes and
+//    all, for later stream-ordered allocations (oldest first); reserved and used bytes are counted, trimmed by
+//    cuMemPoolTrimTo and, at synchronizing calls, down to the release threshold.
 //    A copy of pageable host memory is synchronous, as the real driver's is.
 //  - Sticky faults: once a device faults, its queued work is dropped and every call on it returns the fault.
 //  - Handles of destroyed streams and events are refused (CUDA_ERROR_INVALID_HANDLE, and a line on stderr).
@@ -40,7 +43,7 @@
 //    is CUDA_ERROR_STREAM_CAPTURE_ISOLATION. Graphs instantiate, launch (their nodes one after another), update in
 //    place when the topology and node types match, and take new kernel arguments.
 // What it does not model (yet): other kernels do nothing but take their delay; allocations, frees and copies of
-// pageable memory in a capture (the capture fails), child graphs; memory pools do not reuse blocks.
+// pageable memory in a capture (the capture fails), child graphs.
 //
 // Failure injection, SIMULATED_DRIVER_FAIL: rules separated by commas, each
 //     <entry point>[@<thread>[/<n>]]:<k>[+]=<action>
@@ -626,12 +629,12 @@ CUresult release(uintptr_t base, std::initializer_list<Kind> kinds, const char* 
   Block& b = it->second;
   b.live = false;
   b.freed_by = by;
-  std::memset(reinterpret_cast<void*>(base), 0xdb, b.size);
-  if (b.pooled) {
+  if (b.pooled) {  // keeps its bytes, as a pool's block does for the next allocation that reuses it
     MemoryPool& pool = memory_pools()[b.device];
     pool.used -= b.capacity;
     pool.free_blocks.push_back(base);
   } else {
+    std::memset(reinterpret_cast<void*>(base), 0xdb, b.size);
     quarantine_block(base);
   }
   return CUDA_SUCCESS;
