@@ -18,7 +18,7 @@ import {
   type CompileKey,
 } from '../src/compile-cache.js';
 import { nvrtcInfo } from '../src/program.js';
-import { gpu } from './support/gpu.js';
+import { gpuNotSimulated } from './support/gpu.js';
 
 function scratchDirectory(t: { after: (fn: () => void) => void }): string {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'csp-compile-cache-'));
@@ -142,7 +142,7 @@ async function written(module: Awaited<ReturnType<typeof Program.compile>>): Pro
   return [...(await out.toArray(Uint32Array, { stream }))];
 }
 
-test('a compile writes one disk entry that a second compile of the same program reuses', gpu, async (t) => {
+test('a compile writes one disk entry that a second compile of the same program reuses', gpuNotSimulated('nvrtc'), async (t) => {
   const directory = scratchDirectory(t);
   const source = `${WRITE(11)} // ${directory}`;
   using first = await Program.compile(source, { cacheDirectory: directory });
@@ -157,7 +157,7 @@ test('a compile writes one disk entry that a second compile of the same program 
   assert.deepEqual(readdirSync(directory), files);
 });
 
-test('a disk entry under a compile\'s key is loaded instead of compiling, from a fresh memory cache', gpu, async (t) => {
+test('a disk entry under a compile\'s key is loaded instead of compiling, from a fresh memory cache', gpuNotSimulated('nvrtc'), async (t) => {
   const directory = scratchDirectory(t);
   const device = Device.get(0);
   const compiler = await nvrtcInfo();
@@ -181,7 +181,7 @@ test('a disk entry under a compile\'s key is loaded instead of compiling, from a
   assert.deepEqual(await written(bypass), [33, 33, 33, 33], 'cache: false compiles');
 });
 
-test('a corrupt disk entry is ignored: the program compiles and the entry is rewritten', gpu, async (t) => {
+test('a corrupt disk entry is ignored: the program compiles and the entry is rewritten', gpuNotSimulated('nvrtc'), async (t) => {
   const directory = scratchDirectory(t);
   const source = `${WRITE(44)} // ${directory}`;
   (await Program.compile(source, { cacheDirectory: directory })).unload();
@@ -194,7 +194,7 @@ test('a corrupt disk entry is ignored: the program compiles and the entry is rew
   assert.ok(decodeEntry(readFileSync(file)), 'the entry was rewritten whole');
 });
 
-test('CUDA_STREAM_POOL_CACHE_DIR names the directory; a compile naming include paths writes nothing', gpu, async (t) => {
+test('CUDA_STREAM_POOL_CACHE_DIR names the directory; a compile naming include paths writes nothing', gpuNotSimulated('nvrtc'), async (t) => {
   const directory = scratchDirectory(t);
   const saved = process.env.CUDA_STREAM_POOL_CACHE_DIR;
   process.env.CUDA_STREAM_POOL_CACHE_DIR = directory;

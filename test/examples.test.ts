@@ -6,9 +6,9 @@ import { test } from 'node:test';
 
 import { cuda } from 'cuda-stream-pool';
 import { PartitionScaler } from '../examples/scale-partitions.js';
-import { gpu, repositoryRoot } from './support/gpu.js';
+import { gpuNotSimulated, repositoryRoot } from './support/gpu.js';
 
-test('the README example scales 64 partitions of different sizes on pool streams, twice with one scaler', gpu, async () => {
+test('the README example scales 64 partitions of different sizes on pool streams, twice with one scaler', gpuNotSimulated('nvrtc'), async () => {
   const before = cuda.liveObjects();
   const partitions = Array.from({ length: 64 }, (_, p) => Float32Array.from({ length: 1000 + 997 * p }, (_, i) => (i % 113) - p));
   {

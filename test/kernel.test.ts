@@ -10,7 +10,7 @@ import { CudaError, cuda, DestroyedError, DeviceBuffer, Program, Stream, withStr
 import { ArgumentPacker, checkParamSizes, readDims, validateSignature, type ParamType } from '../src/module.js';
 import { asKernelPointer } from '../src/kernel-argument.js';
 import { generator } from '../src/bench/reference.js';
-import { gpu, testKernels } from './support/gpu.js';
+import { gpu, gpuNotSimulated, testKernels } from './support/gpu.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Argument checks without a GPU: the same ArgumentPacker every launch uses.
@@ -215,7 +215,7 @@ async function readBack<T extends Float32Array | Uint32Array | BigUint64Array>(s
 
 const POISON = 0x5eadbeef; // below 2**31, whatever integer type a fill value is read as
 
-test('SAXPY on random data matches a CPU reference within float32 tolerance', gpu, async () => {
+test('SAXPY on random data matches a CPU reference within float32 tolerance', gpuNotSimulated('nvrtc'), async () => {
   const { saxpy } = await kernels();
   using stream = Stream.create();
   const n = (1 << 20) + 123; // not a multiple of the block
@@ -240,7 +240,7 @@ test('SAXPY on random data matches a CPU reference within float32 tolerance', gp
   assert.notDeepEqual(out.subarray(0, 16), y.subarray(0, 16));
 });
 
-test('a 2D grid writes every element of a width x height array exactly once', gpu, async () => {
+test('a 2D grid writes every element of a width x height array exactly once', gpuNotSimulated('nvrtc'), async () => {
   const { index2d } = await kernels();
   using stream = Stream.create();
   const width = 1000;
@@ -259,7 +259,7 @@ test('a 2D grid writes every element of a width x height array exactly once', gp
   }
 });
 
-test('wrong argument count, type or range throws before launch, and the stream stays usable', gpu, async () => {
+test('wrong argument count, type or range throws before launch, and the stream stays usable', gpuNotSimulated('nvrtc'), async () => {
   const { fill } = await kernels();
   using stream = Stream.create();
   const n = 4096;
@@ -281,7 +281,7 @@ test('wrong argument count, type or range throws before launch, and the stream s
   assert.ok(after.every((v) => v === 7));
 });
 
-test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemBytes and works after', gpu, async () => {
+test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedMemBytes and works after', gpuNotSimulated('nvrtc'), async () => {
   const { sharedSum } = await kernels();
   using stream = Stream.create();
   const bytes = 100 * 1024;
@@ -307,7 +307,7 @@ test('100 KiB of dynamic shared memory fails clearly before setMaxDynamicSharedM
   assert.equal(total, expected);
 });
 
-test('more dynamic shared memory than the device allows is a CudaError naming the limit', gpu, async () => {
+test('more dynamic shared memory than the device allows is a CudaError naming the limit', gpuNotSimulated('nvrtc'), async () => {
   const { sharedSum } = await kernels();
   assert.throws(() => sharedSum.setMaxDynamicSharedMemBytes(16 * 1024 * 1024), (e: unknown) => {
     assert.ok(e instanceof CudaError, String(e));
@@ -318,7 +318,7 @@ test('more dynamic shared memory than the device allows is a CudaError naming th
   });
 });
 
-test('too many threads per block is a CudaError naming the kernel, the launch shape and its limit', gpu, async () => {
+test('too many threads per block is a CudaError naming the kernel, the launch shape and its limit', gpuNotSimulated('nvrtc'), async () => {
   const { bounded, fill } = await kernels();
   using stream = Stream.create();
   using out = DeviceBuffer.alloc(4096 * 4, { stream });
@@ -338,7 +338,7 @@ test('too many threads per block is a CudaError naming the kernel, the launch sh
   assert.ok(values.every((v) => v === 3));
 });
 
-test('attributes and maxPotentialBlockSize() report what the driver says about the kernel', gpu, async () => {
+test('attributes and maxPotentialBlockSize() report what the driver says about the kernel', gpuNotSimulated('nvrtc'), async () => {
   const { saxpy } = await kernels();
   const a = saxpy.attributes;
   assert.ok(a.registers > 0 && a.registers <= 255, `registers ${a.registers}`);
@@ -352,7 +352,7 @@ test('attributes and maxPotentialBlockSize() report what the driver says about t
   assert.throws(() => saxpy.maxPotentialBlockSize({ dynamicSharedMemBytes: -1 }), { code: 'ERR_OUT_OF_RANGE' });
 });
 
-test('a signature that does not match the kernel\'s parameters is refused by getFunction()', gpu, async () => {
+test('a signature that does not match the kernel\'s parameters is refused by getFunction()', gpuNotSimulated('nvrtc'), async () => {
   const { module } = (await kernels()).saxpy;
   assert.throws(() => module.getFunction('saxpy', ['u32', 'f32', 'ptr']), {
     code: 'ERR_INVALID_ARG_VALUE',
@@ -370,7 +370,7 @@ test('launch without options.stream queues on currentStream()', gpu, async () =>
   assert.equal(stream.query(), true);
 });
 
-test('after unload(), every kernel method throws DestroyedError and the module count drops', gpu, async () => {
+test('after unload(), every kernel method throws DestroyedError and the module count drops', gpuNotSimulated('nvrtc'), async () => {
   const before = cuda.liveObjects().modules;
   const module = await Program.compile('extern "C" __global__ void nothing() {}');
   assert.equal(cuda.liveObjects().modules, before + 1);
@@ -388,7 +388,7 @@ test('after unload(), every kernel method throws DestroyedError and the module c
 
 // StreamPool (src/pool.ts) has not landed yet: the worker borrows a stream the main thread created, by its handle,
 // which is what a pool stream shared with a worker is. Switch to pool.share() / pool.getStream(i) once it lands.
-test('a worker compiles a kernel and launches it on a stream the main thread created', gpu, async () => {
+test('a worker compiles a kernel and launches it on a stream the main thread created', gpuNotSimulated('nvrtc'), async () => {
   using stream = Stream.create();
   const worker = new Worker(new URL('./workers/kernel-worker.js', import.meta.url), { workerData: { handle: stream.handle } });
   const result = await new Promise<{ ok: boolean; values?: number[]; streamId?: string; error?: string }>((resolve, reject) => {

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { CompileError, CudaError, DeviceBuffer, Module, Program, Stream, type Kernel } from 'cuda-stream-pool';
 import { compilerOptions } from '../src/program.js';
 import { runChild } from './support/child.js';
-import { gpu, repositoryRoot } from './support/gpu.js';
+import { gpuNotSimulated, repositoryRoot } from './support/gpu.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Everywhere: argument checks, option selection, no NVRTC, no driver.
@@ -178,7 +178,7 @@ async function run(kernel: Kernel): Promise<number[]> {
   return [...values];
 }
 
-test('compiles for the device to a CUBIN that Module.load() loads again without NVRTC', gpu, async () => {
+test('compiles for the device to a CUBIN that Module.load() loads again without NVRTC', gpuNotSimulated('nvrtc'), async () => {
   using module = await Program.compile(WRITE_VALUE, { options: ['-DVALUE=42'] });
   assert.ok(module.cubin instanceof Uint8Array);
   assert.deepEqual([...module.cubin.subarray(0, 4)], [0x7f, 0x45, 0x4c, 0x46], 'a CUBIN is an ELF image');
@@ -189,7 +189,7 @@ test('compiles for the device to a CUBIN that Module.load() loads again without 
   assert.deepEqual(await run(again.getFunction('write_value', ['ptr'])), Array(8).fill(42));
 });
 
-test('an explicit compute_XY architecture gives PTX and no CUBIN, and the driver compiles it', gpu, async () => {
+test('an explicit compute_XY architecture gives PTX and no CUBIN, and the driver compiles it', gpuNotSimulated('nvrtc'), async () => {
   using module = await Program.compile(WRITE_VALUE, { options: ['-DVALUE=7', '--gpu-architecture=compute_80'] });
   assert.equal(module.cubin, undefined);
   assert.match(module.ptx ?? '', /\.target\s+sm_80/);
@@ -200,7 +200,7 @@ test('an explicit compute_XY architecture gives PTX and no CUBIN, and the driver
   assert.deepEqual(await run(again.getFunction('write_value', ['ptr'])), Array(8).fill(7));
 });
 
-test('a mistake on line 7 rejects with CompileError whose log names that line', gpu, async () => {
+test('a mistake on line 7 rejects with CompileError whose log names that line', gpuNotSimulated('nvrtc'), async () => {
   const lines = [
     '// line 1',
     'extern "C" __global__ void broken(float* out) {', // line 2
@@ -224,7 +224,7 @@ test('a mistake on line 7 rejects with CompileError whose log names that line', 
   }
 });
 
-test('an option NVRTC does not know rejects with CompileError', gpu, async () => {
+test('an option NVRTC does not know rejects with CompileError', gpuNotSimulated('nvrtc'), async () => {
   await assert.rejects(Program.compile(WRITE_VALUE, { options: ['-DVALUE=1', '--no-such-nvrtc-option'] }), (e: unknown) => {
     assert.ok(e instanceof CompileError, String(e));
     assert.match(e.log, /no-such-nvrtc-option|NVRTC_ERROR_INVALID_OPTION/);
@@ -232,7 +232,7 @@ test('an option NVRTC does not know rejects with CompileError', gpu, async () =>
   });
 });
 
-test('kernels are found by their extern "C" names; an unknown name lists the module\'s kernels', gpu, async () => {
+test('kernels are found by their extern "C" names; an unknown name lists the module\'s kernels', gpuNotSimulated('nvrtc'), async () => {
   using module = await Program.compile(`${WRITE_VALUE}\nextern "C" __global__ void other() {}`, { options: ['-DVALUE=1'] });
   assert.equal(module.getFunction('other', []).name, 'other');
   assert.throws(() => module.getFunction('writeValue', ['ptr']), (e: unknown) => {
@@ -246,7 +246,7 @@ test('kernels are found by their extern "C" names; an unknown name lists the mod
   });
 });
 
-test('Module.load() reads PTX given as bytes, and rejects an image the driver cannot use with CudaError', gpu, async () => {
+test('Module.load() reads PTX given as bytes, and rejects an image the driver cannot use with CudaError', gpuNotSimulated('ptxJit'), async () => {
   const bytes = readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'));
   using module = await Module.load(bytes);
   assert.equal(module.cubin, undefined);
@@ -268,7 +268,7 @@ function entries(ptx: string): Record<string, string[]> {
   return out;
 }
 
-test('every committed PTX file declares the same kernels and parameters as its .cu source compiled by NVRTC', gpu, async () => {
+test('every committed PTX file declares the same kernels and parameters as its .cu source compiled by NVRTC', gpuNotSimulated('nvrtc'), async () => {
   const pairs = [path.join(repositoryRoot, 'test', 'kernels'), path.join(repositoryRoot, 'kernels')]
     .filter((dir) => existsSync(dir))
     .flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.cu')).map((f) => path.join(dir, f)))
@@ -282,7 +282,7 @@ test('every committed PTX file declares the same kernels and parameters as its .
   }
 });
 
-test('compiles in flight at the same time each give their own module', gpu, async () => {
+test('compiles in flight at the same time each give their own module', gpuNotSimulated('nvrtc'), async () => {
   const modules = await Promise.all([1, 2, 3, 4].map((value) => Program.compile(WRITE_VALUE, { name: `value-${value}.cu`, options: [`-DVALUE=${value}`] })));
   try {
     for (const [i, module] of modules.entries()) assert.deepEqual(await run(module.getFunction('write_value', ['ptr'])), Array(8).fill(i + 1));
@@ -291,7 +291,7 @@ test('compiles in flight at the same time each give their own module', gpu, asyn
   }
 });
 
-test('a worker terminated while its compile runs leaves the process working', gpu, async () => {
+test('a worker terminated while its compile runs leaves the process working', gpuNotSimulated('nvrtc'), async () => {
   const index = new URL('../src/index.js', import.meta.url).href;
   const result = await runChild(`
     import { Worker } from 'node:worker_threads';

@@ -93,6 +93,12 @@ console.log(
   `soak: seeds ${options.seeds.join(', ')}; ${options.steps !== undefined ? `${options.steps} steps` : `${options.seconds} s`} each; ` +
     `${options.workers} workers; step timeout ${options.stepTimeoutMs} ms; watchdog ${options.watchdogSeconds} s`,
 );
+// Loaded only now: the operations' modules open the driver, which the option checks above must not need.
+const { notSimulated } = await import('../support/gpu.js');
+const { leftOut } = await import('./operations/index.js');
+const reasons = [...new Set(leftOut.map((op) => op.notSimulated!))];
+for (const reason of reasons)
+  console.log(`left out on the simulated driver, ${notSimulated[reason]}: ${leftOut.filter((op) => op.notSimulated === reason).map((op) => op.name).join(', ')}`);
 const outcomes: Outcome[] = [];
 for (const seed of options.seeds) {
   const outcome = await runSeed(options, seed);

@@ -2,6 +2,7 @@
 // entry to one of the tables in test/soak/operations/ (see test/soak/operations/index.ts).
 import { DestroyedError, Stream } from 'cuda-stream-pool';
 
+import type { NotSimulated } from '../support/gpu.js';
 import type { ErrorKind } from './check.js';
 import type { Context } from './context.js';
 import type { BufferEntry, ModuleEntry, StreamEntry } from './model.js';
@@ -21,6 +22,8 @@ export interface Operation {
   readonly weight: number;
   /** Which threads draw it. */
   readonly threads: 'main' | 'worker' | 'any';
+  /** Why the simulated driver cannot run it (a key of test/support/gpu.ts's notSimulated): left out there. */
+  readonly notSimulated?: NotSimulated;
   plan(ctx: Context): Planned | undefined;
 }
 

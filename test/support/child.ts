@@ -1,7 +1,7 @@
 // Runs a snippet of ESM in a child Node.js process (lifecycle, fault and no-GPU tests), importing the package by name.
 import { spawn } from 'node:child_process';
 
-import { repositoryRoot } from './gpu.js';
+import { repositoryRoot } from './paths.js';
 
 export interface ChildResult {
   code: number | null;

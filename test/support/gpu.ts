@@ -1,9 +1,14 @@
-// Shared helpers for GPU suites: the skip reason, the test kernels, device-side timestamps.
+// Shared helpers for GPU suites: the skip reasons, the tests the simulated driver cannot run, the test kernels,
+// device-side timestamps.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { cuda, Device, Module, type Kernel } from 'cuda-stream-pool';
+
+import { repositoryRoot } from './paths.js';
+import { SIMULATOR_SKIP_PREFIX } from './skips.js';
+
+export { repositoryRoot, SIMULATOR_SKIP_PREFIX };
 
 /** `{ skip }` for GPU tests: false with a GPU, else the visible reason (npm run test:gpu fails on any skip). */
 export const gpu: { skip: string | false } = {
@@ -24,9 +29,46 @@ export function multiDeviceSkip(count: number): string {
   return `needs ${count} GPUs`;
 }
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-/** The repository root, from dist/test/support. */
-export const repositoryRoot = path.resolve(here, '..', '..', '..');
+// Note [tests the simulated driver cannot run]: `npm run test:sim` (run-tests.js --sim) runs every suite on
+// scripts/simulated-driver.cc and fails on any skip but these. Each GPU test that cannot run there names one key of
+// `notSimulated` through `gpuNotSimulated(key)`: on a real GPU it runs as a `gpu` test does; on the simulated driver
+// it skips with SIMULATOR_SKIP_PREFIX and the key's reason. A key that names a feature the simulator lacks goes away
+// when the simulator models that feature (the tests then run: delete the key and let tsc find them). The simulated
+// driver is recognised by the name its devices report ("Simulated GPU <n>", from its cuDeviceGetName), so a suite run
+// by hand with CUDA_STREAM_POOL_LIBCUDA pointing at it skips the same tests as the tier does.
+
+/** Why a GPU test cannot run under the simulated driver, one entry per cause: the full list of the sim tier's
+ * exceptions. See Note [tests the simulated driver cannot run]. */
+export const notSimulated = {
+  // Needs what the simulated tier's machines lack.
+  nvrtc: 'needs NVRTC (Program.compile, the runtime compiler), which the machines of the simulated tier do not have',
+  // Features the simulated driver does not model yet.
+  streamCapture: 'the simulator has no stream capture or graphs (cuStreamBeginCapture returns CUDA_ERROR_NOT_SUPPORTED)',
+  memoryPoolReserve:
+    'the simulator\'s memory pools keep no freed memory reserved (reservedBytes is always the live bytes; cuMemPoolTrimTo does nothing)',
+  memGetInfo: 'the simulator\'s cuMemGetInfo reports fixed figures (15 of 16 GiB free) that allocations do not change',
+  ctxCreate: 'the simulator has no cuCtxCreate (a context of the caller\'s own beside the primary contexts)',
+  ptxJit: 'the simulator does not JIT-compile PTX: cuModuleLoadDataEx accepts any image, so a bad one loads',
+} as const;
+
+/** A key of {@link notSimulated}: why a test cannot run under the simulated driver. */
+export type NotSimulated = keyof typeof notSimulated;
+
+/** True when the loaded driver is the simulated driver (scripts/simulated-driver.cc): its devices are named
+ * "Simulated GPU <n>". */
+export const onSimulatedDriver: boolean = cuda.available && Device.get(0).name.startsWith('Simulated GPU ');
+
+/** The skip reason of a test that cannot run under the simulated driver for `reason`. */
+export function simulatorSkip(reason: NotSimulated): string {
+  return `${SIMULATOR_SKIP_PREFIX}${notSimulated[reason]}`;
+}
+
+/** `{ skip }` for a GPU test that cannot run under the simulated driver for `reason` (a key of {@link notSimulated}): as
+ * {@link gpu} on a real GPU or none, and skipped with {@link simulatorSkip} on the simulated driver. */
+export function gpuNotSimulated(reason: NotSimulated): { skip: string | false } {
+  if (gpu.skip) return gpu;
+  return { skip: onSimulatedDriver ? simulatorSkip(reason) : false };
+}
 
 const loaded = new Map<number, Promise<Module>>();
 

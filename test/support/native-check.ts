@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before } from 'node:test';
 
-import { repositoryRoot } from './gpu.js';
+import { repositoryRoot } from './paths.js';
 
 const compiler = process.env.CXX ?? 'g++';
 const hasCompiler = spawnSync(compiler, ['--version']).status === 0;

@@ -2,6 +2,10 @@
 //   node dist/test/support/run-tests.js         skips allowed, reasons printed (CI without a GPU)
 //   node dist/test/support/run-tests.js --gpu   any skip fails the run (the GPU machine), except a multi-device
 //                                               test's "needs N GPUs" while fewer than N are visible
+//   node dist/test/support/run-tests.js --sim   every suite on the simulated driver (scripts/simulated-driver.cc,
+//                                               built here) with two devices; any skip fails the run except those
+//                                               of tests the simulator cannot run (test/support/gpu.ts, notSimulated),
+//                                               which are listed by reason at the end
 // Extra arguments are test file name filters (substrings).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -13,8 +17,20 @@ import { sortSkips } from './skips.js';
 
 const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
-const noSkips = args.includes('--gpu');
+const simulated = args.includes('--sim');
+const noSkips = simulated || args.includes('--gpu');
 const filters = args.filter((a) => !a.startsWith('--'));
+if (simulated && args.includes('--gpu')) {
+  console.error('--gpu and --sim cannot be combined: --sim runs on the simulated driver, --gpu on the real one');
+  process.exit(64);
+}
+if (simulated) {
+  // Before anything loads the library: the test processes, and this one, open the simulated driver.
+  const { simulatedDriver } = await import('./simulated-driver.js');
+  process.env.CUDA_STREAM_POOL_LIBCUDA = simulatedDriver();
+  // Two devices, so that the multi-device tests run too.
+  process.env.SIMULATED_DRIVER_DEVICES = '2';
+}
 
 function findTests(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -33,6 +49,7 @@ if (files.length === 0) {
 }
 const { cuda, Device } = await import('cuda-stream-pool');
 if (!cuda.available) console.log(`No usable CUDA GPU: GPU tests skip. ${cuda.unavailableReason}\n`);
+if (simulated && cuda.available) console.log(`On the simulated driver (${process.env.CUDA_STREAM_POOL_LIBCUDA}): ${Device.count()} devices, ${Device.get(0).name}\n`);
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-tests-'));
 const tap = path.join(scratch, 'report.tap');
 const result = spawnSync(
@@ -41,8 +58,9 @@ const result = spawnSync(
     '--expose-gc',
     '--test',
     '--test-concurrency=1',
-    // A hung test fails with a timeout instead of stalling the whole run (and the GPU machine's time).
-    '--test-timeout=120000',
+    // A hung test fails with a timeout instead of stalling the whole run (and the GPU machine's time). The limit is
+    // also each file's: on the simulated driver the CPU does the GPU's work, so a file of benchmark runs takes longer.
+    `--test-timeout=${simulated ? 300_000 : 120_000}`,
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',
@@ -62,11 +80,19 @@ const skips = report.split('\n').filter((line) => /# SKIP/.test(line)).map((line
 // A multi-device test skips with "needs N GPUs" (test/support/gpu.ts); on a machine with fewer than N that is the one
 // skip --gpu accepts, so single-GPU runs stay green while every other skip still fails them.
 const visible = Device.count();
-const { tooFewDevices, other: otherSkips } = sortSkips(skips, visible);
-const accepted = tooFewDevices.length > 0 ? ` (${tooFewDevices.length} of them need more GPUs than the ${visible} visible)` : '';
-console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped${accepted}`);
+const { tooFewDevices, simulator, other: otherSkips } = sortSkips(skips, visible, simulated);
+const notSimulated = [...simulator.values()].reduce((sum, names) => sum + names.length, 0);
+const accepted = [
+  tooFewDevices.length > 0 && `${tooFewDevices.length} of them need more GPUs than the ${visible} visible`,
+  notSimulated > 0 && `${notSimulated} cannot run under the simulated driver`,
+].filter(Boolean);
+if (simulator.size > 0) {
+  console.log(`\nNot run under the simulated driver (test/support/gpu.ts, notSimulated), by reason:`);
+  for (const [reason, names] of [...simulator].sort(([a], [b]) => a.localeCompare(b))) console.log(`  ${reason} (${names.length}):\n    ${names.join('\n    ')}`);
+}
+console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped${accepted.length > 0 ? ` (${accepted.join('; ')})` : ''}`);
 if (noSkips && otherSkips.length > 0) {
-  console.error(`--gpu: ${otherSkips.length} test(s) skipped, which fails this run:\n  ${otherSkips.join('\n  ')}`);
+  console.error(`${simulated ? '--sim' : '--gpu'}: ${otherSkips.length} test(s) skipped, which fails this run:\n  ${otherSkips.join('\n  ')}`);
   process.exit(1);
 }
 process.exit(result.status === 0 && failed === 0 ? 0 : 1);

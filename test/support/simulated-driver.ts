@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { runChild, type ChildResult } from './child.js';
-import { repositoryRoot } from './gpu.js';
+import { repositoryRoot } from './paths.js';
 import { needsCompiler } from './native-check.js';
 
 export { needsCompiler };

@@ -1,15 +1,35 @@
-// Which skips `npm run test:gpu` accepts: a multi-device test's "needs N GPUs" (test/support/gpu.ts) while fewer than N
-// devices are visible, so single-GPU runs stay green; every other skip fails that run.
+// Which skips `npm run test:gpu` and `npm run test:sim` accept: a multi-device test's "needs N GPUs"
+// (test/support/gpu.ts) while fewer than N devices are visible, so single-GPU runs stay green; and, in the simulated
+// tier alone, a test that cannot run under the simulated driver (its reason starts with SIMULATOR_SKIP_PREFIX). Every
+// other skip fails those runs. No imports of the library here: the runner loads it only once it has picked the driver.
 
-/** Splits TAP skip lines (`ok 3 - name # SKIP reason`) into those accepted with `visible` GPUs and the others. No GPU
- * at all accepts none: the machine cannot run the GPU suite. */
-export function sortSkips(lines: readonly string[], visible: number): { tooFewDevices: string[]; other: string[] } {
-  const tooFewDevices: string[] = [];
-  const other: string[] = [];
+/** The start of a skip reason that `--sim` accepts; test/support/gpu.ts builds those reasons from it. */
+export const SIMULATOR_SKIP_PREFIX = 'not under the simulated driver: ';
+
+/** The skips of one run, sorted by what the runner makes of them. */
+export interface SortedSkips {
+  /** "needs N GPUs" with fewer than N visible: accepted. */
+  tooFewDevices: string[];
+  /** Tests that cannot run under the simulated driver, by reason (without the prefix): accepted when `simulated`. */
+  simulator: Map<string, string[]>;
+  /** Every other skip: fails `--gpu` and `--sim`. */
+  other: string[];
+}
+
+/** Splits TAP skip lines (`ok 3 - name # SKIP reason`) into those accepted with `visible` GPUs, those of tests the
+ * simulated driver cannot run (only when `simulated`: elsewhere they are `other`), and the others. No GPU at all
+ * accepts none: the machine cannot run the GPU suite. */
+export function sortSkips(lines: readonly string[], visible: number, simulated = false): SortedSkips {
+  const sorted: SortedSkips = { tooFewDevices: [], simulator: new Map(), other: [] };
   for (const line of lines) {
-    const needed = /# SKIP needs (\d+) GPUs$/.exec(line.trim())?.[1];
-    if (visible > 0 && needed !== undefined && visible < Number(needed)) tooFewDevices.push(line);
-    else other.push(line);
+    const skip = /^(?:not )?ok \d+ - (.*) # SKIP (.*)$/.exec(line.trim());
+    const reason = skip?.[2] ?? '';
+    const needed = /^needs (\d+) GPUs$/.exec(reason)?.[1];
+    if (visible > 0 && needed !== undefined && visible < Number(needed)) sorted.tooFewDevices.push(line);
+    else if (simulated && visible > 0 && reason.startsWith(SIMULATOR_SKIP_PREFIX)) {
+      const key = reason.slice(SIMULATOR_SKIP_PREFIX.length);
+      sorted.simulator.set(key, [...(sorted.simulator.get(key) ?? []), skip![1]!]);
+    } else sorted.other.push(line);
   }
-  return { tooFewDevices, other };
+  return sorted;
 }

@@ -43,6 +43,7 @@ function addGraph(ctx: Context, graph: Graph, work: FillWork, shape: GraphEntry[
 export const graphOperations: Operation[] = [
   {
     name: 'graph.capture',
+    notSimulated: 'streamCapture',
     weight: 1.5,
     threads: 'any',
     plan(ctx) {
@@ -92,6 +93,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.instantiate',
+    notSimulated: 'streamCapture',
     weight: 1,
     threads: 'any',
     plan(ctx) {
@@ -110,6 +112,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.launch',
+    notSimulated: 'streamCapture',
     weight: 3,
     threads: 'any',
     plan(ctx) {
@@ -130,6 +133,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.update',
+    notSimulated: 'streamCapture',
     weight: 1,
     threads: 'any',
     plan(ctx) {
@@ -151,6 +155,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.setKernelArguments',
+    notSimulated: 'streamCapture',
     weight: 1.5,
     threads: 'any',
     plan(ctx) {
@@ -181,6 +186,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.inspect',
+    notSimulated: 'streamCapture',
     weight: 0.7,
     threads: 'any',
     plan(ctx) {
@@ -204,6 +210,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.destroy',
+    notSimulated: 'streamCapture',
     weight: 0.6,
     threads: 'any',
     plan(ctx) {
@@ -222,6 +229,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.freeBuffer',
+    notSimulated: 'streamCapture',
     weight: 0.3,
     threads: 'any',
     plan(ctx) {
@@ -238,6 +246,7 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.end',
+    notSimulated: 'streamCapture',
     weight: 0.6,
     threads: 'any',
     plan(ctx) {

@@ -158,6 +158,7 @@ export const kernelOperations: Operation[] = [
   },
   {
     name: 'program.compile',
+    notSimulated: 'nvrtc',
     weight: 0.3,
     threads: 'any',
     plan(ctx) {
