@@ -356,6 +356,7 @@ struct Wait {
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through
   bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
+  std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
 };
 
 class Engine {
@@ -419,8 +420,19 @@ class Engine {
       if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
       return check_quiet(drv().cuEventQuery(wait.event->handle), wait.device);
     }
-    if (wait.marker.event && !make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
-    return marker_status(wait.marker);
+    if (wait.marker.event && !make_current_quiet(wait.device)) return settled_or_pending(wait, CUDA_ERROR_INVALID_CONTEXT);
+    return settled_or_pending(wait, marker_status(wait.marker));
+  }
+
+  // A failed query of the library's own marker event says nothing of the work before it, unless it is a sticky fault
+  // (check_quiet recorded it): it is asked again for up to kUnsureLimit before the failure becomes the wait's result.
+  // Taken at once, a copy's landing would be dropped while a later wait on its stream resolved: wrong bytes, no error.
+  static CUresult settled_or_pending(Wait& wait, CUresult result) {
+    using Clock = std::chrono::steady_clock;
+    if (result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY || device_fault(wait.device) != CUDA_SUCCESS) return result;
+    const auto now = Clock::now();
+    if (wait.unsure_since == Clock::time_point{}) wait.unsure_since = now;
+    return now - wait.unsure_since < kUnsureLimit ? CUDA_ERROR_NOT_READY : result;
   }
 
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
@@ -560,6 +572,8 @@ class Engine {
   // 64 MiB copy (about 1.2 ms on an H200) a tenth of its throughput; 250 us costs at most 4,000 wake-ups a second, and
   // only while something is pending.
   static constexpr std::chrono::microseconds kLongestSleep{250};
+  // How long a marker event's query may fail (not sticky) before the failure is taken as the wait's result.
+  static constexpr std::chrono::milliseconds kUnsureLimit{100};
 
   std::once_flag started_;
   std::atomic<Wait*> incoming_{nullptr};
@@ -760,7 +774,8 @@ bool settle_landing(Napi::Env env, Landing& landing) {
     } else {
       if (landing.marker.event && !make_current_quiet(landing.marker.device)) return false;
       result = marker_status(landing.marker);
-      if (result == CUDA_ERROR_NOT_READY) return false;
+      // Only done or a sticky fault settles it here; a query that failed otherwise is the poller's to judge.
+      if (result != CUDA_SUCCESS && device_fault(landing.marker.device) == CUDA_SUCCESS) return false;
     }
   }
   finish_landing(env, landing, result == CUDA_SUCCESS);

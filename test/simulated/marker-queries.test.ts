@@ -1,0 +1,53 @@
+// A failed query of the library's own marker event (not sticky) is asked again, not taken as the end of the copy
+// before it: a copy into a JS array still lands before the wait that follows it resolves. Found by the fault sweep
+// (test/fault-sweep): the landing was dropped and toArray() resolved with the array's zeros.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, runSimulated, simulatedJson } from '../support/simulated-driver.js';
+
+for (const [what, fail] of [
+  ["the poller's first cuEventQuery fails", 'cuEventQuery@csp-poller:1=CUDA_ERROR_OUT_OF_MEMORY'],
+  ["the poller's first three cuEventQuery calls fail", 'cuEventQuery@csp-poller:1=CUDA_ERROR_OUT_OF_MEMORY,cuEventQuery@csp-poller:2=CUDA_ERROR_INVALID_VALUE,cuEventQuery@csp-poller:3=CUDA_ERROR_OUT_OF_MEMORY'],
+] as const) {
+  test(`event markers: when ${what}, toArray() still resolves with the bytes the device holds`, needsCompiler, async () => {
+    const run = await runSimulated(
+      `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+       const stream = Stream.create();
+       const buffer = DeviceBuffer.alloc(4096, { stream });
+       stream.fill(buffer, 6);
+       let result;
+       try {
+         const bytes = await buffer.toArray(Uint8Array, { stream });
+         result = bytes.every((b) => b === 6) ? 'landed' : 'resolved without the bytes';
+       } catch (e) {
+         result = e.code;
+       }
+       buffer.free();
+       stream.destroy();
+       console.log(JSON.stringify({ result }));`,
+      { fail, operationDelayUs: 2000, env: { SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS: '1', SIMULATED_DRIVER_TRACE: '1' } },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    // The trace shows that the failure was met; no other line of the driver's (a misuse) may appear.
+    const lines = run.stderr.split('\n').filter((line) => line.startsWith('simulated driver:'));
+    assert.ok(lines.some((line) => line.includes('injected into call 1 of cuEventQuery on csp-poller/1')), run.stderr);
+    assert.deepEqual(lines.filter((line) => !/injected into call|calls the driver/.test(line)), []);
+    assert.equal(JSON.parse(run.stdout.trim()).result, 'landed');
+  });
+}
+
+test('event markers: a query that keeps failing ends the wait with its error instead of hanging', needsCompiler, async () => {
+  const result = await simulatedJson<{ result: string }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(4096, { stream });
+     stream.fill(buffer, 6);
+     const result = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     buffer.free();
+     stream.destroy();
+     console.log(JSON.stringify({ result }));`,
+    { fail: 'cuEventQuery@csp-poller:1+=CUDA_ERROR_OUT_OF_MEMORY', operationDelayUs: 2000, env: { SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS: '1' } },
+  );
+  assert.equal(result.result, 'CUDA_ERROR_OUT_OF_MEMORY');
+});
