@@ -123,11 +123,19 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
     }
     return r != CUDA_SUCCESS;
   };
-  if (!make_current_quiet(device)) {
-    out.failure = CUDA_ERROR_INVALID_CONTEXT;
-    out.call = "cuCtxSetCurrent";
-    return out;
-  }
+  // Makes a device's context current; a failure is the outcome's (with the driver's own result) unless one came first.
+  auto enter = [&fail](int on) {
+    try {
+      make_current(on);
+      return true;
+    } catch (const CudaFailure& f) {
+      fail(f.code, "cuCtxSetCurrent");
+    } catch (...) {
+      fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
+    }
+    return false;
+  };
+  if (!enter(device)) return out;
   // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
   // The free's own stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
@@ -148,8 +156,7 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   for (BufferUse& use : buffer.uses) {
     if (use.stream.get() == free_box) continue;
     // A stream of another device (a peer copy) is recorded on in its own context (Note [current context]).
-    if (!make_current_quiet(use.stream->device)) {
-      fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
+    if (!enter(use.stream->device)) {
       ordered = false;
       continue;
     }
@@ -165,10 +172,10 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
     if (!use_lock.alive() && use.stream->retired) after.push_back(use.stream->retired);
     if (use.event) after.push_back(use.event);
   }
-  if (!make_current_quiet(device)) {
-    fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
-    ordered = false;
-  }
+  // Without its own context current, the device's library stream must not be asked for: made now, it would be made
+  // in another device's context and refuse every later free of this device.
+  const bool current = enter(device);
+  if (!current) ordered = false;
   CUstream free_stream = free_box ? free_box->handle : nullptr;
   CUevent own = nullptr;  // the free's own stream, as one more event for the library stream to follow
   if (!after.empty() || !free_box) {
@@ -180,7 +187,7 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
         after.push_back(own);
     }
     try {
-      free_stream = library_stream(device);
+      if (current) free_stream = library_stream(device);
     } catch (const CudaFailure& f) {
       fail(f.code, "cuStreamCreate");
       ordered = false;
