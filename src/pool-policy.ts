@@ -102,8 +102,9 @@ interface Waiter<S> {
 type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-let makeLease: <S>(core: PoolCore<S>, slot: number, leaseView: (slot: number, lease: object) => S) => StreamLease<S>;
-let viewOf: <S>(lease: StreamLease<S>) => S;
+let makeLease: <S>(core: PoolCore<S>, slot: number) => StreamLease<S>;
+/** The lease's stream wrapper, or undefined while nobody has asked for it (Note [lean leases]). */
+let viewOf: <S>(lease: StreamLease<S>) => S | undefined;
 
 /** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
  * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
@@ -119,7 +120,7 @@ let viewOf: <S>(lease: StreamLease<S>) => S;
 export class StreamLease<S = import('./stream.js').Stream> {
   #core: PoolCore<S> | undefined;
   #slot: number;
-  #view!: S;
+  #view: S | undefined = undefined;
 
   private constructor(token: symbol, core: PoolCore<S>, slot: number) {
     checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
@@ -128,21 +129,19 @@ export class StreamLease<S = import('./stream.js').Stream> {
   }
 
   static {
-    makeLease = (core, slot, leaseView) => {
-      const lease = new StreamLease(internalConstruction, core, slot);
-      lease.#view = leaseView(slot, lease);
-      return lease;
-    };
+    makeLease = (core, slot) => new StreamLease(internalConstruction, core, slot);
     viewOf = (lease) => lease.#view;
     guardReceivers(StreamLease, (value) => #slot in value);
   }
 
-  /** The leased stream: a wrapper of its own, retired when the lease ends, so that work scheduled through it after
-   * release throws instead of landing on a stream someone else now holds.
+  /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
+   * scheduled through it after release throws instead of landing on a stream someone else now holds. The same
+   * object on every read during the lease.
    * @throws {@link DestroyedError} (resource 'StreamLease') after release. */
   get stream(): S {
-    if (this.#core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
-    return this.#view;
+    const core = this.#core;
+    if (core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
+    return (this.#view ??= core.leaseView(this.#slot, this));
   }
 
   /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
@@ -410,10 +409,11 @@ export class PoolCore<S> {
     if (inScope === undefined || this.#heldCount === 0) return undefined;
     for (let slot = 0; slot < this.size; slot++) {
       const lease = this.#leaseAt(slot);
-      if (!lease || !inScope(viewOf(lease))) continue;
+      const view = lease ? viewOf(lease) : undefined;
+      if (view === undefined || !inScope(view)) continue; // a view never made cannot be in scope
       let id: unknown;
       try {
-        id = (viewOf(lease) as { id?: unknown }).id;
+        id = (view as { id?: unknown }).id;
       } catch {
         // a stand-in stream (the policy's tests) has no id
       }
@@ -479,14 +479,35 @@ export class PoolCore<S> {
     this.#check(method);
   }
 
-  /** Called by StreamLease.release(). @internal */
-  end(lease: StreamLease<S>, slot: number, view: S): void {
-    if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
-    this.#slots.retire(view, 'belongs to a StreamLease that was released');
+  /** The wrapper of slot `slot`'s stream for `lease`, made when the lease's stream is first read. @internal */
+  leaseView(slot: number, lease: StreamLease<S>): S {
+    return this.#slots.leaseView(slot, lease);
+  }
+
+  /** Called by StreamLease.release(); `view` is undefined when the lease's stream was never read. @internal */
+  end(lease: StreamLease<S>, slot: number, view: S | undefined): void {
+    if (view !== undefined) {
+      if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
+      this.#slots.retire(view, 'belongs to a StreamLease that was released');
+    }
     if (this.#young[slot] === lease) this.#young[slot] = undefined;
     else this.#reclaimer.unregister(lease);
     this.#giveBack(slot);
   }
+
+  /* Note [lean leases]: tryAcquire() + release() is the pool's hot path, so a lease costs one small object and a few
+   * shared-word operations, nothing more. On Node 20 an Atomics operation is a call into the runtime (about 20 ns),
+   * not an inlined instruction, so the path makes only those the protocol needs and reads the rest plainly:
+   * - The lease word is picked by a plain read and taken by compareExchange, which alone decides (a stale read only
+   *   makes it fail, or skips a word that has just come free).
+   * - The idleness words (Note [known idle]) are read plainly: they choose among free streams, a preference only.
+   * - A release's first look at WAITING_ENVS is plain; the free that follows is an Atomics.store and the load after it
+   *   is atomic, and that pair is what the ordering rule of Note [pool shared words] relies on.
+   * - A slot's lease counter is written by the holder of its lease word alone, so a plain increment is race-free.
+   * - The stream wrapper is made when `lease.stream` is first read (run() reads it at once), so a lease that never
+   *   needs it costs no Stream. Each lease still gets a wrapper of its own: an object identity is all a stale
+   *   reference carries, so a wrapper reused for a later lease could not tell its old holder from the new one.
+   */
 
   /* Note [lease reclaim]: a forgotten lease goes back to the pool once neither it nor its stream can be reached. A
    * lease view keeps its lease alive (leaseView's `lease`), so the lease is what the garbage collector decides on.
@@ -584,12 +605,13 @@ export class PoolCore<S> {
    * explicit count changed). Work queued through `stream.handle` by another library is not seen: preferring idle
    * streams is a preference, never a guarantee. */
   #knownIdle(slot: number): boolean {
+    // Plain reads: a stale value only changes which free stream is preferred (Note [lean leases]).
     const l = this.#layout;
     const u = this.#u32;
-    const then = Atomics.load(u, l.idleAtBase + slot);
+    const then = u[l.idleAtBase + slot]!;
     if (then === UNKNOWN_IDLE) return false;
-    if (Atomics.load(u, l.explicitBase + slot) !== Atomics.load(u, l.idleExplicitBase + slot)) return false;
-    const now = Atomics.load(u, NEXT);
+    if (u[l.explicitBase + slot] !== u[l.idleExplicitBase + slot]) return false;
+    const now = u[NEXT]!;
     if (now < then || now - then >= this.size) return false; // wound back, or a whole round handed out
     const firstHandOut = then + ((slot - (then % this.size) + this.size) % this.size); // first n >= then, n % size = slot
     return firstHandOut >= now;
@@ -604,7 +626,8 @@ export class PoolCore<S> {
     let fallback = -1;
     let probes = 0;
     for (let k = 0, slot = this.#scan; k < size; k++, slot = slot + 1 === size ? 0 : slot + 1) {
-      const word = Atomics.load(w, base + slot);
+      // A plain read picks the candidate; the compareExchange below is what takes it (Note [lean leases]).
+      const word = w[base + slot]!;
       if (word === -env || (word < 0 && !this.#registered(-word))) {
         // Handed to this thread, or a stale hand-off to a thread no longer waiting: claim or reclaim.
         if (Atomics.compareExchange(w, base + slot, word, env) === word) return this.#took(slot);
@@ -634,8 +657,12 @@ export class PoolCore<S> {
   }
 
   #grant(slot: number): StreamLease<S> {
-    Atomics.add(this.#u32, this.#layout.leaseCountBase + slot, 1);
-    const lease = makeLease(this, slot, this.#slots.leaseView);
+    // Only the holder of a slot's lease word writes its counter, so a plain increment is race-free (the CAS that took
+    // the word orders it after the previous holder's); stats() may read it a moment late.
+    const counts = this.#u32;
+    const at = this.#layout.leaseCountBase + slot;
+    counts[at] = counts[at]! + 1;
+    const lease = makeLease(this, slot);
     this.#young[slot] = lease;
     this.#heldCount++;
     if (this.#promotion === undefined) {
@@ -650,9 +677,11 @@ export class PoolCore<S> {
     const w = this.#words;
     const env = this.environment;
     const at = this.#layout.leaseBase + slot;
-    for (;;) {
+    for (let first = true; ; first = false) {
       const mine = this.#entry >= 0 ? 1 : 0;
-      if (Atomics.load(w, WAITING_ENVS) > mine) {
+      // The first look may be a plain read: a registration it misses is seen by the load after the free below,
+      // which rings every doorbell (Note [lean leases]).
+      if ((first ? w[WAITING_ENVS]! : Atomics.load(w, WAITING_ENVS)) > mine) {
         const entry = this.#nextWaiting();
         const target = entry >= 0 && entry !== this.#entry ? Atomics.load(w, entry) : 0;
         if (target > 0 && target !== env) {
