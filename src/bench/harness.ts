@@ -7,6 +7,8 @@ export interface Sample {
   p10: number;
   p90: number;
   runs: number;
+  /** Calls per measured run, for a figure per call of a loop (`bench micro`); absent otherwise. */
+  callsPerRun?: number;
 }
 
 /** A micro-benchmark row: what was measured, its value, and the baseline from the same run it is compared with. */
@@ -43,16 +45,112 @@ export function summarize(values: number[]): Sample {
   return { median: percentile(sorted, 0.5), p10: percentile(sorted, 0.1), p90: percentile(sorted, 0.9), runs: values.length };
 }
 
-/** Nanoseconds per call of a synchronous `fn`, over `runs` runs of `iterations` calls each, after one warm-up run. */
-export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 9): Sample {
-  const perCall: number[] = [];
-  for (let r = -1; r < runs; r++) {
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < iterations; i++) fn(i);
-    const ns = Number(process.hrtime.bigint() - start) / iterations;
-    if (r >= 0) perCall.push(ns);
+/* Note [steady state]: a per-call figure is only worth reading once V8 has optimized the loop that makes the calls;
+ * before that it measures the interpreter and the compiler. So every loop of `bench micro` is measured the same way:
+ * - warm-up: rounds of WARMUP_RUNS runs, until the median per call of a round is within SETTLED of the round
+ *   before, or WARMUP_ROUNDS rounds, or WARMUP_MS, have passed (a loop that never settles is measured anyway);
+ * - calls per run: from the caller's minimum, grown (at most 16× a step) whenever a round's median run is shorter
+ *   than MIN_RUN_MS (the settling then starts again), so that a run is long beside the timer's resolution and the
+ *   size holds once the loop is optimized;
+ * - then `runs` measured runs at that size, summarized as median and p10-p90, with `callsPerRun` in the sample.
+ * A loop is one function given the number of calls, so the loop itself is what V8 optimizes, not a wrapper that
+ * calls a closure per call (a loop whose body is a closure, as timeSync's, pays that call: a few ns). */
+const MIN_RUN_MS = 5;
+const WARMUP_RUNS = 3;
+const WARMUP_ROUNDS = 20;
+const WARMUP_MS = 3000;
+const SETTLED = 0.05;
+const MAX_CALLS = 2 ** 26;
+
+/** How {@link steadySync} and {@link steadyAsync} size and warm a loop; every field optional. */
+export interface SteadyOptions {
+  /** Calls in the first run, the least a run makes: a positive integer. @defaultValue 100 */
+  minCalls?: number;
+  /** Measured runs after the warm-up. @defaultValue 9 */
+  runs?: number;
+}
+
+function elapsedNs(start: bigint): number {
+  return Number(process.hrtime.bigint() - start);
+}
+
+/** The next size of a run that lasted `ns` with `calls` calls: enough for MIN_RUN_MS, at most 16× more. */
+function grown(calls: number, ns: number): number {
+  const wanted = Math.ceil((calls * MIN_RUN_MS * 1e6 * 1.2) / Math.max(ns, 1));
+  return Math.min(MAX_CALLS, Math.max(calls + 1, Math.min(wanted, calls * 16)));
+}
+
+function median(values: number[]): number {
+  return summarize(values).median;
+}
+
+/** The warm-up of Note [steady state] over `run` (one run of `calls` calls, returning its ns), as a generator so that
+ * the synchronous and the asynchronous loop share it: it yields each size to run WARMUP_RUNS times and is sent the
+ * median of those runs; it returns the calls per measured run. */
+function* warmUp(minCalls: number): Generator<number, number, number> {
+  let calls = Math.max(1, minCalls);
+  let previous = Number.NaN;
+  const start = process.hrtime.bigint();
+  for (let round = 0; round < WARMUP_ROUNDS && elapsedNs(start) < WARMUP_MS * 1e6; round++) {
+    const ns: number = yield calls;
+    if (ns < MIN_RUN_MS * 1e6 && calls < MAX_CALLS) {
+      // Too short (the loop got faster as V8 optimized it): a bigger run, and the settling starts again.
+      calls = grown(calls, ns);
+      previous = Number.NaN;
+      continue;
+    }
+    const perCall = ns / calls;
+    if (Math.abs(perCall - previous) <= SETTLED * previous) break;
+    previous = perCall;
   }
-  return summarize(perCall);
+  return calls;
+}
+
+/** Nanoseconds per call of `loop(calls)` (a synchronous loop making `calls` calls) in steady state: see
+ * Note [steady state]. The sample carries the calls per run. */
+export function steadySync(loop: (calls: number) => unknown, options: SteadyOptions = {}): Sample {
+  const run = (calls: number): number => {
+    const start = process.hrtime.bigint();
+    loop(calls);
+    return elapsedNs(start);
+  };
+  const plan = warmUp(options.minCalls ?? 100);
+  let step = plan.next();
+  while (!step.done) {
+    const calls = step.value;
+    step = plan.next(median(Array.from({ length: WARMUP_RUNS }, () => run(calls))));
+  }
+  const calls = step.value;
+  const perCall = Array.from({ length: options.runs ?? 9 }, () => run(calls) / calls);
+  return { ...summarize(perCall), callsPerRun: calls };
+}
+
+/** {@link steadySync} for a loop that awaits: `loop(calls)` resolves once it has made `calls` calls. */
+export async function steadyAsync(loop: (calls: number) => Promise<unknown>, options: SteadyOptions = {}): Promise<Sample> {
+  const run = async (calls: number): Promise<number> => {
+    const start = process.hrtime.bigint();
+    await loop(calls);
+    return elapsedNs(start);
+  };
+  const plan = warmUp(options.minCalls ?? 100);
+  let step = plan.next();
+  while (!step.done) {
+    const times: number[] = [];
+    for (let r = 0; r < WARMUP_RUNS; r++) times.push(await run(step.value));
+    step = plan.next(median(times));
+  }
+  const calls = step.value;
+  const perCall: number[] = [];
+  for (let r = 0; r < (options.runs ?? 9); r++) perCall.push((await run(calls)) / calls);
+  return { ...summarize(perCall), callsPerRun: calls };
+}
+
+/** Nanoseconds per call of a synchronous `fn` in steady state (Note [steady state]): at least `iterations` calls per
+ * run, `runs` measured runs. */
+export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 9): Sample {
+  return steadySync((calls) => {
+    for (let i = 0; i < calls; i++) fn(i);
+  }, { minCalls: iterations, runs });
 }
 
 /** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met. */
@@ -71,24 +169,20 @@ export function targetAddedNs(result: MicroResult, ns: number): MicroResult {
 }
 
 /** A native baseline's sample: `measure` (one run of a C++ loop, returning its figure) called `runs` times after one
- * warm-up call, as {@link timeSync} runs a JS loop. */
-export function nativeSample(measure: () => number, runs = 9): Sample {
+ * warm-up call (compiled code needs no more). `calls`, when given, is the loop's calls per run, kept in the sample. */
+export function nativeSample(measure: () => number, runs = 9, calls?: number): Sample {
   const values: number[] = [];
   for (let r = -1; r < runs; r++) {
     const value = measure();
     if (r >= 0) values.push(value);
   }
-  return summarize(values);
+  const sample = summarize(values);
+  return calls === undefined ? sample : { ...sample, callsPerRun: calls };
 }
 
-/** Nanoseconds per call of an async `fn` awaited in sequence, as {@link timeSync}. */
+/** Nanoseconds per call of an async `fn` awaited in sequence, in steady state as {@link timeSync}. */
 export async function timeAsync(fn: (i: number) => Promise<unknown>, iterations: number, runs = 9): Promise<Sample> {
-  const perCall: number[] = [];
-  for (let r = -1; r < runs; r++) {
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < iterations; i++) await fn(i);
-    const ns = Number(process.hrtime.bigint() - start) / iterations;
-    if (r >= 0) perCall.push(ns);
-  }
-  return summarize(perCall);
+  return steadyAsync(async (calls) => {
+    for (let i = 0; i < calls; i++) await fn(i);
+  }, { minCalls: iterations, runs });
 }

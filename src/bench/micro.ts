@@ -12,7 +12,7 @@ import { streamMicroBenchmarks } from './stream.js';
 import { peerMicroBenchmarks, peerSkipReason } from './peer.js';
 
 /** The `schema` value of `bench micro --json` output. */
-export const MICRO_SCHEMA = 'cuda-stream-pool/bench-micro/1';
+export const MICRO_SCHEMA = 'cuda-stream-pool/bench-micro/2';
 
 type MicroFunction = (options: { device: number }) => Promise<MicroResult[]>;
 
@@ -119,8 +119,8 @@ export function formatMicroReport(report: MicroReport): string {
   const setup = new Table({ style: plain });
   for (const row of environmentRows(report.environment)) setup.push(row);
   const rows = new Table({
-    head: ['group', 'benchmark', 'median', 'p10-p90', 'native baseline', 'baseline', 'ratio', 'target', 'met'],
-    colAligns: ['left', 'left', 'right', 'right', 'left', 'right', 'right', 'left', 'left'],
+    head: ['group', 'benchmark', 'median', 'p10-p90', 'calls/run', 'native baseline', 'baseline', 'ratio', 'target', 'met'],
+    colAligns: ['left', 'left', 'right', 'right', 'right', 'left', 'right', 'right', 'left', 'left'],
     style: plain,
   });
   for (const group of report.groups) {
@@ -131,6 +131,7 @@ export function formatMicroReport(report: MicroReport): string {
         r.name,
         withUnit(r.value, r.unit),
         spread(r.value),
+        r.value.callsPerRun === undefined ? '-' : String(r.value.callsPerRun),
         r.baselineName ?? '-',
         withUnit(r.baseline, r.unit),
         ratio === undefined ? '-' : `${figure(ratio)}×`,
@@ -144,7 +145,8 @@ export function formatMicroReport(report: MicroReport): string {
     .map((g) => `  ${g.name}: ${g.status === 'missing' ? 'not run' : g.status === 'skipped' ? 'skipped' : 'FAILED'}: ${g.message}`);
   return (
     `cuda-stream-pool bench micro: per-call costs beside native baselines from the same run\n${setup.toString()}\n${rows.toString()}\n` +
-    '  median and p10-p90 over runs of many calls; ratio = library / native for costs (lower is better),\n' +
+    '  median and p10-p90 over runs of many calls, each loop warmed until V8 has optimized it (calls/run: the calls\n' +
+    '  of one measured run); ratio = library / native for costs (lower is better),\n' +
     '  native / library for throughput (higher is better)\n' +
     (notes.length ? `${notes.join('\n')}\n` : '')
   );

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 
 import { Device, StreamPool, type Stream } from '../index.js';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, summarize, timeAsync, timeSync, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadyAsync, steadySync, summarize, type MicroResult, type Sample } from './harness.js';
 
 /** Options of {@link poolMicroBenchmarks}. */
 export interface PoolMicroOptions {
@@ -78,7 +78,7 @@ async function asyncContextTax(): Promise<{ before: Sample; after: Sample }> {
     console.log(JSON.stringify({ before, after: await sample() }));`;
   const { stdout } = await execute(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
   const { before, after } = JSON.parse(stdout.trim().split('\n').pop()!) as { before: number[]; after: number[] };
-  return { before: summarize(before), after: summarize(after) };
+  return { before: { ...summarize(before), callsPerRun: 200_000 }, after: { ...summarize(after), callsPerRun: 200_000 } };
 }
 
 /** 64 tasks contending for the streams of `pool` (8 of them), each doing `perTask` acquire/release pairs with a turn
@@ -98,7 +98,7 @@ async function contended(pool: StreamPool, tasks: number, perTask: number, runs 
     );
     if (r >= 0) values.push(Number(process.hrtime.bigint() - started) / (tasks * perTask));
   }
-  return summarize(values);
+  return { ...summarize(values), callsPerRun: tasks * perTask };
 }
 
 /** Measures the pool's per-call costs beside cuStreamCreateWithPriority+cuStreamDestroy from a C++ loop of the same
@@ -106,23 +106,28 @@ async function contended(pool: StreamPool, tasks: number, perTask: number, runs 
  * - `pool.getStream()` per call (target ≤ 50 ns, aim ≤ 20 ns, and ≥ 80× cheaper than create+destroy);
  * - `acquire()` + `release()` per pair, uncontended, inside an AsyncLocalStorage context (target ≤ 1 µs);
  * - `run(fn)` per call with an empty fn, uncontended (lease + scope + release);
+ * - `tryAcquire()` + `release()` per pair (target ≤ 250 ns), and the same reading `lease.stream` (its wrapper made);
  * - `acquire()` + `release()` per pair with 64 tasks contending for 8 streams, AsyncLocalStorage in use.
  * - `pool.getStream()` beside a plain JS round-robin over a SharedArrayBuffer counter (target ≤ 2×);
  * - `run(fn)` beside `acquire()` + `release()` awaited the same way: the cost of `currentStream()` scoping;
  * - the CPU an idle process with live pools uses over 1 s (target ≤ 1 % of a core).
- * Needs a GPU. Creates two pools and destroys them before returning; the idle-CPU row runs 3 child processes.
+ * Every loop is measured in steady state (Note [steady state] in harness.ts). Needs a GPU. Creates two pools and destroys them before returning; the idle-CPU row runs 3 child processes.
  * @throws {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver fails. */
 export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promise<MicroResult[]> {
   const device = Device.get(options.device ?? 0);
   const ordinal = device.ordinal;
   const addon = benchAddon();
-  const baseline = nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 2_000));
+  const baseline = nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 2_000), 9, 2_000);
   const results: MicroResult[] = [];
   const pool = new StreamPool({ device, size: 32 });
   const eight = new StreamPool({ device, size: 8 });
   try {
+    // Each loop is written out where it is measured (Note [steady state] in harness.ts): V8 optimizes the loop with
+    // the call inlined, as it would a user's loop.
     let sink = 0;
-    const getStream = timeSync(() => (sink += pool.getStream().priority), 2_000_000);
+    const getStream = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) sink += pool.getStream().priority;
+    }, { minCalls: 100_000 });
     const cheaper = baseline.median / getStream.median;
     results.push(
       row('pool.getStream()', getStream, baseline, '≤ 50 ns (aim ≤ 20 ns) and ≥ 80× cheaper than create+destroy',
@@ -132,7 +137,9 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
     const counter = new Int32Array(new SharedArrayBuffer(4));
     const streams: Stream[] = Array.from({ length: pool.size }, (_, i) => pool.getStream(i));
     const size = streams.length;
-    const roundRobin = timeSync(() => (sink += streams[(Atomics.add(counter, 0, 1) >>> 0) % size]!.priority), 2_000_000);
+    const roundRobin = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) sink += streams[(Atomics.add(counter, 0, 1) >>> 0) % size]!.priority;
+    }, { minCalls: 100_000 });
     const handOut = getStream.median / roundRobin.median;
     results.push(
       row('pool.getStream(), beside a plain JS pick', getStream, roundRobin, '≤ 2× the plain JS pick', handOut <= 2,
@@ -147,26 +154,41 @@ export async function poolMicroBenchmarks(options: PoolMicroOptions = {}): Promi
     );
 
     const storage = new AsyncLocalStorage<number>();
-    // The loop awaits each acquire directly: a wrapper async function per pair (as timeAsync adds) would cost one
-    // more promise, which AsyncLocalStorage's promise hooks make dearer than the pair itself.
-    const pair = await storage.run(1, async () => {
-      const perPair: number[] = [];
-      for (let run = -1; run < 9; run++) {
-        const start = process.hrtime.bigint();
-        for (let i = 0; i < 20_000; i++) (await pool.acquire()).release();
-        if (run >= 0) perPair.push(Number(process.hrtime.bigint() - start) / 20_000);
-      }
-      return summarize(perPair);
-    });
+    // The loop awaits each acquire directly: a wrapper async function per pair would cost one more promise, which
+    // AsyncLocalStorage's promise hooks make dearer than the pair itself.
+    const pair = await storage.run(1, () =>
+      steadyAsync(async (calls) => {
+        for (let i = 0; i < calls; i++) (await pool.acquire()).release();
+      }, { minCalls: 10_000 }),
+    );
     results.push(row('pool.acquire() + lease.release(), uncontended', pair, baseline, '≤ 1 µs', pair.median <= 1000));
-    const tryPair = storage.run(1, () => timeSync(() => pool.tryAcquire()!.release(), 20_000));
-    results.push(row('pool.tryAcquire() + lease.release(), uncontended', tryPair, baseline));
+    const tryPair = storage.run(1, () =>
+      steadySync((calls) => {
+        for (let i = 0; i < calls; i++) pool.tryAcquire()!.release();
+      }, { minCalls: 10_000 }),
+    );
+    results.push(row('pool.tryAcquire() + lease.release(), uncontended', tryPair, baseline, '≤ 250 ns', tryPair.median <= 250));
+    // A lease whose stream is read, as every real use does: the lease's own stream wrapper is made.
+    const tryStream = storage.run(1, () =>
+      steadySync((calls) => {
+        for (let i = 0; i < calls; i++) {
+          const lease = pool.tryAcquire()!;
+          sink += lease.stream.priority;
+          lease.release();
+        }
+      }, { minCalls: 10_000 }),
+    );
+    results.push(row('pool.tryAcquire() + lease.stream + lease.release(), uncontended', tryStream, baseline));
 
-    const scoped = await timeAsync(() => pool.run(() => undefined), 20_000);
+    const scoped = await steadyAsync(async (calls) => {
+      for (let i = 0; i < calls; i++) await pool.run(() => undefined);
+    }, { minCalls: 10_000 });
     results.push(row('pool.run(fn), uncontended, empty fn', scoped, baseline));
     // The same lease awaited the same way (one async call per iteration), without the scope: what currentStream()
     // scoping adds to a task.
-    const leased = await timeAsync(async () => (await pool.acquire()).release(), 20_000);
+    const leased = await steadyAsync(async (calls) => {
+      for (let i = 0; i < calls; i++) await (async () => (await pool.acquire()).release())();
+    }, { minCalls: 10_000 });
     results.push(
       row('pool.run(fn), empty fn, beside acquire() + release()', scoped, leased, undefined, undefined,
         'await pool.acquire() then lease.release() in an async function (JS loop)'),
