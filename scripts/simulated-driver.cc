@@ -524,6 +524,7 @@ std::map<uintptr_t, Block> blocks;  // by base address, freed ones included whil
 std::deque<uintptr_t> quarantine;
 size_t quarantined_bytes = 0;
 constexpr size_t kQuarantineBytes = 256u << 20;
+constexpr size_t kDeviceBytes = 16ull << 30;  // each device's memory
 
 // Each device's memory pool (under memory_mutex): the blocks its stream-ordered frees returned, oldest first, which
 // later allocations reuse (with whatever bytes they hold); what it holds from the system (reserved) and hands out
@@ -1223,7 +1224,7 @@ CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
 CUresult s_cuDeviceTotalMem(size_t* bytes, CUdevice d) {
   SIM_ENTER(cuDeviceTotalMem);
   if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = 16ull << 30;
+  *bytes = kDeviceBytes;
   return CUDA_SUCCESS;
 }
 CUresult s_cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer) {
@@ -1495,9 +1496,17 @@ CUresult s_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
     if (!b->stream) return CUDA_ERROR_INVALID_HANDLE;
   }
   if (!event_done(a) || !event_done(b)) return CUDA_ERROR_NOT_READY;
-  std::lock_guard<std::mutex> la(a->mutex);
-  std::lock_guard<std::mutex> lb(b->mutex);
-  *ms = static_cast<float>(b->done_ms - a->done_ms);
+  // One lock at a time: `start` and `end` may be the same event.
+  double started, ended;
+  {
+    std::lock_guard<std::mutex> la(a->mutex);
+    started = a->done_ms;
+  }
+  {
+    std::lock_guard<std::mutex> lb(b->mutex);
+    ended = b->done_ms;
+  }
+  *ms = static_cast<float>(ended - started);
   return CUDA_SUCCESS;
 }
 CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
@@ -1644,15 +1653,23 @@ CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction fu
 CUresult s_cuMemGetInfo(size_t* free_bytes, size_t* total) {
   SIM_ENTER(cuMemGetInfo);
   SIM_NEED_CONTEXT();
-  *total = 16ull << 30;
-  *free_bytes = 15ull << 30;
+  // Free: the total less what the device's memory pool reserves and its other live device and managed memory.
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    for (const auto& [base, b] : blocks)
+      if (b.live && !b.pooled && b.kind != Kind::kPinned && b.device == current->ordinal) held += b.capacity;
+    held += memory_pools()[current->ordinal].reserved;
+  }
+  *total = kDeviceBytes;
+  *free_bytes = *total - std::min(held, *total);
   return CUDA_SUCCESS;
 }
 CUresult allocate_async(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
   SIM_QUEUE_ON(cuMemAllocAsync, stream);
   if (invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // allocation nodes are not simulated
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (bytes > (16ull << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (bytes > kDeviceBytes) return CUDA_ERROR_OUT_OF_MEMORY;
   void* p = allocate_from_pool(bytes, s->device->ordinal);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *pointer = reinterpret_cast<CUdeviceptr>(p);

@@ -6,17 +6,13 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { Device } from 'cuda-stream-pool';
-import { gpu, gpuNotSimulated, onSimulatedDriver, repositoryRoot } from './support/gpu.js';
+import { gpu, gpuNotSimulated, repositoryRoot } from './support/gpu.js';
 import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
 
 const fixture = benchFixture();
 
 const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
-// What the tests of every mode run: on the simulated driver every mode but graph, which needs stream capture (the
-// graph mode's own test is on the simulator's exception list).
-const RUN_MODES = onSimulatedDriver ? MODES.filter((mode) => mode !== 'graph') : MODES;
-const EVERY_MODE = ['--mode', RUN_MODES.join(',')];
 
 /** Runs the CLI as a user would (`node dist/src/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
  * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers. */
@@ -386,13 +382,13 @@ function numbers(value: unknown, at = ''): [string, number][] {
 }
 
 test('bench --tasks 8 --json prints results whose values are finite and positive in every mode', gpu, () => {
-  const r = cli(['bench', ...EVERY_MODE, '--tasks', '8', '--runs', '2', '--json'], { timeoutMs: 300_000 });
+  const r = cli(['bench', '--tasks', '8', '--runs', '2', '--json'], { timeoutMs: 300_000 });
   assert.equal(r.status, 0, r.stderr);
   const result = JSON.parse(r.stdout);
   assert.equal(result.schema, 'cuda-stream-pool/bench/2');
   assert.match(result.environment.device.name, /\S/);
   assert.equal(result.environment.node, process.version);
-  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), RUN_MODES);
+  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), MODES);
   for (const [at, value] of [...numbers(result.modes, 'modes'), ...numbers(result.phasesAloneMs, 'phasesAloneMs'), ['overlapBoundMs', result.overlapBoundMs] as [string, number]])
     assert.ok(Number.isFinite(value) && value > 0, `${at} is ${value}`);
   for (const m of result.modes) {
@@ -408,14 +404,14 @@ test('bench --tasks 8 --json prints results whose values are finite and positive
 });
 
 test('bench --workers 4 shares one pool among workers and every task verifies', gpu, () => {
-  const r = cli(['bench', ...EVERY_MODE, '--tasks', '16', '--workers', '4', '--concurrency', '8', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
+  const r = cli(['bench', '--tasks', '16', '--workers', '4', '--concurrency', '8', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
   assert.equal(r.status, 0, r.stderr);
   const result = JSON.parse(r.stdout);
-  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), RUN_MODES);
+  assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), MODES);
   for (const m of result.modes) assert.equal(m.verifiedTasks, 16, `${m.mode} verified ${m.verifiedTasks} tasks`);
 });
 
-test('bench --mode graph replays each task as a GraphExec and every task verifies, also in workers', gpuNotSimulated('streamCapture'), () => {
+test('bench --mode graph replays each task as a GraphExec and every task verifies, also in workers', gpu, () => {
   for (const workers of ['0', '2']) {
     const r = cli(['bench', '--mode', 'graph', '--tasks', '16', '--workers', workers, '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
     assert.equal(r.status, 0, r.stderr);
@@ -581,7 +577,7 @@ test('bench --timeline --trace --json writes the page and the trace from the pha
   const dir = scratchDir(t);
   const page = path.join(dir, 'timeline.html');
   const traceFile = path.join(dir, 'trace.json');
-  const r = cli(['bench', ...EVERY_MODE, '--tasks', '8', '--runs', '1', '--elements', '262144', '--json', '--timeline', page, '--trace', traceFile], {
+  const r = cli(['bench', '--tasks', '8', '--runs', '1', '--elements', '262144', '--json', '--timeline', page, '--trace', traceFile], {
     timeoutMs: 300_000,
   });
   assert.equal(r.status, 0, r.stderr);
@@ -600,7 +596,7 @@ test('bench --timeline --trace --json writes the page and the trace from the pha
   assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=|@import|url\(http/i, 'the page loads nothing from the network');
   for (const mode of result.modes) assert.ok(html.includes(`<section data-mode="${mode.mode}" data-bars="24"`), `a section of 24 bars for ${mode.mode}`);
   const trace = JSON.parse(readFileSync(traceFile, 'utf8'));
-  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, RUN_MODES.length * 8 * 3);
+  assert.equal(trace.traceEvents.filter((e: { ph: string }) => e.ph === 'X').length, MODES.length * 8 * 3);
   assert.match(r.stderr, /timeline written to .*\ntrace written to/);
 });
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 
 import { cuda, Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
 import { runChild } from './support/child.js';
-import { gpu, gpuNotSimulated, MS, testKernels } from './support/gpu.js';
+import { gpu, MS, testKernels } from './support/gpu.js';
 
 test('Device.count() is a non-negative integer and matches cuda.available', () => {
   const count = Device.count();
@@ -184,7 +184,7 @@ test('a worker exits cleanly while its device.synchronize() is pending, and the 
   assert.deepEqual(JSON.parse(result.stdout), { code: 0 });
 });
 
-test('device.memoryInfo() reports the total memory and free bytes that drop by an allocation', gpuNotSimulated('memGetInfo'), async () => {
+test('device.memoryInfo() reports the total memory and free bytes that drop by an allocation', gpu, async () => {
   const device = Device.get(0);
   device.synchronizeSync();
   device.memoryPool.trim(0);

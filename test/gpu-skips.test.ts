@@ -30,7 +30,7 @@ test('test:gpu accepts only the exact reason, not one that merely mentions GPUs'
 test('test:sim accepts the simulator\'s exceptions, grouped by reason, and no other skip', () => {
   const skips = [
     line(simulatorSkip('nvrtc'), 'compiles'),
-    line(simulatorSkip('streamCapture'), 'captures'),
+    line(simulatorSkip('ptxJit'), 'loads'),
     `    ${line(simulatorSkip('nvrtc'), 'compiles again')}`,
     line('needs a CUDA GPU, and this machine has none usable'),
     line('skipped, not under the simulated driver: it mentions the prefix too late'),
@@ -38,7 +38,7 @@ test('test:sim accepts the simulator\'s exceptions, grouped by reason, and no ot
   const sorted = sortSkips(skips, 2, true);
   assert.deepEqual([...sorted.simulator], [
     [notSimulated.nvrtc, ['compiles', 'compiles again']],
-    [notSimulated.streamCapture, ['captures']],
+    [notSimulated.ptxJit, ['loads']],
   ]);
   assert.deepEqual(sorted.other, [skips[3], skips[4]]);
 });

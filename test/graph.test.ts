@@ -19,7 +19,7 @@ import {
   type GraphExec,
   type Kernel,
 } from 'cuda-stream-pool';
-import { gpuNotSimulated, repositoryRoot, testKernels } from './support/gpu.js';
+import { gpu, repositoryRoot, testKernels } from './support/gpu.js';
 import { startWorker } from './support/worker.js';
 
 const N = 4096; // elements (u32) per buffer
@@ -60,7 +60,7 @@ test('Graph.capture() rejects a non-Stream before touching the driver', async ()
   await assert.rejects(Graph.capture(42 as never, () => undefined), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: '"stream" must be a Stream; received 42 (number).' });
 });
 
-test('a captured copy-in, kernel, copy-out replays to the same bytes as running it directly, and rereads its input', gpuNotSimulated('streamCapture'), async () => {
+test('a captured copy-in, kernel, copy-out replays to the same bytes as running it directly, and rereads its input', gpu, async () => {
   const { fillU32 } = await testKernels();
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
@@ -96,7 +96,7 @@ test('a captured copy-in, kernel, copy-out replays to the same bytes as running 
   assert.deepEqual(replayed.view(Uint32Array), expected(inputView, 7, N / 2), 'a launch copies the pinned input as it is then');
 });
 
-test('setKernelArguments() changes the captured launch for later launches only', gpuNotSimulated('streamCapture'), async () => {
+test('setKernelArguments() changes the captured launch for later launches only', gpu, async () => {
   const { fillU32 } = await testKernels();
   using stream = Stream.create();
   using first = DeviceBuffer.alloc(BYTES, { stream });
@@ -125,7 +125,7 @@ test('setKernelArguments() changes the captured launch for later launches only',
   assert.throws(() => exec.setKernelArguments(other.kernelNodes()[0]!, first, 1, 1), { code: 'ERR_INVALID_ARG_VALUE', message: /"node" is not a kernel node of the graph/ });
 });
 
-test('a fork/join capture across two leased pool streams records both branches into one graph', gpuNotSimulated('streamCapture'), async () => {
+test('a fork/join capture across two leased pool streams records both branches into one graph', gpu, async () => {
   const { fillU32 } = await testKernels();
   await using pool = new StreamPool({ size: 4 });
   using main = await pool.acquire();
@@ -161,7 +161,7 @@ test('a fork/join capture across two leased pool streams records both branches i
   assert.deepEqual(view.subarray(N), new Uint32Array(N).fill(22));
 });
 
-test('every operation illegal during a capture throws CaptureError and the capture stays usable', gpuNotSimulated('streamCapture'), async () => {
+test('every operation illegal during a capture throws CaptureError and the capture stays usable', gpu, async () => {
   const { fillU32 } = await testKernels();
   using stream = Stream.create();
   using other = Stream.create();
@@ -208,7 +208,7 @@ test('every operation illegal during a capture throws CaptureError and the captu
   assert.throws(() => stream.endCapture(), isCaptureError('stream.endCapture()', stream));
 });
 
-test('a pool stream captured under a lease refuses synchronize() through its getStream() wrapper', gpuNotSimulated('streamCapture'), async () => {
+test('a pool stream captured under a lease refuses synchronize() through its getStream() wrapper', gpu, async () => {
   await using pool = new StreamPool({ size: 1 });
   await pool.run(async (leased) => {
     const shared = pool.getStream(0);
@@ -220,7 +220,7 @@ test('a pool stream captured under a lease refuses synchronize() through its get
   });
 });
 
-test('a worker sharing the pool gets CaptureError from query() and synchronize() of a stream captured here', gpuNotSimulated('streamCapture'), async () => {
+test('a worker sharing the pool gets CaptureError from query() and synchronize() of a stream captured here', gpu, async () => {
   await using pool = new StreamPool({ size: 1 });
   using lease = await pool.acquire();
   const stream = lease.stream;
@@ -237,7 +237,7 @@ test('a worker sharing the pool gets CaptureError from query() and synchronize()
   }
 });
 
-test('device-wide waits are refused while a capture is open, and the capture survives them; pool picks never query it', gpuNotSimulated('streamCapture'), async () => {
+test('device-wide waits are refused while a capture is open, and the capture survives them; pool picks never query it', gpu, async () => {
   const { fillU32 } = await testKernels();
   await using pool = new StreamPool({ size: 4 });
   using lease = await pool.acquire();
@@ -269,7 +269,7 @@ test('device-wide waits are refused while a capture is open, and the capture sur
   buffer.free();
 });
 
-test('a managed free and a module unload wait while a capture is open on the device, then happen once it ends', gpuNotSimulated('streamCapture'), async () => {
+test('a managed free and a module unload wait while a capture is open on the device, then happen once it ends', gpu, async () => {
   const second = await Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
   using stream = Stream.create({ nonBlocking: true });
   using buffer = DeviceBuffer.alloc(64, { stream });
@@ -298,7 +298,7 @@ test('a managed free and a module unload wait while a capture is open on the dev
   assert.equal(cuda.liveObjects().modules, start.modules - 1, 'unloaded once the capture ended');
 });
 
-test('a capture left open when its lease ends is discarded, and the stream goes back to the pool not capturing', gpuNotSimulated('streamCapture'), async () => {
+test('a capture left open when its lease ends is discarded, and the stream goes back to the pool not capturing', gpu, async () => {
   await using pool = new StreamPool({ size: 1 });
   using buffer = DeviceBuffer.alloc(BYTES, { stream: pool.getStream(0) });
   await pool.run((stream) => {
@@ -315,7 +315,7 @@ test('a capture left open when its lease ends is discarded, and the stream goes 
   assert.equal(nodes, 1);
 });
 
-test('a capture function that throws ends the capture, destroys the partial graph and rethrows its error', gpuNotSimulated('streamCapture'), async () => {
+test('a capture function that throws ends the capture, destroys the partial graph and rethrows its error', gpu, async () => {
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
   const thrown = new Error('task failed');
@@ -341,7 +341,7 @@ test('a capture function that throws ends the capture, destroys the partial grap
   assert.equal(graph.nodeCount, 1);
 });
 
-test('a graph keeps its device buffer and pinned memory alive after they are dropped and collected', gpuNotSimulated('streamCapture'), async () => {
+test('a graph keeps its device buffer and pinned memory alive after they are dropped and collected', gpu, async () => {
   const gc = (globalThis as { gc?: () => void }).gc;
   assert.ok(gc, 'the test runner passes --expose-gc');
   const { fillU32 } = await testKernels();
@@ -377,7 +377,7 @@ test('a graph keeps its device buffer and pinned memory alive after they are dro
   assert.equal(cuda.liveObjects().deviceBytes, before, 'destroy() lets the buffer go');
 });
 
-test('a launch after a buffer of the graph was freed throws DestroyedError instead of running', gpuNotSimulated('streamCapture'), async () => {
+test('a launch after a buffer of the graph was freed throws DestroyedError instead of running', gpu, async () => {
   using stream = Stream.create();
   const buffer = DeviceBuffer.alloc(BYTES, { stream });
   using graph = await Graph.capture(stream, (s) => s.fill(buffer, 4));
@@ -390,7 +390,7 @@ test('a launch after a buffer of the graph was freed throws DestroyedError inste
   assert.throws(() => exec.launch(stream), (error) => error instanceof DestroyedError && error.resource === 'GraphExec');
 });
 
-test('update() applies a graph of the same topology in place and re-instantiates for another topology', gpuNotSimulated('streamCapture'), async () => {
+test('update() applies a graph of the same topology in place and re-instantiates for another topology', gpu, async () => {
   const { fillU32 } = await testKernels();
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
@@ -431,7 +431,7 @@ test('update() applies a graph of the same topology in place and re-instantiates
   assert.deepEqual(out.view(Uint32Array), new Uint32Array(N).fill(6, 0, N / 2));
 });
 
-test('cuda.liveObjects() counts a driver graph until its Graph and every GraphExec using it are destroyed', gpuNotSimulated('streamCapture'), async () => {
+test('cuda.liveObjects() counts a driver graph until its Graph and every GraphExec using it are destroyed', gpu, async () => {
   const { fillU32 } = await testKernels();
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
@@ -455,7 +455,7 @@ test('cuda.liveObjects() counts a driver graph until its Graph and every GraphEx
   await stream.synchronize();
 });
 
-test('a module unloaded while graphs use its kernels stays loaded until they are destroyed; their use is refused, not a crash', gpuNotSimulated('streamCapture'), async () => {
+test('a module unloaded while graphs use its kernels stays loaded until they are destroyed; their use is refused, not a crash', gpu, async () => {
   // Instantiating a graph whose kernel's module was unloaded crashed inside the driver (SIGSEGV).
   const module = await Module.load(readFileSync(path.join(repositoryRoot, 'test', 'kernels', 'test-kernels.ptx'), 'utf8'));
   const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
@@ -484,7 +484,7 @@ test('a module unloaded while graphs use its kernels stays loaded until they are
   assert.equal(cuda.liveObjects().modules, start - 1, 'unloaded with the last graph');
 });
 
-test('beginCapture() on a shared getStream() stream is refused with a hint to lease; leases and owned streams capture', gpuNotSimulated('streamCapture'), async () => {
+test('beginCapture() on a shared getStream() stream is refused with a hint to lease; leases and owned streams capture', gpu, async () => {
   await using pool = new StreamPool({ size: 2 });
   const shared = pool.getStream();
   assert.throws(() => shared.beginCapture(), (error) => {

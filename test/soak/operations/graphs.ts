@@ -43,7 +43,6 @@ function addGraph(ctx: Context, graph: Graph, work: FillWork, shape: GraphEntry[
 export const graphOperations: Operation[] = [
   {
     name: 'graph.capture',
-    notSimulated: 'streamCapture',
     weight: 1.5,
     threads: 'any',
     plan(ctx) {
@@ -93,7 +92,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.instantiate',
-    notSimulated: 'streamCapture',
     weight: 1,
     threads: 'any',
     plan(ctx) {
@@ -112,7 +110,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.launch',
-    notSimulated: 'streamCapture',
     weight: 3,
     threads: 'any',
     plan(ctx) {
@@ -133,7 +130,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.update',
-    notSimulated: 'streamCapture',
     weight: 1,
     threads: 'any',
     plan(ctx) {
@@ -155,7 +151,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.setKernelArguments',
-    notSimulated: 'streamCapture',
     weight: 1.5,
     threads: 'any',
     plan(ctx) {
@@ -186,7 +181,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.inspect',
-    notSimulated: 'streamCapture',
     weight: 0.7,
     threads: 'any',
     plan(ctx) {
@@ -210,7 +204,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.destroy',
-    notSimulated: 'streamCapture',
     weight: 0.6,
     threads: 'any',
     plan(ctx) {
@@ -229,7 +222,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graph.freeBuffer',
-    notSimulated: 'streamCapture',
     weight: 0.3,
     threads: 'any',
     plan(ctx) {
@@ -246,7 +238,6 @@ export const graphOperations: Operation[] = [
   },
   {
     name: 'graphExec.end',
-    notSimulated: 'streamCapture',
     weight: 0.6,
     threads: 'any',
     plan(ctx) {
