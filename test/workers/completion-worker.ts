@@ -1,6 +1,6 @@
 // Worker for test/completion.test.ts. workerData.mode:
-//  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 200 ms spin; reports
-//                  the wake-ups and waits delivered to this thread
+//  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 20 ms spin once a 200 ms
+//                  spin on another stream ends; reports the wake-ups and waits delivered to this thread
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
@@ -19,7 +19,15 @@ if (mode === 'batch') {
   await new Promise((resolve) => parentPort!.once('message', resolve));
   const before = completionStats();
   const start = performance.now();
-  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 200n * MS, 0n);
+  // Behind one gate (a 200 ms spin on a stream of its own), so that the spins start and end together however long
+  // the launches take: on a loaded machine they spread over tens of milliseconds.
+  const gate = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream: gate }, 200n * MS, 0n);
+  const opened = gate.recordEvent();
+  for (const stream of streams) {
+    stream.waitEvent(opened);
+    spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
+  }
   const launchedMs = performance.now() - start;
   const busy = streams.filter((stream) => !stream.query()).length;
   await Promise.all(streams.map((stream) => stream.synchronize()));
@@ -32,6 +40,8 @@ if (mode === 'batch') {
     settledMs: performance.now() - start,
   });
   for (const stream of streams) stream.destroy();
+  opened.destroy();
+  gate.destroy();
 } else if (mode === 'exit-pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
   for (const stream of streams) {
