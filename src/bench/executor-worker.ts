@@ -12,7 +12,7 @@ export type ToWorker = { kind: 'run'; mode: Mode; first: number; count: number; 
 /** Worker → main thread. */
 export type FromWorker =
   | { kind: 'ready' }
-  | { kind: 'tick' }
+  | { kind: 'tick'; tasks: number }
   | { kind: 'done'; result: BatchResult }
   | { kind: 'failed'; name: string; message: string; stack: string | undefined };
 
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
       port.close();
       return;
     }
-    const tick = message.timed ? () => post({ kind: 'tick' }) : undefined;
+    const tick = message.timed ? (tasks: number) => post({ kind: 'tick', tasks }) : undefined;
     thread.run(message.mode, message.first, message.count, message.timed, tick).then(
       (result) => post({ kind: 'done', result }),
       (error: unknown) => post(failure(error)),

@@ -44,7 +44,7 @@ function share(total: number, parts: number, index: number): number {
 /** Runs a mode's tasks on some threads: the main thread alone, or a group of workers. */
 interface Runner {
   /** Runs `count` tasks numbered from `first` (split among the threads); resolves with each thread's batch. */
-  run(mode: Mode, first: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]>;
+  run(mode: Mode, first: number, count: number, timed: boolean, onTasksDone: (tasks: number) => void): Promise<BatchResult[]>;
   /** Frees every thread's state. `failed`: a run failed, and workers may still have tasks in flight, so they are
    * terminated (a terminated worker gives its leases back) instead of asked to finish. */
   dispose(failed: boolean): Promise<void>;
@@ -58,8 +58,8 @@ class LocalRunner implements Runner {
     return new LocalRunner(await BatchThread.create(setup, pool));
   }
 
-  async run(mode: Mode, first: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
-    return [await this.thread.run(mode, first, count, timed, timed ? onTaskDone : undefined)];
+  async run(mode: Mode, first: number, count: number, timed: boolean, onTasksDone: (tasks: number) => void): Promise<BatchResult[]> {
+    return [await this.thread.run(mode, first, count, timed, timed ? onTasksDone : undefined)];
   }
 
   async dispose(): Promise<void> {
@@ -80,7 +80,7 @@ function workerError(message: Extract<FromWorker, { kind: 'failed' }>, worker: n
 class WorkerLink {
   readonly worker: Worker;
   #pending: { resolve: (result: BatchResult | undefined) => void; reject: (error: Error) => void } | undefined;
-  #onTick: (() => void) | undefined;
+  #onTick: ((tasks: number) => void) | undefined;
   #dead: Error | undefined;
   readonly exited: Promise<number>;
 
@@ -91,7 +91,7 @@ class WorkerLink {
     this.worker = new Worker(new URL('./executor-worker.js', import.meta.url), { workerData: setup });
     this.exited = new Promise((resolve) => this.worker.once('exit', resolve));
     this.worker.on('message', (message: FromWorker) => {
-      if (message.kind === 'tick') this.#onTick?.();
+      if (message.kind === 'tick') this.#onTick?.(message.tasks);
       else if (message.kind === 'failed') this.#settle(workerError(message, index));
       else this.#settle(undefined, message.kind === 'done' ? message.result : undefined);
     });
@@ -109,7 +109,7 @@ class WorkerLink {
   }
 
   /** Resolves when the worker sent its next answer ('ready' or 'done'); rejects when it failed or died. */
-  next(message: ToWorker | undefined, onTick?: () => void): Promise<BatchResult | undefined> {
+  next(message: ToWorker | undefined, onTick?: (tasks: number) => void): Promise<BatchResult | undefined> {
     if (this.#dead) return Promise.reject(this.#dead);
     this.#onTick = onTick;
     const answer = new Promise<BatchResult | undefined>((resolve, reject) => {
@@ -142,13 +142,13 @@ class WorkerRunner implements Runner {
     return runner;
   }
 
-  async run(mode: Mode, start: number, count: number, timed: boolean, onTaskDone: () => void): Promise<BatchResult[]> {
+  async run(mode: Mode, start: number, count: number, timed: boolean, onTasksDone: (tasks: number) => void): Promise<BatchResult[]> {
     let first = start;
     const answers = this.links.map((link, w) => {
       const mine = share(count, this.workers, w);
       const message: ToWorker = { kind: 'run', mode, first, count: mine, timed };
       first += mine;
-      return link.next(message, onTaskDone);
+      return link.next(message, onTasksDone);
     });
     const results = await Promise.all(answers);
     return results.filter((r): r is BatchResult => r !== undefined);
@@ -249,7 +249,7 @@ export async function runExecutorBenchmark(o: ExecutorOptions): Promise<BenchRes
       const measured: BatchResult[][][] = []; // [run][device][batch]
       for (let r = 0; r < o.runs; r++) {
         o.progress.status(`${mode} (run ${r + 1}/${o.runs})`);
-        measured.push(await Promise.all(runs.map((run, k) => run.runner!.run(mode, firsts[k]!, counts[k]!, true, () => o.progress.tick()))));
+        measured.push(await Promise.all(runs.map((run, k) => run.runner!.run(mode, firsts[k]!, counts[k]!, true, (tasks) => o.progress.tick(tasks)))));
       }
       const summary = summarizeMode(mode, measured.map((perDevice) => perDevice.flat()), o.tasks, partitionBytes, boundMs, o.phaseTimes);
       if (devices.length > 1)

@@ -40,15 +40,21 @@ async function captureSlot(ctx: TaskContext, slot: Slot): Promise<GraphExec[]> {
   return execs;
 }
 
-/** Enqueues the task of `slot` on `partition` as one graph launch on `stream`, capturing the slot's graphs first when
- * this is its first graph task. With marks on, the phase events bracket the whole graph: the copy-in start before the
- * launch, the other three after it (an event recorded inside a capture marks no time). */
-export async function enqueueGraph(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partition): Promise<void> {
+/** The slot's executables, one per partition: captured by the slot's first graph task (a warm-up task, so before
+ * timing), then looked up. */
+export async function graphsOf(ctx: TaskContext, slot: Slot): Promise<GraphExec[]> {
   let execs = slotGraphs.get(slot);
   if (execs === undefined) {
     execs = await captureSlot(ctx, slot);
     slotGraphs.set(slot, execs);
   }
+  return execs;
+}
+
+/** Enqueues the task of `slot` on `partition` as one launch of its executable from `execs` ({@link graphsOf}) on
+ * `stream`. With marks on, the phase events bracket the whole graph: the copy-in start before the launch, the other
+ * three after it (an event recorded inside a capture marks no time). */
+export function launchGraph(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partition, execs: GraphExec[]): void {
   const [copyInStart, kernelStart, copyOutStart, end] = slot.events;
   if (ctx.marks) copyInStart.record(stream);
   execs[partition.index]!.launch(stream);

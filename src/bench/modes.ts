@@ -1,6 +1,6 @@
 // The executor benchmark's modes: the names, what each means, and which need the pool. Plain data with no import of
 // the GPU API, so that the CLI can validate --mode before anything touches the GPU. The streams themselves are picked
-// in mode-stream.ts.
+// by the task loop in batch.ts.
 
 /** The modes in the order they run and print. */
 export const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'] as const;

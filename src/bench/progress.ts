@@ -6,8 +6,8 @@ import cliProgress from 'cli-progress';
 export interface Progress {
   /** Sets the status text (the mode running, or the preparation step). */
   status(text: string): void;
-  /** Counts one measured task as done. */
-  tick(): void;
+  /** Counts `tasks` measured tasks (default 1) as done. */
+  tick(tasks?: number): void;
   /** Removes the bar; safe to call more than once. */
   stop(): void;
 }
@@ -33,8 +33,8 @@ export function createProgress(total: number, quiet: boolean): Progress {
     status(text) {
       if (!stopped) bar.update({ status: text });
     },
-    tick() {
-      if (!stopped) bar.increment();
+    tick(tasks = 1) {
+      if (!stopped) bar.increment(tasks);
     },
     stop() {
       if (stopped) return;

@@ -1,10 +1,10 @@
-// One executor task: copy a partition in, run fma_steps, copy the result out into the slot's pinned output, wait for
-// it, verify a sample against the CPU reference. With a timeline, event timestamps mark each phase.
+// One executor task's parts: its slot (what it owns), its work (copy a partition in, run fma_steps, copy the result
+// out into the slot's pinned output) and the check of a sample against the CPU reference. The loop that runs tasks,
+// waits for them and records them is BatchThread.run (batch.ts). With a timeline, event timestamps mark each phase.
 import { DeviceBuffer, Event, PinnedBuffer, type Device, type Kernel, type Stream, type StreamPool } from '../index.js';
 import { ulpDistance } from './fmaf.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';
-import { destroySlotGraphs, enqueueGraph } from './graph-task.js';
-import { onModeStream } from './mode-stream.js';
+import { destroySlotGraphs } from './graph-task.js';
 import type { Mode } from './modes.js';
 import type { Partition } from './partitions.js';
 import { FMA_A, FMA_B } from './reference.js';
@@ -114,7 +114,7 @@ export class Slot {
 }
 
 /** Enqueues the task's work on `stream`, with the phase events when marks are on; returns at once. */
-function enqueue(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partition): void {
+export function enqueue(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partition): void {
   const [copyInStart, kernelStart, copyOutStart, end] = slot.events;
   const bytes = ctx.elements * 4;
   if (ctx.marks) copyInStart.record(stream);
@@ -127,8 +127,9 @@ function enqueue(ctx: TaskContext, slot: Slot, stream: Stream, partition: Partit
 }
 
 /** Compares the sample of the slot's output with the references; throws {@link VerificationError} on the first
- * element more than {@link ULP_TOLERANCE} ulps off. */
-function verify(ctx: TaskContext, slot: Slot, task: number, partition: Partition, mode: Mode, timed: boolean): void {
+ * element more than {@link ULP_TOLERANCE} ulps off. Every mode checks each task's sample once it completed, the
+ * `native` mode in C++, the others here, so that both do the same work per task. */
+export function verify(ctx: TaskContext, slot: Slot, task: number, partition: Partition, mode: Mode, timed: boolean): void {
   if (timed && ctx.corrupt && ctx.corrupt.task === task) {
     const at = ctx.corrupt.element;
     slot.view[at] = Math.fround(slot.view[at]! + 1); // the test hook: see CORRUPT_VARIABLE in src/cli/options.ts
@@ -141,26 +142,4 @@ function verify(ctx: TaskContext, slot: Slot, task: number, partition: Partition
     if (value !== expected[k] && !(ulpDistance(value, expected[k]!) <= ULP_TOLERANCE))
       throw new VerificationError(task, element, value, expected[k]!, mode);
   }
-}
-
-/** Runs task number `task` in `mode` on `slot` and verifies it. `timed`: a measured task (a warm-up task is neither
- * recorded nor corrupted by the test hook). Resolves with the record once the output is verified.
- * @throws {@link VerificationError} when the output is wrong; the library's errors when CUDA fails. */
-export async function runTask(ctx: TaskContext, mode: Mode, slot: Slot, task: number, thread: number, timed: boolean): Promise<TaskRecord> {
-  const partition = ctx.partitions[task % ctx.partitions.length]!;
-  const started = performance.now();
-  const streamId = await onModeStream(mode, ctx.device, ctx.pool, async (stream) => {
-    if (mode === 'graph') await enqueueGraph(ctx, slot, stream, partition);
-    else enqueue(ctx, slot, stream, partition);
-    // The task waits for its stream, as a task written against this API would. On a stream that other tasks share
-    // (legacy, per-thread, pool) that includes their work queued before this call: the cost of sharing, which the
-    // modes are there to show. (Waiting on the task's own end event instead would cost every task, in every mode, a
-    // private stream for the wait: see event notification in src/native/completion.cc.)
-    await stream.synchronize();
-    return String(stream.id);
-  });
-  const latencyMs = performance.now() - started;
-  verify(ctx, slot, task, partition, mode, timed);
-  const marks = (timed && ctx.marks ? slot.events.map((event) => Event.elapsedMs(ctx.origin, event)) : [0, 0, 0, 0]) as TaskRecord['marks'];
-  return { task, streamId, thread, marks, latencyMs };
 }
