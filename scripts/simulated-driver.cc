@@ -7,6 +7,7 @@
 // What it models:
 //  - Devices (SIMULATED_DRIVER_DEVICES, default 1), one primary context each, current per thread. Work queued under a
 //    context other than its stream's (or with no context current) is refused with CUDA_ERROR_INVALID_CONTEXT.
+//    cuCtxCreate_v2, cuCtxDestroy_v2 and cuCtxSetCurrent are exported for tests that make a context of their own.
 //  - Streams run their operations in order on a thread of their own, each operation after a delay
 //    (SIMULATED_DRIVER_OPERATION_DELAY_US, default 0): queries report not ready until the work has run, and blocking
 //    waits block. With no delay (the default) it is the busy-stream mode for CPU measurements of the completion path:
@@ -464,6 +465,10 @@ Device* devices() {
 
 CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(&devices()[device]); }
 thread_local Device* current = nullptr;
+
+// Contexts made with cuCtxCreate beside the primary ones (under handles_mutex): a device of their own, with no work
+// of the library's, so work on its streams queued while one is current is refused as under any other context.
+std::unordered_set<Device*> foreign_contexts;
 
 // Every completed operation and every fault wakes the blocking waits, which then check what they wait for.
 std::mutex progress_mutex;
@@ -1244,11 +1249,14 @@ CUresult s_cuCtxSetCurrent(CUcontext context) {
   if (context == nullptr) return (current = nullptr), CUDA_SUCCESS;
   for (int i = 0; i < device_count(); i++)
     if (context == context_of(i)) return (current = &devices()[i]), CUDA_SUCCESS;
-  return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (!foreign_contexts.count(reinterpret_cast<Device*>(context))) return CUDA_ERROR_INVALID_CONTEXT;
+  current = reinterpret_cast<Device*>(context);
+  return CUDA_SUCCESS;
 }
 CUresult s_cuCtxGetCurrent(CUcontext* context) {
   SIM_ENTER(cuCtxGetCurrent);
-  *context = current ? context_of(current->ordinal) : nullptr;
+  *context = reinterpret_cast<CUcontext>(current);
   return CUDA_SUCCESS;
 }
 CUresult s_cuCtxSynchronize() {
@@ -2118,6 +2126,31 @@ CUresult s_cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_M
 }  // namespace
 
 extern "C" {
+// For tests that make a context of their own (with dlopen, as a user's other CUDA code would), beside the library's
+// primary contexts; the library never calls these.
+__attribute__((visibility("default"))) CUresult cuCtxCreate_v2(CUcontext* context, unsigned flags, CUdevice d) {
+  if (!context || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  auto* foreign = new Device;  // never deleted: a late use is refused
+  foreign->ordinal = d;
+  foreign->peers.assign(device_count(), false);
+  foreign->pool_access.assign(device_count(), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  {
+    std::lock_guard<std::mutex> lock(handles_mutex);
+    foreign_contexts.insert(foreign);
+  }
+  current = foreign;
+  *context = reinterpret_cast<CUcontext>(foreign);
+  return CUDA_SUCCESS;
+}
+__attribute__((visibility("default"))) CUresult cuCtxDestroy_v2(CUcontext context) {
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (foreign_contexts.erase(reinterpret_cast<Device*>(context)) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (current == reinterpret_cast<Device*>(context)) current = nullptr;
+  return CUDA_SUCCESS;
+}
+__attribute__((visibility("default"))) CUresult cuCtxSetCurrent(CUcontext context) { return s_cuCtxSetCurrent(context); }
+
 __attribute__((visibility("default"))) CUresult cuDriverGetVersion(int* version) {
   SIM_ENTER(cuDriverGetVersion);
   *version = 13000;

@@ -25,7 +25,15 @@ test('waits on 32 streams that finish together settle in fewer wake-ups than wai
   const { spin } = await testKernels();
   const streams = Array.from({ length: 32 }, () => Stream.create());
   const before = completionStats();
-  for (const stream of streams) spin.launch({ grid: 1, block: 1, stream }, 30n * MS, 0n);
+  // Behind one gate (a 200 ms spin on a stream of its own), so that no spin ends before every wait is made and all
+  // end together, however long the launches take: on a loaded machine they spread over tens of milliseconds.
+  const gate = Stream.create();
+  spin.launch({ grid: 1, block: 1, stream: gate }, 200n * MS, 0n);
+  const opened = gate.recordEvent();
+  for (const stream of streams) {
+    stream.waitEvent(opened);
+    spin.launch({ grid: 1, block: 1, stream }, 30n * MS, 0n);
+  }
   await Promise.all(streams.map((stream) => stream.synchronize()));
   const after = completionStats();
   const wakeups = after.wakeups - before.wakeups;
@@ -34,6 +42,8 @@ test('waits on 32 streams that finish together settle in fewer wake-ups than wai
   assert.ok(wakeups >= 1 && wakeups < delivered, `${wakeups} wake-ups for ${delivered} waits`);
   assert.ok(after.largestBatch >= 2, `largest batch ${after.largestBatch}`);
   for (const stream of streams) stream.destroy();
+  opened.destroy();
+  gate.destroy();
 });
 
 test('repeated waits with no work queued between them share one ticket; new work, or a handle read by JS, ends the sharing', gpu, async () => {
@@ -277,11 +287,12 @@ test('after a fault, waits whose stream, event or pool was destroyed meanwhile r
   }
 });
 
-test('another CUDA context current on the thread does not misdirect the library\'s calls', gpuNotSimulated('ctxCreate'), async () => {
+test('another CUDA context current on the thread does not misdirect the library\'s calls', gpu, async () => {
   const result = await runChild(`
     import koffi from 'koffi';
     import { DeviceBuffer, Stream } from 'cuda-stream-pool';
-    const cuda = koffi.load('libcuda.so.1');
+    // The driver the library loaded (the simulated driver names itself in CUDA_STREAM_POOL_LIBCUDA).
+    const cuda = koffi.load(process.env.CUDA_STREAM_POOL_LIBCUDA || 'libcuda.so.1');
     const cuCtxCreate = cuda.func('int cuCtxCreate_v2(_Out_ void **context, unsigned int flags, int device)');
     const cuCtxSetCurrent = cuda.func('int cuCtxSetCurrent(void *context)');
     const cuCtxDestroy = cuda.func('int cuCtxDestroy_v2(void *context)');

@@ -43,7 +43,6 @@ export const notSimulated = {
   // Needs what the simulated tier's machines lack.
   nvrtc: 'needs NVRTC (Program.compile, the runtime compiler), which the machines of the simulated tier do not have',
   // Features the simulated driver does not model yet.
-  ctxCreate: 'the simulator has no cuCtxCreate (a context of the caller\'s own beside the primary contexts)',
   ptxJit: 'the simulator does not JIT-compile PTX: cuModuleLoadDataEx accepts any image, so a bad one loads',
   // Host timing that the simulated tier's machines (2 loaded cores, shared with the simulator's threads) cannot give.
   pollerLinger:
