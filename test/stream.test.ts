@@ -80,8 +80,11 @@ test('a non-blocking stream is not held up by a long kernel on the legacy stream
   const stream = Stream.create();
   const stamps = new Stamps(2, stream);
   stream.synchronizeSync();
-  await stamps.spin(legacy, 200n * MS, 0);
-  await stamps.spin(stream, 5n * MS, 1);
+  await stamps.spin(legacy, 300n * MS, 0);
+  // The short kernel goes in once the long one has surely started (a loaded machine can start it late), and still
+  // ends long before it: 70 ms of 300.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await stamps.spin(stream, 20n * MS, 1);
   stream.synchronizeSync();
   legacy.synchronizeSync();
   const [long, short] = await stamps.read(stream);
