@@ -12,6 +12,15 @@ interface Scope {
   readonly outer: Scope | undefined;
 }
 
+/* Note [scope and the await tax]: on Node 20 and 22 an AsyncLocalStorage in use installs promise hooks, and every
+ * later `await` of the process, in any code, costs about 2.5× as much (a settled promise's await, 38 ns before the
+ * first run(), 90-100 ns after; Node 24 keeps the context in async context frames and pays nothing). The storage could
+ * be disabled again whenever no scope is active (disable() removes the hooks once no storage is enabled: measured, the
+ * await goes back to its old cost), but that changes what a continuation sees: a callback or promise reaction made
+ * inside a scope that runs after the scope ended (a timer, a reaction of a promise the scope did not await) reads its
+ * store through the hooks' bookkeeping, and with the storage disabled it sees no scope, so currentStream() would
+ * silently become the per-thread stream instead of the retired lease stream, whose use throws. Knowing that no such
+ * continuation is pending would need the very hooks whose cost is in question, so the storage stays enabled. */
 const scope = new AsyncLocalStorage<Scope>();
 
 /** The stream that work without an explicit stream goes to: the innermost `withStream`/`pool.run` scope's stream
