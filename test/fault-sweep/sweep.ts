@@ -1,7 +1,11 @@
-// The fault sweep: fails the driver calls of each workload (workloads/) one at a time on the simulated driver and
-// checks that the library meets each failure with a typed error or a documented recovery, releases what it made,
-// and works again afterwards (or, after a sticky fault, reports it everywhere). `npm run fault-sweep`; `--help` for
-// its options. Exit 0: no finding; 1: findings (listed, each with the command that replays it); 2: a usage error.
+// The fault sweep: fails the driver calls of each workload (workloads/) one at a time on the simulated driver.
+// `npm run fault-sweep`; `--help` for its options. Exit 0: no finding; 1: findings (listed, each with the command
+// that replays it); 2: a usage error. It counts each thread's calls of each entry point in one run of a workload
+// (SIMULATED_DRIVER_COUNTS), then fails a spread of them, each in a process of its own that runs the workload twice
+// (child.ts). Each such process must: end by itself (no signal, no hang); meet the failure with a typed error of the
+// library or finish; leave cuda.liveObjects() as it started; count no cuda.callbackFailures(); draw no complaint from
+// the simulated driver; never hand back wrong results without an error (a lost operation may); and run the workload
+// cleanly the second time, or after a sticky fault fail it with that fault, with the device unhealthy.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -50,17 +54,18 @@ const EXCLUDED: readonly { workload: string; entry: string; thread: string; acti
     // wait on that stream whose ticket is lost never settles. The other workloads still lose tickets of other streams.
     why: 'a lost ticket on the per-thread default stream is never found (the wait hangs)',
   },
-  {
+  // Open, between the simulated driver and the library: work queued on device 1 (its stream's wait on device 0, the
+  // peer copy) faults device 1; device 0's stream waits on device 1's event, which the simulated driver then releases
+  // (on a GPU it would never complete), so device 0 copies bytes that were never written, and its wait, on a healthy
+  // device, resolves: wrong bytes without an error.
+  ...['cuStreamWaitEvent', 'cuMemcpyPeerAsync'].map((entry) => ({
     workload: 'devices',
-    entry: 'cuMemcpyPeerAsync',
+    entry,
     thread: 'main/1',
-    action: 'fault',
+    action: 'fault' as const,
     call: 1,
-    // Open, between the simulated driver and the library: the peer copy on device 1 faults device 1; device 0's
-    // stream waits on device 1's event, which the simulated driver then releases (it never completes on a GPU), so
-    // device 0 copies bytes that were never written and its wait, on a healthy device, resolves.
     why: 'a fault on device 1 lets device 0 read unwritten bytes through a cross-device wait, without an error',
-  },
+  })),
 ];
 
 // Whether EXCLUDED leaves out these cases: every call when `call` is not given, else that call.
@@ -171,7 +176,7 @@ function driverComplaints(stderr: string): string[] {
 const describe = (run: RunOutcome | undefined) =>
   !run ? 'did not run' : run.result === 'error' ? `${run.error!.name} ${run.error!.code ?? ''}: ${run.error!.message.split('\n')[0]}` : run.result;
 
-/** Judges one injected run by the rules the README's fault sweep section gives. */
+/** Judges one injected run by the rules in this file's header. */
 function judge(c: Case, run: ChildRun): Verdict {
   const problems: string[] = [];
   const reached = run.stderr.includes('simulated driver: injected into call');
