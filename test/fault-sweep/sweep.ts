@@ -377,7 +377,6 @@ async function main(): Promise<number> {
       seconds: Math.round((performance.now() - began) / 1000),
       runs: verdicts.length,
       reached: verdicts.filter((v) => v.reached).length,
-      findings: findings.length,
       unrepeated,
       covered: [...covered.keys()].sort(),
       injected: [...reached].sort(),
@@ -391,6 +390,7 @@ async function main(): Promise<number> {
     if (unrepeated.length) console.log(`problems that did not come back when run again (timing; not findings):\n  ${unrepeated.join('\n  ')}`);
     console.log(`excluded: ${EXCLUDED.map((x) => `${x.workload} ${x.entry}@${x.thread}:${x.call ?? '*'} ${x.action} (${x.why})`).join('; ') || 'nothing'}`);
     console.log(`${findings.length} findings`);
+    // The JSON file: the summary, every finding's text, and every run's verdict.
     if (options.json) writeFileSync(options.json, JSON.stringify({ ...summary, findings, verdicts: verdicts.map((v) => ({ ...v, case: { ...v.case, workload: v.case.workload.name } })) }, null, 1));
   } finally {
     rmSync(folder, { recursive: true, force: true });
