@@ -1,0 +1,61 @@
+// The main thread's CPU time per task of the executor benchmark's JS loop (BatchThread.run, as `bench --mode <mode>`
+// runs it on one thread) beside a loop of the library's calls and the await alone (take a pool stream, copy in, launch,
+// copy out, await stream.synchronize()), on the same slots, partitions and kernel, in one process, alternating.
+// The difference is the benchmark's own work per task (Note [a task loop as lean as a user's] in src/bench/batch.ts).
+// CPU time is the main thread's alone (/proc/self/task/<pid>/schedstat), so a driver's own threads do not count.
+// Linux only; built code from dist/ (npm run build or npx tsc first). Meant for the simulated driver:
+//   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/bench-loop-cost.mjs [mode] [tasks]
+// prints the medians over 9 rounds (after 3 not counted) and their ratio. mode: pool (default), lease or per-thread.
+import { readFileSync } from 'node:fs';
+
+import { Stream, StreamPool } from '../dist/src/index.js';
+import { BatchThread } from '../dist/src/bench/batch.js';
+import { fmaGrid, FMA_BLOCK } from '../dist/src/bench/kernels.js';
+import { computeReferences, FMA_A, FMA_B, sampleIndices } from '../dist/src/bench/reference.js';
+
+const mode = process.argv[2] ?? 'pool';
+const tasks = Number(process.argv[3] ?? 4000);
+const elements = 1024;
+const spec = { elements, intensity: 2, partitions: 8, sample: sampleIndices(elements) };
+const pool = new StreamPool({ size: 32 });
+const thread = await BatchThread.create({ device: 0, spec, references: computeReferences(spec), slots: 32, corrupt: undefined, marks: false, thread: 0 }, pool);
+const { ctx } = thread;
+
+/** Nanoseconds the main thread has run on a CPU. */
+const cpuNs = () => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
+
+/** The library's calls and the await, nothing else, one async loop per slot as the benchmark has. */
+async function callsAndAwait(count) {
+  let next = 0;
+  await Promise.all(
+    thread.slots.map(async (slot) => {
+      while (next < count) {
+        const partition = ctx.partitions[next++ % ctx.partitions.length];
+        const take = async (stream) => {
+          stream.copy(slot.buffer, partition.pinned, { byteLength: elements * 4 });
+          ctx.kernel.launch({ grid: fmaGrid(elements), block: FMA_BLOCK, stream }, slot.buffer, elements, spec.intensity, FMA_A, FMA_B);
+          stream.copy(slot.output, slot.buffer, { byteLength: elements * 4 });
+          await stream.synchronize();
+        };
+        if (mode === 'lease') await pool.run(take);
+        else await take(mode === 'per-thread' ? Stream.perThread(ctx.device) : pool.getStream());
+      }
+    }),
+  );
+}
+
+const loops = { bench: (count) => thread.run(mode, 0, count, true), 'calls+await': callsAndAwait };
+const perTask = { bench: [], 'calls+await': [] };
+for (let round = -3; round < 9; round++) {
+  for (const [name, loop] of Object.entries(loops)) {
+    const start = cpuNs();
+    await loop(tasks);
+    if (round >= 0) perTask[name].push((cpuNs() - start) / tasks / 1000);
+  }
+}
+const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
+const bench = median(perTask.bench);
+const bare = median(perTask['calls+await']);
+console.log(`${mode}: bench loop ${bench.toFixed(2)} µs/task, calls + await ${bare.toFixed(2)} µs/task of main-thread CPU; ratio ${(bench / bare).toFixed(2)}`);
+thread.dispose();
+pool.destroy();
