@@ -234,10 +234,20 @@ void release_ticket(TicketSlot* slot) {
 
 namespace {
 
+// The question whether a thread's per-thread default stream is idle, which only that thread can ask the driver
+// (CU_STREAM_PER_THREAD names the calling thread's own stream): the poller posts it for a late ticket on such a stream,
+// the thread answers in its next drain, and the poller reads the answer at a later probe.
+struct LateProbe {
+  enum State { kAsked, kIdle, kBusy };
+  int device = 0;
+  std::atomic<int> state{kAsked};
+};
+
 struct Ready {
-  double token;  // 0 for a landing
+  double token;  // 0 for a landing or a probe
   CUresult result;
   std::shared_ptr<Landing> landing;
+  std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
 };
 
 }  // namespace
@@ -318,6 +328,11 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
     Napi::Array results = Napi::Array::New(env);
     uint32_t count = 0;
     for (Ready& item : batch) {
+      if (item.probe) {
+        const bool idle = make_current_quiet(item.probe->device) && drv().cuStreamQuery(CU_STREAM_PER_THREAD) == CUDA_SUCCESS;
+        item.probe->state.store(idle ? LateProbe::kIdle : LateProbe::kBusy, std::memory_order_release);
+        continue;
+      }
       if (item.landing) {
         finish_landing(env, *item.landing, item.result == CUDA_SUCCESS);
         continue;
@@ -356,6 +371,7 @@ struct Wait {
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through
   bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
+  std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
   std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
 };
 
@@ -451,28 +467,46 @@ class Engine {
       delete wait;
       return;
     }
-    Channel& channel = *wait->channel;
-    bool delivered = false;
-    {
-      std::lock_guard<OrderedMutex> lock(channel.mutex);
-      if (channel.open.load(std::memory_order_relaxed)) {
-        channel.ready.push_back(Ready{wait->token, result, wait->landing});
-        delivered = true;
-        if (!channel.posted) {
-          Channel* target = &channel;
-          if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) {
-                drain(env, dispatch, *target);
-              }) == napi_ok)
-            channel.posted = true;
-        }
-      }
-    }
+    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr});
     // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
     if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
       release_staging(*wait->landing);
       drop_marker(*wait->landing);
     }
     delete wait;
+  }
+
+  // Hands `item` to the channel's JS thread; false when its environment is closed.
+  static bool post(Channel& channel, Ready item) {
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
+    if (!channel.open.load(std::memory_order_relaxed)) return false;
+    channel.ready.push_back(std::move(item));
+    if (!channel.posted) {
+      Channel* target = &channel;
+      if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) ==
+          napi_ok)
+        channel.posted = true;
+    }
+    return true;
+  }
+
+  // A late ticket on a per-thread default stream: its thread is asked whether that stream is idle (LateProbe), and
+  // an idle answer, given after the ticket was queued, makes the ticket lost as below.
+  void ask_owner(Wait& wait) {
+    if (!wait.channel) return;
+    if (wait.late_probe) {
+      const int state = wait.late_probe->state.load(std::memory_order_acquire);
+      if (state == LateProbe::kAsked) return;  // not answered yet
+      if (state == LateProbe::kIdle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
+        wait.ticket_lost = true;
+        lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    // Asked first, or again after a busy answer.
+    wait.late_probe = std::make_shared<LateProbe>();
+    wait.late_probe->device = wait.device;
+    post(*wait.channel, Ready{0, CUDA_SUCCESS, nullptr, wait.late_probe});
   }
 
   // A ticket still not landed after two probes (10 to 20 ms) while its stream reports all its work done was lost (a
@@ -482,7 +516,7 @@ class Engine {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
     StreamBox& stream = *wait.stream;
     // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
-    if (stream.handle == CU_STREAM_PER_THREAD) return;
+    if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
     if (!stream.enter()) return;  // destroyed: its handle may not be passed to the driver
     const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;

@@ -44,16 +44,6 @@ const QUEUES_WORK = new Set([
 // Cases left out, each with why: a workload (or '*'), an entry point, a thread key (or '*'), an action (or '*'), and
 // a call number (or every call).
 const EXCLUDED: readonly { workload: string; entry: string; thread: string; action: Action | '*'; call?: number; why: string }[] = [
-  {
-    workload: 'memory',
-    entry: 'cuStreamWriteValue64',
-    thread: 'main/1',
-    action: 'lost',
-    // A library defect left open: a lost ticket is found by asking the ticket's stream whether it is idle, which the
-    // poller cannot do for the per-thread default stream (CU_STREAM_PER_THREAD would name the poller's own), so a
-    // wait on that stream whose ticket is lost never settles. The other workloads still lose tickets of other streams.
-    why: 'a lost ticket on the per-thread default stream is never found (the wait hangs)',
-  },
   // Open, between the simulated driver and the library: work queued on device 1 (its stream's wait on device 0, the
   // peer copy) faults device 1; device 0's stream waits on device 1's event, which the simulated driver then releases
   // (on a GPU it would never complete), so device 0 copies bytes that were never written, and its wait, on a healthy
