@@ -3,7 +3,7 @@
 // (src/native/bench/graph_baseline.cc, in the benchmark addon).
 import { Device, DeviceBuffer, Graph, PinnedBuffer, Stream } from '../index.js';
 import { benchAddon } from './bench-addon.js';
-import { summarize, type MicroResult, type Sample } from './harness.js';
+import { steadySync, summarize, type MicroResult, type Sample } from './harness.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
 const BASELINE = 'cuGraphLaunch of the same 3-node graph (C++ loop)';
@@ -19,19 +19,14 @@ export interface GraphMicroOptions {
   device?: number;
 }
 
-/** ns per `body()` call (which queues work on `stream`): `ITERATIONS` calls timed per run, the stream idle before each
- * run and synchronized after it, untimed; one warm-up run. */
+/** ns per `body()` call (which queues work on `stream`) in steady state (Note [steady state] in harness.ts): at most
+ * `ITERATIONS` calls per run, so that the queue never fills, the stream idle before each run, untimed. */
 async function timeQueued(stream: Stream, body: () => void): Promise<Sample> {
-  const values: number[] = [];
-  for (let r = -1; r < RUNS; r++) {
-    await stream.synchronize();
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < ITERATIONS; i++) body();
-    const ns = Number(process.hrtime.bigint() - start) / ITERATIONS;
-    if (r >= 0) values.push(ns);
-  }
+  const sample = steadySync((calls) => {
+    for (let i = 0; i < calls; i++) body();
+  }, { minCalls: ITERATIONS, maxCalls: ITERATIONS, runs: RUNS, between: () => stream.synchronizeSync() });
   await stream.synchronize();
-  return summarize(values);
+  return sample;
 }
 
 function row(name: string, value: Sample, baseline: Sample, target?: string): MicroResult {
@@ -54,7 +49,7 @@ export async function graphMicroBenchmarks(options: GraphMicroOptions = {}): Pro
     const ns = addon.graphLaunchLoop(device.ordinal, ITERATIONS, ptx, BYTES);
     if (r >= 0) values.push(ns);
   }
-  const baseline = summarize(values);
+  const baseline: Sample = { ...summarize(values), callsPerRun: ITERATIONS };
   using stream = Stream.create({ device });
   using buffer = DeviceBuffer.alloc(BYTES, { stream });
   using input = PinnedBuffer.alloc(BYTES);

@@ -53,6 +53,8 @@ export function summarize(values: number[]): Sample {
  *   than MIN_RUN_MS (the settling then starts again), so that a run is long beside the timer's resolution and the
  *   size holds once the loop is optimized;
  * - then `runs` measured runs at that size, summarized as median and p10-p90, with `callsPerRun` in the sample.
+ * A loop that queues GPU work (launches, copies) has a ceiling on its calls per run (`maxCalls`: the stream's queue
+ * must not fill, or the call blocks and the figure is the GPU's) and waits for its stream between runs, untimed.
  * A loop is one function given the number of calls, so the loop itself is what V8 optimizes, not a wrapper that
  * calls a closure per call (a loop whose body is a closure, as timeSync's, pays that call: a few ns). */
 const MIN_RUN_MS = 5;
@@ -68,6 +70,11 @@ export interface SteadyOptions {
   minCalls?: number;
   /** Measured runs after the warm-up. @defaultValue 9 */
   runs?: number;
+  /** The most calls a run may make, for a loop that queues GPU work: the stream's queue must not fill within a run
+   * (a full queue blocks the call, and the figure would be the GPU's). @defaultValue 2 ** 26 */
+  maxCalls?: number;
+  /** Called before every run, untimed: for a loop that queues work, a wait until the stream is idle again. */
+  between?: () => void;
 }
 
 function elapsedNs(start: bigint): number {
@@ -87,15 +94,15 @@ function median(values: number[]): number {
 /** The warm-up of Note [steady state] over `run` (one run of `calls` calls, returning its ns), as a generator so that
  * the synchronous and the asynchronous loop share it: it yields each size to run WARMUP_RUNS times and is sent the
  * median of those runs; it returns the calls per measured run. */
-function* warmUp(minCalls: number): Generator<number, number, number> {
-  let calls = Math.max(1, minCalls);
+function* warmUp(minCalls: number, maxCalls = MAX_CALLS): Generator<number, number, number> {
+  let calls = Math.min(Math.max(1, minCalls), maxCalls);
   let previous = Number.NaN;
   const start = process.hrtime.bigint();
   for (let round = 0; round < WARMUP_ROUNDS && elapsedNs(start) < WARMUP_MS * 1e6; round++) {
     const ns: number = yield calls;
-    if (ns < MIN_RUN_MS * 1e6 && calls < MAX_CALLS) {
+    if (ns < MIN_RUN_MS * 1e6 && calls < maxCalls) {
       // Too short (the loop got faster as V8 optimized it): a bigger run, and the settling starts again.
-      calls = grown(calls, ns);
+      calls = Math.min(grown(calls, ns), maxCalls);
       previous = Number.NaN;
       continue;
     }
@@ -110,11 +117,12 @@ function* warmUp(minCalls: number): Generator<number, number, number> {
  * Note [steady state]. The sample carries the calls per run. */
 export function steadySync(loop: (calls: number) => unknown, options: SteadyOptions = {}): Sample {
   const run = (calls: number): number => {
+    options.between?.();
     const start = process.hrtime.bigint();
     loop(calls);
     return elapsedNs(start);
   };
-  const plan = warmUp(options.minCalls ?? 100);
+  const plan = warmUp(options.minCalls ?? 100, options.maxCalls);
   let step = plan.next();
   while (!step.done) {
     const calls = step.value;
@@ -128,11 +136,12 @@ export function steadySync(loop: (calls: number) => unknown, options: SteadyOpti
 /** {@link steadySync} for a loop that awaits: `loop(calls)` resolves once it has made `calls` calls. */
 export async function steadyAsync(loop: (calls: number) => Promise<unknown>, options: SteadyOptions = {}): Promise<Sample> {
   const run = async (calls: number): Promise<number> => {
+    options.between?.();
     const start = process.hrtime.bigint();
     await loop(calls);
     return elapsedNs(start);
   };
-  const plan = warmUp(options.minCalls ?? 100);
+  const plan = warmUp(options.minCalls ?? 100, options.maxCalls);
   let step = plan.next();
   while (!step.done) {
     const times: number[] = [];

@@ -8,7 +8,7 @@ import { Device, Program, Stream, type Kernel } from '../index.js';
 import { ArgumentPacker, Module } from '../module.js';
 import { nvrtcInfo } from '../program.js';
 import { benchAddon } from './bench-addon.js';
-import { summarize, timeAsync, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadySync, summarize, timeAsync, type MicroResult, type Sample } from './harness.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
 /** Options of {@link kernelMicroBenchmarks}. */
@@ -31,7 +31,7 @@ extern "C" __global__ void saxpy(unsigned int n, float a, const float* x, float*
 }`;
 
 function micro(sample: Sample): Sample {
-  return { median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000, runs: sample.runs };
+  return { ...sample, median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000 };
 }
 
 /** ns per launch through kernel.launch() and through the C++ loop (the same kernel of kernels/bench.ptx, loaded by
@@ -45,20 +45,18 @@ function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { libra
   const slotBytes = kernel.signature.length === 0 ? 0 : packer.bytes.byteLength / kernel.signature.length;
   const addon = benchAddon();
   const ptx = benchPtx();
-  const library: number[] = [];
-  const baseline: number[] = [];
-  for (let r = -1; r < RUNS; r++) {
+  // Steady state (Note [steady state] in harness.ts), at most LAUNCHES per run so that the queue never fills; the
+  // stream is idle before every run of either loop.
+  const library = steadySync((calls) => {
+    for (let i = 0; i < calls; i++) kernel.launch({ grid: 1, block: 1, stream }, ...args);
+  }, { minCalls: LAUNCHES, maxCalls: LAUNCHES, runs: RUNS, between: () => stream.synchronizeSync() });
+  stream.synchronizeSync();
+  const native = nativeSample(() => {
     stream.synchronizeSync();
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < LAUNCHES; i++) kernel.launch({ grid: 1, block: 1, stream }, ...args);
-    const ns = Number(process.hrtime.bigint() - start) / LAUNCHES;
-    stream.synchronizeSync();
-    const nativeNs = addon.launchLoop(kernel.module.device.ordinal, LAUNCHES, ptx, kernel.name, stream.handle, packer.bytes, slotBytes);
-    if (r < 0) continue; // warm-up
-    library.push(ns);
-    baseline.push(nativeNs);
-  }
-  return { library: summarize(library), native: summarize(baseline) };
+    return addon.launchLoop(kernel.module.device.ordinal, LAUNCHES, ptx, kernel.name, stream.handle, packer.bytes, slotBytes);
+  }, RUNS, LAUNCHES);
+  stream.synchronizeSync();
+  return { library, native };
 }
 
 const run = promisify(execFile);

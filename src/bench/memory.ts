@@ -3,7 +3,7 @@
 // against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair.
 import { Device, DeviceBuffer, PinnedBuffer, Stream } from '../index.js';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, summarize, targetAddedNs, targetRatio, timeSync, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, type MicroResult, type Sample } from './harness.js';
 
 /** Options of {@link memoryMicroBenchmarks}. */
 export interface MemoryMicroOptions {
@@ -97,22 +97,14 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
     // A small pinned copy: the per-call cost of enqueuing it, few enough per run that the stream's queue never fills.
     const smallBytes = 4096;
     const smallCopies = 500;
-    const small: number[] = [];
-    const smallNative: number[] = [];
-    for (let r = -1; r < runs; r++) {
-      await stream.synchronize();
-      const start = process.hrtime.bigint();
-      for (let i = 0; i < smallCopies; i++) stream.copy(buffer, pinned, { byteLength: smallBytes });
-      const ns = Number(process.hrtime.bigint() - start) / smallCopies;
-      await stream.synchronize();
-      const nativeNs = addon.copyLoop(ordinal, smallCopies, true, pinned.bytes, smallBytes).enqueueNs;
-      if (r >= 0) {
-        small.push(ns);
-        smallNative.push(nativeNs);
-      }
-    }
-    const smallSample = summarize(small);
-    const smallBaseline = summarize(smallNative);
+    const smallSample = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) stream.copy(buffer, pinned, { byteLength: smallBytes });
+    }, { minCalls: smallCopies, maxCalls: smallCopies, runs, between: () => stream.synchronizeSync() });
+    stream.synchronizeSync();
+    const smallBaseline = nativeSample(() => {
+      stream.synchronizeSync();
+      return addon.copyLoop(ordinal, smallCopies, true, pinned.bytes, smallBytes).enqueueNs;
+    }, runs, smallCopies);
     results.push(
       targetAddedNs(
         {
@@ -130,10 +122,13 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
 
     const pairBytes = 1 << 20;
     const iterations = 2000;
-    const pairs = timeSync(() => DeviceBuffer.alloc(pairBytes, { stream }).free(), iterations, runs);
+    // Each pair queues its allocation and free on the stream: at most `iterations` a run, the stream idle between runs.
+    const pairs = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) DeviceBuffer.alloc(pairBytes, { stream }).free();
+    }, { minCalls: iterations, maxCalls: iterations, runs, between: () => stream.synchronizeSync() });
     await stream.synchronize();
-    const toMicroseconds = (s: Sample): Sample => ({ median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000, runs: s.runs });
-    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs);
+    const toMicroseconds = (s: Sample): Sample => ({ ...s, median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000 });
+    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs, iterations);
     results.push(
       targetRatio(
         {

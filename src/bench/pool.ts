@@ -81,24 +81,23 @@ async function asyncContextTax(): Promise<{ before: Sample; after: Sample }> {
   return { before: { ...summarize(before), callsPerRun: 200_000 }, after: { ...summarize(after), callsPerRun: 200_000 } };
 }
 
-/** 64 tasks contending for the streams of `pool` (8 of them), each doing `perTask` acquire/release pairs with a turn
- * of the event loop's microtasks while holding the lease; ns per pair over `runs` runs after a warm-up. */
-async function contended(pool: StreamPool, tasks: number, perTask: number, runs = 9): Promise<Sample> {
-  const values: number[] = [];
-  for (let r = -1; r < runs; r++) {
-    const started = process.hrtime.bigint();
+/** `tasks` tasks contending for the streams of `pool` (8 of them), each doing its share of a run's acquire/release
+ * pairs with a turn of the event loop's microtasks while holding the lease; ns per pair in steady state (Note [steady
+ * state] in harness.ts), at least `tasks × perTask` pairs per run (each task's share rounded up: fewer than `tasks`
+ * extra pairs in a run of thousands). */
+function contended(pool: StreamPool, tasks: number, perTask: number): Promise<Sample> {
+  return steadyAsync(async (calls) => {
+    const each = Math.ceil(calls / tasks);
     await Promise.all(
       Array.from({ length: tasks }, async () => {
-        for (let i = 0; i < perTask; i++) {
+        for (let i = 0; i < each; i++) {
           const lease = await pool.acquire();
           await null;
           lease.release();
         }
       }),
     );
-    if (r >= 0) values.push(Number(process.hrtime.bigint() - started) / (tasks * perTask));
-  }
-  return { ...summarize(values), callsPerRun: tasks * perTask };
+  }, { minCalls: tasks * perTask });
 }
 
 /** Measures the pool's per-call costs beside cuStreamCreateWithPriority+cuStreamDestroy from a C++ loop of the same
