@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { multiDeviceSkip, notSimulated, SIMULATOR_SKIP_PREFIX, simulatorSkip, type NotSimulated } from './support/gpu.js';
-import { sortSkips } from './support/skips.js';
+import { sortSkips, tapSkipLines } from './support/skips.js';
 
 const line = (reason: string, name = 'a test') => `ok 7 - ${name} # SKIP ${reason}`;
 
@@ -56,4 +56,21 @@ test('each exception\'s reason is its own and says why in words', () => {
     assert.ok(simulatorSkip(key).startsWith(SIMULATOR_SKIP_PREFIX));
     assert.ok(notSimulated[key].length > 20, key);
   }
+});
+
+test('only test lines count as skips, not a child run\'s TAP quoted in a failure\'s message', () => {
+  const report = [
+    'ok 1 - compiles # SKIP needs 2 GPUs',
+    'not ok 2 - reruns the file',
+    '  ---',
+    '  error: |-',
+    '    ok 14 - the rerun # SKIP this run is the event-marker run',
+    '    ---',
+    '    duration_ms: 3',
+    '    ...',
+    '    ok 15 - another # SKIP quoted after a nested block',
+    '  ...',
+    '    ok 3 - a subtest # SKIP runs elsewhere',
+  ].join('\n');
+  assert.deepEqual(tapSkipLines(report), ['ok 1 - compiles # SKIP needs 2 GPUs', 'ok 3 - a subtest # SKIP runs elsewhere']);
 });

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { sortSkips } from './skips.js';
+import { sortSkips, tapSkipLines } from './skips.js';
 
 const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -79,7 +79,7 @@ const count = (name: string) => Number(report.match(new RegExp(`^# ${name} (\\d+
 const passed = count('pass');
 const failed = count('fail');
 const skipped = count('skipped');
-const skips = report.split('\n').filter((line) => /# SKIP/.test(line)).map((line) => line.trim());
+const skips = tapSkipLines(report);
 // A multi-device test skips with "needs N GPUs" (test/support/gpu.ts); on a machine with fewer than N that is the one
 // skip --gpu accepts, so single-GPU runs stay green while every other skip still fails them.
 const visible = Device.count();

@@ -6,6 +6,25 @@
 /** The start of a skip reason that `--sim` accepts; test/support/gpu.ts builds those reasons from it. */
 export const SIMULATOR_SKIP_PREFIX = 'not under the simulated driver: ';
 
+/** The skipped tests' lines of a TAP report (`ok 3 - name # SKIP reason`), trimmed. Lines inside a failure's YAML
+ * block (from `---` to `...` at the same indentation) are left out: a message can quote a child run's TAP, skips and
+ * all. */
+export function tapSkipLines(report: string): string[] {
+  let blockEnd: string | undefined;
+  return report
+    .split('\n')
+    .filter((line) => {
+      if (blockEnd !== undefined) {
+        if (line === blockEnd) blockEnd = undefined;
+        return false;
+      }
+      const opener = /^(\s*)---$/.exec(line);
+      if (opener) blockEnd = `${opener[1]}...`;
+      return !opener && /# SKIP/.test(line);
+    })
+    .map((line) => line.trim());
+}
+
 /** The skips of one run, sorted by what the runner makes of them. */
 export interface SortedSkips {
   /** "needs N GPUs" with fewer than N visible: accepted. */
