@@ -38,8 +38,9 @@ export const PROMOTE_MS = 250;
 export interface PoolSlots<S> {
   /** The shared stream of each slot: what getStream() hands out. */
   readonly streams: readonly S[];
-  /** A new wrapper of slot `slot`'s stream for one lease, which keeps `lease` reachable while it is (so a lease whose
-   * stream is still in use is never reclaimed); retired when the lease ends. */
+  /** A new wrapper of slot `slot`'s stream for one lease, made on the lease's first read of `lease.stream`, which
+   * keeps `lease` reachable while it is (so a lease whose stream is still in use is never reclaimed); retired when the
+   * lease ends. */
   leaseView(slot: number, lease: object): S;
   /** Makes `view` throw DestroyedError from now on, with `why` in the message. */
   retire(view: S, why: string): void;
