@@ -376,7 +376,8 @@ std::atomic<unsigned long long> all_threads_counts[kEntryCount];
 
 Injection inject(Entry entry) {
   Injection out;
-  if (rules().empty() && !tracing() && !counting()) return out;
+  const bool counted = counting();  // first: it registers the writer at exit
+  if (rules().empty() && !tracing() && !counted) return out;
   ThreadCalls& calls = thread_calls();
   const unsigned long long call = calls.counts[entry].fetch_add(1, std::memory_order_relaxed) + 1;
   const unsigned long long any_call = all_threads_counts[entry].fetch_add(1) + 1;

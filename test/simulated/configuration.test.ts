@@ -42,3 +42,23 @@ test('SIMULATED_DRIVER_TRACE=1 alone names each thread that calls the driver', n
   assert.match(result.stderr, /simulated driver: thread main\/1 calls the driver/);
   assert.match(result.stderr, /simulated driver: thread csp-poller\/1 calls the driver/);
 });
+
+test('SIMULATED_DRIVER_COUNTS writes each thread\'s calls per entry point at exit, also beside failure rules', needsCompiler, async (t) => {
+  const { mkdtempSync, readFileSync, rmSync } = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-counts-'));
+  t.after(() => rmSync(folder, { recursive: true, force: true }));
+  const source = `import { Event } from 'cuda-stream-pool';
+    for (let i = 0; i < 3; i++) { try { Event.create().destroy(); } catch { console.log('refused'); } }`;
+  for (const fail of [undefined, 'cuEventCreate:2=CUDA_ERROR_OUT_OF_MEMORY']) {
+    const file = path.join(folder, `${fail ? 'with' : 'without'}-rule.json`);
+    const result = await runSimulated(source, { fail, env: { SIMULATED_DRIVER_COUNTS: file } });
+    assert.equal(result.code, 0, result.stderr);
+    const counts = JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>;
+    // A failed call counts as a call: the rules count calls, not successes.
+    assert.equal(counts['main/1']!.cuEventCreate, 3, JSON.stringify(counts));
+    assert.equal(counts['main/1']!.cuEventDestroy, fail ? 2 : 3, JSON.stringify(counts));
+    assert.equal(result.stdout.trim(), fail ? 'refused' : '');
+  }
+});
