@@ -168,6 +168,13 @@ const ResultName kResults[] = {
     SIM_RESULT(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
     SIM_RESULT(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
     SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated by an earlier error"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "the capture was not begun on this stream"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "a stream that joined the capture was not joined back"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "a dependency would cross the capture's boundary"),
+    SIM_RESULT(CUDA_ERROR_CAPTURED_EVENT, "the event was last recorded in a capturing stream"),
+    SIM_RESULT(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "a thread-local capture was ended on another thread"),
+    SIM_RESULT(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "the graph update was not applied"),
     SIM_RESULT(CUDA_ERROR_TIMEOUT, "timeout"),
     SIM_RESULT(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
@@ -1028,6 +1035,13 @@ bool drained(Stream* s) {
   return s->completed.load(std::memory_order_acquire) >= s->issued;
 }
 
+// A call that queues work but makes no node when captured (an event's record, a wait on one) has no operation for an
+// injected fault to fault when it runs: the device faults at the call instead. Returns CUDA_SUCCESS.
+CUresult fault_now(Device* d, const Injection& injected) {
+  if (injected.any && injected.action == Action::kFault) set_fault(d, injected.result, "");
+  return CUDA_SUCCESS;
+}
+
 // A synchronizing call gives the device's pool memory above its release threshold back to the system, as the driver
 // does; returns the call's result.
 CUresult released_to_threshold(Device* d, CUresult result) {
@@ -1462,7 +1476,7 @@ CUresult s_cuEventRecord(CUevent event, CUstream stream) {
     e->captured = s->capture;
     e->captured_from = s;
     e->captured_node = s->last_node;
-    if (s->capture) return CUDA_SUCCESS;  // a point in the capture for other streams to wait on, not a node
+    if (s->capture) return fault_now(s->device, injected);  // a point in the capture for other streams, not a node
   }
   std::lock_guard<std::mutex> lock(e->mutex);
   const unsigned long long generation = ++e->generation;
@@ -1542,7 +1556,7 @@ CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
       } else if (s == c->origin && e->captured_from != s && e->captured_from->last_node == e->captured_node) {
         e->captured_from->unjoined = false;
       }
-      return CUDA_SUCCESS;
+      return fault_now(s->device, injected);
     }
     if (s->capture && e->captured_from) {
       s->capture->invalidated = true;

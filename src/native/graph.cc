@@ -92,13 +92,22 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
 }
 
 // streamEndCapture(stream) -> graph box. The capture is over whatever the outcome; an invalidated capture throws
-// (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed.
+// (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed. A failure that
+// left the stream capturing (the driver ends a capture on most of its errors, not on all) is followed by one more
+// end, so that the stream is usable again; the first failure is the one thrown.
 Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*stream, "Stream", "endCapture");
   make_current(stream->device);
   CUgraph graph = nullptr;
   CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (r != CUDA_SUCCESS && drv().cuStreamIsCapturing(stream->handle, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    CUgraph partial = nullptr;
+    drv().cuStreamEndCapture(stream->handle, &partial);
+    if (partial) check_quiet(drv().cuGraphDestroy(partial), stream->device);
+  }
   stream->owner().capturing.store(false, std::memory_order_release);
   capture_closed(*stream);
   if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
