@@ -65,7 +65,6 @@ CUresult s_cuStreamCreateWithPriority(CUstream* s, unsigned, int) { *s = fresh<C
 CUresult s_cuStreamGetId(CUstream s, unsigned long long* id) { *id = reinterpret_cast<uintptr_t>(s); return CUDA_SUCCESS; }
 CUresult s_cuStreamGetPriority(CUstream, int* p) { *p = 0; return CUDA_SUCCESS; }
 CUresult s_cuStreamGetFlags(CUstream, unsigned* f) { *f = 0; return CUDA_SUCCESS; }
-CUresult s_cuStreamGetCtx(CUstream, CUcontext* c) { *c = current; return CUDA_SUCCESS; }
 CUresult s_cuStreamWriteValue64(CUstream, CUdeviceptr a, cuuint64_t v, unsigned) {
   __atomic_store_n(reinterpret_cast<cuuint64_t*>(a), v, __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
@@ -132,7 +131,7 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       S(cuInit), S(cuGetErrorName), S(cuGetErrorString), S(cuDeviceGet), S(cuDeviceGetCount), S(cuDeviceGetName),
       S(cuDeviceGetAttribute), S(cuDeviceTotalMem), S(cuDeviceCanAccessPeer), S(cuDevicePrimaryCtxRetain),
       S(cuCtxSetCurrent), S(cuCtxGetCurrent), S(cuCtxGetStreamPriorityRange), S(cuStreamCreate),
-      S(cuStreamCreateWithPriority), S(cuStreamGetId), S(cuStreamGetPriority), S(cuStreamGetFlags), S(cuStreamGetCtx),
+      S(cuStreamCreateWithPriority), S(cuStreamGetId), S(cuStreamGetPriority), S(cuStreamGetFlags),
       S(cuStreamWriteValue64), S(cuEventCreate), S(cuEventElapsedTime), S(cuModuleLoadDataEx), S(cuModuleGetFunction),
       S(cuFuncGetAttribute), S(cuOccupancyMaxPotentialBlockSize), S(cuMemGetInfo), S(cuMemAllocAsync),
       S(cuMemAllocFromPoolAsync), S(cuMemFreeAsync), S(cuMemAllocManaged), S(cuMemFree), S(cuMemHostAlloc),

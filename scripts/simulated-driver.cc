@@ -13,7 +13,7 @@
 //    waits block. With no delay (the default) it is the busy-stream mode for CPU measurements of the completion path:
 //    work still runs on the stream's thread, so a wait right after queuing finds the stream busy and goes through the
 //    library's poller. Events complete when their stream reaches them. cuStreamWriteValue64 writes when its turn comes;
-//    cuStreamWaitValue64 holds its stream until the word satisfies it; host functions run on the stream's thread.
+//    cuStreamWaitValue64 holds its stream until the word satisfies it.
 //  - Memory: device, managed and pinned memory are host memory. Every operation checks, when it runs, that the device
 //    memory it touches is allocated; touching freed memory (a stream-ordered free already done, cuMemFree,
 //    cuMemFreeHost) is a sticky CUDA_ERROR_ILLEGAL_ADDRESS, reported on stderr with the prefix "simulated driver:".
@@ -105,19 +105,18 @@ namespace {
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)                            \
   X(cuCtxGetStreamPriorityRange) X(cuCtxEnablePeerAccess) X(cuStreamCreate) X(cuStreamCreateWithPriority)          \
   X(cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetId)                 \
-  X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamGetCtx) X(cuLaunchHostFunc) X(cuStreamWriteValue64)         \
-  X(cuStreamWaitValue64) X(cuStreamBatchMemOp) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) \
+  X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuEventCreate)       \
+  X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                                                               \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)       \
   X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxPotentialBlockSize)                \
   X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)             \
-  X(cuMemPrefetchAsync) X(cuMemAdvise) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemFree) X(cuMemHostRegister)        \
-  X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)   \
+  X(cuMemPrefetchAsync) X(cuMemAdvise) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemFree)                             \
+  X(cuMemHostGetDevicePointer) X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                          \
   X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuDeviceGetDefaultMemPool)    \
   X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo) X(cuMemPoolSetAccess)                       \
   X(cuMemPoolGetAccess) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)                       \
   X(cuStreamGetCaptureInfo) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
-  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams)                     \
-  X(cuGraphExecKernelNodeSetParams) X(cuGraphMemcpyNodeGetParams) X(cuGraphExecMemcpyNodeSetParams)
+  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -235,10 +234,10 @@ CUresult parse_result(const std::string& text) {
 // their work runs, or lose it.
 bool queues_work(int entry) {
   switch (entry) {
-    case e_cuLaunchHostFunc: case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord:
-    case e_cuStreamWaitEvent: case e_cuLaunchKernel: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync:
-    case e_cuMemcpyAsync: case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync:
-    case e_cuMemcpyPeerAsync: case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_operation:
+    case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord: case e_cuStreamWaitEvent:
+    case e_cuLaunchKernel: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync: case e_cuMemcpyAsync:
+    case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync: case e_cuMemcpyPeerAsync:
+    case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_operation:
       return true;
     default:
       return false;
@@ -1377,13 +1376,6 @@ CUresult s_cuStreamGetFlags(CUstream stream, unsigned* flags) {
   *flags = s->flags;
   return CUDA_SUCCESS;
 }
-CUresult s_cuStreamGetCtx(CUstream stream, CUcontext* context) {
-  SIM_ENTER(cuStreamGetCtx);
-  Stream* s = resolve_any_context(stream, "cuStreamGetCtx");
-  if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  *context = context_of(s->device->ordinal);
-  return CUDA_SUCCESS;
-}
 
 // Resolves `stream` under the current context for a call that queues work; returns on failure.
 #define SIM_QUEUE_ON(name, stream)                       \
@@ -1392,15 +1384,6 @@ CUresult s_cuStreamGetCtx(CUstream stream, CUcontext* context) {
   Stream* s = resolve(stream, #name, &resolved_result);  \
   if (!s) return resolved_result;
 
-CUresult s_cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
-  SIM_ENTER(cuLaunchHostFunc);
-  SIM_QUEUE_ON(cuLaunchHostFunc, stream);
-  if (!function) return CUDA_ERROR_INVALID_VALUE;
-  Operation op{"a host function", {}, [function, data] { function(data); }};
-  op.node_type = CU_GRAPH_NODE_TYPE_HOST;
-  enqueue(s, std::move(op), injected);
-  return CUDA_SUCCESS;
-}
 CUresult s_cuStreamWriteValue64(CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned flags) {
   SIM_ENTER(cuStreamWriteValue64);
   SIM_QUEUE_ON(cuStreamWriteValue64, stream);
@@ -1437,10 +1420,6 @@ CUresult s_cuStreamWaitValue64(CUstream stream, CUdeviceptr address, cuuint64_t 
               }},
           injected);
   return CUDA_SUCCESS;
-}
-CUresult s_cuStreamBatchMemOp(CUstream, unsigned, CUstreamBatchMemOpParams*, unsigned) {
-  SIM_ENTER(cuStreamBatchMemOp);
-  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult s_cuEventCreate(CUevent* event, unsigned flags) {
@@ -1767,14 +1746,6 @@ CUresult s_cuMemFree(CUdeviceptr pointer) {
   if (conflicts_with_capture(current, false)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return release(pointer, {Kind::kDevice, Kind::kManaged}, "cuMemFree");
 }
-CUresult s_cuMemHostRegister(void*, size_t, unsigned) {
-  SIM_ENTER(cuMemHostRegister);
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult s_cuMemHostUnregister(void*) {
-  SIM_ENTER(cuMemHostUnregister);
-  return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-}
 CUresult s_cuMemHostGetDevicePointer(CUdeviceptr* device_pointer, void* host, unsigned flags) {
   SIM_ENTER(cuMemHostGetDevicePointer);
   SIM_NEED_CONTEXT();
@@ -2020,13 +1991,6 @@ CUresult s_cuGraphGetNodes(CUgraph handle, CUgraphNode* nodes, size_t* count) {
   *count = g->nodes.size();
   return CUDA_SUCCESS;
 }
-CUresult s_cuGraphNodeGetType(CUgraphNode handle, CUgraphNodeType* type) {
-  SIM_ENTER(cuGraphNodeGetType);
-  Node* node = resolve_node(handle);
-  if (!node) return CUDA_ERROR_INVALID_VALUE;
-  *type = node->op.node_type;
-  return CUDA_SUCCESS;
-}
 CUresult s_cuGraphKernelNodeGetParams(CUgraphNode handle, CUDA_KERNEL_NODE_PARAMS* params) {
   SIM_ENTER(cuGraphKernelNodeGetParams);
   Node* node = resolve_node(handle);
@@ -2126,15 +2090,6 @@ CUresult s_cuGraphExecKernelNodeSetParams(CUgraphExec handle, CUgraphNode node, 
   const unsigned block[3] = {params->blockDimX, params->blockDimY, params->blockDimZ};
   op = kernel_operation(f, f->name, grid, block, params->sharedMemBytes, params->kernelParams);
   return CUDA_SUCCESS;
-}
-// The library loads these but never calls them.
-CUresult s_cuGraphMemcpyNodeGetParams(CUgraphNode, CUDA_MEMCPY3D*) {
-  SIM_ENTER(cuGraphMemcpyNodeGetParams);
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult s_cuGraphExecMemcpyNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D*, CUcontext) {
-  SIM_ENTER(cuGraphExecMemcpyNodeSetParams);
-  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 }  // extern "C"

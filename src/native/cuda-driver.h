@@ -30,7 +30,6 @@ struct CUmemPoolHandle_st;
 struct CUgraph_st;
 struct CUgraphNode_st;
 struct CUgraphExec_st;
-struct CUarray_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
@@ -41,20 +40,15 @@ using CUmemoryPool = CUmemPoolHandle_st*;
 using CUgraph = CUgraph_st*;
 using CUgraphNode = CUgraphNode_st*;
 using CUgraphExec = CUgraphExec_st*;
-using CUarray = CUarray_st*;
 
 // The special stream handles: the legacy default stream and the calling thread's per-thread default stream.
 inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
 inline const CUstream CU_STREAM_PER_THREAD = reinterpret_cast<CUstream>(std::uintptr_t{0x2});
 
-// cuMemHostAlloc and cuMemHostRegister flags.
+// cuMemHostAlloc flags.
 constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned int CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
 constexpr unsigned int CU_MEMHOSTALLOC_WRITECOMBINED = 0x04;
-constexpr unsigned int CU_MEMHOSTREGISTER_PORTABLE = 0x01;
-constexpr unsigned int CU_MEMHOSTREGISTER_DEVICEMAP = 0x02;
-constexpr unsigned int CU_MEMHOSTREGISTER_IOMEMORY = 0x04;
-constexpr unsigned int CU_MEMHOSTREGISTER_READ_ONLY = 0x08;
 
 enum CUresult {
   CUDA_SUCCESS = 0,
@@ -190,57 +184,7 @@ enum CUstreamWaitValue_flags {
 
 enum CUstreamWriteValue_flags { CU_STREAM_WRITE_VALUE_DEFAULT = 0x0, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = 0x1 };
 
-enum CUstreamBatchMemOpType {
-  CU_STREAM_MEM_OP_WAIT_VALUE_32 = 1,
-  CU_STREAM_MEM_OP_WRITE_VALUE_32 = 2,
-  CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = 3,
-  CU_STREAM_MEM_OP_WAIT_VALUE_64 = 4,
-  CU_STREAM_MEM_OP_WRITE_VALUE_64 = 5,
-  CU_STREAM_MEM_OP_BARRIER = 6,
-};
-
-// One operation of cuStreamBatchMemOp; `operation` tags which member is meant.
-union CUstreamBatchMemOpParams {
-  CUstreamBatchMemOpType operation;
-  struct CUstreamMemOpWaitValueParams_st {
-    CUstreamBatchMemOpType operation;
-    CUdeviceptr address;
-    union {
-      cuuint32_t value;
-      cuuint64_t value64;
-    };
-    unsigned int flags;  // CUstreamWaitValue_flags
-    CUdeviceptr alias;   // for the driver's use
-  } waitValue;
-  struct CUstreamMemOpWriteValueParams_st {
-    CUstreamBatchMemOpType operation;
-    CUdeviceptr address;
-    union {
-      cuuint32_t value;
-      cuuint64_t value64;
-    };
-    unsigned int flags;  // CUstreamWriteValue_flags
-    CUdeviceptr alias;   // for the driver's use
-  } writeValue;
-  struct CUstreamMemOpFlushRemoteWritesParams_st {
-    CUstreamBatchMemOpType operation;
-    unsigned int flags;
-  } flushRemoteWrites;
-  struct CUstreamMemOpMemoryBarrierParams_st {
-    CUstreamBatchMemOpType operation;
-    unsigned int flags;
-  } memoryBarrier;
-  cuuint64_t pad[6];
-};
-
 enum CUmemAttach_flags { CU_MEM_ATTACH_GLOBAL = 0x1, CU_MEM_ATTACH_HOST = 0x2, CU_MEM_ATTACH_SINGLE = 0x4 };
-
-enum CUmemorytype {
-  CU_MEMORYTYPE_HOST = 0x01,
-  CU_MEMORYTYPE_DEVICE = 0x02,
-  CU_MEMORYTYPE_ARRAY = 0x03,
-  CU_MEMORYTYPE_UNIFIED = 0x04,
-};
 
 enum CUmem_advise {
   CU_MEM_ADVISE_SET_READ_MOSTLY = 1,
@@ -353,35 +297,6 @@ struct CUDA_KERNEL_NODE_PARAMS {
   CUcontext ctx;  // used only when func is null
 };
 
-// A 3D copy's parameters (cuda.h: CUDA_MEMCPY3D_v2); a 1D copy sets WidthInBytes and Height = Depth = 1.
-struct CUDA_MEMCPY3D {
-  size_t srcXInBytes;
-  size_t srcY;
-  size_t srcZ;
-  size_t srcLOD;
-  CUmemorytype srcMemoryType;
-  const void* srcHost;
-  CUdeviceptr srcDevice;
-  CUarray srcArray;
-  void* reserved0;
-  size_t srcPitch;
-  size_t srcHeight;
-  size_t dstXInBytes;
-  size_t dstY;
-  size_t dstZ;
-  size_t dstLOD;
-  CUmemorytype dstMemoryType;
-  void* dstHost;
-  CUdeviceptr dstDevice;
-  CUarray dstArray;
-  void* reserved1;
-  size_t dstPitch;
-  size_t dstHeight;
-  size_t WidthInBytes;
-  size_t Height;
-  size_t Depth;
-};
-
 enum CUdriverProcAddress_flags {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
@@ -394,7 +309,6 @@ enum CUdriverProcAddressQueryResult {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 
-using CUhostFn = void(CUDA_CB*)(void* userData);
 using CUoccupancyB2DSize = size_t(CUDA_CB*)(int blockSize);
 
 // Function pointer types, one per entry point, named PFN_<documented name>.
@@ -428,14 +342,10 @@ using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsig
 using PFN_cuStreamGetId = CUresult (*)(CUstream stream, unsigned long long* id);
 using PFN_cuStreamGetPriority = CUresult (*)(CUstream stream, int* priority);
 using PFN_cuStreamGetFlags = CUresult (*)(CUstream stream, unsigned int* flags);
-using PFN_cuStreamGetCtx = CUresult (*)(CUstream stream, CUcontext* context);
-using PFN_cuLaunchHostFunc = CUresult (*)(CUstream stream, CUhostFn function, void* userData);
 using PFN_cuStreamWriteValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, cuuint64_t value,
                                               unsigned int flags);
 using PFN_cuStreamWaitValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, cuuint64_t value,
                                              unsigned int flags);
-using PFN_cuStreamBatchMemOp = CUresult (*)(CUstream stream, unsigned int count, CUstreamBatchMemOpParams* operations,
-                                            unsigned int flags);
 // Events:
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventDestroy = CUresult (*)(CUevent event);
@@ -473,8 +383,6 @@ using PFN_cuMemAdvise = CUresult (*)(CUdeviceptr pointer, size_t bytes, CUmem_ad
 using PFN_cuMemHostAlloc = CUresult (*)(void** pointer, size_t bytes, unsigned int flags);
 using PFN_cuMemFreeHost = CUresult (*)(void* pointer);
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr pointer);
-using PFN_cuMemHostRegister = CUresult (*)(void* pointer, size_t bytes, unsigned int flags);
-using PFN_cuMemHostUnregister = CUresult (*)(void* pointer);
 using PFN_cuMemHostGetDevicePointer = CUresult (*)(CUdeviceptr* devicePointer, void* hostPointer, unsigned int flags);
 using PFN_cuMemcpyAsync = CUresult (*)(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream stream);
 using PFN_cuMemcpyHtoDAsync = CUresult (*)(CUdeviceptr destination, const void* source, size_t bytes,
@@ -506,12 +414,8 @@ using PFN_cuGraphExecUpdate = CUresult (*)(CUgraphExec exec, CUgraph graph, CUgr
 using PFN_cuGraphDestroy = CUresult (*)(CUgraph graph);
 using PFN_cuGraphExecDestroy = CUresult (*)(CUgraphExec exec);
 using PFN_cuGraphGetNodes = CUresult (*)(CUgraph graph, CUgraphNode* nodes, size_t* count);
-using PFN_cuGraphNodeGetType = CUresult (*)(CUgraphNode node, CUgraphNodeType* type);
 using PFN_cuGraphKernelNodeGetParams = CUresult (*)(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params);
 using PFN_cuGraphExecKernelNodeSetParams = CUresult (*)(CUgraphExec exec, CUgraphNode node,
                                                         const CUDA_KERNEL_NODE_PARAMS* params);
-using PFN_cuGraphMemcpyNodeGetParams = CUresult (*)(CUgraphNode node, CUDA_MEMCPY3D* params);
-using PFN_cuGraphExecMemcpyNodeSetParams = CUresult (*)(CUgraphExec exec, CUgraphNode node,
-                                                        const CUDA_MEMCPY3D* params, CUcontext context);
 
 }  // namespace csp

@@ -19,15 +19,14 @@ namespace csp {
   X(cuCtxGetCurrent, 4000) X(cuCtxSynchronize, 2000) X(cuCtxGetStreamPriorityRange, 5050)                         \
   X(cuCtxEnablePeerAccess, 4000) X(cuStreamCreate, 2000) X(cuStreamCreateWithPriority, 5050)                      \
   X(cuStreamDestroy, 4000) X(cuStreamQuery, 2000) X(cuStreamSynchronize, 2000) X(cuStreamWaitEvent, 3020)        \
-  X(cuStreamGetId, 12000) X(cuStreamGetPriority, 5050) X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020)         \
-  X(cuLaunchHostFunc, 10000) X(cuStreamWriteValue64, 11070) X(cuStreamWaitValue64, 11070)                         \
-  X(cuStreamBatchMemOp, 11070) X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)             \
+  X(cuStreamGetId, 12000) X(cuStreamGetPriority, 5050) X(cuStreamGetFlags, 5050) X(cuStreamWriteValue64, 11070)   \
+  X(cuStreamWaitValue64, 11070) X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)             \
   X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000) X(cuModuleLoadDataEx, 2010)      \
   X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000) X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)   \
   X(cuLaunchKernel, 4000) X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
   X(cuMemAllocAsync, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020)                            \
   X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 8000) X(cuMemAdvise, 8000) X(cuMemHostAlloc, 2020)            \
-  X(cuMemFreeHost, 2000) X(cuMemFree, 3020) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)                                  \
+  X(cuMemFreeHost, 2000) X(cuMemFree, 3020)                                                                       \
   X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \
   X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemsetD8Async, 3020)      \
   X(cuMemsetD32Async, 3020) X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolGetAttribute, 11020)                   \
@@ -35,9 +34,8 @@ namespace csp {
   X(cuMemPoolGetAccess, 11020) X(cuStreamBeginCapture, 10010)                                                    \
   X(cuStreamEndCapture, 10000) X(cuStreamIsCapturing, 10000) X(cuStreamGetCaptureInfo, 11030)                     \
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphExecUpdate, 12000)                       \
-  X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000)   \
-  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)                                   \
-  X(cuGraphMemcpyNodeGetParams, 10000) X(cuGraphExecMemcpyNodeSetParams, 10020)
+  X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000)                                 \
+  X(cuGraphKernelNodeGetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
 // Newer than CUDA 12.0, each requested at the version it came with, and null on older drivers: used only to list a
 // module's kernels in error messages and to check a kernel's signature against its parameters.
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X)                                                                 \

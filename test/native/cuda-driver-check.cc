@@ -15,8 +15,6 @@
 namespace own = csp;
 constexpr unsigned int own_memhostalloc[] = {own::CU_MEMHOSTALLOC_PORTABLE, own::CU_MEMHOSTALLOC_DEVICEMAP,
                                              own::CU_MEMHOSTALLOC_WRITECOMBINED};
-constexpr unsigned int own_memhostregister[] = {own::CU_MEMHOSTREGISTER_PORTABLE, own::CU_MEMHOSTREGISTER_DEVICEMAP,
-                                                own::CU_MEMHOSTREGISTER_IOMEMORY, own::CU_MEMHOSTREGISTER_READ_ONLY};
 constexpr int own_device_cpu = own::CU_DEVICE_CPU;
 // The special stream handles are pointers; their integer values are compared instead.
 const std::uintptr_t own_stream_legacy = reinterpret_cast<std::uintptr_t>(own::CU_STREAM_LEGACY);
@@ -54,15 +52,12 @@ CORRESPONDING(CUmemPoolHandle_st, CUmemPoolHandle_st)
 CORRESPONDING(CUgraph_st, CUgraph_st)
 CORRESPONDING(CUgraphNode_st, CUgraphNode_st)
 CORRESPONDING(CUgraphExec_st, CUgraphExec_st)
-CORRESPONDING(CUarray_st, CUarray_st)
 // Enums (values checked below).
 CORRESPONDING(CUresult, CUresult)
 CORRESPONDING(CUdevice_attribute, CUdevice_attribute)
 CORRESPONDING(CUfunction_attribute, CUfunction_attribute)
 CORRESPONDING(CUjit_option, CUjit_option)
 CORRESPONDING(CUmemPool_attribute, CUmemPool_attribute)
-CORRESPONDING(CUstreamBatchMemOpType, CUstreamBatchMemOpType)
-CORRESPONDING(CUmemorytype, CUmemorytype)
 CORRESPONDING(CUmem_advise, CUmem_advise)
 CORRESPONDING(CUmemLocationType, CUmemLocationType)
 CORRESPONDING(CUmemAccess_flags, CUmemAccess_flags)
@@ -72,12 +67,10 @@ CORRESPONDING(CUgraphNodeType, CUgraphNodeType)
 CORRESPONDING(CUgraphExecUpdateResult, CUgraphExecUpdateResult)
 CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 // Structs and unions (layouts checked below).
-CORRESPONDING(CUstreamBatchMemOpParams, CUstreamBatchMemOpParams_v1)
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
 CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
 CORRESPONDING(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1)
 CORRESPONDING(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
-CORRESPONDING(CUDA_MEMCPY3D, CUDA_MEMCPY3D_v2)
 #undef CORRESPONDING
 
 // Scalar typedefs.
@@ -85,7 +78,6 @@ static_assert(std::is_same_v<own::cuuint32_t, cuuint32_t>);
 static_assert(std::is_same_v<own::cuuint64_t, cuuint64_t>);
 static_assert(std::is_same_v<own::CUdevice, CUdevice_v1>);
 static_assert(std::is_same_v<own::CUdeviceptr, CUdeviceptr_v2>);
-static_assert(Corresponds<std::remove_pointer_t<own::CUhostFn>, std::remove_pointer_t<CUhostFn>>::value);
 static_assert(Corresponds<std::remove_pointer_t<own::CUoccupancyB2DSize>,
                           std::remove_pointer_t<CUoccupancyB2DSize>>::value);
 
@@ -111,8 +103,6 @@ CHECK_ENUM(CUdevice_attribute)
 CHECK_ENUM(CUfunction_attribute)
 CHECK_ENUM(CUjit_option)
 CHECK_ENUM(CUmemPool_attribute)
-CHECK_ENUM(CUstreamBatchMemOpType)
-CHECK_ENUM(CUmemorytype)
 CHECK_ENUM(CUmem_advise)
 CHECK_ENUM(CUmemLocationType)
 CHECK_ENUM(CUmemAccess_flags)
@@ -163,11 +153,8 @@ CHECK_ENUM(CUdriverProcAddressQueryResult)
   X(CU_STREAM_DEFAULT) X(CU_STREAM_NON_BLOCKING) X(CU_EVENT_DEFAULT) X(CU_EVENT_BLOCKING_SYNC)                       \
   X(CU_EVENT_DISABLE_TIMING) X(CU_EVENT_INTERPROCESS) X(CU_EVENT_WAIT_DEFAULT) X(CU_STREAM_WAIT_VALUE_GEQ)           \
   X(CU_STREAM_WAIT_VALUE_EQ) X(CU_STREAM_WAIT_VALUE_AND) X(CU_STREAM_WAIT_VALUE_NOR) X(CU_STREAM_WAIT_VALUE_FLUSH)   \
-  X(CU_STREAM_WRITE_VALUE_DEFAULT) X(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) X(CU_STREAM_MEM_OP_WAIT_VALUE_32)      \
-  X(CU_STREAM_MEM_OP_WRITE_VALUE_32) X(CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) X(CU_STREAM_MEM_OP_WAIT_VALUE_64)       \
-  X(CU_STREAM_MEM_OP_WRITE_VALUE_64) X(CU_STREAM_MEM_OP_BARRIER) X(CU_MEM_ATTACH_GLOBAL) X(CU_MEM_ATTACH_HOST)       \
-  X(CU_MEM_ATTACH_SINGLE) X(CU_MEMORYTYPE_HOST) X(CU_MEMORYTYPE_DEVICE) X(CU_MEMORYTYPE_ARRAY)                       \
-  X(CU_MEMORYTYPE_UNIFIED) X(CU_MEM_ADVISE_SET_READ_MOSTLY) X(CU_MEM_ADVISE_UNSET_READ_MOSTLY)                       \
+  X(CU_STREAM_WRITE_VALUE_DEFAULT) X(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) X(CU_MEM_ATTACH_GLOBAL)                \
+  X(CU_MEM_ATTACH_HOST) X(CU_MEM_ATTACH_SINGLE) X(CU_MEM_ADVISE_SET_READ_MOSTLY) X(CU_MEM_ADVISE_UNSET_READ_MOSTLY)  \
   X(CU_MEM_ADVISE_SET_PREFERRED_LOCATION) X(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION) X(CU_MEM_ADVISE_SET_ACCESSED_BY) \
   X(CU_MEM_ADVISE_UNSET_ACCESSED_BY) X(CU_MEM_LOCATION_TYPE_INVALID) X(CU_MEM_LOCATION_TYPE_DEVICE)                  \
   X(CU_MEM_LOCATION_TYPE_HOST) X(CU_MEM_LOCATION_TYPE_HOST_NUMA) X(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)           \
@@ -193,10 +180,6 @@ CSP_CHECKED_VALUES(CHECK_VALUE)
 // The values cuda.h defines as macros, captured above.
 static_assert(own_memhostalloc[0] == CU_MEMHOSTALLOC_PORTABLE && own_memhostalloc[1] == CU_MEMHOSTALLOC_DEVICEMAP &&
               own_memhostalloc[2] == CU_MEMHOSTALLOC_WRITECOMBINED);
-static_assert(own_memhostregister[0] == CU_MEMHOSTREGISTER_PORTABLE &&
-              own_memhostregister[1] == CU_MEMHOSTREGISTER_DEVICEMAP &&
-              own_memhostregister[2] == CU_MEMHOSTREGISTER_IOMEMORY &&
-              own_memhostregister[3] == CU_MEMHOSTREGISTER_READ_ONLY);
 static_assert(own_device_cpu == CU_DEVICE_CPU);
 
 // Struct layouts: size, alignment, and each field's offset and type.
@@ -232,59 +215,6 @@ KERNEL_NODE_FIELD(extra)
 KERNEL_NODE_FIELD(kern)
 KERNEL_NODE_FIELD(ctx)
 #undef KERNEL_NODE_FIELD
-#define MEMCPY3D_FIELD(field) CHECK_FIELD(CUDA_MEMCPY3D, CUDA_MEMCPY3D_v2, field)
-CHECK_LAYOUT(CUDA_MEMCPY3D, CUDA_MEMCPY3D_v2)
-MEMCPY3D_FIELD(srcXInBytes)
-MEMCPY3D_FIELD(srcY)
-MEMCPY3D_FIELD(srcZ)
-MEMCPY3D_FIELD(srcLOD)
-MEMCPY3D_FIELD(srcMemoryType)
-MEMCPY3D_FIELD(srcHost)
-MEMCPY3D_FIELD(srcDevice)
-MEMCPY3D_FIELD(srcArray)
-MEMCPY3D_FIELD(reserved0)
-MEMCPY3D_FIELD(srcPitch)
-MEMCPY3D_FIELD(srcHeight)
-MEMCPY3D_FIELD(dstXInBytes)
-MEMCPY3D_FIELD(dstY)
-MEMCPY3D_FIELD(dstZ)
-MEMCPY3D_FIELD(dstLOD)
-MEMCPY3D_FIELD(dstMemoryType)
-MEMCPY3D_FIELD(dstHost)
-MEMCPY3D_FIELD(dstDevice)
-MEMCPY3D_FIELD(dstArray)
-MEMCPY3D_FIELD(reserved1)
-MEMCPY3D_FIELD(dstPitch)
-MEMCPY3D_FIELD(dstHeight)
-MEMCPY3D_FIELD(WidthInBytes)
-MEMCPY3D_FIELD(Height)
-MEMCPY3D_FIELD(Depth)
-#undef MEMCPY3D_FIELD
-// The batch operation union: its size, and the fields of the members the driver reads.
-CHECK_LAYOUT(CUstreamBatchMemOpParams, CUstreamBatchMemOpParams_v1)
-CHECK_FIELD(CUstreamBatchMemOpParams, CUstreamBatchMemOpParams_v1, operation)
-#define BATCH_FIELD(member, field)                                                                                  \
-  static_assert(offsetof(own::CUstreamBatchMemOpParams, member.field) ==                                           \
-                    offsetof(CUstreamBatchMemOpParams_v1, member.field),                                          \
-                "CUstreamBatchMemOpParams." #member "." #field " offset");                                        \
-  static_assert(sizeof(own::CUstreamBatchMemOpParams{}.member.field) ==                                           \
-                    sizeof(CUstreamBatchMemOpParams_v1{}.member.field),                                           \
-                "CUstreamBatchMemOpParams." #member "." #field " size");
-BATCH_FIELD(waitValue, operation)
-BATCH_FIELD(waitValue, address)
-BATCH_FIELD(waitValue, value)
-BATCH_FIELD(waitValue, value64)
-BATCH_FIELD(waitValue, flags)
-BATCH_FIELD(waitValue, alias)
-BATCH_FIELD(writeValue, operation)
-BATCH_FIELD(writeValue, address)
-BATCH_FIELD(writeValue, value)
-BATCH_FIELD(writeValue, value64)
-BATCH_FIELD(writeValue, flags)
-BATCH_FIELD(writeValue, alias)
-BATCH_FIELD(flushRemoteWrites, flags)
-BATCH_FIELD(memoryBarrier, flags)
-#undef BATCH_FIELD
 #undef CHECK_FIELD
 #undef CHECK_LAYOUT
 
