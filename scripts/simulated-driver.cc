@@ -31,7 +31,7 @@
 //    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks.
 //  - Engines and time, in real (scaled) time: one copy engine per direction, each running one copy between host and
 //    device at a time, and a compute engine running kernels of any streams side by side, at most
-//    SIMULATED_DRIVER_CONCURRENT_KERNELS (default 8) at once. A copy keeps its engine busy for its bytes over
+//    SIMULATED_DRIVER_CONCURRENT_KERNELS (default 128, as many as a recent GPU) at once. A copy keeps its engine busy for its bytes over
 //    SIMULATED_DRIVER_COPY_BYTES_PER_US, fma_steps for its elements times steps over SIMULATED_DRIVER_KERNEL_FMA_PER_US
 //    (both default 0: no modelled time, only what the CPU takes), at least.
 //  - The legacy default stream's implicit synchronization: its work waits for the work already queued on the device's
@@ -425,7 +425,7 @@ unsigned long long env_number(const char* name, unsigned long long fallback, uns
 struct Stream;
 
 // The timing model: a copy engine per direction, each running one copy at a time, and a compute engine that runs
-// kernels of any streams side by side, at most SIMULATED_DRIVER_CONCURRENT_KERNELS at once (default 8).
+// kernels of any streams side by side, at most SIMULATED_DRIVER_CONCURRENT_KERNELS at once (default 128).
 enum class Engine { kNone, kHostToDevice, kDeviceToHost, kCompute };
 struct Engines {
   std::mutex to_device, to_host;
@@ -750,7 +750,7 @@ double kernel_fma_per_us() {
 
 unsigned long long concurrent_kernels() {
   static const unsigned long long limit = [] {
-    const unsigned long long n = env_number("SIMULATED_DRIVER_CONCURRENT_KERNELS", 8, 1024);
+    const unsigned long long n = env_number("SIMULATED_DRIVER_CONCURRENT_KERNELS", 128, 1024);
     if (n == 0) bad_configuration("SIMULATED_DRIVER_CONCURRENT_KERNELS=0: at least one kernel must be able to run");
     return n;
   }();

@@ -163,7 +163,7 @@ test('freeing pinned buffers and finishing staged copies while a long kernel run
     pinned.free(); // returns at once; the block waits for the copy in the cache
     short.copy(buffer, host); // staged host-to-device
     const out = new Uint8Array(bytes);
-    short.copy(out, buffer); // staged device-to-host, finished by a host function
+    short.copy(out, buffer); // staged device-to-host, landed by this thread once its chunks are done
     await short.synchronize(); // another stream's short work completes while the kernel runs
     assert.equal(out[bytes - 1], 5);
     rounds++;

@@ -115,7 +115,7 @@ test('synchronize() settles only after the work, and timers keep firing while it
 test('after a 1 ms kernel, synchronize() settles within 50 ms (woken by the poller, no polling timer)', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();
-  spin.launch({ grid: 1, block: 1, stream }, 1n * MS, 0n); // warm-up: JIT, first host function
+  spin.launch({ grid: 1, block: 1, stream }, 1n * MS, 0n); // warm-up: JIT, the stream's first completion marker
   await stream.synchronize();
   const samples: number[] = [];
   for (let i = 0; i < 5; i++) {

@@ -12,7 +12,7 @@ struct Synchronizers;  // synchronizer.h
 
 struct AddonData {
   Napi::FunctionReference error_factory;  // (kind, ...) => Error, set by JS at load
-  std::shared_ptr<Channel> channel;       // host function -> JS thread hand-off, created by completionInit
+  std::shared_ptr<Channel> channel;       // poller -> JS thread hand-off, created by completionInit
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
 

@@ -30,9 +30,6 @@ if (simulated) {
   process.env.CUDA_STREAM_POOL_LIBCUDA = simulatedDriver();
   // Two devices, so that the multi-device tests run too.
   process.env.SIMULATED_DRIVER_DEVICES = '2';
-  // As many kernels at once as the GPUs the suites are written for run (128 on compute capability 9.0); the suites
-  // that wait on 32 to 64 spins at once expect them to finish together.
-  process.env.SIMULATED_DRIVER_CONCURRENT_KERNELS = '128';
 }
 
 function findTests(dir: string): string[] {
