@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 
 import { completionStats, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { native } from '../src/native.js';
-import { gpu, gpuNotSimulated, MS, testKernels } from './support/gpu.js';
+import { gpu, gpuNotSimulated, MS, spinBehindGate, testKernels } from './support/gpu.js';
 import { runChild } from './support/child.js';
 
 const workerUrl = new URL('./workers/completion-worker.js', import.meta.url);
@@ -25,15 +25,8 @@ test('waits on 32 streams that finish together settle in fewer wake-ups than wai
   const { spin } = await testKernels();
   const streams = Array.from({ length: 32 }, () => Stream.create());
   const before = completionStats();
-  // Behind one gate (a 200 ms spin on a stream of its own), so that no spin ends before every wait is made and all
-  // end together, however long the launches take: on a loaded machine they spread over tens of milliseconds.
-  const gate = Stream.create();
-  spin.launch({ grid: 1, block: 1, stream: gate }, 200n * MS, 0n);
-  const opened = gate.recordEvent();
-  for (const stream of streams) {
-    stream.waitEvent(opened);
-    spin.launch({ grid: 1, block: 1, stream }, 30n * MS, 0n);
-  }
+  // No spin ends before every wait is made, and all end together.
+  const gate = spinBehindGate(spin, streams, 30n * MS);
   await Promise.all(streams.map((stream) => stream.synchronize()));
   const after = completionStats();
   const wakeups = after.wakeups - before.wakeups;
@@ -42,7 +35,6 @@ test('waits on 32 streams that finish together settle in fewer wake-ups than wai
   assert.ok(wakeups >= 1 && wakeups < delivered, `${wakeups} wake-ups for ${delivered} waits`);
   assert.ok(after.largestBatch >= 2, `largest batch ${after.largestBatch}`);
   for (const stream of streams) stream.destroy();
-  opened.destroy();
   gate.destroy();
 });
 

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { cuda, Device, Module, type Kernel } from 'cuda-stream-pool';
+import { cuda, Device, Module, Stream, type Kernel } from 'cuda-stream-pool';
 
 import { repositoryRoot } from './paths.js';
 import { SIMULATOR_SKIP_PREFIX } from './skips.js';
@@ -106,6 +106,25 @@ export async function testKernels(device = 0): Promise<{
 /** True when the closed intervals [a0, a1] and [b0, b1] overlap. */
 export function overlaps(a: readonly [bigint, bigint], b: readonly [bigint, bigint]): boolean {
   return a[0] < b[1] && b[0] < a[1];
+}
+
+/** Launches a spin of `ns` on each of `streams`, all behind one gate (a 200 ms spin on a stream of its own), so that
+ * they start and end together however long the launches take (on a loaded machine they spread over tens of
+ * milliseconds). Returns what to destroy afterwards: the gate's stream and event. */
+export function spinBehindGate(spin: Kernel, streams: readonly Stream[], ns: bigint): { destroy(): void } {
+  const gate = Stream.create({ device: streams[0]?.device });
+  spin.launch({ grid: 1, block: 1, stream: gate }, 200n * MS, 0n);
+  const opened = gate.recordEvent();
+  for (const stream of streams) {
+    stream.waitEvent(opened);
+    spin.launch({ grid: 1, block: 1, stream }, ns, 0n);
+  }
+  return {
+    destroy() {
+      opened.destroy();
+      gate.destroy();
+    },
+  };
 }
 
 /** Spin lengths, in nanoseconds of device time. */

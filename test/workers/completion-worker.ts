@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { completionStats, Stream } from 'cuda-stream-pool';
-import { MS, testKernels } from '../support/gpu.js';
+import { MS, spinBehindGate, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
 const mode = (workerData as { mode: string }).mode;
@@ -19,15 +19,7 @@ if (mode === 'batch') {
   await new Promise((resolve) => parentPort!.once('message', resolve));
   const before = completionStats();
   const start = performance.now();
-  // Behind one gate (a 200 ms spin on a stream of its own), so that the spins start and end together however long
-  // the launches take: on a loaded machine they spread over tens of milliseconds.
-  const gate = Stream.create();
-  spin.launch({ grid: 1, block: 1, stream: gate }, 200n * MS, 0n);
-  const opened = gate.recordEvent();
-  for (const stream of streams) {
-    stream.waitEvent(opened);
-    spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
-  }
+  const gate = spinBehindGate(spin, streams, 20n * MS);
   const launchedMs = performance.now() - start;
   const busy = streams.filter((stream) => !stream.query()).length;
   await Promise.all(streams.map((stream) => stream.synchronize()));
@@ -40,7 +32,6 @@ if (mode === 'batch') {
     settledMs: performance.now() - start,
   });
   for (const stream of streams) stream.destroy();
-  opened.destroy();
   gate.destroy();
 } else if (mode === 'exit-pending') {
   const streams = Array.from({ length: 4 }, () => Stream.create());
