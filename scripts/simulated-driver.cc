@@ -181,9 +181,11 @@ const ResultName kResults[] = {
 
 void report(const std::string& text) { std::fprintf(stderr, "simulated driver: %s\n", text.c_str()); }
 
+// Ends the process at once, from any thread: exit() would run static destructors under other threads' feet.
 [[noreturn]] void bad_configuration(const std::string& text) {
   report(text);
-  std::exit(70);
+  std::fflush(stderr);
+  _exit(70);
 }
 
 // A whole decimal number from 1 to `most`, or 0 when `text` is anything else.
@@ -349,6 +351,9 @@ bool counting() {
   static const bool on = [] {
     const char* file = std::getenv("SIMULATED_DRIVER_COUNTS");
     if (!file || !*file) return false;
+    FILE* probe = std::fopen(file, "w");  // a path that cannot be written is said now, not lost at exit
+    if (!probe) bad_configuration(std::string("SIMULATED_DRIVER_COUNTS: cannot write '") + file + "'");
+    std::fclose(probe);
     std::atexit(write_counts);
     return true;
   }();
@@ -412,12 +417,15 @@ CUresult injected_failure(CUresult result);
   const Injection injected = inject(e_##name);                                         \
   if (injected.any && injected.action == Action::kFail) return injected_failure(injected.result);
 
-unsigned long long env_number(const char* name, unsigned long long fallback, unsigned long long most) {
+// A whole number from `least` (0 or 1) to `most`; 0 is returned as it is, for the caller to say why it is refused.
+unsigned long long env_number(const char* name, unsigned long long fallback, unsigned long long least,
+                              unsigned long long most) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
   if (std::strcmp(text, "0") == 0) return 0;
   if (const unsigned long long value = whole_number(text, most)) return value;
-  bad_configuration(std::string(name) + "='" + text + "' is not a whole number from 0 to " + std::to_string(most));
+  bad_configuration(std::string(name) + "='" + text + "' is not a whole number from " + std::to_string(least) +
+                    " to " + std::to_string(most));
 }
 
 // ---- Devices, contexts, progress -----------------------------------------------------------------------------
@@ -449,7 +457,7 @@ struct Device {
 int device_count() {
   // At least one device, at most as many as the library's tables hold.
   static const int count = [] {
-    const unsigned long long n = env_number("SIMULATED_DRIVER_DEVICES", 1, 64);
+    const unsigned long long n = env_number("SIMULATED_DRIVER_DEVICES", 1, 1, 64);
     if (n == 0) bad_configuration("SIMULATED_DRIVER_DEVICES=0: simulate at least one device");
     return static_cast<int>(n);
   }();
@@ -740,17 +748,22 @@ struct Operation {
 
 // Modelled rates; 0 (the default) models no duration, so work takes only the time it takes on the CPU.
 double copy_bytes_per_us() {
-  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_COPY_BYTES_PER_US", 0, 1ull << 40));
+  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_COPY_BYTES_PER_US", 0, 0, 1ull << 40));
   return rate;
 }
 double kernel_fma_per_us() {
-  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_KERNEL_FMA_PER_US", 0, 1ull << 40));
+  static const double rate = static_cast<double>(env_number("SIMULATED_DRIVER_KERNEL_FMA_PER_US", 0, 0, 1ull << 40));
   return rate;
+}
+
+std::chrono::microseconds operation_delay() {
+  static const auto delay = std::chrono::microseconds(env_number("SIMULATED_DRIVER_OPERATION_DELAY_US", 0, 0, 10000000));
+  return delay;
 }
 
 unsigned long long concurrent_kernels() {
   static const unsigned long long limit = [] {
-    const unsigned long long n = env_number("SIMULATED_DRIVER_CONCURRENT_KERNELS", 128, 1024);
+    const unsigned long long n = env_number("SIMULATED_DRIVER_CONCURRENT_KERNELS", 128, 1, 1024);
     if (n == 0) bad_configuration("SIMULATED_DRIVER_CONCURRENT_KERNELS=0: at least one kernel must be able to run");
     return n;
   }();
@@ -825,7 +838,7 @@ bool live(const void* handle) {
 
 void Stream::body() {
   pthread_setname_np(pthread_self(), "sim-stream");
-  const auto delay = std::chrono::microseconds(env_number("SIMULATED_DRIVER_OPERATION_DELAY_US", 0, 10000000));
+  const auto delay = operation_delay();
   for (;;) {
     Operation op;
     {
@@ -1183,6 +1196,13 @@ extern "C" {
 
 CUresult s_cuInit(unsigned flags) {
   SIM_ENTER(cuInit);
+  // Every variable is read now, so that a malformed one ends the process at start-up rather than at first use.
+  device_count();
+  operation_delay();
+  concurrent_kernels();
+  copy_bytes_per_us();
+  kernel_fma_per_us();
+  no_64_bit_memory_operations();
   return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult s_cuGetErrorName(CUresult error, const char** name) {

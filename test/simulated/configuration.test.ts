@@ -18,7 +18,13 @@ for (const [setting, message] of [
   [{ fail: 'cuEventCreat:1=2' }, /'cuEventCreat' is not an entry point it simulates/],
   [{ fail: 'cuEventCreate=2' }, /is not <entry point>\[@<thread>\[\/<n>\]\]:<k>\[\+\]=<action>/],
   [{ devices: 0 }, /SIMULATED_DRIVER_DEVICES=0: simulate at least one device/],
-  [{ env: { SIMULATED_DRIVER_DEVICES: '65' } }, /SIMULATED_DRIVER_DEVICES='65' is not a whole number from 0 to 64/],
+  [{ env: { SIMULATED_DRIVER_DEVICES: '65' } }, /SIMULATED_DRIVER_DEVICES='65' is not a whole number from 1 to 64/],
+  // Read at start-up, also where nothing would use them (no kernel, no copy), and refused from any thread with 70.
+  [{ env: { SIMULATED_DRIVER_CONCURRENT_KERNELS: 'abc' } }, /SIMULATED_DRIVER_CONCURRENT_KERNELS='abc' is not a whole number from 1 to 1024/],
+  [{ env: { SIMULATED_DRIVER_CONCURRENT_KERNELS: '0' } }, /SIMULATED_DRIVER_CONCURRENT_KERNELS=0: at least one kernel must be able to run/],
+  [{ env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: 'fast' } }, /SIMULATED_DRIVER_COPY_BYTES_PER_US='fast' is not a whole number from 0 to/],
+  [{ env: { SIMULATED_DRIVER_OPERATION_DELAY_US: '20000000' } }, /SIMULATED_DRIVER_OPERATION_DELAY_US='20000000' is not a whole number from 0 to 10000000/],
+  [{ env: { SIMULATED_DRIVER_COUNTS: '/nonexistent/folder/counts.json' } }, /SIMULATED_DRIVER_COUNTS: cannot write '\/nonexistent\/folder\/counts.json'/],
   [{ env: { SIMULATED_DRIVER_TRACE: 'yes' } }, /SIMULATED_DRIVER_TRACE='yes' is neither 1 nor 0/],
 ] as const) {
   test(`${JSON.stringify(setting)} ends the process with code 70 saying what is wrong`, needsCompiler, async () => {
