@@ -267,12 +267,21 @@ function parseOptions(argv: string[]): Options {
       if (options.workloads.length !== chosen.length) usage(`--workload takes names among ${workloads.map((w) => w.name).join(', ')}`);
       i++;
     } else if (flag === '--entry') {
+      // A name the simulated driver does not have would select nothing, and an empty sweep would read as a pass.
+      if (!value || !simulatedEntryPoints().has(value)) usage(`--entry takes an entry point the simulated driver has (such as cuMemcpyDtoHAsync); got ${value ?? 'nothing'}`);
       options.entry = value;
       i++;
     } else if (flag === '--jobs') options.jobs = number();
     else if (flag === '--per-entry') options.perEntry = number();
     else if (flag === '--per-entry-sticky') options.perEntrySticky = number();
     else if (flag === '--json') {
+      if (!value) usage('--json takes a file');
+      // Written at the end; a path that cannot be written is said now, before the sweep runs.
+      try {
+        writeFileSync(value, '');
+      } catch (error) {
+        usage(`--json: cannot write ${value}: ${(error as Error).message}`);
+      }
       options.json = value;
       i++;
     } else usage(flag === '--help' ? '' : `unknown option ${flag}`);

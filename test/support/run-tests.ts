@@ -17,6 +17,11 @@ import { sortSkips, tapSkipLines } from './skips.js';
 
 const testDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
+// A misspelt flag would otherwise run the suite in another tier and pass.
+for (const flag of args.filter((a) => a.startsWith('--') && a !== '--sim' && a !== '--gpu')) {
+  console.error(`unknown option ${flag}: run-tests.js takes --gpu or --sim, and test file name filters`);
+  process.exit(64);
+}
 const simulated = args.includes('--sim');
 const noSkips = simulated || args.includes('--gpu');
 const filters = args.filter((a) => !a.startsWith('--'));
