@@ -831,6 +831,14 @@ struct Stream {
 std::mutex handles_mutex;
 std::unordered_set<const void*> live_handles;
 
+// Ends a handle's life; false, with `complaint` on stderr, when it was not alive (destroyed, or never made).
+bool forget(const void* handle, const char* complaint) {
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  if (live_handles.erase(handle) != 0) return true;
+  report(complaint);
+  return false;
+}
+
 bool live(const void* handle) {
   std::lock_guard<std::mutex> lock(handles_mutex);
   return live_handles.count(handle) != 0;
@@ -1345,13 +1353,8 @@ CUresult s_cuStreamCreate(CUstream* stream, unsigned flags) {
 }
 CUresult s_cuStreamDestroy(CUstream stream) {
   SIM_ENTER(cuStreamDestroy);
-  {
-    std::lock_guard<std::mutex> lock(handles_mutex);
-    if (live_handles.erase(stream) == 0) {
-      report("cuStreamDestroy got a stream handle that is destroyed or was never created");
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-  }
+  if (!forget(stream, "cuStreamDestroy got a stream handle that is destroyed or was never created"))
+    return CUDA_ERROR_INVALID_HANDLE;
   auto* s = reinterpret_cast<Stream*>(stream);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
@@ -1457,11 +1460,8 @@ CUresult s_cuEventCreate(CUevent* event, unsigned flags) {
 }
 CUresult s_cuEventDestroy(CUevent event) {
   SIM_ENTER(cuEventDestroy);
-  std::lock_guard<std::mutex> lock(handles_mutex);
-  if (live_handles.erase(event) == 0) {
-    report("cuEventDestroy got an event handle that is destroyed or was never created");
+  if (!forget(event, "cuEventDestroy got an event handle that is destroyed or was never created"))
     return CUDA_ERROR_INVALID_HANDLE;
-  }
   return fault_of(reinterpret_cast<Event*>(event)->device);
 }
 CUresult s_cuEventRecord(CUevent event, CUstream stream) {
@@ -1611,11 +1611,8 @@ CUresult s_cuModuleUnload(CUmodule module) {
   SIM_ENTER(cuModuleUnload);
   if (live(module) && conflicts_with_capture(reinterpret_cast<Module*>(module)->device, false))
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  std::lock_guard<std::mutex> lock(handles_mutex);
-  if (live_handles.erase(module) == 0) {
-    report("cuModuleUnload got a module handle that is unloaded or was never loaded");
+  if (!forget(module, "cuModuleUnload got a module handle that is unloaded or was never loaded"))
     return CUDA_ERROR_INVALID_HANDLE;
-  }
   return CUDA_SUCCESS;
 }
 CUresult s_cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
@@ -2025,11 +2022,8 @@ CUresult s_cuGraphKernelNodeGetParams(CUgraphNode handle, CUDA_KERNEL_NODE_PARAM
 }
 CUresult s_cuGraphDestroy(CUgraph handle) {
   SIM_ENTER(cuGraphDestroy);
-  std::lock_guard<std::mutex> lock(handles_mutex);
-  if (live_handles.erase(handle) == 0) {
-    report("cuGraphDestroy got a graph handle that is destroyed or was never made");
+  if (!forget(handle, "cuGraphDestroy got a graph handle that is destroyed or was never made"))
     return CUDA_ERROR_INVALID_VALUE;
-  }
   return CUDA_SUCCESS;
 }
 CUresult s_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph handle, unsigned long long flags) {
@@ -2089,11 +2083,8 @@ CUresult s_cuGraphExecUpdate(CUgraphExec handle, CUgraph graph, CUgraphExecUpdat
 }
 CUresult s_cuGraphExecDestroy(CUgraphExec handle) {
   SIM_ENTER(cuGraphExecDestroy);
-  std::lock_guard<std::mutex> lock(handles_mutex);
-  if (live_handles.erase(handle) == 0) {
-    report("cuGraphExecDestroy got an executable graph handle that is destroyed or was never made");
+  if (!forget(handle, "cuGraphExecDestroy got an executable graph handle that is destroyed or was never made"))
     return CUDA_ERROR_INVALID_VALUE;
-  }
   return CUDA_SUCCESS;
 }
 CUresult s_cuGraphExecKernelNodeSetParams(CUgraphExec handle, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
