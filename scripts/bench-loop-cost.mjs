@@ -1,17 +1,17 @@
 // The main thread's CPU time per task of the executor benchmark's JS loop (BatchThread.run, as `bench --mode <mode>`
 // runs it on one thread) beside a loop of the library's calls and the await alone (take a pool stream, copy in, launch,
 // copy out, await stream.synchronize()), on the same slots, partitions and kernel, in one process, alternating.
-// The difference is the benchmark's own work per task (Note [a task loop as lean as a user's] in src/bench/batch.ts).
+// The difference is the benchmark's own work per task (Note [a task loop as lean as a user's] in packages/cuda-stream-pool-bench/src/batch.ts).
 // CPU time is the main thread's alone (/proc/self/task/<pid>/schedstat), so a driver's own threads do not count.
 // Linux only; built code from dist/ (npm run build or npx tsc first). Meant for the simulated driver:
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/bench-loop-cost.mjs [mode] [tasks]
 // prints the medians over 9 rounds (after 3 not counted) and their ratio. mode: pool (default), lease or per-thread.
 import { readFileSync } from 'node:fs';
 
-import { Stream, StreamPool } from '../dist/src/index.js';
-import { BatchThread } from '../dist/src/bench/batch.js';
-import { fmaGrid, FMA_BLOCK } from '../dist/src/bench/kernels.js';
-import { computeReferences, FMA_A, FMA_B, sampleIndices } from '../dist/src/bench/reference.js';
+import { Stream, StreamPool } from 'cuda-stream-pool';
+import { BatchThread } from '../packages/cuda-stream-pool-bench/dist/batch.js';
+import { fmaGrid, FMA_BLOCK } from '../packages/cuda-stream-pool-bench/dist/kernels.js';
+import { computeReferences, FMA_A, FMA_B, sampleIndices } from '../packages/cuda-stream-pool-bench/dist/reference.js';
 
 const mode = process.argv[2] ?? 'pool';
 const tasks = Number(process.argv[3] ?? 4000);

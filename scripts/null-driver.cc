@@ -12,7 +12,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "cuda-driver.h"
+#include "internal/cuda-driver.h"
 
 using namespace csp;
 

@@ -89,7 +89,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cuda-driver.h"
+#include "internal/cuda-driver.h"
 
 using namespace csp;
 

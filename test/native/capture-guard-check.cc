@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "capture_guard.h"
+#include "stream/capture.h"
 
 namespace {
 

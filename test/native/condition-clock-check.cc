@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "native_thread.h"
+#include "internal/native-thread.h"
 
 // Every clock_gettime of this program, native_thread.h's included, comes here.
 extern "C" int clock_gettime(clockid_t clock, struct timespec* time) {

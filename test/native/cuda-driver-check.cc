@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda-driver.h"
-#include "loader.h"
+#include "internal/cuda-driver.h"
+#include "internal/loader.h"
 
 namespace own = csp;
 constexpr unsigned int own_memhostalloc[] = {own::CU_MEMHOSTALLOC_PORTABLE, own::CU_MEMHOSTALLOC_DEVICEMAP,

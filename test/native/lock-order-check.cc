@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "lock_order.h"
+#include "internal/lock-order.h"
 
 int main(int argc, char** argv) {
   using csp::LockLevel;

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "never_throws.h"
+#include "internal/never-throws.h"
 
 using csp::callback_failures;
 using csp::never_throws;

@@ -1,7 +1,7 @@
 // The options of `npm run soak` (test/soak/main.ts): parsed with commander, checked before anything touches the GPU.
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 
-import { integerOption } from '../../src/cli/options.js';
+import { integerOption } from '#bench/cli/options.js';
 
 /** What one soak run does. Every seed runs in its own child process (test/soak/seed.ts). */
 export interface SoakOptions {

@@ -1,6 +1,6 @@
 // The soak's seeded random choices: the benchmark's mulberry32 generator behind a few helpers, so that a seed
 // replays the same sequence of choices.
-import { generator } from '../../src/bench/reference.js';
+import { generator } from '#bench/reference.js';
 
 /** Seeded random choices; the same seed gives the same sequence on every run and machine. */
 export class Random {

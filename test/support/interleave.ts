@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
-import { native } from '../../src/native.js';
+import { native } from '#library/binding/binding.js';
 import { repositoryRoot, testKernels } from './gpu.js';
 
 /** Runs `rounds` rounds alternating between devices 0 and 1 (starting with `seed % 2`); resolves with what went

@@ -1,5 +1,5 @@
 // The CPU checks of the native layer: a program of test/native/ (or the null driver of scripts/) compiled with the
-// system's C++ compiler (the one node-gyp uses) into a scratch folder, with sources of src/native/ where it needs them.
+// system's C++ compiler (the one node-gyp uses) into a scratch folder, with sources of the library (packages/cuda-stream-pool/src/) where it needs them.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,7 +17,7 @@ export const needsCompiler = { skip: hasCompiler ? false : `needs a C++ compiler
 
 /** Options of {@link nativeCheck}. */
 interface NativeCheckOptions {
-  /** Further sources, paths under src/native/. */
+  /** Further sources, paths under packages/cuda-stream-pool/src/. */
   sources?: string[];
   /** @defaultValue '-O0' */
   level?: '-O0' | '-O1' | '-O2';
@@ -37,7 +37,7 @@ export function nativeCheck(name: string, options: NativeCheckOptions = {}): () 
     if (!hasCompiler) return;
     scratch = mkdtempSync(path.join(os.tmpdir(), `csp-${name}-`));
     program = path.join(scratch, name);
-    const native = path.join(repositoryRoot, 'src', 'native');
+    const native = path.join(repositoryRoot, 'packages', 'cuda-stream-pool', 'src');
     const main = path.join(repositoryRoot, options.source ?? path.join('test', 'native', `${name}.cc`));
     const sources = [main, ...(options.sources ?? []).map((s) => path.join(native, s))];
     const kind = options.shared ? ['-shared', '-fPIC'] : [];

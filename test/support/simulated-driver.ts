@@ -14,7 +14,7 @@ import { needsCompiler } from './native-check.js';
 
 export { needsCompiler };
 
-const sources = ['scripts/simulated-driver.cc', 'src/native/cuda-driver.h'].map((s) => path.join(repositoryRoot, s));
+const sources = ['scripts/simulated-driver.cc', 'packages/cuda-stream-pool/src/internal/cuda-driver.h'].map((s) => path.join(repositoryRoot, s));
 let built: string | undefined;
 
 /** The path of the simulated libcuda.so.1, building it on first use (about 10 s). Tests that call it skip through
@@ -30,7 +30,7 @@ export function simulatedDriver(): string {
     // Built under a name of its own, then renamed: test files running side by side never load a half-written file.
     const partial = `${library}.${process.pid}`;
     const compiler = process.env.CXX ?? 'g++';
-    const args = ['-std=c++17', '-O2', '-Wall', '-Werror', '-pthread', '-shared', '-fPIC', '-I', path.join(repositoryRoot, 'src', 'native'), sources[0]!, '-o', partial];
+    const args = ['-std=c++17', '-O2', '-Wall', '-Werror', '-pthread', '-shared', '-fPIC', '-I', path.join(repositoryRoot, 'packages', 'cuda-stream-pool', 'src'), sources[0]!, '-o', partial];
     const build = spawnSync(compiler, args, { encoding: 'utf8' });
     assert.equal(build.status, 0, build.stderr);
     renameSync(partial, library);

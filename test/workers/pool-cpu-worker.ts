@@ -13,8 +13,8 @@
 //                id there means two holders at once), then the violation count and the lease count
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { native } from '../../src/native.js';
-import { PoolCore, type PoolSlots } from '../../src/pool-policy.js';
+import { native } from '#library/binding/binding.js';
+import { PoolCore, type PoolSlots } from '#library/pool/pool-policy.js';
 
 interface Data {
   id: number;

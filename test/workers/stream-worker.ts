@@ -9,7 +9,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { cuda, Stream, StreamPool, type SharedStreamPool } from 'cuda-stream-pool';
-import { native } from '../../src/native.js';
+import { native } from '#library/binding/binding.js';
 import { MS, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();

@@ -1,0 +1,67 @@
+// What every benchmark prints with its results: the device, the driver, Node.js and the package, so that a figure can be
+// traced to the machine it came from.
+import os from 'node:os';
+
+import { cuda, type Device } from 'cuda-stream-pool';
+import { packageVersion } from './package.js';
+
+/** The machine a benchmark ran on. */
+export interface Environment {
+  /** When the results were taken, ISO 8601. */
+  date: string;
+  /** The package version, from package.json. */
+  packageVersion: string;
+  /** `process.version`, for example 'v20.19.0'. */
+  node: string;
+  /** `${os.platform()} ${os.release()} ${os.arch()}`. */
+  os: string;
+  /** The first CPU's model name and the number of logical CPUs. */
+  cpu: string;
+  /** The driver's CUDA version as 'major.minor' (cuDriverGetVersion), null when unknown. */
+  driverVersion: string | null;
+  device: {
+    ordinal: number;
+    name: string;
+    /** 'major.minor', for example '9.0'. */
+    computeCapability: string;
+    multiprocessorCount: number;
+    totalMemoryBytes: number;
+    /** Copy engines that run alongside kernels. */
+    asyncEngineCount: number;
+  };
+}
+
+/** The environment of `device` in this process. */
+export function describeEnvironment(device: Device): Environment {
+  const cpus = os.cpus();
+  return {
+    date: new Date().toISOString(),
+    packageVersion: packageVersion(),
+    node: process.version,
+    os: `${os.platform()} ${os.release()} ${os.arch()}`,
+    cpu: `${cpus[0]?.model.trim() ?? 'unknown'} (${cpus.length} logical CPUs)`,
+    driverVersion: cuda.driverVersionString ?? null,
+    device: {
+      ordinal: device.ordinal,
+      name: device.name,
+      computeCapability: `${device.computeCapability.major}.${device.computeCapability.minor}`,
+      multiprocessorCount: device.multiprocessorCount,
+      totalMemoryBytes: device.totalMemoryBytes,
+      asyncEngineCount: device.asyncEngineCount,
+    },
+  };
+}
+
+/** The environment as label/value rows, for a two-column table. */
+export function environmentRows(environment: Environment): [string, string][] {
+  const d = environment.device;
+  return [
+    ['date', environment.date],
+    ['device', `${d.ordinal}: ${d.name} (compute ${d.computeCapability}, ${d.multiprocessorCount} SMs, ${(d.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB, ${d.asyncEngineCount} copy engine${d.asyncEngineCount === 1 ? '' : 's'})`],
+    ['driver', environment.driverVersion === null ? 'unknown' : `CUDA ${environment.driverVersion}`],
+    ['node', environment.node],
+    ['cuda-stream-pool', environment.packageVersion],
+    ['os', environment.os],
+    ['cpu', environment.cpu],
+  ];
+}

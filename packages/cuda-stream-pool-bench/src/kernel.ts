@@ -1,0 +1,163 @@
+// Micro-benchmarks of kernels: the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of the same run
+// (the benchmark addon's launchLoop), and the time Program.compile() takes, first in a process and with NVRTC already
+// loaded, beside loading the cached CUBIN.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+import { Device, Program, Stream, type Kernel } from 'cuda-stream-pool';
+import { Module } from 'cuda-stream-pool';
+import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
+import { benchAddon } from './bench-addon.js';
+import { libraryUrl } from './package.js';
+import { nativeSample, steadySync, summarize, timeAsync, type MicroResult, type Sample } from './harness.js';
+import { benchKernels, benchPtx } from './kernels.js';
+
+/** Options of {@link kernelMicroBenchmarks}. */
+export interface KernelMicroOptions {
+  /** The device, as an ordinal. @defaultValue 0 */
+  device?: number;
+}
+
+/** Launches per timed run: few enough that the stream's queue never fills (a full queue would time the GPU). */
+const LAUNCHES = 500;
+const RUNS = 15;
+/** The launch-overhead target: kernel.launch() at most this many times the C++ loop's cost. */
+const LAUNCH_TARGET = 1.15;
+
+/** The small program whose compile is timed. */
+const SMALL_PROGRAM = `
+extern "C" __global__ void saxpy(unsigned int n, float a, const float* x, float* y) {
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}`;
+
+function micro(sample: Sample): Sample {
+  return { ...sample, median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000 };
+}
+
+/** ns per launch through kernel.launch() and through the C++ loop (the same kernel of kernels/bench.ptx, loaded by
+ * the benchmark addon, on the same stream, with the arguments packed as kernel.launch() packs them), runs alternating
+ * so that drift (clocks, other load) affects both alike. Each run synchronizes the stream before and after, outside
+ * the timed part. */
+function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { library: Sample; native: Sample } {
+  const packer = new ArgumentPacker(kernel.signature, kernel.name);
+  packer.pack(args);
+  packer.bindPointers(args, stream);
+  const slotBytes = kernel.signature.length === 0 ? 0 : packer.bytes.byteLength / kernel.signature.length;
+  const addon = benchAddon();
+  const ptx = benchPtx();
+  // Steady state (Note [steady state] in harness.ts), at most LAUNCHES per run so that the queue never fills; the
+  // stream is idle before every run of either loop.
+  const library = steadySync((calls) => {
+    for (let i = 0; i < calls; i++) kernel.launch({ grid: 1, block: 1, stream }, ...args);
+  }, { minCalls: LAUNCHES, maxCalls: LAUNCHES, runs: RUNS, between: () => stream.synchronizeSync() });
+  stream.synchronizeSync();
+  const native = nativeSample(() => {
+    stream.synchronizeSync();
+    return addon.launchLoop(kernel.module.device.ordinal, LAUNCHES, ptx, kernel.name, stream.handle, packer.bytes, slotBytes);
+  }, RUNS, LAUNCHES);
+  stream.synchronizeSync();
+  return { library, native };
+}
+
+const run = promisify(execFile);
+
+/** Time of the first Program.compile() in a fresh process (NVRTC opened and initialised), over `runs` processes.
+ * The driver and the device are set up before the timed part. */
+async function firstCompileSample(device: number, runs: number): Promise<Sample> {
+  const index = libraryUrl();
+  const script = `
+    const { Device, Program } = await import(${JSON.stringify(index)});
+    const device = Device.get(${device});
+    const start = process.hrtime.bigint();
+    const module = await Program.compile(${JSON.stringify(SMALL_PROGRAM)}, { device, cache: false });
+    const ns = Number(process.hrtime.bigint() - start);
+    module.unload();
+    console.log(JSON.stringify({ ns }));`;
+  const values: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { timeout: 120_000 });
+    values.push((JSON.parse(stdout.trim().split('\n').pop()!) as { ns: number }).ns);
+  }
+  return summarize(values);
+}
+
+/** Measures kernel launch overhead (beside the C++ loop, target ≤ 1.3×) and compile times. The compile rows need
+ * NVRTC; without it they are left out and a line on stderr says why. Needs a GPU.
+ * @throws {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver fails. */
+export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): Promise<MicroResult[]> {
+  const device = Device.get(options.device ?? 0);
+  const results: MicroResult[] = [];
+  const { empty, fmaSteps } = await benchKernels(device);
+  const stream = Stream.create({ device });
+  try {
+    const bare = launchSamples(empty, stream, []);
+    const ratio = bare.library.median / bare.native.median;
+    results.push({
+      name: 'kernel.launch() of an empty kernel (grid 1, block 1)',
+      unit: 'µs',
+      value: micro(bare.library),
+      baselineName: 'cuLaunchKernel (C++ loop)',
+      baseline: micro(bare.native),
+      ratio,
+      better: 'lower',
+      target: `≤ ${LAUNCH_TARGET}× the C++ loop`,
+      met: ratio <= LAUNCH_TARGET,
+    });
+    // fma_steps with n = 0 returns at once: the cost of checking and packing five arguments (ptr, u32, u32, f32, f32).
+    const withArgs = launchSamples(fmaSteps, stream, [0n, 0, 1, 1.5, 0.5]);
+    results.push({
+      name: 'kernel.launch() with 5 arguments (ptr, u32, u32, f32, f32)',
+      unit: 'µs',
+      value: micro(withArgs.library),
+      baselineName: 'cuLaunchKernel with the same arguments (C++ loop)',
+      baseline: micro(withArgs.native),
+      ratio: withArgs.library.median / withArgs.native.median,
+      better: 'lower',
+    });
+  } finally {
+    stream.destroy();
+  }
+
+  const compiler = await nvrtcInfo();
+  if (!compiler.available) {
+    process.stderr.write(`kernel benchmarks: compile times not measured: ${compiler.reason}\n`);
+    return results;
+  }
+  const first = await firstCompileSample(device.ordinal, 5);
+  const warm = await timeAsync(async () => (await Program.compile(SMALL_PROGRAM, { device, cache: false })).unload(), 1, 9);
+  // The first call fills the in-memory compile cache; the timed calls hit it.
+  const hits = await timeAsync(async () => (await Program.compile(SMALL_PROGRAM, { device })).unload(), 1, 9);
+  const compiled = await Program.compile(SMALL_PROGRAM, { device, cache: false });
+  const cubin = compiled.cubin!;
+  compiled.unload();
+  const cached = await timeAsync(async () => (await Module.load(cubin, { device })).unload(), 1, 9);
+  results.push({
+    name: `Program.compile() of a small program, first in a process (NVRTC ${compiler.major}.${compiler.minor} opened)`,
+    unit: 'µs',
+    value: micro(first),
+    baselineName: 'Program.compile() again, NVRTC loaded',
+    baseline: micro(warm),
+    ratio: first.median / warm.median,
+    better: 'lower',
+  });
+  results.push({
+    name: 'Program.compile() of the same program again: a compile-cache hit (in memory)',
+    unit: 'µs',
+    value: micro(hits),
+    baselineName: 'Program.compile() again, NVRTC loaded',
+    baseline: micro(warm),
+    ratio: hits.median / warm.median,
+    better: 'lower',
+  });
+  results.push({
+    name: 'Module.load(module.cubin): the cached compile',
+    unit: 'µs',
+    value: micro(cached),
+    baselineName: 'Program.compile() again, NVRTC loaded',
+    baseline: micro(warm),
+    ratio: cached.median / warm.median,
+    better: 'lower',
+  });
+  return results;
+}

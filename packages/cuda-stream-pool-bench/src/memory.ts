@@ -1,0 +1,153 @@
+// Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
+// benchmark addon, src/native/bench/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
+// against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair.
+import { Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+import { benchAddon } from './bench-addon.js';
+import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, type MicroResult, type Sample } from './harness.js';
+
+/** Options of {@link memoryMicroBenchmarks}. */
+export interface MemoryMicroOptions {
+  /** The device, as an ordinal. @defaultValue 0 */
+  device?: number;
+  /** Bytes per copy. @defaultValue 64 MiB */
+  copyBytes?: number;
+  /** Copies per timed run. @defaultValue 8 */
+  copiesPerRun?: number;
+  /** Timed runs (after one warm-up run). @defaultValue 9 */
+  runs?: number;
+}
+
+function gbPerSecond(bytes: number, ns: number): number {
+  return bytes / ns; // bytes per ns is 10^9 bytes per second
+}
+
+function throughputRow(name: string, value: Sample, baselineName: string, baseline: Sample, target?: number): MicroResult {
+  const ratio = value.median / baseline.median;
+  const row: MicroResult = { name, unit: 'GB/s', value, baselineName, baseline, ratio, better: 'higher' };
+  if (target !== undefined) {
+    row.target = `≥ ${target} of the ${baselineName}`;
+    row.met = ratio >= target;
+  }
+  return row;
+}
+
+/** Measures copies and allocations through the library beside native loops on the same device in the same run:
+ * pinned host→device and device→host throughput (target: at least 0.95 of a C++ loop of cuMemcpy*Async on the same
+ * memory), pageable copies through the library's staging (reported against the library's pinned figure), and the
+ * cost of a `DeviceBuffer.alloc()` + `free()` pair (against cuMemAllocFromPoolAsync + cuMemFreeAsync in C++).
+ * Needs a GPU; takes a few seconds.
+ * @throws {@link CudaUnavailableError} without a GPU; {@link CudaError} when the driver fails. */
+export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): Promise<MicroResult[]> {
+  const device = Device.get(options.device ?? 0);
+  const ordinal = device.ordinal;
+  const bytes = options.copyBytes ?? 64 << 20;
+  const copies = options.copiesPerRun ?? 8;
+  const runs = options.runs ?? 9;
+  const mib = `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+  const addon = benchAddon();
+  const results: MicroResult[] = [];
+
+  const stream = Stream.create({ device });
+  const buffer = DeviceBuffer.alloc(bytes, { stream });
+  const pinned = PinnedBuffer.alloc(bytes);
+  const pageable = new Uint8Array(bytes).fill(1);
+  try {
+    // One timed run of the library: `copies` copies, then wait for the stream. Returns GB/s.
+    const library = async (copy: () => void): Promise<number> => {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < copies; i++) copy();
+      await stream.synchronize();
+      return gbPerSecond(copies * bytes, Number(process.hrtime.bigint() - start));
+    };
+    const nativeRun = (toDevice: boolean): number => gbPerSecond(copies * bytes, addon.copyLoop(ordinal, copies, toDevice, pinned.bytes, bytes).totalNs);
+
+    // Library and native runs interleave, so drift (clocks, other load) hits both alike.
+    const measure = async (copy: () => void, toDevice: boolean): Promise<[Sample, Sample]> => {
+      const mine: number[] = [];
+      const theirs: number[] = [];
+      for (let r = -1; r < runs; r++) {
+        const a = await library(copy);
+        const b = nativeRun(toDevice);
+        if (r >= 0) {
+          mine.push(a);
+          theirs.push(b);
+        }
+      }
+      return [summarize(mine), summarize(theirs)];
+    };
+
+    const [h2d, h2dNative] = await measure(() => stream.copy(buffer, pinned), true);
+    results.push(throughputRow(`stream.copy() pinned → device, ${mib}`, h2d, 'cuMemcpyHtoDAsync (C++ loop)', h2dNative, 0.95));
+    const [d2h, d2hNative] = await measure(() => stream.copy(pinned, buffer), false);
+    results.push(throughputRow(`stream.copy() device → pinned, ${mib}`, d2h, 'cuMemcpyDtoHAsync (C++ loop)', d2hNative, 0.95));
+
+    const stagedRuns = async (copy: () => void): Promise<Sample> => {
+      const values: number[] = [];
+      for (let r = -1; r < runs; r++) {
+        const v = await library(copy);
+        if (r >= 0) values.push(v);
+      }
+      return summarize(values);
+    };
+    const stagedIn = await stagedRuns(() => stream.copy(buffer, pageable));
+    results.push(throughputRow(`stream.copy() pageable → device through staging, ${mib}`, stagedIn, 'the pinned → device row', h2d));
+    const stagedOut = await stagedRuns(() => stream.copy(pageable, buffer));
+    results.push(throughputRow(`stream.copy() device → pageable through staging, ${mib}`, stagedOut, 'the device → pinned row', d2h));
+
+    // A small pinned copy: the per-call cost of enqueuing it, few enough per run that the stream's queue never fills.
+    const smallBytes = 4096;
+    const smallCopies = 500;
+    const smallSample = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) stream.copy(buffer, pinned, { byteLength: smallBytes });
+    }, { minCalls: smallCopies, maxCalls: smallCopies, runs, between: () => stream.synchronizeSync() });
+    stream.synchronizeSync();
+    const smallBaseline = nativeSample(() => {
+      stream.synchronizeSync();
+      return addon.copyLoop(ordinal, smallCopies, true, pinned.bytes, smallBytes).enqueueNs;
+    }, runs, smallCopies);
+    results.push(
+      targetAddedNs(
+        {
+          name: 'stream.copy() pinned → device, 4 KiB, per call',
+          unit: 'ns',
+          value: smallSample,
+          baselineName: 'cuMemcpyHtoDAsync (C++ loop)',
+          baseline: smallBaseline,
+          ratio: smallSample.median / smallBaseline.median,
+          better: 'lower',
+        },
+        100,
+      ),
+    );
+
+    const pairBytes = 1 << 20;
+    const iterations = 2000;
+    // Each pair queues its allocation and free on the stream: at most `iterations` a run, the stream idle between runs.
+    const pairs = steadySync((calls) => {
+      for (let i = 0; i < calls; i++) DeviceBuffer.alloc(pairBytes, { stream }).free();
+    }, { minCalls: iterations, maxCalls: iterations, runs, between: () => stream.synchronizeSync() });
+    await stream.synchronize();
+    const toMicroseconds = (s: Sample): Sample => ({ ...s, median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000 });
+    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs, iterations);
+    results.push(
+      targetRatio(
+        {
+          name: 'DeviceBuffer.alloc() + free(), 1 MiB',
+          unit: 'µs',
+          value: toMicroseconds(pairs),
+          baselineName: 'cuMemAllocFromPoolAsync + cuMemFreeAsync (C++ loop)',
+          baseline: toMicroseconds(nativePairs),
+          ratio: pairs.median / nativePairs.median,
+          better: 'lower',
+        },
+        1.5,
+      ),
+    );
+  } finally {
+    buffer.free();
+    pinned.free();
+    await stream.synchronize();
+    stream.destroy();
+  }
+  return results;
+}

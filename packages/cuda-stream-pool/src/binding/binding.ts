@@ -1,0 +1,253 @@
+// The addon binding: loaded once per thread (main or worker), typed here so the rest of the TS layer sees plain
+// functions. Mechanism only: arguments are validated by the callers (src/native/DESIGN.md).
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+import { CudaUnavailableError, makeNativeError } from './errors.js';
+import type { PoolLayout } from '../pool/pool-words.js';
+
+/** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
+export type Box = { readonly __box: unique symbol };
+
+/** One thread's handle on a pool's process-wide state (src/native/pool.cc). `device` is -1 and `streams` empty for
+ * shared words without streams; `owner` is the creating environment's id. */
+export interface PoolDescription {
+  handle: Box; id: number; memory: SharedArrayBuffer; streams: Box[]; device: number; size: number;
+  nonBlocking: boolean; priority: number; isDefault: boolean; owner: number;
+}
+
+export interface NativeBinding {
+  environmentId: number;
+  setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
+  driverState(): { available: boolean; reason: string | undefined; driverVersion: number | undefined; deviceCount: number };
+  deviceInfo(ordinal: number): {
+    name: string; major: number; minor: number; multiprocessorCount: number; asyncEngineCount: number;
+    memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
+  };
+  deviceFault(ordinal: number): number;
+  // device.cc, Note [peer access]: `ordinal` accessing `peer`'s memory.
+  deviceCanAccessPeer(ordinal: number, peer: number): boolean;
+  deviceEnablePeerAccess(ordinal: number, peer: number): void;
+  devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
+  /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
+  currentDevice(): number;
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; graphs: number; graphExecs: number; contexts: number[] };
+  callbackFailures(): { count: number; last: string | undefined };
+  cudaError(code: number, call: string, detail: string): Error;
+  /** True for the first caller of the process (src/environment.ts reports unknown values once). */
+  claimEnvironmentWarning(): boolean;
+
+  // synchronizer.cc: device-wide waits on a native thread per device.
+  deviceSynchronize(ordinal: number): Promise<void>;
+  deviceSynchronizeSync(ordinal: number): void;
+  deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
+
+  // managed.cc: managed (unified) memory.
+  managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
+  managedFree(managed: Box, buffer: ArrayBuffer): void;
+  managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
+  managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
+  managedCopy(stream: Box, managed: Box, managedOffset: number, other: Box, otherOffset: number, toManaged: boolean, bytes: number): void;
+
+  streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
+  streamBorrow(device: number, handle: bigint): Box;
+  streamShareHandle(box: Box): void;
+  /** 0 done; NOT_READY: marker queued, `token` reported later; -1/-2 capturing (active/invalidated); else a CUresult. */
+  streamWait(box: Box, token: number): number;
+  /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
+  streamLastTicket(box: Box): { address: bigint; value: number } | null;
+  /** [handle, id, priority, nonBlocking] as the driver reports them. */
+  streamInfo(stream: Box): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
+  streamStatus(stream: Box): number;
+  streamSynchronize(stream: Box): void;
+  streamWaitEvent(stream: Box, event: Box): void;
+  /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
+  streamWaitStream(stream: Box, other: Box): void;
+  /** How many waitStream events this thread holds: one per device it used waitStream on. */
+  streamWaitEventCount(): number;
+  streamDestroy(stream: Box): void;
+
+  // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.
+  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
+  poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
+  poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
+  /** Undefined for an id that no pool ever had. */
+  poolAttach(id: number): PoolDescription | undefined;
+  poolDestroy(handle: Box): void;
+  /** Releases this handle's count now (Note [pool attachments]); the last one destroys a non-default pool. */
+  poolDetach(handle: Box): void;
+  /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
+  poolDepart(handle: Box, environment: number): void;
+
+  eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
+  /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
+  eventRecord(event: Box, stream: Box): number;
+  eventStatus(event: Box): number;
+  eventSynchronize(event: Box): void;
+  eventElapsed(start: Box, end: Box): number;
+  eventDestroy(event: Box): void;
+
+  completionInit(dispatch: (tokens: number[], results: number[]) => void): void;
+  completionFlush(): number;
+  completionStats(): import('../stream/completion.js').CompletionStats;
+  completionMarker(device: number): 'ticket' | 'event';
+  completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
+  completionRef(): void;
+  completionUnref(): void;
+  streamNotify(stream: Box, token: number): void;
+  eventNotify(event: Box, token: number): void;
+
+  moduleLoad(device: number, image: Uint8Array): Promise<Box>;
+  moduleUnload(module: Box): void;
+  moduleFunctionNames(module: Box): string[];
+  moduleGetFunction(module: Box, name: string): Box;
+  kernelParamSizes(kernel: Box): number[] | null;
+  kernelAttributes(kernel: Box): {
+    registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
+  };
+  kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
+  kernelSetMaxDynamicSharedMemBytes(kernel: Box, bytes: number): void;
+  kernelLaunch(
+    kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
+    dynamicSharedMemBytes: number, params: Uint8Array,
+  ): void;
+
+  nvrtcLoad(): Promise<
+    | { available: false; reason: string }
+    | { available: true; path: string; major: number; minor: number; supportedArchs: number[] }
+  >;
+  nvrtcCompile(source: string, name: string, options: string[], wantCubin: boolean): Promise<{
+    result: number; resultName: string; call: string; log: string; cubin?: Uint8Array; ptx?: string;
+  }>;
+
+  // device_buffer.cc, pinned.cc, copy.cc, staging.cc, memory_pool.cc: stream-ordered device buffers, the pinned-block
+  // cache, copies, fills, staged pageable copies, the default memory pool.
+  deviceBufferAlloc(stream: Box, bytes: number): { box: Box; ptr: bigint };
+  deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
+  deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
+  deviceBufferShare(buffer: Box): bigint;
+  /** Undefined for an id that share() never gave. */
+  deviceBufferAttach(id: bigint): { box: Box; ptr: bigint; bytes: number; device: number } | undefined;
+  pinnedAlloc(bytes: number): { box: Box; buffer: ArrayBuffer };
+  pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
+  pinnedTrimCache(): number;
+  pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number };
+  copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
+  copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
+  copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
+  copyPageableToDevice(stream: Box, dst: Box, dstOffset: number, source: Uint8Array): void;
+  copyDeviceToPageable(stream: Box, destination: Uint8Array, src: Box, srcOffset: number): Box;
+  copyLanded(flag: Box): boolean;
+  memoryFill(stream: Box, dst: Box, offset: number, value: number, count: number, elementSize: 1 | 4): void;
+  memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
+  memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
+  memoryPoolTrim(device: number, bytesToKeep: number): void;
+  // graph.cc: stream capture, graphs, executable graphs.
+  streamBeginCapture(stream: Box, mode: number): void;
+  streamEndCapture(stream: Box): Box;
+  /** 0 not capturing, 1 capturing, 2 capture invalidated; no driver call unless a capture flag is set. */
+  streamCaptureStatus(stream: Box): number;
+  /** As streamCaptureStatus, always asking the driver (after the stream may have joined a capture). */
+  streamCaptureRefresh(stream: Box): number;
+  /** The single node the stream's next captured work depends on (right after a launch: its kernel node), else 0n. */
+  streamCaptureLastNode(stream: Box): bigint;
+  /** The driver graph holds the modules of these kernels until it is destroyed (unloaded ones are skipped). */
+  graphKeepModules(graph: Box, kernels: Box[]): void;
+  graphNodeCount(graph: Box): number;
+  graphInstantiate(graph: Box): Box;
+  graphDestroy(graph: Box): void;
+  graphExecLaunch(exec: Box, stream: Box): void;
+  /** True when updated in place; false when instantiated anew from `graph` after the driver refused the update. */
+  graphExecUpdate(exec: Box, graph: Box): boolean;
+  graphExecSetKernelParams(exec: Box, node: bigint, current: bigint, slots: Uint8Array): void;
+  graphExecDestroy(exec: Box): void;
+}
+
+/** The package root (two levels above dist/binding). */
+export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** The library's build target in binding.gyp. */
+const LIBRARY_TARGET = 'cuda_stream_pool';
+
+/** The platform folder of prebuilt binaries (`linux-x64`, `linux-arm64`), as node-gyp-build names it. */
+const platformFolder = `${process.platform}-${process.arch}`;
+
+/** Where a package's addon binary is: a local build (`npm rebuild`, `--build-from-source`, a clone) first, then the
+ * prebuilt one shipped in the package, where node-gyp-build looks at install time
+ * (`prebuilds/<platform>-<arch>/node.napi.glibc.node`). Each package of this repository has one addon. Returns
+ * undefined when neither exists.
+ * @param target - the target_name in the package's binding.gyp, for example `cuda_stream_pool_bench`.
+ * @param root - the package root to look in. @defaultValue this package's root */
+export function addonPath(target: string, root: string = packageRoot): string | undefined {
+  const candidates = [path.join(root, 'build', 'Release', `${target}.node`), path.join(root, 'prebuilds', platformFolder, 'node.napi.glibc.node')];
+  return candidates.find((candidate) => existsSync(candidate));
+}
+
+/** Why the addon could not be loaded, with what to do; undefined when it loaded. */
+export let addonFailure: string | undefined;
+
+const require = createRequire(import.meta.url);
+
+function loadLibrary(): NativeBinding | undefined {
+  const file = addonPath(LIBRARY_TARGET);
+  if (file === undefined) {
+    const shipped = ['linux-x64', 'linux-arm64'].includes(platformFolder) && !existsSync('/etc/alpine-release');
+    addonFailure =
+      `the native addon of cuda-stream-pool is missing: there is no build/Release/${LIBRARY_TARGET}.node and no ` +
+      `prebuilt binary for ${platformFolder} in ${path.join(packageRoot, 'prebuilds')}. ` +
+      (shipped
+        ? 'The package ships one for this platform, so it was installed without it or its install script did not run ' +
+          '(npm --ignore-scripts, pnpm without approving build scripts). Run `npm rebuild cuda-stream-pool`.'
+        : 'Prebuilt binaries exist for linux-x64 and linux-arm64 with glibc only; on this platform run ' +
+          '`npm rebuild cuda-stream-pool --build-from-source` (needs a C++17 compiler and Python for node-gyp).');
+    return undefined;
+  }
+  try {
+    return require(file) as NativeBinding;
+  } catch (error) {
+    addonFailure =
+      `the native addon of cuda-stream-pool at ${file} failed to load: ${(error as Error).message.split('\n')[0]}. ` +
+      'Run `npm rebuild cuda-stream-pool --build-from-source` to compile it for this machine (needs a C++17 compiler ' +
+      'and Python for node-gyp).';
+    return undefined;
+  }
+}
+
+/** A binding whose every GPU call throws CudaUnavailableError with `reason`; the driver reports unavailable and no
+ * live objects. It stands in for a missing or broken addon, so that importing the package never throws: the calls
+ * that modules make while they load (registering the error factory and the completion callback) do nothing. */
+function unavailableBinding(reason: string): NativeBinding {
+  const known: Partial<NativeBinding> = {
+    environmentId: 0,
+    setErrorFactory: () => {},
+    completionInit: () => {},
+    completionRef: () => {},
+    completionUnref: () => {},
+    driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
+    callbackFailures: () => ({ count: 0, last: undefined }),
+    claimEnvironmentWarning: () => false,
+    pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
+    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+  };
+  return new Proxy(known as NativeBinding, {
+    get(target, name: string) {
+      if (name in target) return target[name as keyof NativeBinding];
+      return () => {
+        throw new CudaUnavailableError(reason);
+      };
+    },
+  });
+}
+
+/** The addon for this thread, or a stand-in that reports why there is none (see addonFailure). Loading never
+ * touches the driver; the driver opens on first use. */
+export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFailure!);
+native.setErrorFactory(makeNativeError);
+
+/** CUDA_ERROR_NOT_READY: a status ("still working"), never an error. */
+export const NOT_READY = 600;

@@ -1,0 +1,90 @@
+// Process-wide facts about the CUDA driver: whether it can be used, why not, its version, live-object counts.
+import { native } from './binding.js';
+import { CudaUnavailableError } from './errors.js';
+
+let state: ReturnType<typeof native.driverState> | undefined;
+
+/** Opens the driver on first use (cuInit, about 200 ms), then answers from memory. */
+export function driverState() {
+  state ??= native.driverState();
+  return state;
+}
+
+/** Throws {@link CudaUnavailableError} unless the driver loaded and has a device. */
+export function requireCuda(): void {
+  const s = driverState();
+  if (!s.available) throw new CudaUnavailableError(s.reason ?? 'unknown reason');
+}
+
+/** Live-object counts, process-wide (all threads), counted at the native wrappers. */
+export interface LiveObjects {
+  /** Streams created by this library and not yet destroyed (owned streams and pool streams). */
+  streams: number;
+  /** Events created by this library and not yet destroyed. */
+  events: number;
+  /** Loaded modules not yet unloaded. */
+  modules: number;
+  /** Bytes of device memory allocated through `DeviceBuffer` and not yet freed. */
+  deviceBytes: number;
+  /** Bytes held by live `PinnedBuffer`s (not the library's idle pinned cache). */
+  pinnedBytes: number;
+  /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts
+   * until the device's queued work is done and cuMemFree ran). */
+  managedBytes: number;
+  /** Driver graphs (CUgraph) not yet destroyed: one per `Graph`, which counts until it is destroyed and every
+   * `GraphExec` instantiated from it or updated with it is destroyed (or collected) too. */
+  graphs: number;
+  /** Executable graphs (CUgraphExec) not yet destroyed: one per `GraphExec` until its destroy() or collection. */
+  graphExecs: number;
+  /** Ordinals of the devices whose primary context this process has retained (cuDevicePrimaryCtxRetain), in
+   * ascending order. The library retains a device's context on that device's first use and keeps it until the
+   * process exits; work that needs no particular device (pinned memory) uses a context already retained, so it
+   * never brings another device's context into existence. */
+  contexts: number[];
+}
+
+/** Facts about the CUDA driver in this process. Reading any of them opens the driver on first use; none throws.
+ *
+ * @example
+ * ```ts
+ * import { cuda } from 'cuda-stream-pool';
+ * if (!cuda.available) console.error(cuda.unavailableReason);
+ * ```
+ */
+export const cuda = {
+  /** True when libcuda (CUDA 12.0 or newer) loaded, cuInit succeeded and at least one device is visible. */
+  get available(): boolean {
+    return driverState().available;
+  },
+  /** Why CUDA cannot be used: what was tried, what failed, what to do. `undefined` when available. */
+  get unavailableReason(): string | undefined {
+    return driverState().reason;
+  },
+  /** The driver's CUDA version as the integer cuDriverGetVersion reports (1000 × major + 10 × minor: 13000 for CUDA
+   * 13.0, 12040 for 12.4), for comparisons; `undefined` when the driver library could not be opened. See
+   * {@link cuda.driverVersionString} for display. */
+  get driverVersion(): number | undefined {
+    return driverState().driverVersion;
+  },
+  /** The driver's CUDA version as text, `"13.0"` for 13000, as nvidia-smi and the benchmark print it; `undefined`
+   * when the driver library could not be opened. */
+  get driverVersionString(): string | undefined {
+    const version = driverState().driverVersion;
+    return version === undefined ? undefined : `${Math.floor(version / 1000)}.${Math.floor((version % 1000) / 10)}`;
+  },
+  /** Counts of live objects, process-wide across threads. Never opens the driver. */
+  liveObjects(): LiveObjects {
+    return native.liveObjects();
+  },
+  /** Failures inside callbacks that the runtime, the driver or the library's own threads call, where nothing can be
+   * thrown to anyone: finalizers (a buffer, pool or stream garbage-collected), environment cleanup hooks (a thread
+   * exiting or a worker terminated), deliveries of finished waits, the poller and synchronizer threads. Each is
+   * caught instead of aborting the process (what it was doing is left undone: a handle or a block of memory may leak),
+   * and counted here, process-wide. A healthy process reports `{ count: 0, last: undefined }`; a worker terminated
+   * while a delivery to it was running can count one. Never opens the driver; never throws.
+   * @returns `count`: failures since the process started; `last`: the latest one's message (which callback, then
+   * the exception's message, at most 255 characters), `undefined` when there was none. */
+  callbackFailures(): { count: number; last: string | undefined } {
+    return native.callbackFailures();
+  },
+};

@@ -1,0 +1,106 @@
+// Checked driver calls and their conversion to the public error classes.
+#include "binding/errors.h"
+
+#include <cerrno>
+#include <system_error>
+
+#include "binding/binding.h"
+#include "device/device.h"
+#include "internal/loader.h"
+
+namespace csp {
+namespace {
+std::atomic<int> g_faults[kMaxDevices];
+}  // namespace
+
+bool is_sticky(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void record_fault(int device, CUresult code) {
+  if (device < 0 || device >= kMaxDevices) return;
+  int expected = CUDA_SUCCESS;
+  g_faults[device].compare_exchange_strong(expected, static_cast<int>(code));
+}
+
+CUresult device_fault(int device) {
+  if (device < 0 || device >= kMaxDevices) return CUDA_SUCCESS;
+  return static_cast<CUresult>(g_faults[device].load(std::memory_order_relaxed));
+}
+
+void check(CUresult code, const char* call, int device, const std::string& detail) {
+  if (code == CUDA_SUCCESS) return;
+  if (is_sticky(code)) record_fault(device, code);
+  throw CudaFailure{code, call, detail};
+}
+
+CUresult check_quiet(CUresult code, int device) {
+  if (is_sticky(code)) record_fault(device, code);
+  return code;
+}
+
+void require_driver() {
+  const DriverState& state = load_driver();
+  if (!state.available) throw Unavailable{state.unavailable_reason};
+}
+
+LiveCounters& live() {
+  static LiveCounters counters;
+  return counters;
+}
+
+void rethrow_as_js(Napi::Env env) {
+  AddonData& addon = AddonData::of(env);
+  Napi::Function factory = addon.error_factory.Value();
+  Napi::Value error;
+  try {
+    throw;
+  } catch (const CudaFailure& f) {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (load_driver().driver_version) {
+      drv().cuGetErrorName(f.code, &name);
+      drv().cuGetErrorString(f.code, &text);
+    }
+    error = factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code),
+                          Napi::String::New(env, name ? name : "CUDA_ERROR_UNKNOWN"),
+                          Napi::String::New(env, text ? text : "unknown error"), Napi::String::New(env, f.call),
+                          Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
+  } catch (const Destroyed& d) {
+    error = factory.Call(
+        {Napi::String::New(env, "destroyed"), Napi::String::New(env, d.resource), Napi::String::New(env, d.method)});
+  } catch (const Unavailable& u) {
+    error = factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason),
+                          Napi::String::New(env, u.component)});
+  } catch (const std::bad_alloc&) {
+    throw Napi::Error::New(env, "cuda-stream-pool: out of host memory");
+  } catch (const std::system_error& e) {
+    // As Node's own system errors: the errno name in `code` (a thread that could not start: EAGAIN).
+    Napi::Error system = Napi::Error::New(env, e.what());
+    const int number = e.code().value();
+    system.Set("code", number == EAGAIN ? "EAGAIN" : number == ENOMEM ? "ENOMEM" : number == EPERM ? "EPERM" : "ERR_SYSTEM");
+    system.Set("errno", Napi::Number::New(env, -number));
+    throw system;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, std::string("cuda-stream-pool internal error: ") + e.what());
+  }
+  throw Napi::Error(env, error);
+}
+
+}  // namespace csp

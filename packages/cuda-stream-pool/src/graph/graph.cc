@@ -1,0 +1,308 @@
+// CUDA graphs: stream capture, graphs, executable graphs. Mechanism only; the policy (who may capture, what is
+// illegal during a capture, what a graph keeps alive) is src/graph.ts and src/capture.ts. Runs on: the JS thread that
+// called (main or worker). See Note [capture flag] in stream.h and Note [graph lifetime] below.
+#include <vector>
+
+#include "binding/binding.h"
+#include "internal/box.h"
+#include "stream/capture.h"
+#include "internal/context.h"
+#include "internal/loader.h"
+#include "kernel/module.h"
+#include "stream/stream.h"
+
+namespace csp {
+namespace {
+
+// Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
+// every executable graph instantiated from it, because cuGraphExecKernelNodeSetParams names nodes of that graph. So
+// the handle lives in a DriverGraph held by shared_ptr, and GraphBox::destroy only drops the wrapper's share. An
+// executable graph in flight may be destroyed: the driver frees it once its launches complete.
+struct DriverGraph {
+  CUgraph handle = nullptr;
+  int device = 0;
+  // The modules of its kernel nodes (Note [module lifetime]): members go after the destructor's cuGraphDestroy.
+  std::vector<std::shared_ptr<LoadedModule>> modules;
+  DriverGraph(CUgraph h, int d) : handle(h), device(d) { live().graphs++; }
+  DriverGraph(const DriverGraph&) = delete;
+  DriverGraph& operator=(const DriverGraph&) = delete;
+  ~DriverGraph() {
+    live().graphs--;
+    if (make_current_quiet(device)) check_quiet(drv().cuGraphDestroy(handle), device);
+  }
+};
+
+struct GraphBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "Graph";
+  std::shared_ptr<DriverGraph> graph;
+  ~GraphBox() override { retire(); }
+
+ protected:
+  void release() override { graph.reset(); }
+};
+const napi_type_tag GraphBox::kTag = {0x6373702d67726170ULL, 0x6800000000000009ULL};
+
+struct GraphExecBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "GraphExec";
+  CUgraphExec handle = nullptr;
+  std::shared_ptr<DriverGraph> source;  // the graph instantiated: its nodes name this executable's nodes
+  std::shared_ptr<DriverGraph> latest;  // the graph whose work the executable runs now (source, or the last update)
+  ~GraphExecBox() override { retire(); }
+
+ protected:
+  void release() override {
+    if (handle) live().graph_execs--;
+    if (handle && make_current_quiet(device)) check_quiet(drv().cuGraphExecDestroy(handle), device);
+    handle = nullptr;
+    source.reset();
+    latest.reset();
+  }
+};
+const napi_type_tag GraphExecBox::kTag = {0x6373702d67657865ULL, 0x630000000000000aULL};
+
+std::string where(const StreamBox& stream) { return "device " + std::to_string(stream.device); }
+
+Napi::Value to_bigint(Napi::Env env, const void* handle) {
+  return Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
+}
+
+// streamBeginCapture(stream, mode): mode is a CUstreamCaptureMode (0 global, 1 thread-local, 2 relaxed).
+Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
+  Use<StreamBox> use(*stream, "Stream", "beginCapture");
+  make_current(stream->device);
+  StreamBox& state = stream->owner();
+  // Counted before it begins, so that no device-wide call of another thread can invalidate it (Note [capture guard]).
+  // A capture begun on this stream and still open (or opening, in another thread) keeps its count; this begin is
+  // refused without calling the driver, which would refuse it too.
+  if (state.capture_origin.exchange(true, std::memory_order_acq_rel))
+    throw CudaFailure{CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture",
+                      where(*stream) + ": a capture begun on this stream is still open (in some thread)"};
+  capture_opening(stream->device);
+  // Set first: a query of another thread between the begin and the flag would invalidate the capture. A flag left
+  // set by a failed begin is cleared by the next guard that asks the driver (Note [capture flag]).
+  state.capturing.store(true, std::memory_order_release);
+  CUresult r = drv().cuStreamBeginCapture(stream->handle, mode);
+  if (r != CUDA_SUCCESS) capture_closed(*stream);
+  check(r, "cuStreamBeginCapture", stream->device, where(*stream));
+  return info.Env().Undefined();
+}
+
+// streamEndCapture(stream) -> graph box. The capture is over whatever the outcome; an invalidated capture throws
+// (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed. A failure that
+// left the stream capturing (the driver ends a capture on most of its errors, not on all) is followed by one more
+// end, so that the stream is usable again; the first failure is the one thrown.
+Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "endCapture");
+  make_current(stream->device);
+  CUgraph graph = nullptr;
+  CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (r != CUDA_SUCCESS && drv().cuStreamIsCapturing(stream->handle, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    CUgraph partial = nullptr;
+    drv().cuStreamEndCapture(stream->handle, &partial);
+    if (partial) check_quiet(drv().cuGraphDestroy(partial), stream->device);
+  }
+  stream->owner().capturing.store(false, std::memory_order_release);
+  capture_closed(*stream);
+  if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
+  check(r, "cuStreamEndCapture", stream->device, where(*stream));
+  auto box = std::make_shared<GraphBox>();
+  box->device = stream->device;
+  box->graph = std::make_shared<DriverGraph>(graph, stream->device);
+  return wrap_box(info.Env(), box);
+}
+
+CUstreamCaptureStatus ask_driver(StreamBox& stream) {
+  make_current(stream.device);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(drv().cuStreamIsCapturing(stream.handle, &status), "cuStreamIsCapturing", stream.device, where(stream));
+  stream.owner().capturing.store(status != CU_STREAM_CAPTURE_STATUS_NONE, std::memory_order_release);
+  return status;
+}
+
+// streamCaptureStatus(stream) -> 0 none, 1 active, 2 invalidated. No driver call unless the capture flag is set
+// (Note [capture flag]).
+Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  if (!stream->owner().capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
+  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
+  return Napi::Number::New(info.Env(), capture_status(*stream));
+}
+
+// streamCaptureRefresh(stream) -> as streamCaptureStatus, always asking the driver: after the stream waited on work
+// of a capturing stream, which makes it join that capture.
+Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
+  return Napi::Number::New(info.Env(), ask_driver(*stream));
+}
+
+// streamCaptureLastNode(stream) -> the node the stream's next captured work would depend on, as a bigint: right
+// after a kernel launch, that launch's kernel node. 0n when there is not exactly one such node, or when the driver
+// lacks cuStreamGetCaptureInfo at the 12.0 ABI (the launch is captured all the same; only its node is unnamed).
+Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*stream, "Stream", "kernel.launch");  // a launch asks for its captured node
+  if (!drv().cuStreamGetCaptureInfo) return Napi::BigInt::New(info.Env(), uint64_t{0});
+  make_current(stream->device);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+  const CUgraphNode* dependencies = nullptr;
+  size_t count = 0;
+  check(drv().cuStreamGetCaptureInfo(stream->handle, &status, &id, &graph, &dependencies, &count),
+        "cuStreamGetCaptureInfo", stream->device, where(*stream));
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || count != 1) return Napi::BigInt::New(info.Env(), uint64_t{0});
+  return to_bigint(info.Env(), dependencies[0]);
+}
+
+// graphNodeCount(graph) -> the number of nodes.
+Napi::Value graph_node_count(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "nodeCount");
+  make_current(graph->device);
+  size_t count = 0;
+  check(drv().cuGraphGetNodes(graph->graph->handle, nullptr, &count), "cuGraphGetNodes", graph->device);
+  return Napi::Number::New(info.Env(), static_cast<double>(count));
+}
+
+// graphKeepModules(graph, kernels: kernel box[]): the driver graph holds the modules of these kernels (its kernel
+// nodes' functions) until it is destroyed; kernels of an unloaded module are skipped.
+Napi::Value graph_keep_modules(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "capture");
+  auto kernels = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < kernels.Length(); i++)
+    if (auto module = kernel_module(kernels.Get(i))) graph->graph->modules.push_back(std::move(module));
+  return info.Env().Undefined();
+}
+
+// graphInstantiate(graph) -> executable graph box.
+Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
+  auto graph = unwrap_box<GraphBox>(info[0]);
+  Use<GraphBox> use(*graph, "Graph", "instantiate");
+  make_current(graph->device);
+  auto exec = std::make_shared<GraphExecBox>();
+  exec->device = graph->device;
+  check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
+        graph->device, "device " + std::to_string(graph->device));
+  live().graph_execs++;
+  exec->source = graph->graph;
+  exec->latest = graph->graph;
+  return wrap_box(info.Env(), exec);
+}
+
+// graphDestroy(graph): retires the box; it drops its share of the CUgraph (Note [graph lifetime]) once no call is in
+// flight. Idempotent.
+Napi::Value graph_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<GraphBox>(info[0])->retire();
+  return info.Env().Undefined();
+}
+
+// graphExecLaunch(exec, stream): queues one launch of the executable graph on the stream.
+Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto stream = unwrap_box<StreamBox>(info[1]);
+  Use<GraphExecBox> use(*exec, "GraphExec", "launch");
+  Use<StreamBox> use_stream(*stream, "Stream", "graphExec.launch");
+  make_current(stream->device);
+  check(drv().cuGraphLaunch(exec->handle, stream->handle), "cuGraphLaunch", stream->device, where(*stream));
+  return info.Env().Undefined();
+}
+
+// graphExecUpdate(exec, graph) -> true when the executable was updated in place (cuGraphExecUpdate); false when the
+// driver refused (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: another topology, node types or kernels' contexts), after
+// which the executable is instantiated anew from `graph`. Either way later launches run `graph`'s work.
+Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto graph = unwrap_box<GraphBox>(info[1]);
+  // Replaces the handle: safe because an executable graph is used by the one JS thread that made it (graph objects
+  // are not thread-safe in the driver either), so no launch of it is in flight in this call.
+  Use<GraphExecBox> use(*exec, "GraphExec", "update");
+  Use<GraphBox> use_graph(*graph, "Graph", "update");
+  make_current(exec->device);
+  CUgraphExecUpdateResultInfo result{};
+  CUresult r = drv().cuGraphExecUpdate(exec->handle, graph->graph->handle, &result);
+  if (r == CUDA_SUCCESS) {
+    exec->latest = graph->graph;
+    return Napi::Boolean::New(info.Env(), true);
+  }
+  if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) check(r, "cuGraphExecUpdate", exec->device);
+  CUgraphExec fresh = nullptr;
+  check(drv().cuGraphInstantiateWithFlags(&fresh, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
+        exec->device, "device " + std::to_string(exec->device));
+  check_quiet(drv().cuGraphExecDestroy(exec->handle), exec->device);  // launches in flight still complete
+  exec->handle = fresh;
+  exec->source = graph->graph;
+  exec->latest = graph->graph;
+  return Napi::Boolean::New(info.Env(), false);
+}
+
+// graphExecSetKernelParams(exec, node: bigint, current: bigint, slots: Uint8Array): gives the executable's kernel
+// node named by `node` (a node of the graph it was instantiated from) new arguments, one 8-byte little-endian slot
+// each, for later launches. Its kernel, grid, block and shared memory stay those of `current`, the same node in the
+// graph whose work the executable runs now (the last update's). The driver copies the values before it returns.
+// Both handles come from captures of graphs the executable holds (`source`, `latest`), so they are alive.
+Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
+  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto node = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[1])));
+  auto current = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[2])));
+  auto slots = info[3].As<Napi::Uint8Array>();
+  Use<GraphExecBox> use(*exec, "GraphExec", "setKernelArguments");
+  make_current(exec->device);
+  CUDA_KERNEL_NODE_PARAMS params{};
+  check(drv().cuGraphKernelNodeGetParams(current, &params), "cuGraphKernelNodeGetParams", exec->device);
+  std::vector<void*> pointers(slots.ByteLength() / 8);
+  for (size_t i = 0; i < pointers.size(); i++) pointers[i] = slots.Data() + 8 * i;
+  params.kernelParams = pointers.empty() ? nullptr : pointers.data();
+  params.extra = nullptr;
+  check(drv().cuGraphExecKernelNodeSetParams(exec->handle, node, &params), "cuGraphExecKernelNodeSetParams",
+        exec->device);
+  return info.Env().Undefined();
+}
+
+// graphExecDestroy(exec): retires the box; the executable graph is destroyed once no call is in flight (launches
+// already queued still complete). Idempotent.
+Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<GraphExecBox>(info[0])->retire();
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void capture_closed(StreamBox& stream) {
+  StreamBox& state = stream.owner();
+  if (state.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(state.device);
+}
+
+int capture_status(StreamBox& stream) {
+  if (!stream.owner().capturing.load(std::memory_order_acquire)) return 0;
+  return ask_driver(stream);
+}
+
+void register_graph(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamBeginCapture", Napi::Function::New<js_entry<stream_begin_capture>>(env, "streamBeginCapture"));
+  exports.Set("streamEndCapture", Napi::Function::New<js_entry<stream_end_capture>>(env, "streamEndCapture"));
+  exports.Set("streamCaptureStatus", Napi::Function::New<js_entry<stream_capture_status>>(env, "streamCaptureStatus"));
+  exports.Set("streamCaptureRefresh",
+              Napi::Function::New<js_entry<stream_capture_refresh>>(env, "streamCaptureRefresh"));
+  exports.Set("streamCaptureLastNode",
+              Napi::Function::New<js_entry<stream_capture_last_node>>(env, "streamCaptureLastNode"));
+  exports.Set("graphKeepModules", Napi::Function::New<js_entry<graph_keep_modules>>(env, "graphKeepModules"));
+  exports.Set("graphNodeCount", Napi::Function::New<js_entry<graph_node_count>>(env, "graphNodeCount"));
+  exports.Set("graphInstantiate", Napi::Function::New<js_entry<graph_instantiate>>(env, "graphInstantiate"));
+  exports.Set("graphDestroy", Napi::Function::New<js_entry<graph_destroy>>(env, "graphDestroy"));
+  exports.Set("graphExecLaunch", Napi::Function::New<js_entry<graph_exec_launch>>(env, "graphExecLaunch"));
+  exports.Set("graphExecUpdate", Napi::Function::New<js_entry<graph_exec_update>>(env, "graphExecUpdate"));
+  exports.Set("graphExecSetKernelParams",
+              Napi::Function::New<js_entry<graph_exec_set_kernel_params>>(env, "graphExecSetKernelParams"));
+  exports.Set("graphExecDestroy", Napi::Function::New<js_entry<graph_exec_destroy>>(env, "graphExecDestroy"));
+}
+
+}  // namespace csp

@@ -1,0 +1,27 @@
+// The public API of cuda-stream-pool: every name a user can import.
+// The declarations use Symbol.dispose and Symbol.asyncDispose; this brings their types to every project that
+// imports the package, whatever its "lib" setting and whether or not it has @types/node.
+/// <reference lib="esnext.disposable" preserve="true" />
+import { warnAboutEnvironment } from './binding/environment.js';
+
+export { cuda, type LiveObjects } from './binding/cuda.js';
+export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device/device.js';
+export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions } from './stream/stream.js';
+export { Graph, GraphExec, type GraphKernelNode } from './graph/graph.js';
+export { type CaptureMode } from './stream/capture.js';
+export { Event, type EventOptions } from './stream/event.js';
+export { currentStream, withStream } from './stream/scope.js';
+export { completionStats, type CompletionStats } from './stream/completion.js';
+export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool/pool.js';
+export { StreamPoolGroup } from './pool/pool-group.js';
+export { Module, Kernel, type ParamType, type KernelArgument, type KernelArguments, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './kernel/module.js';
+export { Program, type CompileOptions } from './kernel/program.js';
+export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './binding/errors.js';
+export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './memory/device-buffer.js';
+export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './memory/pinned-buffer.js';
+export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';
+export { MemoryPool } from './memory/memory-pool.js';
+export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './memory/managed-buffer.js';
+
+// Unknown values of the library's environment variables are said once, at the first import.
+warnAboutEnvironment();

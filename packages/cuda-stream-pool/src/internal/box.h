@@ -1,0 +1,169 @@
+// Handle boxes: a driver handle shared by every JS wrapper and thread that uses it, guarded so that a handle
+// destroyed by one thread is never passed to the driver by another. See Note [handle guard].
+//
+// Note [handle guard]: each call that passes a box's handle to the driver enters the box for the duration of the
+// call (an atomic count of calls in flight; no lock). destroy() retires the box: from then on no call can enter,
+// and it returns at once, without waiting; the driver handle is released by whoever leaves last: the retiring
+// thread when nothing is in flight, else the last call in flight as it leaves. So a blocking call in one thread
+// (synchronizeSync on a long kernel) never stalls another thread's destroy(), and a handle is never used after its
+// release. Buffers, whose calls are short and never block, instead wait for the calls in flight when they are freed
+// (retire_and_wait), so that the free happens on the freeing thread, in the order it asked for. A JS flag alone is
+// not enough: another worker may hold the same box. Nothing is keyed by the raw handle value (the driver reuses
+// them, Note [handle reuse]); boxes are keyed by identity (their address inside a shared_ptr).
+//
+// Note [lock order]: the locks of the native layer, outermost first. A thread that holds one only takes locks
+// further down the list, and no lock is held across a call that can block on another thread's progress (a driver
+// synchronize, a module load, a JS call that may run finalizers, a thread-safe function call that may wait):
+//   1. the pool registry's mutex (pool.cc)
+//   2. a device buffer's uses_mutex (device_buffer.cc)
+//   3. a stream's marker_mutex (completion.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
+//      copy's mutex (staging.cc)
+//   4. a staging arena, the pinned cache
+//   5. the ticket slots, the event-marker pool (a staging chunk found free under its arena's mutex gives its marker's
+//      event back to the pool)
+//   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
+//      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
+//      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.
+// Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock_order.h), and
+// CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
+#pragma once
+#include <napi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "binding/errors.h"
+#include "internal/never-throws.h"
+
+namespace csp {
+
+struct Box {
+  int device = 0;
+  virtual ~Box() = default;
+
+  bool retired() const { return (state_.load(std::memory_order_acquire) & kRetired) != 0; }
+
+  // Counts a call in flight; false (and nothing counted) once the box is retired.
+  bool enter() {
+    if (state_.fetch_add(1, std::memory_order_acq_rel) & kRetired) {
+      leave();
+      return false;
+    }
+    return true;
+  }
+
+  void leave() {
+    if (state_.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
+  }
+
+  // As leave(), for a call that may have queued work (StreamBox counts it).
+  void leave_after_work() { leave(); }
+
+  // Retires the box; the handle is released now if nothing is in flight, else by the last call to leave. True for
+  // the call that retired it. Never blocks.
+  bool retire() {
+    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    if (before & kRetired) return false;
+    if ((before & ~kRetired) == 0) release_once();
+    return true;
+  }
+
+  // Retires the box and waits until no call is in flight (for boxes whose calls are short and never block); the
+  // caller then releases what the box holds. True for the call that retired it.
+  bool retire_and_wait() {
+    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    if (before & kRetired) return false;
+    released_.store(true, std::memory_order_relaxed);  // the caller releases; release() does not run
+    while ((state_.load(std::memory_order_acquire) & ~kRetired) != 0) std::this_thread::yield();
+    return true;
+  }
+
+ protected:
+  // Releases the driver handle. Runs once, on the thread that retires the box or leaves it last; never throws.
+  virtual void release() {}
+
+ private:
+  static constexpr uint32_t kRetired = 0x80000000u;
+  // Runs from destructors and finalizers too, where an exception would abort the process.
+  void release_once() {
+    if (!released_.exchange(true, std::memory_order_acq_rel)) never_throws("releasing a handle", [&] { release(); });
+  }
+  std::atomic<uint32_t> state_{0};
+  std::atomic<bool> released_{false};
+};
+
+// Tags a Use for a call that queues no work on the box's stream (a query, a wait): such a call does not count as a
+// submission, so a later wait can share the stream's last completion ticket (StreamBox::submissions).
+struct QueuesNoWork {};
+
+// Holds one entry of the box for the duration of one driver call; throws Destroyed once the box is retired.
+template <class B>
+class Use {
+ public:
+  Use(B& box, const char* resource, const char* method) : box_(box) {
+    if (!box.enter()) throw Destroyed{resource, method};
+  }
+  Use(B& box, const char* resource, const char* method, QueuesNoWork) : box_(box), queues_work_(false) {
+    if (!box.enter()) throw Destroyed{resource, method};
+  }
+  ~Use() {
+    if (queues_work_)
+      box_.leave_after_work();
+    else
+      box_.leave();
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  B* operator->() const { return &box_; }
+
+ private:
+  B& box_;
+  bool queues_work_ = true;
+};
+
+// An External carrying one shared_ptr to a box, type-tagged so that a wrong object cannot be unwrapped.
+template <class B>
+Napi::External<std::shared_ptr<B>> wrap_box(Napi::Env env, std::shared_ptr<B> box) {
+  auto holder = std::make_unique<std::shared_ptr<B>>(std::move(box));
+  // Fails in a worker being terminated; the holder (and with it the box, when it was the last) then goes at once.
+  auto external = Napi::External<std::shared_ptr<B>>::New(
+      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<B>* h) { delete h; });
+  holder.release();  // the finalizer owns it now
+  external.TypeTag(&B::kTag);
+  return external;
+}
+
+template <class B>
+std::shared_ptr<B> unwrap_box(const Napi::Value& value) {
+  if (!value.IsExternal() || !value.As<Napi::Object>().CheckTypeTag(&B::kTag))
+    throw Napi::TypeError::New(value.Env(), std::string("cuda-stream-pool internal: expected a ") + B::kName +
+                                                " handle box");
+  return *value.As<Napi::External<std::shared_ptr<B>>>().Data();
+}
+
+// A bigint outside the 64-bit range is an error, never wrapped onto another value (which could name a real object).
+// The TS layer checks ranges first, so this is a backstop: its message names no argument.
+inline int64_t to_int64(const Napi::Value& v) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    int64_t value = v.As<Napi::BigInt>().Int64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(v.Env(), "cuda-stream-pool internal: a bigint outside the int64 range");
+    return value;
+  }
+  return v.As<Napi::Number>().Int64Value();
+}
+
+inline uint64_t to_uint64(const Napi::Value& v) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    uint64_t value = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(v.Env(), "cuda-stream-pool internal: a bigint outside the uint64 range");
+    return value;
+  }
+  return static_cast<uint64_t>(v.As<Napi::Number>().Int64Value());
+}
+
+}  // namespace csp

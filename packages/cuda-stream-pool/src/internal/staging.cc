@@ -1,0 +1,474 @@
+// Copies between pageable JS memory and device buffers, through bounded pinned staging. See Note [staging].
+//
+// Note [staging]: pageable JS memory is never handed to the driver (a pageable cuMemcpy*Async blocks the thread).
+// Copies go through reusable pinned chunks of 256 KiB, at most CUDA_STREAM_POOL_STAGING_BYTES per device (default
+// 64 MiB), allocated in 8 MiB slabs when first needed and kept until the process exits. A chunk is reused once the
+// completion marker (Note [completion engine] in completion.h) queued after its last copy is done.
+//  - Host to device: the source is read at call time. Each piece goes into a free chunk and is copied by
+//    cuMemcpyHtoDAsync; one marker after the last piece frees the chunks.
+//  - Device to host: each piece lands in a chunk; a landing then copies the chunks into the JS array on the thread
+//    that owns it (never another thread), after checking that the array's buffer was not detached or transferred.
+//  - Not enough free chunks (the cap is reached, or the copy is larger than the cap): the copy is streamed. It holds
+//    the chunks it could get (at least one, waiting for a busy one if need be) and queues every piece behind a gate
+//    that the stream waits on (cuStreamWaitValue64), followed by a marker. The poller opens each gate once the
+//    piece's chunk is free again: host to device, after filling it from a snapshot of the source taken at call time
+//    in ordinary memory; device to host, after moving the chunk's previous piece into ordinary memory, from which
+//    the array gets the whole copy. So later work on the stream stays behind the copy, and no thread waits.
+//  - Without stream memory operations (no gates), or with every chunk held by copies not landed yet, a copy that
+//    does not fit uses one temporary block of the pinned cache instead.
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "binding/binding.h"
+#include "stream/completion.h"
+#include "internal/context.h"
+#include "internal/loader.h"
+#include "memory/memory.h"
+#include "internal/lock-order.h"
+
+namespace csp {
+namespace {
+
+constexpr size_t kChunkBytes = 256 * 1024;
+constexpr size_t kSlabBytes = 8 * kMiB;
+constexpr size_t kDefaultCapBytes = 64 * kMiB;
+
+// A marker that several chunks share; its event goes back to the pool with the last of them (once done).
+using SharedMarker = std::shared_ptr<const Marker>;
+SharedMarker share_marker(const Marker& marker) {
+  return SharedMarker(new Marker(marker), [](const Marker* done) {
+    return_marker(*done);
+    delete done;
+  });
+}
+
+struct Chunk {
+  char* data = nullptr;
+  SharedMarker last;  // queued after the chunk's last copy (busy chunks only)
+};
+
+// The cap per device: CUDA_STREAM_POOL_STAGING_BYTES when it is a whole number of bytes (digits only) from one chunk
+// to 2**53, else 64 MiB; rounded down to whole chunks.
+size_t staging_cap() {
+  static const size_t cap = [] {
+    const char* text = std::getenv("CUDA_STREAM_POOL_STAGING_BYTES");
+    if (!text || !*text || *text < '0' || *text > '9') return kDefaultCapBytes;  // strtoull would take "-5"
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long value = std::strtoull(text, &end, 10);
+    if (*end != '\0' || errno == ERANGE || value < kChunkBytes || value > (1ull << 53)) return kDefaultCapBytes;
+    return static_cast<size_t>(value) / kChunkBytes * kChunkBytes;
+  }();
+  return cap;
+}
+
+class Arena {
+ public:
+  // Up to `count` chunks free now, growing within the cap. The device's context is current. Throws CudaFailure
+  // when a slab cannot be allocated.
+  std::vector<Chunk*> take(size_t count, int device) {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    collect_locked();
+    while (free_.size() < count && allocated_ < staging_cap()) grow_locked(device);
+    std::vector<Chunk*> out;
+    while (out.size() < count && !free_.empty()) {
+      out.push_back(free_.back());
+      free_.pop_back();
+    }
+    note_use_locked();
+    return out;
+  }
+
+  // The busy chunk queued longest ago, with the marker its holder must wait for; null when none is busy.
+  Chunk* take_busy() {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    if (busy_.empty()) return nullptr;
+    Chunk* chunk = busy_.front();
+    busy_.erase(busy_.begin());
+    return chunk;
+  }
+
+  // Chunks back: free at once without a marker, else once `marker` is done.
+  void put(const std::vector<Chunk*>& chunks, const SharedMarker& marker) {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    for (Chunk* chunk : chunks) {
+      chunk->last = marker;
+      (marker ? busy_ : free_).push_back(chunk);
+    }
+  }
+
+  size_t allocated() {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    return allocated_;
+  }
+  size_t high_water() {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    return high_water_;
+  }
+
+ private:
+  // Busy chunks whose marker is done become free.
+  void collect_locked() {
+    size_t kept = 0;
+    for (Chunk* chunk : busy_) {
+      CUresult r = marker_status(*chunk->last);
+      if (r == CUDA_ERROR_NOT_READY) {
+        busy_[kept++] = chunk;
+      } else if (r == CUDA_SUCCESS) {
+        chunk->last.reset();
+        free_.push_back(chunk);
+      }
+      // else: a fault; the chunk is not reused
+    }
+    busy_.resize(kept);
+  }
+
+  // One slab: 8 MiB, or what is left under the cap.
+  void grow_locked(int device) {
+    const size_t slab = std::min(kSlabBytes, staging_cap() - allocated_);
+    void* memory = nullptr;
+    check(drv().cuMemHostAlloc(&memory, slab, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", device,
+          [&] { return device_text(device) + ", " + std::to_string(slab) + " bytes of pinned staging"; });
+    for (size_t offset = 0; offset < slab; offset += kChunkBytes) {
+      auto* chunk = new Chunk();
+      chunk->data = static_cast<char*>(memory) + offset;
+      free_.push_back(chunk);
+      allocated_ += kChunkBytes;
+    }
+  }
+
+  void note_use_locked() { high_water_ = std::max(high_water_, allocated_ - free_.size() * kChunkBytes); }
+
+  OrderedMutex mutex_{LockLevel::kCache, "staging arena"};
+  std::vector<Chunk*> free_;
+  std::vector<Chunk*> busy_;  // in the order they were queued
+  size_t allocated_ = 0;
+  size_t high_water_ = 0;
+};
+
+Arena& arena(int device) {
+  static Arena* arenas = new Arena[kMaxDevices];  // never destroyed: copies may finish during exit
+  return arenas[device];
+}
+
+// A copy that did not fit the free chunks, fed by the poller. See Note [staging].
+struct StreamedCopy {
+  bool to_device = false;
+  int device = 0;
+  size_t bytes = 0;
+  std::unique_ptr<char[]> host;  // the source's snapshot, or where the pieces gather
+  std::vector<Chunk*> chunks;    // piece k uses chunks[k % chunks.size()]
+  SharedMarker first_wait;       // a chunk taken busy: its previous copy must be done before piece 0
+  Gate gate;
+  std::vector<Marker> done;  // after each piece
+  size_t opened = 0;         // pieces whose gate is open
+  size_t finished = 0;       // pieces done (device to host: and moved into `host`)
+  bool complete = false;
+  CUresult failure = CUDA_SUCCESS;
+  OrderedMutex mutex{LockLevel::kStreamMarker, "streamed copy"};
+
+  size_t pieces() const { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+  size_t offset(size_t piece) const { return piece * kChunkBytes; }
+  size_t length(size_t piece) const { return std::min(kChunkBytes, bytes - offset(piece)); }
+  Chunk* chunk(size_t piece) const { return chunks[piece % chunks.size()]; }
+
+  // Moves the copy on as far as the GPU allows: SUCCESS once every piece is done, NOT_READY before, else the
+  // failure. Any thread (the poller, or the JS thread landing it).
+  CUresult advance() {
+    std::lock_guard<OrderedMutex> lock(mutex);
+    if (complete) return failure;
+    if (CUresult fault = device_fault(device)) return finish(fault);
+    if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
+    if (first_wait) {
+      CUresult r = marker_status(*first_wait);
+      if (r == CUDA_ERROR_NOT_READY) return r;
+      if (r != CUDA_SUCCESS) return finish(r);
+      first_wait.reset();
+    }
+    const size_t n = pieces();
+    while (finished < n && finished < opened) {
+      CUresult r = marker_status(done[finished]);
+      if (r == CUDA_ERROR_NOT_READY) break;
+      if (r != CUDA_SUCCESS) return finish(r);
+      return_marker(done[finished]);
+      if (!to_device) std::memcpy(host.get() + offset(finished), chunk(finished)->data, length(finished));
+      finished++;
+    }
+    const size_t held = chunks.size();
+    while (opened < n && (opened < held || opened - held < finished)) {
+      if (to_device) std::memcpy(chunk(opened)->data, host.get() + offset(opened), length(opened));
+      open_gate(gate, gate.base + opened + 1);
+      opened++;
+    }
+    return finished == n ? finish(CUDA_SUCCESS) : CUDA_ERROR_NOT_READY;
+  }
+
+  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
+  // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
+  void abandon() {
+    std::lock_guard<OrderedMutex> lock(mutex);
+    open_gate(gate, gate.base + pieces());
+    complete = true;
+    failure = CUDA_ERROR_UNKNOWN;
+  }
+
+ private:
+  CUresult finish(CUresult result) {
+    complete = true;
+    failure = result;
+    if (result == CUDA_SUCCESS) {
+      arena(device).put(chunks, SharedMarker());
+      release_gate(gate, gate.base + pieces());
+    }
+    // After a fault nothing runs any more; the chunks and the gate are not reused.
+    return result;
+  }
+};
+
+// Takes chunks for `pieces` pieces: all of them when free (the copy is not streamed), else what is free, else one busy
+// chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such a chunk is never
+// written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned block.
+std::vector<Chunk*> take_chunks(size_t pieces, int device, bool can_stream, SharedMarker* first_wait) {
+  std::vector<Chunk*> chunks = arena(device).take(pieces, device);
+  if (chunks.size() == pieces) return chunks;
+  if (!can_stream) {
+    arena(device).put(chunks, SharedMarker());
+    return {};
+  }
+  if (chunks.empty()) {
+    if (Chunk* busy = arena(device).take_busy()) {
+      *first_wait = std::move(busy->last);
+      chunks.push_back(busy);
+    }
+  }
+  return chunks;
+}
+
+// The chunks of a staged copy of `bytes`: see take_chunks. The device's context is current.
+struct Staging {
+  size_t pieces = 0;
+  SharedMarker first_wait;
+  std::vector<Chunk*> chunks;
+};
+Staging stage(size_t bytes, int device) {
+  Staging staging;
+  staging.pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
+  staging.chunks = take_chunks(staging.pieces, device, stream_memory_operations(device), &staging.first_wait);
+  return staging;
+}
+
+// Queues a streamed copy on `stream` (held, context current): every piece behind its gate, then a marker. The
+// caller fills `copy` except gate/done. Throws CudaFailure; then nothing will open the gates, so the stream would
+// wait forever on a partly queued copy: the gates are opened at once (the copy's data is then undefined).
+void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_ptr) {
+  copy.gate = acquire_gate(copy.device);
+  const size_t n = copy.pieces();
+  copy.done.reserve(n);
+  try {
+    for (size_t k = 0; k < n; k++) {
+      check(drv().cuStreamWaitValue64(stream.handle, copy.gate.address, copy.gate.base + k + 1,
+                                      CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue64", stream.device, [&] { return copy_text(stream, copy.bytes) + " through pinned staging"; });
+      CUresult r = copy.to_device
+                       ? drv().cuMemcpyHtoDAsync(device_ptr + copy.offset(k), copy.chunk(k)->data, copy.length(k),
+                                                 stream.handle)
+                       : drv().cuMemcpyDtoHAsync(copy.chunk(k)->data, device_ptr + copy.offset(k), copy.length(k),
+                                                 stream.handle);
+      check(r, copy.to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", stream.device,
+            [&] { return copy_text(stream, copy.bytes) + " through pinned staging"; });
+      copy.done.push_back(enqueue_marker(stream, MarkerUse::kAfterOwnWork));
+    }
+  } catch (...) {
+    copy.abandon();  // releases what was queued
+    throw;
+  }
+}
+
+// copyPageableToDevice(stream, dst, dstOffset, source: Uint8Array of exactly the bytes to copy)
+Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  size_t dst_offset = to_size(info[2]);
+  auto source = info[3].As<Napi::Uint8Array>();
+  const size_t bytes = source.ByteLength();
+  const auto* data = static_cast<const char*>(static_cast<const void*>(source.Data()));
+  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "copy");
+  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  check_span("destination", dst_offset, bytes, dst->bytes, env);
+  const int device = stream->device;
+  make_current(device);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
+  const CUdeviceptr target = dst->ptr + dst_offset;
+  Staging staging = stage(bytes, device);
+  const size_t pieces = staging.pieces;
+  SharedMarker& first_wait = staging.first_wait;
+  std::vector<Chunk*>& chunks = staging.chunks;
+  if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
+    size_t queued = 0;
+    try {
+      for (; queued < pieces; queued++) {
+        const size_t offset = queued * kChunkBytes, length = std::min(kChunkBytes, bytes - offset);
+        std::memcpy(chunks[queued]->data, data + offset, length);
+        check(drv().cuMemcpyHtoDAsync(target + offset, chunks[queued]->data, length, stream->handle),
+              "cuMemcpyHtoDAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+      }
+      arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork)));
+    } catch (...) {
+      // Chunks whose copy may be queued are not reused; the others go back.
+      arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
+                        SharedMarker());
+      throw;
+    }
+  } else if (!chunks.empty()) {
+    auto copy = std::make_shared<StreamedCopy>();
+    copy->to_device = true;
+    copy->device = device;
+    copy->bytes = bytes;
+    copy->host.reset(new char[bytes]);
+    std::memcpy(copy->host.get(), data, bytes);  // the source as it is now
+    copy->chunks = std::move(chunks);
+    copy->first_wait = first_wait;
+    queue_streamed(*copy, *stream, target);
+    copy->advance();
+    try {
+      watch_job(device, [copy] { return copy->advance(); });
+    } catch (...) {
+      copy->abandon();
+      throw;
+    }
+  } else {
+    PinnedBlock block(bytes, device);
+    std::memcpy(block.data(), data, bytes);
+    check(drv().cuMemcpyHtoDAsync(target, block.data(), bytes, stream->handle), "cuMemcpyHtoDAsync", device,
+          [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+    block.fence(stream);
+  }
+  note_use_after_work(*dst, stream, environment);
+  return env.Undefined();
+}
+
+// copyDeviceToPageable(stream, destination: Uint8Array of exactly the bytes to fill, src, srcOffset) -> landing
+Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto destination = info[1].As<Napi::Uint8Array>();
+  auto src = unwrap_box<DeviceBufferBox>(info[2]);
+  size_t src_offset = to_size(info[3]);
+  const size_t bytes = destination.ByteLength();
+  Use<DeviceBufferBox> use_src(*src, "DeviceBuffer", "copy");
+  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  check_span("source", src_offset, bytes, src->bytes, env);
+  const int device = stream->device;
+  make_current(device);
+  const int environment = environment_of(env);
+  note_use_before_work(*src, stream, environment);
+  const CUdeviceptr from = src->ptr + src_offset;
+  auto landing = std::make_shared<Landing>();
+  landing->bytes = bytes;
+  std::shared_ptr<StreamedCopy> streamed;  // when the copy does not fit the free chunks
+  Staging staging = stage(bytes, device);
+  const size_t pieces = staging.pieces;
+  SharedMarker& first_wait = staging.first_wait;
+  std::vector<Chunk*>& chunks = staging.chunks;
+  if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
+    size_t queued = 0;
+    try {
+      for (; queued < pieces; queued++) {
+        const size_t offset = queued * kChunkBytes, length = std::min(kChunkBytes, bytes - offset);
+        check(drv().cuMemcpyDtoHAsync(chunks[queued]->data, from + offset, length, stream->handle),
+              "cuMemcpyDtoHAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+      }
+      landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
+    } catch (...) {
+      arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
+                        SharedMarker());
+      throw;
+    }
+    landing->copy_out = [chunks, bytes](void* out) {
+      for (size_t k = 0; k < chunks.size(); k++) {
+        const size_t offset = k * kChunkBytes;
+        std::memcpy(static_cast<char*>(out) + offset, chunks[k]->data, std::min(kChunkBytes, bytes - offset));
+      }
+    };
+    landing->release = [chunks, device] { arena(device).put(chunks, SharedMarker()); };  // landed: the GPU is done
+  } else if (!chunks.empty()) {
+    streamed = std::make_shared<StreamedCopy>();
+    StreamedCopy* copy = streamed.get();
+    copy->device = device;
+    copy->bytes = bytes;
+    copy->host.reset(new char[bytes]);
+    copy->chunks = std::move(chunks);
+    copy->first_wait = first_wait;
+    queue_streamed(*copy, *stream, from);
+    copy->advance();
+    landing->marker.device = device;
+    landing->poll = [streamed] { return streamed->advance(); };
+    landing->copy_out = [streamed](void* out) { std::memcpy(out, streamed->host.get(), streamed->bytes); };
+  } else {
+    auto block = std::make_shared<PinnedBlock>(bytes, device);
+    check(drv().cuMemcpyDtoHAsync(block->data(), from, bytes, stream->handle), "cuMemcpyDtoHAsync", device,
+          [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+    try {
+      landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
+    } catch (...) {
+      block->fence(stream);  // reused only after the copy; a failed fence leaks the block instead
+      throw;
+    }
+    void* memory = block->data();
+    landing->copy_out = [memory, bytes](void* out) { std::memcpy(out, memory, bytes); };
+    landing->release = [block]() mutable { block.reset(); };  // landed: back to the cache with no fence
+  }
+  if (napi_create_reference(env, destination, 1, &landing->destination) != napi_ok) {
+    landing->destination = nullptr;  // the landing then only gives its staging back
+  }
+  try {
+    track_landing(env, landing, stream);
+  } catch (...) {
+    // Never landed: its staging stays out of use (the copy may still write it), a streamed copy's gates open.
+    if (landing->destination) napi_delete_reference(env, landing->destination);
+    if (streamed) streamed->abandon();
+    throw;
+  }
+  note_use_after_work(*src, stream, environment);
+  return wrap_box(env, std::move(landing));
+}
+
+// copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done).
+Napi::Value copy_landed(const Napi::CallbackInfo& info) {
+  auto landing = unwrap_box<Landing>(info[0]);
+  return Napi::Boolean::New(info.Env(), settle_landing(info.Env(), *landing));
+}
+
+// stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes }: the cap per device, the staging allocated on every
+// device, and the most staging in use at once on any one device.
+Napi::Value staging_info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  size_t allocated = 0, high_water = 0;
+  for (int device = 0; device < kMaxDevices; device++) {
+    allocated += arena(device).allocated();
+    high_water = std::max(high_water, arena(device).high_water());
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("capBytes", static_cast<double>(staging_cap()));
+  out.Set("allocatedBytes", static_cast<double>(allocated));
+  out.Set("highWaterBytes", static_cast<double>(high_water));
+  return out;
+}
+
+}  // namespace
+
+void register_staging(Napi::Env env, Napi::Object exports) {
+  exports.Set("copyPageableToDevice", Napi::Function::New<js_entry<copy_pageable_to_device>>(env, "copyPageableToDevice"));
+  exports.Set("copyDeviceToPageable", Napi::Function::New<js_entry<copy_device_to_pageable>>(env, "copyDeviceToPageable"));
+  exports.Set("copyLanded", Napi::Function::New<js_entry<copy_landed>>(env, "copyLanded"));
+  exports.Set("stagingInfo", Napi::Function::New<js_entry<staging_info>>(env, "stagingInfo"));
+}
+
+}  // namespace csp

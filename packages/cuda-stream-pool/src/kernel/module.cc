@@ -1,0 +1,355 @@
+// Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments. Policy (signatures,
+// argument checks, defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
+// driver JIT-compiles PTX, which can take long).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "binding/binding.h"
+#include "stream/capture.h"
+#include "binding/errors.h"
+#include "internal/context.h"
+#include "internal/loader.h"
+#include "kernel/module.h"
+#include "internal/never-throws.h"
+#include "stream/stream.h"
+
+namespace csp {
+namespace {
+
+struct ModuleBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "Module";
+  CUmodule handle = nullptr;  // loaded->handle, valid while the box is not retired
+  std::shared_ptr<LoadedModule> loaded;
+  ~ModuleBox() override { destroy(); }
+  // Retires the box at once; its share of the module goes when no call is in flight (Note [handle guard]), and the
+  // module is unloaded once no graph holds it either (Note [module lifetime]). Idempotent; never throws.
+  void destroy() { retire(); }
+
+ protected:
+  void release() override { loaded.reset(); }
+};
+const napi_type_tag ModuleBox::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};
+
+// A kernel keeps its module's box alive; its handle is only used under a Use<ModuleBox> of that box, so never
+// after the module was unloaded.
+struct KernelBox {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "Kernel";
+  std::shared_ptr<ModuleBox> module;
+  CUfunction handle = nullptr;
+  std::string name;
+};
+const napi_type_tag KernelBox::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
+
+class LoadWorker : public Napi::AsyncWorker {
+ public:
+  LoadWorker(Napi::Env env, int device, std::vector<char> image)
+      : Napi::AsyncWorker(env, "cuda_stream_pool.module.load"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        device_(device),
+        image_(std::move(image)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  // Runs on: a libuv worker thread.
+  void Execute() override {
+    try {
+      make_current(device_);
+      char log[16384] = {};
+      CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+      void* values[] = {log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof(log)))};
+      CUmodule module = nullptr;
+      CUresult r = drv().cuModuleLoadDataEx(&module, image_.data(), 2, options, values);
+      if (r != CUDA_SUCCESS) {
+        std::string detail = "device " + std::to_string(device_);
+        log[sizeof(log) - 1] = '\0';
+        if (log[0]) detail += "; JIT log: " + std::string(log);
+        check(r, "cuModuleLoadDataEx", device_, detail);
+      }
+      box_ = std::make_shared<ModuleBox>();
+      box_->device = device_;
+      box_->handle = module;
+      box_->loaded = std::make_shared<LoadedModule>(module, device_);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+
+  // Runs on: the JS thread that called moduleLoad.
+  void OnOK() override {
+    settle_quietly([&] {
+      Napi::Env env = Env();
+      if (!failure_) {
+        deferred_.Resolve(wrap_box(env, box_));
+        return;
+      }
+      try {
+        try {
+          std::rethrow_exception(failure_);
+        } catch (...) {
+          rethrow_as_js(env);
+        }
+      } catch (const Napi::Error& e) {
+        deferred_.Reject(e.Value());
+      }
+    });
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  int device_;
+  std::vector<char> image_;
+  std::shared_ptr<ModuleBox> box_;
+  std::exception_ptr failure_;
+};
+
+// moduleLoad(device, image: Uint8Array) -> Promise<box>. The image is copied and NUL-terminated here, so PTX text
+// never makes the driver read past its end (a CUBIN or fatbin ignores the extra byte).
+Napi::Value module_load(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  require_driver();
+  auto bytes = info[1].As<Napi::Uint8Array>();
+  const char* data = reinterpret_cast<const char*>(bytes.Data());
+  std::vector<char> image;
+  image.reserve(bytes.ByteLength() + 1);
+  image.assign(data, data + bytes.ByteLength());
+  image.push_back('\0');
+  auto* worker = new LoadWorker(info.Env(), device, std::move(image));
+  Napi::Promise promise = worker->promise();
+  worker->Queue();
+  return promise;
+}
+
+// moduleUnload(box): cuModuleUnload once calls in flight are done; idempotent; never throws after a fault.
+Napi::Value module_unload(const Napi::CallbackInfo& info) {
+  unwrap_box<ModuleBox>(info[0])->destroy();
+  return info.Env().Undefined();
+}
+
+// moduleFunctionNames(box) -> string[] (empty where the driver cannot enumerate, before CUDA 12.4)
+Napi::Value module_function_names(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto module = unwrap_box<ModuleBox>(info[0]);
+  Use<ModuleBox> use(*module, "Module", "getFunction");
+  Napi::Array names = Napi::Array::New(env);
+  const Driver& d = drv();
+  if (!d.cuModuleGetFunctionCount || !d.cuModuleEnumerateFunctions || !d.cuFuncGetName) return names;
+  make_current(module->device);
+  unsigned count = 0;
+  if (d.cuModuleGetFunctionCount(&count, module->handle) != CUDA_SUCCESS) return names;
+  std::vector<CUfunction> functions(count);
+  if (count && d.cuModuleEnumerateFunctions(functions.data(), count, module->handle) != CUDA_SUCCESS) return names;
+  for (unsigned i = 0; i < count; i++) {
+    const char* name = nullptr;
+    if (d.cuFuncGetName(&name, functions[i]) == CUDA_SUCCESS && name) names.Set(names.Length(), name);
+  }
+  return names;
+}
+
+// moduleGetFunction(box, name) -> kernel box; CUDA_ERROR_NOT_FOUND when the name is unknown.
+Napi::Value module_get_function(const Napi::CallbackInfo& info) {
+  auto module = unwrap_box<ModuleBox>(info[0]);
+  std::string name = info[1].As<Napi::String>().Utf8Value();
+  Use<ModuleBox> use(*module, "Module", "getFunction");
+  make_current(module->device);
+  auto kernel = std::make_shared<KernelBox>();
+  kernel->module = module;
+  kernel->name = name;
+  check(drv().cuModuleGetFunction(&kernel->handle, module->handle, name.c_str()), "cuModuleGetFunction",
+        module->device, "kernel \"" + name + "\" of a module on device " + std::to_string(module->device));
+  return wrap_box(info.Env(), kernel);
+}
+
+std::string describe(const KernelBox& kernel) {
+  return "kernel \"" + kernel.name + "\" on device " + std::to_string(kernel.module->device);
+}
+
+// kernelParamSizes(kernel) -> number[] (each parameter's size in bytes, in order), or null where the driver cannot
+// tell (before CUDA 12.4).
+Napi::Value kernel_param_sizes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto kernel = unwrap_box<KernelBox>(info[0]);
+  Use<ModuleBox> use(*kernel->module, "Module", "getFunction");
+  const Driver& d = drv();
+  if (!d.cuFuncGetParamInfo) return env.Null();
+  make_current(kernel->module->device);
+  // Under lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) a function may not be loaded yet;
+  // reading an attribute loads it, so the parameter list below is the kernel's own.
+  int registers = 0;
+  if (drv().cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel->handle) != CUDA_SUCCESS) return env.Null();
+  Napi::Array sizes = Napi::Array::New(env);
+  // A kernel's parameters fit in 32 KiB, so there are at most that many; the driver answers INVALID_VALUE past the
+  // last one.
+  for (size_t i = 0; i < 32768; i++) {
+    size_t offset = 0, bytes = 0;
+    CUresult r = d.cuFuncGetParamInfo(kernel->handle, i, &offset, &bytes);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;
+    if (r != CUDA_SUCCESS) return env.Null();
+    sizes.Set(static_cast<uint32_t>(i), static_cast<double>(bytes));
+  }
+  return sizes;
+}
+
+// kernelAttributes(kernel) -> { registers, maxThreadsPerBlock, staticSharedMemBytes, localMemBytes,
+// maxDynamicSharedMemBytes }
+Napi::Value kernel_attributes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto kernel = unwrap_box<KernelBox>(info[0]);
+  Use<ModuleBox> use(*kernel->module, "Module", "attributes");
+  make_current(kernel->module->device);
+  auto get = [&](CUfunction_attribute which) {
+    int value = 0;
+    check(drv().cuFuncGetAttribute(&value, which, kernel->handle), "cuFuncGetAttribute", kernel->module->device,
+          describe(*kernel));
+    return value;
+  };
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("registers", get(CU_FUNC_ATTRIBUTE_NUM_REGS));
+  out.Set("maxThreadsPerBlock", get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+  out.Set("staticSharedMemBytes", get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+  out.Set("localMemBytes", get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES));
+  out.Set("maxDynamicSharedMemBytes", get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES));
+  return out;
+}
+
+// kernelMaxPotentialBlockSize(kernel, dynamicSharedMemBytes, blockSizeLimit) -> { minGridSize, blockSize }
+Napi::Value kernel_max_potential_block_size(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto kernel = unwrap_box<KernelBox>(info[0]);
+  size_t shared = static_cast<size_t>(info[1].As<Napi::Number>().Int64Value());
+  int limit = info[2].As<Napi::Number>().Int32Value();
+  Use<ModuleBox> use(*kernel->module, "Module", "maxPotentialBlockSize");
+  make_current(kernel->module->device);
+  int min_grid = 0, block = 0;
+  check(drv().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, kernel->handle, nullptr, shared, limit),
+        "cuOccupancyMaxPotentialBlockSize", kernel->module->device,
+        describe(*kernel) + ", " + std::to_string(shared) + " bytes of dynamic shared memory per block");
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("minGridSize", min_grid);
+  out.Set("blockSize", block);
+  return out;
+}
+
+int device_attribute(int device, CUdevice_attribute which) {
+  CUdevice dev = 0;
+  int value = -1;
+  if (drv().cuDeviceGet(&dev, device) != CUDA_SUCCESS) return -1;
+  if (drv().cuDeviceGetAttribute(&value, which, dev) != CUDA_SUCCESS) return -1;
+  return value;
+}
+
+// kernelSetMaxDynamicSharedMemBytes(kernel, bytes)
+Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
+  auto kernel = unwrap_box<KernelBox>(info[0]);
+  int bytes = info[1].As<Napi::Number>().Int32Value();
+  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemBytes");
+  int device = kernel->module->device;
+  make_current(device);
+  CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+  if (r == CUDA_SUCCESS) return info.Env().Undefined();
+  std::string detail = describe(*kernel) + ", " + std::to_string(bytes) + " bytes of dynamic shared memory";
+  int optin = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  int fixed = 0;
+  if (optin >= 0 && drv().cuFuncGetAttribute(&fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel->handle) == CUDA_SUCCESS)
+    detail += " (the device allows " + std::to_string(optin) + " bytes of shared memory per block, and the kernel uses " +
+              std::to_string(fixed) + " statically, so at most " + std::to_string(optin - fixed) + " dynamically)";
+  check(r, "cuFuncSetAttribute", device, detail);
+  return info.Env().Undefined();
+}
+
+// The context of a failed launch: the kernel, the launch shape, the stream, and the kernel's own limits (read only
+// now, on the failure path), so that "invalid argument" says which limit was crossed.
+std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, const unsigned (&grid)[3],
+                          const unsigned (&block)[3], unsigned shared) {
+  auto dims = [](const unsigned (&d)[3]) {
+    return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
+  };
+  std::string detail = "kernel \"" + kernel.name + "\" with grid " + dims(grid) + ", block " + dims(block) + " (" +
+                       std::to_string(static_cast<unsigned long long>(block[0]) * block[1] * block[2]) +
+                       " threads) and " + std::to_string(shared) + " bytes of dynamic shared memory, on device " +
+                       std::to_string(kernel.module->device);
+  unsigned long long id = 0;
+  if (drv().cuStreamGetId(stream.handle, &id) == CUDA_SUCCESS) detail += ", stream " + std::to_string(id);
+  int threads = 0, dynamic = 0;
+  if (drv().cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.handle) == CUDA_SUCCESS &&
+      drv().cuFuncGetAttribute(&dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.handle) ==
+          CUDA_SUCCESS)
+    detail += " (this kernel allows at most " + std::to_string(threads) + " threads per block and " +
+              std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemBytes raises the latter)";
+  return detail;
+}
+
+// Kernel parameters arrive as one 8-byte little-endian slot per argument; cuLaunchKernel reads each parameter's
+// own size from the start of its slot and copies the values before it returns, so the slots can be reused.
+constexpr unsigned kSlotBytes = 8;
+constexpr unsigned kInlineParams = 32;
+
+// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
+// Every value is already validated by src/module.ts; params holds one slot per argument.
+Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
+  auto kernel = unwrap_box<KernelBox>(info[0]);
+  auto stream = unwrap_box<StreamBox>(info[1]);
+  unsigned grid[3], block[3];
+  for (unsigned i = 0; i < 3; i++) {
+    grid[i] = info[2 + i].As<Napi::Number>().Uint32Value();
+    block[i] = info[5 + i].As<Napi::Number>().Uint32Value();
+  }
+  unsigned shared = info[8].As<Napi::Number>().Uint32Value();
+  auto params = info[9].As<Napi::Uint8Array>();
+  size_t count = params.ByteLength() / kSlotBytes;
+  void* inline_pointers[kInlineParams];
+  std::vector<void*> heap_pointers;
+  void** pointers = inline_pointers;
+  if (count > kInlineParams) {
+    heap_pointers.resize(count);
+    pointers = heap_pointers.data();
+  }
+  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kSlotBytes * i;
+  Use<ModuleBox> use(*kernel->module, "Module", "kernel.launch");
+  Use<StreamBox> use_stream(*stream, "Stream", "kernel.launch");
+  int device = kernel->module->device;
+  make_current(device);
+  CUresult r = drv().cuLaunchKernel(kernel->handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                    stream->handle, count ? pointers : nullptr, nullptr);
+  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", device, launch_detail(*kernel, *stream, grid, block, shared));
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+LoadedModule::LoadedModule(CUmodule h, int d) : handle(h), device(d) { live().modules++; }
+
+LoadedModule::~LoadedModule() {
+  // cuModuleUnload invalidates a capture open on the device in any thread: it waits for the captures to close.
+  never_throws("module unload", [&] {  // making the std::function may allocate
+    outside_captures(device, [module = handle, device = device] {
+      if (make_current_quiet(device)) check_quiet(drv().cuModuleUnload(module), device);
+      live().modules--;
+    });
+  });
+}
+
+std::shared_ptr<LoadedModule> kernel_module(const Napi::Value& kernel) {
+  auto box = unwrap_box<KernelBox>(kernel);
+  ModuleBox& module = *box->module;
+  if (module.retired()) return nullptr;
+  Use<ModuleBox> use(module, "Module", "graph");
+  return module.loaded;
+}
+
+void register_module(Napi::Env env, Napi::Object exports) {
+  exports.Set("moduleLoad", Napi::Function::New<js_entry<module_load>>(env, "moduleLoad"));
+  exports.Set("moduleUnload", Napi::Function::New<js_entry<module_unload>>(env, "moduleUnload"));
+  exports.Set("moduleFunctionNames", Napi::Function::New<js_entry<module_function_names>>(env, "moduleFunctionNames"));
+  exports.Set("moduleGetFunction", Napi::Function::New<js_entry<module_get_function>>(env, "moduleGetFunction"));
+  exports.Set("kernelParamSizes", Napi::Function::New<js_entry<kernel_param_sizes>>(env, "kernelParamSizes"));
+  exports.Set("kernelAttributes", Napi::Function::New<js_entry<kernel_attributes>>(env, "kernelAttributes"));
+  exports.Set("kernelMaxPotentialBlockSize",
+              Napi::Function::New<js_entry<kernel_max_potential_block_size>>(env, "kernelMaxPotentialBlockSize"));
+  exports.Set("kernelSetMaxDynamicSharedMemBytes",
+              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemBytes"));
+  exports.Set("kernelLaunch", Napi::Function::New<js_entry<kernel_launch>>(env, "kernelLaunch"));
+}
+
+}  // namespace csp

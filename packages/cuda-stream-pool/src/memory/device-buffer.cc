@@ -1,0 +1,353 @@
+// Device buffers: stream-ordered allocations from the device's default memory pool (cuMemAllocFromPoolAsync),
+// freed in stream order and safely across streams (Note [buffer uses]), shared with other threads by id. Runs on:
+// any JS thread (main or worker); a forgotten buffer is freed by its finalizer.
+#include <atomic>
+#include <optional>
+#include <unordered_map>
+
+#include "binding/binding.h"
+#include "internal/context.h"
+#include "stream/event.h"
+#include "internal/loader.h"
+#include "memory/memory.h"
+#include "internal/lock-order.h"
+
+namespace csp {
+
+const napi_type_tag DeviceBufferBox::kTag = {0x6373702d64657662ULL, 0x7566000000000006ULL};
+
+int environment_of(Napi::Env env) { return AddonData::of(env).environment_id; }
+
+CUmemoryPool default_pool(int device) {
+  static std::atomic<CUmemoryPool> pools[kMaxDevices] = {};
+  CUmemoryPool pool = pools[device].load(std::memory_order_acquire);
+  if (pool) return pool;
+  CUdevice dev = 0;
+  check(drv().cuDeviceGet(&dev, device), "cuDeviceGet", device);
+  check(drv().cuDeviceGetDefaultMemPool(&pool, dev), "cuDeviceGetDefaultMemPool", device,
+        [&] { return device_text(device); });
+  pools[device].store(pool, std::memory_order_release);  // the same value from every thread that races here
+  return pool;
+}
+
+void watch_retirement(StreamBox& stream) {
+  std::call_once(stream.retired_once, [&stream] {
+    CUevent event = nullptr;
+    check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream.device,
+          [&] { return device_text(stream.device); });
+    stream.retired = event;
+  });
+}
+
+// Note [buffer uses]: a device buffer remembers each stream it was used on (by box identity, never the raw handle,
+// Note [handle reuse]), starting with its allocation stream; each entry has an event. A buffer used on one stream is
+// freed on it (cuMemFreeAsync). A buffer used on several is freed on the library stream of its device, after events
+// recorded at the free on every stream it was used on, the free's own stream included: the memory is reused only
+// after the work those streams had queued before the free, and no user stream gains a dependency it did not ask for
+// (a free on a shared pool stream does not wait for another task's kernel):
+//  - an entry's event is normally recorded at the free, on the entry's stream: that captures everything the stream
+//    had queued by then, including work queued after the call that reported the use (a kernel launch follows
+//    asKernelPointer; recordStream precedes the work it announces).
+//  - a destroyed stream cannot be recorded on; its `retired` event, recorded by its destroy, stands for its last work
+//    (Note [stream retirement]); watch_retirement() arms it when the entry is made.
+//  - CU_STREAM_PER_THREAD names the calling thread's stream, so another thread's per-thread stream cannot be recorded
+//    on from the freeing thread. For those the using thread records the entry's event itself: right after a copy or
+//    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
+//    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
+//    care as any cross-thread ordering.
+//  - a stream of another device (a peer copy, recordStream) is an entry like any other: its event lives in that
+//    stream's context and is recorded there, and the library stream of the buffer's device waits on it
+//    (cuStreamWaitEvent takes an event of another device), so a free on one device waits for the other's reads.
+// Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
+// other user out; `uses_mutex` follows Note [lock order] in box.h.
+
+namespace {
+
+// Note [shared buffers]: share() gives a buffer a process-unique id; attach(id) in any thread finds the same box
+// (a borrowed view: never frees, its uses delay the owner's free). Keyed by that id, never by an address; weak, so a
+// forgotten owner still frees.
+struct ShareRegistry {
+  OrderedMutex mutex{LockLevel::kLeaf, "device buffer share registry"};
+  std::unordered_map<uint64_t, std::weak_ptr<DeviceBufferBox>> boxes;
+  uint64_t next_id = 1;
+};
+ShareRegistry& shares() {
+  static ShareRegistry* registry = new ShareRegistry();  // never destroyed: boxes may die during exit
+  return *registry;
+}
+
+}  // namespace
+
+void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& used, int environment, bool after_work) {
+  const std::shared_ptr<StreamBox>& stream = StreamBox::owner_of(used);  // Note [borrowed library streams]
+  std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
+  BufferUse* use = nullptr;
+  for (BufferUse& u : buffer.uses)
+    if (u.stream == stream) use = &u;
+  if (!use) {
+    watch_retirement(*stream);
+    buffer.uses.push_back(BufferUse{stream, environment, nullptr});
+    use = &buffer.uses.back();
+  }
+  if (!after_work || stream->handle != CU_STREAM_PER_THREAD || environment == buffer.owner_environment) return;
+  if (!use->event)
+    check(drv().cuEventCreate(&use->event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream->device,
+          [&] { return std::string(where(*stream)); });
+  check(drv().cuEventRecord(use->event, stream->handle), "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
+}
+
+namespace {
+
+// What a free did: whether it was the first, and its first failure (the driver call and its result).
+struct FreeOutcome {
+  bool freed = false;  // false: freed before
+  CUresult failure = CUDA_SUCCESS;
+  const char* call = "";
+};
+
+// Frees `buffer` once, in the order of `target` when given and alive, else of the allocation stream when alive, else
+// of the library stream; after every other entry of Note [buffer uses]. `environment` is the calling thread. Waits
+// for calls in flight on other threads (retire_and_wait). When `marker` is given, records it right after the free,
+// on the stream that frees. Never throws: failures come back in the outcome (finalizers use it too).
+FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& target, int environment,
+                        CUevent marker) {
+  FreeOutcome out;
+  if (!buffer.retire_and_wait()) return out;  // keeps every other user out from here on
+  out.freed = true;
+  live().device_bytes -= static_cast<int64_t>(buffer.bytes);
+  const int device = buffer.device;
+  auto fail = [&out, device](CUresult r, const char* call) {
+    if (r != CUDA_SUCCESS && out.failure == CUDA_SUCCESS) {
+      out.failure = check_quiet(r, device);
+      out.call = call;
+    }
+    return r != CUDA_SUCCESS;
+  };
+  // Makes a device's context current; a failure is the outcome's (with the driver's own result) unless one came first.
+  auto enter = [&fail](int on) {
+    try {
+      make_current(on);
+      return true;
+    } catch (const CudaFailure& f) {
+      fail(f.code, "cuCtxSetCurrent");
+    } catch (...) {
+      fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
+    }
+    return false;
+  };
+  if (!enter(device)) return out;
+  // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
+  // The free's own stream, entered (alive) until the free is queued.
+  std::optional<TryUse> free_use;
+  StreamBox* free_box = nullptr;
+  StreamBox* target_box = target ? StreamBox::owner_of(target).get() : nullptr;  // as note_use records it
+  for (StreamBox* candidate : {target_box, buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
+    if (!candidate) continue;
+    free_use.emplace(*candidate);
+    if (free_use->alive()) {
+      free_box = candidate;
+      break;
+    }
+    free_use.reset();
+  }
+  // What the free must follow on streams other than its own: events recorded now, or a destroyed stream's last work.
+  std::vector<CUevent> after;
+  bool ordered = true;
+  for (BufferUse& use : buffer.uses) {
+    if (use.stream.get() == free_box) continue;
+    // A stream of another device (a peer copy) is recorded on in its own context (Note [current context]).
+    if (!enter(use.stream->device)) {
+      ordered = false;
+      continue;
+    }
+    TryUse use_lock(*use.stream);
+    const bool foreign_per_thread = use.stream->handle == CU_STREAM_PER_THREAD && use.environment != environment;
+    if (use_lock.alive() && !foreign_per_thread) {
+      if (!use.event && fail(drv().cuEventCreate(&use.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate")) {
+        ordered = false;
+        continue;
+      }
+      if (fail(drv().cuEventRecord(use.event, use.stream->handle), "cuEventRecord")) ordered = false;
+    }
+    if (!use_lock.alive() && use.stream->retired) after.push_back(use.stream->retired);
+    if (use.event) after.push_back(use.event);
+  }
+  // Without its own context current, the device's library stream must not be asked for: made now, it would be made
+  // in another device's context and refuse every later free of this device.
+  const bool current = enter(device);
+  if (!current) ordered = false;
+  CUstream free_stream = free_box ? free_box->handle : nullptr;
+  CUevent own = nullptr;  // the free's own stream, as one more event for the library stream to follow
+  if (!after.empty() || !free_box) {
+    if (free_box) {
+      if (fail(drv().cuEventCreate(&own, CU_EVENT_DISABLE_TIMING), "cuEventCreate") ||
+          fail(drv().cuEventRecord(own, free_stream), "cuEventRecord"))
+        ordered = false;
+      else
+        after.push_back(own);
+    }
+    try {
+      if (current) free_stream = library_stream(device);
+    } catch (const CudaFailure& f) {
+      fail(f.code, "cuStreamCreate");
+      ordered = false;
+    }
+    for (CUevent event : after)
+      if (ordered && fail(drv().cuStreamWaitEvent(free_stream, event, 0), "cuStreamWaitEvent")) ordered = false;
+  }
+  // A missing wait could free memory that another stream still uses: leak it instead.
+  if (ordered) fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
+  // The free is work on its stream: a later wait there must not share a ticket written before it.
+  if (free_box && free_stream == free_box->handle) free_box->submissions.fetch_add(1, std::memory_order_release);
+  if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
+  if (own) check_quiet(drv().cuEventDestroy(own), device);  // released by the driver once its record completed
+  for (BufferUse& use : buffer.uses)
+    if (use.event && make_current_quiet(use.stream->device))
+      check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
+  // Leaves the free's stream before the uses go: they may hold its last reference.
+  free_use.reset();
+  buffer.uses.clear();  // drops the stream boxes: nothing can use the buffer any more
+  // A free is a call on the buffer's device: that context stays current, whatever other devices' streams it visited.
+  make_current_quiet(device);
+  return out;
+}
+
+}  // namespace
+
+DeviceBufferBox::~DeviceBufferBox() {
+  // The owner's finalizer frees; this only catches a box that somehow was not, and only from a thread that cannot
+  // record on anyone's per-thread stream (environment 0 is no thread).
+  free_memory(*this, nullptr, 0, nullptr);
+  if (share_id) {
+    std::lock_guard<OrderedMutex> lock(shares().mutex);
+    shares().boxes.erase(share_id);
+  }
+}
+
+namespace {
+
+// The owner's External: like wrap_box, but its finalizer frees a forgotten buffer in stream order.
+Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
+  // When the External cannot be made (a worker being terminated), the holder goes at once and the box's destructor
+  // frees the buffer.
+  auto holder = std::make_unique<std::shared_ptr<DeviceBufferBox>>(std::move(box));
+  auto external = Napi::External<std::shared_ptr<DeviceBufferBox>>::New(
+      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<DeviceBufferBox>* h) {
+        // Runs on: the owner's JS thread, during GC or environment teardown. No JS; never throws.
+        never_throws("DeviceBuffer finalizer", [&] { free_memory(**h, nullptr, (*h)->owner_environment, nullptr); });
+        delete h;
+      });
+  holder.release();
+  external.TypeTag(&DeviceBufferBox::kTag);
+  return external;
+}
+
+// deviceBufferAlloc(stream, bytes) -> { box, ptr }: stream-ordered on the stream, from the device's default pool.
+Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  size_t bytes = to_size(info[1]);
+  Use<StreamBox> use(*stream, "Stream", "DeviceBuffer.alloc");
+  const int device = stream->device;
+  make_current(device);
+  CUmemoryPool pool = default_pool(device);
+  watch_retirement(*StreamBox::owner_of(stream));
+  auto box = std::make_shared<DeviceBufferBox>();
+  box->device = device;
+  box->bytes = bytes;
+  box->owner_environment = environment_of(env);
+  box->uses.push_back(BufferUse{StreamBox::owner_of(stream), box->owner_environment, nullptr});
+  CUresult r = drv().cuMemAllocFromPoolAsync(&box->ptr, bytes, pool, stream->handle);
+  if (r != CUDA_SUCCESS) {
+    box->retire_and_wait();  // nothing to free
+    box->uses.clear();
+    check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
+  }
+  live().device_bytes += static_cast<int64_t>(bytes);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("ptr", Napi::BigInt::New(env, static_cast<uint64_t>(box->ptr)));
+  out.Set("box", wrap_owner(env, std::move(box)));
+  return out;
+}
+
+// deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined.
+// Never throws after a sticky fault of the device: frees stop throwing then (Rules in src/native/DESIGN.md).
+Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
+  std::shared_ptr<StreamBox> target = info[1].IsUndefined() ? nullptr : unwrap_box<StreamBox>(info[1]);
+  std::shared_ptr<EventBox> marker;
+  if (info[2].As<Napi::Boolean>().Value() && device_fault(buffer->device) == CUDA_SUCCESS)
+    marker = create_event(buffer->device, CU_EVENT_DISABLE_TIMING, false);
+  FreeOutcome out = free_memory(*buffer, target, environment_of(env), marker ? marker->handle : nullptr);
+  if (out.failure != CUDA_SUCCESS && device_fault(buffer->device) == CUDA_SUCCESS)
+    check(out.failure, out.call, buffer->device,
+          [&] { return std::string(device_text(buffer->device) + ", freeing " + std::to_string(buffer->bytes) + " bytes"); });
+  if (!marker || !out.freed) return env.Undefined();
+  return wrap_box(env, marker);
+}
+
+// deviceBufferUse(box, stream, afterWork, method): the buffer is (or is about to be) used on the stream; Note [buffer
+// uses]. `method` names the caller in a DestroyedError.
+Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
+  auto stream = unwrap_box<StreamBox>(info[1]);
+  const bool after_work = info[2].As<Napi::Boolean>().Value();
+  const std::string method = info[3].As<Napi::String>().Utf8Value();
+  Use<DeviceBufferBox> use_buffer(*buffer, "DeviceBuffer", method.c_str());
+  Use<StreamBox> use_stream(*stream, "Stream", method.c_str());
+  make_current(stream->device);
+  note_use(*buffer, stream, environment_of(env), after_work);
+  return env.Undefined();
+}
+
+// deviceBufferShare(box) -> id (bigint) that deviceBufferAttach finds in any thread; Note [shared buffers].
+Napi::Value device_buffer_share(const Napi::CallbackInfo& info) {
+  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
+  Use<DeviceBufferBox> use(*buffer, "DeviceBuffer", "share");
+  std::lock_guard<OrderedMutex> lock(shares().mutex);
+  if (!buffer->share_id) {
+    buffer->share_id = shares().next_id++;
+    shares().boxes.emplace(buffer->share_id, buffer);
+  }
+  return Napi::BigInt::New(info.Env(), buffer->share_id);
+}
+
+// deviceBufferAttach(id) -> { box, ptr, bytes, device }: a borrowed box of the same buffer; undefined for an id that
+// share() never gave (one outside 1 to 2**64 - 1 included, never truncated onto a real id). DestroyedError once the
+// owner freed it (or forgot it and its finalizer ran).
+Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsBigInt()) return env.Undefined();
+  bool lossless = false;
+  uint64_t id = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  if (!lossless) return env.Undefined();
+  std::shared_ptr<DeviceBufferBox> buffer;
+  {
+    std::lock_guard<OrderedMutex> lock(shares().mutex);
+    if (id == 0 || id >= shares().next_id) return env.Undefined();
+    auto it = shares().boxes.find(id);
+    if (it != shares().boxes.end()) buffer = it->second.lock();
+  }
+  if (!buffer) throw Destroyed{"DeviceBuffer", "attach"};
+  Use<DeviceBufferBox> use(*buffer, "DeviceBuffer", "attach");
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("ptr", Napi::BigInt::New(env, static_cast<uint64_t>(buffer->ptr)));
+  out.Set("bytes", static_cast<double>(buffer->bytes));
+  out.Set("device", buffer->device);
+  out.Set("box", wrap_box(env, buffer));
+  return out;
+}
+
+}  // namespace
+
+void register_device_buffer(Napi::Env env, Napi::Object exports) {
+  exports.Set("deviceBufferAlloc", Napi::Function::New<js_entry<device_buffer_alloc>>(env, "deviceBufferAlloc"));
+  exports.Set("deviceBufferFree", Napi::Function::New<js_entry<device_buffer_free>>(env, "deviceBufferFree"));
+  exports.Set("deviceBufferUse", Napi::Function::New<js_entry<device_buffer_use>>(env, "deviceBufferUse"));
+  exports.Set("deviceBufferShare", Napi::Function::New<js_entry<device_buffer_share>>(env, "deviceBufferShare"));
+  exports.Set("deviceBufferAttach", Napi::Function::New<js_entry<device_buffer_attach>>(env, "deviceBufferAttach"));
+}
+
+}  // namespace csp

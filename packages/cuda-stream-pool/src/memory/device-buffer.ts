@@ -1,0 +1,443 @@
+// Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
+// streams delay the free (Note [buffer uses] in src/native/device_buffer.cc).
+import { native, type Box } from '../binding/binding.js';
+import { Device, resolveDevice } from '../device/device.js';
+import { DestroyedError, renameDestroyed } from '../binding/errors.js';
+import { waitFor } from '../stream/completion.js';
+import { currentStream } from '../stream/scope.js';
+import { Stream, streamBox, streamHandle } from '../stream/stream.js';
+import { deviceBuffers, streams } from '../internal/handles.js';
+import { noteCaptured, requireNotCapturing } from '../stream/capture.js';
+import { asKernelPointer, type KernelPointer } from '../kernel/kernel-argument.js';
+import { copyOnStream } from '../stream/copy.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
+
+/** Options for {@link DeviceBuffer.alloc}. */
+export interface DeviceBufferAllocOptions {
+  /** The stream the allocation is ordered on, and the stream `free()` uses by default. Work on other streams must
+   * wait for it (`other.waitStream(stream)`) before touching the memory.
+   * @defaultValue {@link currentStream}(options.device) */
+  stream?: Stream;
+  /** The device, as a `Device` or an ordinal; must be the stream's device when both are given.
+   * @defaultValue the stream's device, else 0 */
+  device?: Device | number;
+}
+
+/** Options for {@link DeviceBuffer.from}: as {@link DeviceBufferAllocOptions}; the copy is queued on the same stream. */
+export type DeviceBufferFromOptions = DeviceBufferAllocOptions;
+
+/** Options for {@link DeviceBuffer.toArray}. */
+export interface ToArrayOptions {
+  /** The stream the copy is queued on and awaited; must be on the buffer's device. Work that writes the buffer on
+   * other streams must be ordered before it (`stream.waitStream(other)`).
+   * @defaultValue {@link currentStream}(the buffer's device) */
+  stream?: Stream;
+  /** Aborts the wait (not the copy); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
+}
+
+/** A typed-array constructor, for {@link DeviceBuffer.toArray}. */
+export type TypedArrayConstructor =
+  | Int8ArrayConstructor
+  | Uint8ArrayConstructor
+  | Uint8ClampedArrayConstructor
+  | Int16ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int32ArrayConstructor
+  | Uint32ArrayConstructor
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | BigInt64ArrayConstructor
+  | BigUint64ArrayConstructor;
+
+const TypedArray = Object.getPrototypeOf(Int8Array) as Function;
+
+/** Options for {@link DeviceBuffer.free}. */
+export interface DeviceBufferFreeOptions {
+  /** The stream the free is ordered on. @defaultValue the buffer's allocation stream (`buffer.stream`) */
+  stream?: Stream;
+}
+
+/** Options for {@link DeviceBuffer.attach}. */
+export interface DeviceBufferAttachOptions {
+  /** The view's `stream`: informational for a borrowed view, which never frees.
+   * @defaultValue {@link currentStream}(the buffer's device) */
+  stream?: Stream;
+}
+
+const SHARED_KIND = 'cuda-stream-pool.DeviceBuffer';
+
+/** A structured-cloneable handle to a {@link DeviceBuffer}, from `buffer.share()`, for
+ * {@link DeviceBuffer.attach} in another thread. Holds no memory: it names the buffer while its owner keeps it. */
+export interface SharedDeviceBuffer {
+  readonly kind: typeof SHARED_KIND;
+  /** A process-unique id; never an address. */
+  readonly id: bigint;
+  readonly byteLength: number;
+  readonly ptr: bigint;
+  /** The device ordinal. */
+  readonly device: number;
+}
+
+const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
+
+// Kernel arguments and recordStream() of borrowed views on this thread's per-thread stream: their events are recorded
+// by this thread after the launch that follows (Note [buffer uses]), batched into one microtask.
+const settling: Array<[Box, Box]> = [];
+
+function settle(): void {
+  for (const [buffer, stream] of settling.splice(0)) {
+    try {
+      native.deviceBufferUse(buffer, stream, true, 'launch');
+    } catch {
+      // Freed or destroyed meanwhile: there is nothing left to order.
+    }
+  }
+}
+
+let boxOf: (buffer: DeviceBuffer, method: string) => Box;
+let offsetOf: (buffer: DeviceBuffer) => number;
+
+/** Device memory, allocated in stream order (`cuMemAllocFromPoolAsync`) from the device's default memory pool
+ * ({@link Device.memoryPool}). Its contents start undefined.
+ *
+ * Safe across streams: a use on a stream other than the allocation stream (a copy or fill through this library, a
+ * kernel argument, or {@link DeviceBuffer.recordStream}) delays the free until the work that stream had queued before
+ * the free is done: the free's stream waits on an event of each such stream. Nothing is keyed by raw stream handles.
+ * A raw `buffer.ptr` passed elsewhere is not tracked: announce such uses with `recordStream(stream)`.
+ *
+ * Lifetime: owned. `free({ stream })`, `[Symbol.dispose]` or `[Symbol.asyncDispose]` free it in stream order; a
+ * native finalizer frees a forgotten buffer the same way. A free never uses a destroyed stream: when the allocation
+ * stream is gone, the free is ordered after that stream's last work on a stream the library owns. After free every
+ * method throws {@link DestroyedError}. A borrowed view ({@link DeviceBuffer.attach}) never frees the memory.
+ *
+ * Thread-safety: use it on the thread that allocated it; `share()` hands other threads a borrowed view.
+ *
+ * @example
+ * ```ts
+ * using stream = Stream.create();
+ * using buffer = DeviceBuffer.from(input, { stream }); // a Float32Array of n values
+ * kernel.launch({ grid, block, stream }, buffer, n);
+ * const output = await buffer.toArray(Float32Array, { stream });
+ * ```
+ */
+export class DeviceBuffer implements KernelPointer {
+  #box: Box;
+  #stream: Stream;
+  #borrowed: boolean;
+  #freed: string | undefined;
+  #parent: DeviceBuffer | undefined; // the allocation a subarray view belongs to
+  #offset = 0; // bytes from the allocation's start (views)
+  /** The size in bytes. */
+  readonly byteLength: number;
+  /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed. */
+  readonly ptr: bigint;
+  /** The device that holds the memory. */
+  readonly device: Device;
+
+  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+    checkConstruction(token, 'DeviceBuffer', 'DeviceBuffer.alloc() or DeviceBuffer.attach()');
+    this.#box = box;
+    this.#stream = stream;
+    this.#borrowed = borrowed;
+    this.byteLength = byteLength;
+    this.ptr = ptr;
+    this.device = device;
+    lockFields(this, ['byteLength', 'ptr', 'device']);
+  }
+
+  static {
+    boxOf = (buffer, method) => buffer.#use(method);
+    offsetOf = (buffer) => buffer.#offset;
+    guardReceivers(DeviceBuffer, (value) => #box in value);
+    Object.assign(deviceBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf, offset: offsetOf });
+  }
+
+  #use(method: string): Box {
+    if (this.#freed !== undefined) throw new DestroyedError('DeviceBuffer', method, this.#freed);
+    if (this.#parent?.freed) throw new DestroyedError('DeviceBuffer', method, 'is a view of a buffer that was freed');
+    return this.#box;
+  }
+
+  static #allocationStream(o: Partial<DeviceBufferAllocOptions>): Stream {
+    if (o.stream === undefined) return currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
+    if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    if (o.device !== undefined) {
+      const device = resolveDevice(o.device);
+      if (device !== o.stream.device)
+        throw invalidValue('options.stream', `is on device ${o.stream.device.ordinal}, but "options.device" is device ${device.ordinal}.`);
+    }
+    return o.stream;
+  }
+
+  #sameDevice(stream: Stream, name: string): void {
+    if (stream.device !== this.device)
+      throw invalidValue(name, `is on device ${stream.device.ordinal}, but the buffer is on device ${this.device.ordinal}.`);
+  }
+
+  #noteUse(stream: Stream, method: string): void {
+    const box = streamBox(stream, method);
+    native.deviceBufferUse(this.#box, box, false, method);
+    if (this.#borrowed && streamHandle(stream) === PER_THREAD) {
+      if (settling.length === 0) queueMicrotask(settle);
+      settling.push([this.#box, box]);
+    }
+  }
+
+  /** Allocates `byteLength` bytes of device memory in stream order on `options.stream` (default:
+   * `currentStream(device)`): other streams must wait on that stream before touching the memory. The memory is on the
+   * stream's device: the given stream's, or inside `withStream()` / `pool.run()` / `group.run()` the scoped stream's
+   * when `options.device` is not given, else device 0.
+   * @param byteLength - size in bytes, an integer from 1 to `Number.MAX_SAFE_INTEGER`.
+   * @throws `RangeError` ERR_OUT_OF_RANGE for a bad `byteLength`; `TypeError` ERR_INVALID_ARG_TYPE /
+   * ERR_INVALID_ARG_VALUE for bad options, unknown keys, or a stream of another device than `options.device`;
+   * {@link DestroyedError} for a destroyed stream; {@link CaptureError} while the stream is capturing a graph (a graph
+   * owns no memory: allocate before the capture); {@link CudaUnavailableError} without a GPU; {@link CudaError}
+   * `CUDA_ERROR_OUT_OF_MEMORY` naming the bytes asked for (later allocations still work).
+   * Wraps: cuMemAllocFromPoolAsync on the device's default pool (cuDeviceGetDefaultMemPool).
+   * Thread-safety: any thread or worker. Lifetime: owned; free with `free({ stream })` or `using`. */
+  static alloc(byteLength: number, options?: DeviceBufferAllocOptions): DeviceBuffer {
+    validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
+    const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
+    const stream = DeviceBuffer.#allocationStream(o);
+    const streamHandle = streamBox(stream, 'DeviceBuffer.alloc');
+    requireNotCapturing(streamHandle, stream.id, 'DeviceBuffer.alloc()');
+    let allocated: { box: Box; ptr: bigint };
+    try {
+      allocated = native.deviceBufferAlloc(streamHandle, byteLength);
+    } catch (error) {
+      throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
+    }
+    const { box, ptr } = allocated;
+    return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
+  }
+
+  /** Allocates a buffer of `source.byteLength` bytes on `options.stream` (default: `currentStream(device)`) and
+   * queues the copy of `source` into it on the same stream; returns at once. The source is read now (through the
+   * library's pinned staging, or directly from a `PinnedBuffer` view), so it may change afterwards. Work on other
+   * streams must wait for that stream before using the buffer.
+   * @param source - any TypedArray, DataView or Buffer of 1 byte or more, read through the intrinsic getters (a
+   * `buffer`, `byteOffset` or `byteLength` property shadowed on the view is not consulted).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another source; ERR_INVALID_ARG_VALUE when its ArrayBuffer is
+   * detached (transferred); `RangeError` ERR_OUT_OF_RANGE for an empty one; otherwise as
+   * {@link DeviceBuffer.alloc} and `stream.copy`.
+   * Wraps: cuMemAllocFromPoolAsync, cuMemcpyHtoDAsync. Thread-safety: any thread or worker. Lifetime: owned.
+   * Follows: RMM `to_device`, CuPy `asarray`.
+   * @example
+   * ```ts
+   * using x = DeviceBuffer.from(new Float32Array([1, 2, 3]), { stream });
+   * ```
+   */
+  static from(source: ArrayBufferView, options?: DeviceBufferFromOptions): DeviceBuffer {
+    if (!isArrayBufferView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
+    const bytes = viewBytes(source);
+    if (bytes.detached) throw detachedError('source', true);
+    if (bytes.byteLength === 0) throw outOfRange('source.byteLength', `an integer from 1 to ${Number.MAX_SAFE_INTEGER}`, 0);
+    const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
+    const stream = DeviceBuffer.#allocationStream(o);
+    const buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
+    try {
+      // The bytes found above, as a plain Uint8Array: nothing of the caller's object is read again.
+      copyOnStream(stream, buffer, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 'DeviceBuffer.from');
+    } catch (error) {
+      buffer.free();
+      throw error;
+    }
+    return buffer;
+  }
+
+  /** Copies the whole buffer into a new typed array of type `Ctor` on `options.stream` (default:
+   * `currentStream(device)`) and resolves with it once the copy has landed; never blocks the event loop.
+   * @param Ctor - a typed-array constructor (`Float32Array`, `Int32Array`, `BigUint64Array`, ...); the buffer's byte
+   * length must be a multiple of its `BYTES_PER_ELEMENT`.
+   * @throws (synchronously) `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor` or a bad stream; ERR_INVALID_ARG_VALUE
+   * for a stream of another device or when the byte length is not a multiple of the element size;
+   * {@link DestroyedError} after free. Rejects with {@link CudaError} when the copy or the stream's work failed, with
+   * an `Error` whose `code` is `EAGAIN` when the library's completion thread cannot start, or with `signal.reason`
+   * when `options.signal` aborts the wait.
+   * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
+   * Follows: RMM `copy_to_host`, CuPy `get()`.
+   * @example
+   * ```ts
+   * const values = await buffer.toArray(Float32Array, { stream });
+   * ```
+   */
+  toArray<C extends TypedArrayConstructor>(Ctor: C, options?: ToArrayOptions): Promise<InstanceType<C>> {
+    if (typeof Ctor !== 'function' || !(Ctor.prototype instanceof TypedArray))
+      throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array)', Ctor);
+    const o = validateOptions<ToArrayOptions>(options, 'options', 'toArray', ['stream', 'signal']);
+    if (o.stream !== undefined && !streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    const signal = validateSignal(o.signal, 'options.signal');
+    this.#use('toArray');
+    const size = Ctor.BYTES_PER_ELEMENT;
+    if (this.byteLength % size !== 0)
+      throw invalidValue('Ctor', `is ${Ctor.name}, whose ${size}-byte elements do not divide the buffer's ${this.byteLength} bytes; pick an element size that does, or read a subarray.`);
+    const stream = o.stream ?? currentStream(this.device);
+    this.#sameDevice(stream, 'options.stream');
+    const out = new Ctor(this.byteLength / size) as InstanceType<C>;
+    try {
+      copyOnStream(stream, out, this, undefined, 'buffer.toArray');
+    } catch (error) {
+      // Bad arguments and destroyed objects throw; a copy the driver or the system refused rejects, as a wait would.
+      if (error instanceof TypeError || error instanceof RangeError || error instanceof DestroyedError) throw error;
+      return Promise.reject(error);
+    }
+    return stream.synchronize({ signal }).then(() => out);
+  }
+
+  /** A view of bytes `begin` to `end` (exclusive) of this buffer, with JavaScript's `subarray` meaning: negative
+   * values count from the end, values are clamped to the buffer, and `end` before `begin` gives an empty view.
+   * Creates nothing on the device. The view shares this buffer's memory, lifetime and cross-stream tracking: its
+   * uses on other streams delay this buffer's free, and once this buffer is freed every method of the view throws
+   * {@link DestroyedError}. The view's own `free()` only retires the view.
+   * @param begin - byte offset. @defaultValue 0
+   * @param end - byte offset, exclusive. @defaultValue `byteLength`
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-integer offset; {@link DestroyedError} after free. */
+  subarray(begin = 0, end = this.byteLength): DeviceBuffer {
+    for (const [name, value] of [['begin', begin], ['end', end]] as const)
+      if (typeof value !== 'number' || !Number.isInteger(value)) throw invalidType(name, 'an integer (a byte offset)', value);
+    this.#use('subarray');
+    const clamp = (at: number) => (at < 0 ? Math.max(this.byteLength + at, 0) : Math.min(at, this.byteLength));
+    const first = clamp(begin);
+    const length = Math.max(clamp(end) - first, 0);
+    const parent = this.#parent ?? this;
+    const view = new DeviceBuffer(internalConstruction, this.#box, length, this.ptr + BigInt(first), this.device, this.#stream, this.#borrowed);
+    view.#parent = parent;
+    view.#offset = this.#offset + first;
+    return view;
+  }
+
+  /** A borrowed view, in this thread, of the buffer that `shared` (from `buffer.share()` in any thread) names. Its
+   * uses on streams of this thread delay the owner's free like the owner's own; it never frees the memory (its
+   * `free()` only retires the view). Order its work after the owner's writes yourself (for example the owner awaits
+   * its stream before posting `shared`).
+   * @param shared - the record `share()` returned, unchanged: every field must agree with the buffer its `id` names.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `shared` is not a SharedDeviceBuffer record or a field has the
+   * wrong type; `RangeError` ERR_OUT_OF_RANGE naming the id when `shared.id` is outside 1 to 2**64 - 1 or names no
+   * buffer `share()` ever gave ("no such buffer"); ERR_INVALID_ARG_VALUE naming the field and both values when
+   * `byteLength`, `ptr` or `device` disagrees with that buffer; {@link DestroyedError} when the owner already freed
+   * the buffer (or forgot it and its finalizer ran).
+   * Thread-safety: any thread or worker. Lifetime: borrowed; the owner must outlive the view's work. */
+  static attach(shared: SharedDeviceBuffer, options?: DeviceBufferAttachOptions): DeviceBuffer {
+    if (typeof shared !== 'object' || shared === null || shared.kind !== SHARED_KIND)
+      throw invalidType('shared', 'a SharedDeviceBuffer from buffer.share()', shared);
+    // Each field once: a getter on a forged record cannot answer differently later.
+    const { id, byteLength, ptr, device: sharedDevice } = shared;
+    if (typeof id !== 'bigint') throw invalidType('shared.id', 'a bigint (from buffer.share())', id);
+    if (id < 1n || id >= 2n ** 64n) throw outOfRange('shared.id', 'a buffer id from buffer.share(): an integer from 1n to 2n ** 64n - 1n', id);
+    if (typeof byteLength !== 'number') throw invalidType('shared.byteLength', 'a number', byteLength);
+    if (typeof ptr !== 'bigint') throw invalidType('shared.ptr', 'a bigint', ptr);
+    if (typeof sharedDevice !== 'number') throw invalidType('shared.device', 'a device ordinal (number)', sharedDevice);
+    const o = validateOptions<DeviceBufferAttachOptions>(options, 'options', 'DeviceBuffer.attach', ['stream']);
+    if (o.stream !== undefined && !streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+    const found = native.deviceBufferAttach(id);
+    if (found === undefined)
+      throw outOfRange('shared.id', 'the id of a buffer shared by buffer.share() in this process', id, 'There is no such buffer.');
+    const { box, ptr: realPtr, bytes, device: ordinal } = found;
+    const fields: Array<[string, unknown, unknown]> = [['byteLength', byteLength, bytes], ['ptr', ptr, realPtr], ['device', sharedDevice, ordinal]];
+    for (const [field, given, real] of fields)
+      if (given !== real)
+        throw invalidValue(`shared.${field}`, `is ${String(given)}, but buffer ${id} has ${field} ${String(real)}; pass the record from buffer.share() unchanged.`);
+    const device = Device.get(ordinal);
+    const stream = o.stream ?? currentStream(device);
+    if (stream.device !== device)
+      throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
+    return new DeviceBuffer(internalConstruction, box, bytes, realPtr, device, stream, true);
+  }
+
+  /** The stream `free()` uses by default: the allocation stream (a borrowed view: its attach stream). */
+  get stream(): Stream {
+    return this.#stream;
+  }
+
+  /** True after `free()` (or, for a borrowed view or a subarray, after its own `free()` or its buffer's). */
+  get freed(): boolean {
+    return this.#freed !== undefined || this.#parent?.freed === true;
+  }
+
+  /** True for a view from {@link DeviceBuffer.attach}, which never frees the memory. */
+  get borrowed(): boolean {
+    return this.#borrowed;
+  }
+
+  /** Announces that work on `stream` uses the memory (for example a kernel given `buffer.ptr` as a bigint, or another
+   * library's work): the free then waits for everything `stream` had queued before the free. Returns at once; copies,
+   * fills and `DeviceBuffer` kernel arguments do this themselves. `stream` may belong to another device (a kernel there
+   * reading this buffer through peer access, see `Device.enablePeerAccess`): the free then waits for that device's
+   * stream too.
+   * @throws `TypeError` for a non-Stream; {@link DestroyedError} after free or for a destroyed stream.
+   * Wraps: cuEventCreate (once per stream), in the stream's context. Follows: PyTorch `Tensor.record_stream`. */
+  recordStream(stream: Stream): void {
+    if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
+    this.#use('recordStream');
+    this.#noteUse(stream, 'buffer.recordStream');
+  }
+
+  /** The pointer for a 'ptr' kernel argument; records the use on `stream`. @internal */
+  [asKernelPointer](stream: Stream): bigint {
+    this.#use('kernel.launch');
+    this.#sameDevice(stream, 'options.stream');
+    this.#noteUse(stream, 'kernel.launch');
+    noteCaptured(streamBox(stream, 'kernel.launch'), this);
+    return this.ptr;
+  }
+
+  /** Frees the memory in stream order on `options.stream` (default: `buffer.stream`) and returns at once: the memory
+   * is reused only after the work queued so far on that stream and on every other stream that used the buffer,
+   * streams of other devices included (a peer copy from or into it, `recordStream`). When
+   * the allocation stream was destroyed (and no stream is given) the free is ordered after its last work on a stream
+   * the library owns. A borrowed view only retires itself. Idempotent; never throws after a device fault.
+   * @throws `TypeError` for bad options or a stream of another device; {@link DestroyedError} for a destroyed
+   * `options.stream`; {@link CaptureError} while the free's stream is capturing a graph (the buffer stays usable);
+   * {@link CudaError} when the driver refuses. A live Graph or GraphExec that uses the buffer does not stop the free:
+   * its launches queued so far finish first, and later launches throw {@link DestroyedError}.
+   * Wraps: cuEventRecord, cuStreamWaitEvent, cuMemFreeAsync. Thread-safety: the owning thread. */
+  free(options?: DeviceBufferFreeOptions): void {
+    const o = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);
+    if (o.stream !== undefined) {
+      if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
+      this.#sameDevice(o.stream, 'options.stream');
+    }
+    if (this.#freed !== undefined) return;
+    if (this.#parent) {
+      this.#freed = 'was freed (this subarray only: its buffer frees the memory)';
+      return;
+    }
+    if (this.#borrowed) {
+      this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
+      return;
+    }
+    const target = o.stream === undefined ? undefined : streamBox(o.stream, 'buffer.free');
+    const freeStream = o.stream ?? this.#stream;
+    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream.id, 'DeviceBuffer.free()');
+    this.#freed = 'was freed';
+    native.deviceBufferFree(this.#box, target, false);
+  }
+
+  /** Same as `free()`. */
+  [Symbol.dispose](): void {
+    this.free();
+  }
+
+  /** Frees as `free()` does, then resolves once the free's stream has reached the free (so the memory is back in
+   * the pool), without blocking the event loop. Rejects with {@link CudaError} when that work failed. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#freed !== undefined) return;
+    if (this.#borrowed || this.#parent) return this.free();
+    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream.id, 'DeviceBuffer.free()');
+    this.#freed = 'was freed';
+    const marker = native.deviceBufferFree(this.#box, undefined, true);
+    if (!marker) return;
+    await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
+  }
+
+  /** A structured-cloneable handle for another thread's {@link DeviceBuffer.attach}; creates nothing. The buffer is
+   * still freed by this owner: a view attached after the free throws {@link DestroyedError}.
+   * @throws {@link DestroyedError} after free. */
+  share(): SharedDeviceBuffer {
+    if (this.#parent) throw invalidValue('buffer', 'is a subarray; share its buffer and take the subarray in the other thread.');
+    const id = native.deviceBufferShare(this.#use('share'));
+    return { kind: SHARED_KIND, id, byteLength: this.byteLength, ptr: this.ptr, device: this.device.ordinal };
+  }
+}

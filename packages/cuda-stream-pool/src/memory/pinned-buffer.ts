@@ -1,0 +1,185 @@
+// Pinned (page-locked) host memory from the library's pinned-block cache, seen from JS as an external ArrayBuffer.
+// Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in src/native/pinned.cc.
+import { types } from 'node:util';
+
+import { native, type Box } from '../binding/binding.js';
+import { driverState } from '../binding/cuda.js';
+import { DestroyedError } from '../binding/errors.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
+
+/** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
+export const MAX_PINNED_BYTES = 2 ** 32 - 1;
+
+/** A constructor {@link PinnedBuffer.view} accepts: a TypedArray class (or subclass) or `DataView`. */
+export interface PinnedViewConstructor<T extends ArrayBufferView> {
+  new (buffer: ArrayBuffer, byteOffset: number, length: number): T;
+  readonly BYTES_PER_ELEMENT?: number;
+  readonly name: string;
+}
+
+/** The library's pinned cache, for diagnostics ({@link PinnedBuffer.cacheInfo}). */
+export interface PinnedCacheInfo {
+  /** Bytes of pinned blocks that are idle: no buffer, no staged copy, no queued copy uses them. */
+  idleBytes: number;
+  /** Bytes of every pinned block the cache holds (idle, in use, or waiting for queued copies), process-wide. */
+  totalBytes: number;
+  /** The staging of copies between pageable JS memory and device buffers: reusable pinned chunks of 256 KiB per
+   * device, bounded by `capBytes` (`CUDA_STREAM_POOL_STAGING_BYTES`, default 64 MiB, rounded down to whole chunks);
+   * copies larger than what is free stream through the chunks as they come free. */
+  staging: {
+    /** The most staging one device may hold, in bytes. */
+    capBytes: number;
+    /** Staging allocated so far on every device, in bytes (kept until the process exits). */
+    allocatedBytes: number;
+    /** The most staging in use at once on one device since the process started, in bytes. */
+    highWaterBytes: number;
+  };
+}
+
+/** A `Ctor` view of `memory` (host memory of a PinnedBuffer or ManagedBuffer) from `byteOffset`, `length` elements
+ * (default: the rest): the checks and errors `view()` documents. `requireAlive` runs after the type check and throws
+ * DestroyedError once the memory was freed. @internal */
+export function hostView<T extends ArrayBufferView>(memory: ArrayBuffer, Ctor: PinnedViewConstructor<T>, byteOffset: number, length: number | undefined, requireAlive: () => void): T {
+  const isView = typeof Ctor === 'function' && (Ctor === (DataView as unknown) || Ctor.prototype instanceof TypedArray);
+  if (!isView) throw invalidType('Ctor', 'a TypedArray constructor (such as Float32Array) or DataView', Ctor);
+  requireAlive();
+  const byteLength = memory.byteLength;
+  const size = Ctor === (DataView as unknown) ? 1 : Ctor.BYTES_PER_ELEMENT ?? 1;
+  validateInteger(byteOffset, 'byteOffset', 0, byteLength);
+  if (byteOffset % size !== 0)
+    throw outOfRange('byteOffset', `a multiple of ${size} (${Ctor.name}.BYTES_PER_ELEMENT) from 0 to ${byteLength}`, byteOffset);
+  const fits = Math.floor((byteLength - byteOffset) / size);
+  const count = length === undefined ? fits : validateInteger(length, 'length', 0, fits);
+  return new Ctor(memory, byteOffset, count);
+}
+
+/** What copies need to know about a pinned ArrayBuffer, whoever holds it (the wrapper or only views). */
+interface PinnedRecord {
+  box: Box;
+  freed: boolean;
+}
+
+// Per thread: the ArrayBuffers of this thread's PinnedBuffers, so a view into one is copied directly.
+const records = new WeakMap<ArrayBuffer, PinnedRecord>();
+const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new (...args: never[]) => ArrayBufferView;
+
+let recordOf: (pinned: PinnedBuffer) => PinnedRecord;
+
+/** Pinned (page-locked) host memory: copies between it and the device run asynchronously at full speed, and any
+ * view into it (`bytes`, `view()`, or a typed array over `bytes.buffer`) is copied directly, without staging.
+ * Its contents start undefined (the memory is recycled).
+ *
+ * Lifetime: the memory belongs to the external ArrayBuffer behind `bytes`, so views outlive this wrapper. `free()`
+ * returns at once and detaches every view (a detached view reads as length 0, never a crash); the memory goes back
+ * to the library's pinned cache once no queued copy uses it. When forgotten, the ArrayBuffer's finalizer does the
+ * same once the last view is gone. The pinned memory itself is released to the system only by
+ * {@link PinnedBuffer.trimCache} (or at exit), because cuMemFreeHost waits for unrelated GPU work.
+ *
+ * Thread-safety: use it on the thread that allocated it (an ArrayBuffer belongs to one thread).
+ *
+ * @example
+ * ```ts
+ * using input = PinnedBuffer.alloc(4 * n);
+ * input.view(Float32Array).set(values);
+ * stream.copy(deviceBuffer, input);
+ * ```
+ */
+export class PinnedBuffer {
+  #record: PinnedRecord;
+  #buffer: ArrayBuffer;
+  #bytes: Uint8Array;
+  /** The size in bytes, as allocated (unchanged by `free()`). */
+  readonly byteLength: number;
+
+  private constructor(token: symbol, box: Box, buffer: ArrayBuffer) {
+    checkConstruction(token, 'PinnedBuffer', 'PinnedBuffer.alloc()');
+    this.#record = { box, freed: false };
+    this.#buffer = buffer;
+    this.#bytes = new Uint8Array(buffer);
+    this.byteLength = buffer.byteLength;
+    lockFields(this, ['byteLength']);
+    records.set(buffer, this.#record);
+  }
+
+  static {
+    recordOf = (pinned) => pinned.#record;
+    guardReceivers(PinnedBuffer, (value) => #record in value);
+  }
+
+  /** Takes `byteLength` bytes of pinned host memory from the library's cache; allocates new pinned memory
+   * (cuMemHostAlloc, slow: about 47 ms for 64 MiB on an H200) only when no idle block fits.
+   * @param byteLength - an integer from 1 to 2**32 - 1 (the largest typed array Node 20 can make).
+   * @throws `RangeError` ERR_OUT_OF_RANGE for a bad size; {@link CudaUnavailableError} without a GPU;
+   * {@link CudaError} CUDA_ERROR_OUT_OF_MEMORY when the system cannot pin that much.
+   * Wraps: cuMemHostAlloc (CU_MEMHOSTALLOC_PORTABLE: usable with every device). Thread-safety: any thread.
+   * Lifetime: owned; `free()` or `using`; the ArrayBuffer's finalizer returns forgotten memory to the cache. */
+  static alloc(byteLength: number): PinnedBuffer {
+    validateInteger(byteLength, 'byteLength', 1, MAX_PINNED_BYTES);
+    const { box, buffer } = native.pinnedAlloc(byteLength);
+    return new PinnedBuffer(internalConstruction, box, buffer);
+  }
+
+  /** Releases every idle block of the library's pinned cache to the system (cuMemFreeHost) and returns the bytes
+   * released; blocks in use or still under queued copies stay. cuMemFreeHost waits for GPU work, even on unrelated
+   * streams, and stalls other threads' CUDA calls meanwhile: call it when the GPU is idle (after a burst, at
+   * shutdown). Returns 0 without a GPU. Thread-safety: any thread; the cache is process-wide. */
+  static trimCache(): number {
+    if (!driverState().available) return 0;
+    return native.pinnedTrimCache();
+  }
+
+  /** The state of the library's process-wide pinned cache (PinnedBuffers) and of the staging of pageable copies. */
+  static cacheInfo(): PinnedCacheInfo {
+    return { ...native.pinnedCacheInfo(), staging: native.stagingInfo() };
+  }
+
+  /** All the bytes, as one Uint8Array (the same object on each read); length 0 after `free()`. */
+  get bytes(): Uint8Array {
+    return this.#bytes;
+  }
+
+  /** True after `free()`. */
+  get freed(): boolean {
+    return this.#record.freed;
+  }
+
+  /** A new `Ctor` view of the memory from `byteOffset`, of `length` elements (default: as many as fit). Like every
+   * view, it detaches when the buffer is freed.
+   * @param Ctor - a TypedArray class (`Float32Array`, `BigUint64Array`, ...) or `DataView`.
+   * @param byteOffset - bytes from the start, a multiple of `Ctor.BYTES_PER_ELEMENT`. @defaultValue 0
+   * @param length - elements (bytes for `DataView`). @defaultValue the rest of the buffer
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for another `Ctor`; `RangeError` ERR_OUT_OF_RANGE for a range outside
+   * the buffer or a misaligned offset; {@link DestroyedError} after `free()`. */
+  view<T extends ArrayBufferView>(Ctor: PinnedViewConstructor<T>, byteOffset = 0, length?: number): T {
+    return hostView(this.#buffer, Ctor, byteOffset, length, () => {
+      if (this.#record.freed) throw new DestroyedError('PinnedBuffer', 'view', 'was freed');
+    });
+  }
+
+  /** Returns at once: detaches every view of the memory and gives it back to the library's pinned cache, where it
+   * is reused only after every copy queued on it is done. Copies already queued still read or write the memory
+   * safely. Idempotent. `cuda.liveObjects().pinnedBytes` drops by `byteLength` now.
+   * Thread-safety: the owning thread. */
+  free(): void {
+    if (this.#record.freed) return;
+    this.#record.freed = true;
+    native.pinnedFree(this.#record.box, this.#buffer);
+  }
+
+  /** Same as `free()`. */
+  [Symbol.dispose](): void {
+    this.free();
+  }
+}
+
+/** The pinned record behind a PinnedBuffer. @internal */
+export function pinnedRecord(pinned: PinnedBuffer): PinnedRecord {
+  return recordOf(pinned);
+}
+
+/** The pinned record of an ArrayBuffer made by a PinnedBuffer of this thread, if it is one. @internal */
+export function pinnedRecordOf(buffer: ArrayBufferLike): PinnedRecord | undefined {
+  return types.isArrayBuffer(buffer) ? records.get(buffer) : undefined;
+}
+
+export type { PinnedRecord };

@@ -1,0 +1,990 @@
+// The stream pool's policy in plain TypeScript over abstract stream slots: round-robin hand-out, exclusive leases,
+// waiters (FIFO in a thread, rotating across threads), abort, run() scoping, close and detach. The same code runs over
+// the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
+// See Note [pool hand-out] in src/pool.ts; the shared words are Note [pool shared words] in src/pool-words.ts.
+import { DestroyedError } from '../binding/errors.js';
+import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import {
+  ATTACHED_ENVS,
+  CLOSE_BELL,
+  CLOSING,
+  CURSOR,
+  DESTROYED,
+  ENV_DOORBELL,
+  ENV_ENTRIES,
+  ENV_STRIDE,
+  ENV_WAITERS,
+  NEXT,
+  OPEN,
+  poolLayout,
+  RECLAIMED,
+  STATE,
+  UNKNOWN_IDLE,
+  WAITING_ENVS,
+  WRAPS,
+  type PoolLayout,
+} from './pool-words.js';
+
+/** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
+const IDLE_PROBES = 4;
+/** The backstop of every wait: how often a waiting thread looks again even without a notification (ms). */
+export const BACKSTOP_MS = 50;
+/** How long one Atomics.waitAsync registration lives before it is renewed (ms). */
+const WATCH_MS = 1000;
+/** How long a lease is held strongly before it is tracked weakly, so it can be reclaimed (ms; Note [lease reclaim]). */
+export const PROMOTE_MS = 250;
+
+/** What the policy needs from the streams: the pool's slots, abstracted so CPU tests can run it with fakes. */
+export interface PoolSlots<S> {
+  /** The shared stream of each slot: what getStream() hands out. */
+  readonly streams: readonly S[];
+  /** A new wrapper of slot `slot`'s stream for one lease, made on the lease's first read of `lease.stream`, which
+   * keeps `lease` reachable while it is (so a lease whose stream is still in use is never reclaimed); retired when the
+   * lease ends. */
+  leaseView(slot: number, lease: object): S;
+  /** Makes `view` throw DestroyedError from now on, with `why` in the message. */
+  retire(view: S, why: string): void;
+  /** True when the slot's stream has no queued work (cuStreamQuery); a throw counts as busy. */
+  isIdle(slot: number): boolean;
+  /** True when anything was done through `view` (a lease's wrapper): work may have been queued. */
+  used(view: S): boolean;
+  /** Runs `fn(view)` with `view` as the current stream (withStream). */
+  scope<T>(view: S, fn: (stream: S) => T): T;
+  /** Resolves when the slot's queued work is done (close()). */
+  drain(slot: number): Promise<void>;
+  /** True when `view` is the current stream of the calling async context or of a scope it is nested in; lets close()
+   * refuse to wait for a lease its caller holds. Absent: close() does not check. */
+  inScope?(view: S): boolean;
+}
+
+/** Options for {@link StreamPool.acquire}. */
+export interface AcquireOptions {
+  /** Aborts the wait for a lease; the promise rejects with `signal.reason`. A lease already granted is kept. */
+  signal?: AbortSignal;
+}
+
+/** Options for {@link StreamPool.run}. */
+export interface RunOptions {
+  /** Aborts the wait for a lease (not `fn` once it runs); the promise rejects with `signal.reason`. */
+  signal?: AbortSignal;
+}
+
+/** Options for {@link StreamPool.close}. */
+export interface CloseOptions {
+  /** Gives the close up: when it aborts before the pool was destroyed (or this thread detached), the promise
+   * rejects with `signal.reason` and the pool is open again (see `StreamPool.close` for what stays rejected). */
+  signal?: AbortSignal;
+}
+
+/** A snapshot of a pool's counters, global across every thread that shares the pool. */
+export interface PoolCounters {
+  /** Per stream index: how many times getStream() handed it out (round-robin and by index). */
+  handOuts: number[];
+  /** Per stream index: how many leases were granted on it. */
+  leaseCounts: number[];
+  /** Streams leased now, in any thread (including ones being handed from one thread to another). */
+  leased: number;
+  /** acquire() calls waiting now, in all threads (a thread beyond the first 128 waiting at once is not counted). */
+  waiters: number;
+  /** Leases given back to the pool, in all threads since the pool was created, because they became unreachable
+   * unreleased: neither the lease nor its `stream` could be reached any more, and the garbage collector reclaimed
+   * them (a FinalizationRegistry; when that happens is up to the collector). A count of leases, from 0. */
+  leasesReclaimed: number;
+}
+
+interface Waiter<S> {
+  resolve: (lease: StreamLease<S>) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  settled: boolean;
+}
+
+type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
+const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+
+let makeLease: <S>(core: PoolCore<S>, slot: number) => StreamLease<S>;
+/** The lease's stream wrapper, or undefined while nobody has asked for it (Note [lean leases]). */
+let viewOf: <S>(lease: StreamLease<S>) => S | undefined;
+
+/** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
+ * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
+ *
+ * Lifetime: borrows the stream from its pool. `release()` or `[Symbol.dispose]` ends the lease (a second call does
+ * nothing); afterwards `lease.stream`, and the stream object it returned, throw {@link DestroyedError}. A lease that
+ * is never released stays held until its thread detaches from the pool or exits, or the pool is destroyed, or the
+ * garbage collector finds that neither the lease nor its stream can be reached any more: then it goes back to the
+ * pool, counted in `stats().leasesReclaimed` (the stream keeps its lease alive, so
+ * `const { stream } = await pool.acquire()` is safe while `stream` is in use).
+ * Thread-safety: a lease belongs to the thread that acquired it.
+ * @throws {@link DestroyedError} from `stream` after release. */
+export class StreamLease<S = import('../stream/stream.js').Stream> {
+  #core: PoolCore<S> | undefined;
+  #slot: number;
+  #view: S | undefined = undefined;
+
+  private constructor(token: symbol, core: PoolCore<S>, slot: number) {
+    checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
+    this.#core = core;
+    this.#slot = slot;
+  }
+
+  static {
+    makeLease = (core, slot) => new StreamLease(internalConstruction, core, slot);
+    viewOf = (lease) => lease.#view;
+    guardReceivers(StreamLease, (value) => #slot in value);
+  }
+
+  /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
+   * scheduled through it after release throws instead of landing on a stream someone else now holds. The same
+   * object on every read during the lease.
+   * @throws {@link DestroyedError} (resource 'StreamLease') after release. */
+  get stream(): S {
+    const core = this.#core;
+    if (core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
+    return (this.#view ??= core.leaseView(this.#slot, this));
+  }
+
+  /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
+  get released(): boolean {
+    return this.#core === undefined;
+  }
+
+  /** Ends the lease: the stream goes to the next waiter (this thread's first, or another thread's in turn) or back
+   * to the free streams. Work already queued on it goes on; the next holder's work queues behind it. Idempotent;
+   * never throws. */
+  release(): void {
+    const core = this.#core;
+    if (core === undefined) return;
+    this.#core = undefined;
+    core.end(this, this.#slot, this.#view);
+  }
+
+  /** Same as {@link StreamLease.release}. */
+  [Symbol.dispose](): void {
+    this.release();
+  }
+}
+
+/* Note [pool waiting]: how a lease finds its way to a waiter, across threads, without starving anybody.
+ * - In a thread, waiters form one FIFO queue. A thread with waiters registers an entry in the waiting table
+ *   (its environment id, a doorbell word, its waiter count) and then looks for a free stream once more, so a
+ *   release racing with the registration is not missed (each side writes, then reads the other's word).
+ * - A release with other threads registered hands the stream to the next registered entry after CURSOR (the
+ *   releasing thread's own entry included): it writes -id into the lease word, bumps that entry's doorbell and
+ *   Atomics.notify()s it. The receiver claims -id words (compareExchange to +id) and serves its queue head. If the
+ *   receiver unregistered meanwhile, the releaser takes the word back and hands it on. Rotation bounds every
+ *   thread's wait by the number of waiting threads: no starvation across threads.
+ * - With no other thread waiting, a release serves this thread's queue head directly (no shared write), or frees
+ *   the word; then, if a thread registered meanwhile, it rings every doorbell so the newcomer looks again.
+ * - Every waiting thread also wakes every BACKSTOP_MS on a timer. That is how leases given back by the native cleanup
+ *   hook of a thread that exited reach waiters: native code cannot Atomics.notify. The timer also keeps the event
+ *   loop alive while the thread waits (Atomics.waitAsync does not), except when no other thread could ever end the
+ *   wait: no other environment holds a handle on the pool (ATTACHED_ENVS) and every lease word that matters is this
+ *   thread's own. Then only this thread's own code can release a lease (or the garbage collector reclaim one), so a
+ *   thread with nothing else to do has deadlocked itself, and the timer is unref'd: the process ends as Node ends any
+ *   unsettled await (exit code 13) instead of hanging silently. Checked again at every wake-up, so a thread that
+ *   attaches later (its worker keeps the process alive meanwhile) makes the timer ref'd again. close()'s wait for
+ *   leases follows the same rule; waits on GPU work (drains) always keep the loop alive.
+ * - Among free streams a lease prefers an idle one (up to IDLE_PROBES queries), starting after the last one this
+ *   thread took, so consecutive leases rotate through the streams.
+ */
+
+/** The pool's policy for one thread's handle on a pool. @internal */
+export class PoolCore<S> {
+  readonly size: number;
+  readonly environment: number;
+  readonly #words: Int32Array;
+  readonly #u32: Uint32Array;
+  readonly #streams: readonly S[];
+  readonly #slots: PoolSlots<S>;
+  readonly #layout: PoolLayout;
+  /** NEXT is wound back by this multiple of size once it reaches it, so `n % size` never jumps. */
+  readonly #limit: number;
+  #detached: string | undefined;
+  #closingHere = false;
+  #queue: Waiter<S>[] = [];
+  #head = 0;
+  #live = 0;
+  /** This thread's leases by slot (a thread holds a slot at most once): new ones strongly (#young), older ones
+   * weakly (#held), so that a forgotten lease can be reclaimed (Note [lease reclaim]). */
+  readonly #young: (StreamLease<S> | undefined)[];
+  readonly #held: (WeakRef<StreamLease<S>> | undefined)[];
+  #heldCount = 0;
+  #promotion: NodeJS.Timeout | undefined;
+  readonly #reclaimer: FinalizationRegistry<number>;
+  /** Wakes close()'s wait for leases when this thread gives one back. */
+  #closeWake: (() => void) | undefined;
+  #entry = -1;
+  #watched = -1;
+  #timer: NodeJS.Timeout | undefined;
+  #scan = 0;
+  #closing: Promise<void> | undefined;
+  #leasesBack: (() => void) | undefined;
+  #halted = false;
+
+  /**
+   * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
+   * @param environment - this thread's environment id, a positive integer unique among the threads sharing `words`.
+   */
+  constructor(words: Int32Array, size: number, environment: number, slots: PoolSlots<S>) {
+    this.size = size;
+    this.environment = environment;
+    this.#words = words;
+    this.#u32 = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    this.#streams = slots.streams;
+    this.#slots = slots;
+    this.#layout = poolLayout(size);
+    this.#limit = size * Math.floor(2 ** 31 / size);
+    this.#young = new Array<StreamLease<S> | undefined>(size).fill(undefined);
+    this.#held = new Array<WeakRef<StreamLease<S>> | undefined>(size).fill(undefined);
+    this.#reclaimer = new FinalizationRegistry((slot) => this.#reclaim(slot));
+  }
+
+  /** True once this handle cannot be used: detached here, or the pool destroyed anywhere. */
+  get destroyed(): boolean {
+    return this.#detached !== undefined || this.#words[STATE] === DESTROYED;
+  }
+
+  /** The next stream in round-robin order, or the one at `index % size`. See Note [pool hand-out]. */
+  getStream(index?: number): S {
+    if (index === undefined && this.#detached === undefined && this.#words[STATE] !== DESTROYED) {
+      const n = Atomics.add(this.#u32, NEXT, 1);
+      if (n >= this.#limit) this.#windBack(n);
+      return this.#streams[n % this.size]!;
+    }
+    return this.#getStreamAt(index);
+  }
+
+  #windBack(n: number): void {
+    // Exactly one caller sees n === LIMIT; the callers after it still pick (n % size) correctly, since LIMIT is a
+    // multiple of size, and the counter never gets near 2 ** 32.
+    if (n !== this.#limit) return;
+    Atomics.sub(this.#u32, NEXT, this.#limit);
+    Atomics.add(this.#words, WRAPS, 1);
+  }
+
+  #getStreamAt(index: number | undefined): S {
+    this.#check('getStream');
+    const i = validateInteger(index, 'index', 0, Number.MAX_SAFE_INTEGER);
+    const slot = i % this.size;
+    Atomics.add(this.#u32, this.#layout.explicitBase + slot, 1);
+    return this.#streams[slot]!;
+  }
+
+  /** A lease now if a stream is free and no waiter of this thread is ahead, else undefined; never waits. */
+  tryAcquire(method = 'tryAcquire'): StreamLease<S> | undefined {
+    this.#checkOpen(method);
+    if (this.#live > 0) return undefined;
+    const slot = this.#take();
+    return slot < 0 ? undefined : this.#grant(slot);
+  }
+
+  /** A lease, now or once a stream comes back; see Note [pool waiting]. */
+  acquire(options?: AcquireOptions, method = 'acquire'): Promise<StreamLease<S>> {
+    let signal: AbortSignal | undefined;
+    try {
+      const o = validateOptions<AcquireOptions>(options, 'options', method, ['signal']);
+      signal = validateSignal(o.signal, 'options.signal');
+      this.#checkOpen(method);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#live === 0) {
+      const slot = this.#take();
+      if (slot >= 0) return Promise.resolve(this.#grant(slot));
+    }
+    return new Promise<StreamLease<S>>((resolve, reject) => {
+      const waiter: Waiter<S> = { resolve, reject, signal, onAbort: undefined, settled: false };
+      if (signal) {
+        waiter.onAbort = () => {
+          if (waiter.settled) return;
+          waiter.settled = true;
+          this.#live--;
+          this.#publishWaiters();
+          reject(signal.reason);
+          if (this.#live === 0) this.#stopWaiting();
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#queue.push(waiter);
+      this.#live++;
+      this.#startWaiting();
+    });
+  }
+
+  /** Leases a stream, runs `fn(stream)` with it as the current stream, releases it however `fn` ends, and settles
+   * with `fn`'s outcome (the same value or error object). */
+  run<T>(fn: (stream: S) => T, options?: RunOptions): Promise<Awaited<T>> {
+    // Written with then() rather than async/await: a free stream is taken and fn called in this very call, and the
+    // outcome settles the promise one step later instead of three (each step costs more once AsyncLocalStorage is in
+    // use). Every error still becomes a rejection.
+    let lease: StreamLease<S> | undefined;
+    try {
+      validateFunction(fn, 'fn');
+      if (options === undefined) lease = this.tryAcquire('run');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (lease !== undefined) return this.#runLeased(lease, fn);
+    return this.acquire(options, 'run').then((granted) => this.#runLeased(granted, fn));
+  }
+
+  // Runs fn in the scope of the lease's stream and releases the lease however fn ends, settling with fn's outcome.
+  #runLeased<T>(lease: StreamLease<S>, fn: (stream: S) => T): Promise<Awaited<T>> {
+    let result: T;
+    try {
+      result = this.#slots.scope(lease.stream, fn);
+    } catch (error) {
+      lease.release();
+      return Promise.reject(error);
+    }
+    if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
+      lease.release();
+      return Promise.resolve(result as Awaited<T>);
+    }
+    // A promise or any object (its `then` is read as `await` would read it): released once it settles.
+    return (Promise.resolve(result) as Promise<Awaited<T>>).then(
+      (value) => {
+        lease.release();
+        return value;
+      },
+      (error: unknown) => {
+        lease.release();
+        throw error;
+      },
+    );
+  }
+
+  /** Counters as Note [pool shared words] keeps them; a snapshot, not atomic as a whole. */
+  counters(): PoolCounters {
+    this.#check('stats');
+    const { size } = this;
+    const w = this.#words;
+    const u = this.#u32;
+    const l = this.#layout;
+    const total = Atomics.load(w, WRAPS) * this.#limit + Atomics.load(u, NEXT);
+    const rounds = Math.floor(total / size);
+    const extra = total % size;
+    const handOuts: number[] = [];
+    const leaseCounts: number[] = [];
+    let leased = 0;
+    for (let i = 0; i < size; i++) {
+      handOuts.push(rounds + (i < extra ? 1 : 0) + Atomics.load(u, l.explicitBase + i));
+      leaseCounts.push(Atomics.load(u, l.leaseCountBase + i));
+      if (Atomics.load(w, l.leaseBase + i) !== 0) leased++;
+    }
+    let waiters = 0;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = l.envBase + k * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0) waiters += Atomics.load(w, entry + ENV_WAITERS);
+    }
+    return { handOuts, leaseCounts, leased, waiters, leasesReclaimed: Atomics.load(u, RECLAIMED) };
+  }
+
+  /** Destroys the pool for every thread: marks it destroyed, runs `destroyNative` (which destroys the streams),
+   * wakes other threads' waiters (they reject), then detaches this thread. Idempotent. */
+  destroyEverywhere(destroyNative: () => void): void {
+    if (this.#detached !== undefined) return;
+    Atomics.store(this.#words, STATE, DESTROYED);
+    try {
+      destroyNative();
+    } finally {
+      this.#ringAll();
+      this.#ring(CLOSE_BELL);
+      this.#detach('was destroyed');
+    }
+  }
+
+  /** Closes the pool for every thread: rejects pending acquires everywhere, waits until every lease in every
+   * thread is released, then for each stream's queued work (`drain`), then destroys it (`destroyEverywhere`).
+   * Rejects with a drain's error after destroying, unless `quiet(error)` says to swallow it. When `signal` aborts
+   * before the destroy, gives up: the pool is OPEN again and the promise rejects with `signal.reason`. */
+  closeEverywhere(destroyNative: () => void, quiet: (error: unknown) => boolean, signal?: AbortSignal): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#detached !== undefined) return Promise.resolve();
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    Atomics.compareExchange(this.#words, STATE, OPEN, CLOSING);
+    this.#ringAll();
+    this.#pump(); // rejects this thread's waiters
+    const closing = (async () => {
+      const aborted = abortPromise(signal);
+      let failure: unknown;
+      try {
+        while (this.#words[STATE] === CLOSING && this.#anyLeased()) await Promise.race([this.#closeBell(), aborted.promise]);
+        if (this.#words[STATE] === CLOSING) {
+          const drains = this.#streams.map((_, slot) => this.#slots.drain(slot));
+          for (const result of await Promise.race([Promise.allSettled(drains), aborted.promise]))
+            if (result.status === 'rejected' && failure === undefined && !quiet(result.reason)) failure = result.reason;
+        }
+      } catch (reason) {
+        // Given up (only the abort rejects above): open again, unless another thread destroyed it meanwhile.
+        Atomics.compareExchange(this.#words, STATE, CLOSING, OPEN);
+        this.#closing = undefined;
+        throw reason;
+      } finally {
+        aborted.dispose();
+      }
+      this.destroyEverywhere(destroyNative);
+      if (failure !== undefined) throw failure;
+    })();
+    this.#closing = closing;
+    return closing;
+  }
+
+  /** The ERR_INVALID_STATE error that close() rejects with when the calling async context holds a lease of this pool
+   * (inside `run()` or `withStream(lease.stream)`): waiting for it would never end. Undefined otherwise. */
+  closeRefusal(method: string): Error | undefined {
+    const inScope = this.#slots.inScope;
+    if (inScope === undefined || this.#heldCount === 0) return undefined;
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#leaseAt(slot);
+      const view = lease ? viewOf(lease) : undefined;
+      if (view === undefined || !inScope(view)) continue; // a view never made cannot be in scope
+      let id: unknown;
+      try {
+        id = (view as { id?: unknown }).id;
+      } catch {
+        // a stand-in stream (the policy's tests) has no id
+      }
+      const stream = typeof id === 'bigint' ? `stream ${slot} (id ${id})` : `stream ${slot}`;
+      return invalidState(
+        `${method}() was called inside pool.run() (or withStream()) of a lease of this pool, on ${stream}: it would ` +
+          'wait forever for that lease, which is released only after the call returns. Close the pool after run() settles.',
+      );
+    }
+    return undefined;
+  }
+
+  /** Detaches this thread only: pending acquires of this thread reject, its leases end, later calls throw
+   * DestroyedError with `why`. The pool goes on for the other threads. Idempotent. */
+  detach(why: string): void {
+    this.#detach(why);
+  }
+
+  /** Detaches this thread once its leases are released: new acquires and this thread's pending ones reject at once.
+   * When `signal` aborts first, gives up: this thread's handle is open again and the promise rejects with its reason. */
+  closeHere(why: string, signal?: AbortSignal): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#detached !== undefined) return Promise.resolve();
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    this.#closingHere = true;
+    this.#rejectAll(new DestroyedError('StreamPool', 'acquire', 'is closing'));
+    this.#stopWaiting();
+    const closing = new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        if (this.#leasesBack !== done) return;
+        this.#leasesBack = undefined;
+        this.#closingHere = false;
+        this.#closing = undefined;
+        reject(signal!.reason);
+      };
+      const done = () => {
+        this.#leasesBack = undefined;
+        signal?.removeEventListener('abort', onAbort);
+        this.#detach(why);
+        resolve();
+      };
+      if (this.#heldCount === 0 || this.destroyed) return done();
+      this.#leasesBack = done;
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    this.#closing = closing;
+    return closing;
+  }
+
+  /** Stops this handle for good without touching a shared word: its timers and doorbell watches do nothing from
+   * now on, as when its thread is terminated and its JS stops. What it held is given back by the departure
+   * transition (Note [pool shared words]). Lets the model test kill a thread at any step. @internal */
+  halt(): void {
+    this.#halted = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#promotion !== undefined) clearTimeout(this.#promotion);
+    this.#promotion = undefined;
+  }
+
+  /** Throws the DestroyedError that says why this handle cannot be used (`method` names the caller). */
+  check(method: string): void {
+    this.#check(method);
+  }
+
+  /** The wrapper of slot `slot`'s stream for `lease`, made when the lease's stream is first read. @internal */
+  leaseView(slot: number, lease: StreamLease<S>): S {
+    return this.#slots.leaseView(slot, lease);
+  }
+
+  /** Called by StreamLease.release(); `view` is undefined when the lease's stream was never read. @internal */
+  end(lease: StreamLease<S>, slot: number, view: S | undefined): void {
+    if (view !== undefined) {
+      if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
+      this.#slots.retire(view, 'belongs to a StreamLease that was released');
+    }
+    if (this.#young[slot] === lease) this.#young[slot] = undefined;
+    else this.#reclaimer.unregister(lease);
+    this.#giveBack(slot);
+  }
+
+  /* Note [lean leases]: tryAcquire() + release() is the pool's hot path, so a lease costs one small object and a few
+   * shared-word operations, nothing more. On Node 20 an Atomics operation is a call into the runtime (about 20 ns),
+   * not an inlined instruction, so the path makes only those the protocol needs and reads the rest plainly:
+   * - The lease word is picked by a plain read and taken by compareExchange, which alone decides (a stale read only
+   *   makes it fail, or skips a word that has just come free).
+   * - The idleness words (Note [known idle]) are read plainly: they choose among free streams, a preference only.
+   * - A release's first look at WAITING_ENVS is plain; the free that follows is an Atomics.store and the load after it
+   *   is atomic, and that pair is what the ordering rule of Note [pool shared words] relies on.
+   * - A slot's lease counter is written by the holder of its lease word alone, so a plain increment is race-free.
+   * - The stream wrapper is made when `lease.stream` is first read (run() reads it at once), so a lease that never
+   *   needs it costs no Stream. Each lease still gets a wrapper of its own: an object identity is all a stale
+   *   reference carries, so a wrapper reused for a later lease could not tell its old holder from the new one.
+   */
+
+  /* Note [lease reclaim]: a forgotten lease goes back to the pool once neither it nor its stream can be reached. A
+   * lease view keeps its lease alive (leaseView's `lease`), so the lease is what the garbage collector decides on.
+   * The core must still find its leases (detach releases them, close() looks for one held by its caller), so it keeps
+   * them by slot (a thread holds a slot at most once), in two steps:
+   * - young: a new lease is held strongly in #young. Almost every lease is released within a few milliseconds, and a
+   *   WeakRef plus a FinalizationRegistry registration cost 0.5 to 3 µs each, ten times the rest of a lease.
+   * - held: every PROMOTE_MS (an unref'd timer, armed by the first lease after the last round) the leases still young
+   *   get a WeakRef in #held and a registration with the FinalizationRegistry; release() unregisters them.
+   * When a registered lease is collected, its slot comes back as release() would give it, counted in RECLAIMED.
+   * Nothing can have queued work through its view since, so only the slot's idleness is forgotten. A callback that
+   * comes after the slot was given back some other way (detach) finds no dead WeakRef in #held and does nothing. So
+   * a forgotten lease is reclaimed by the first collection at least PROMOTE_MS after it was granted. */
+  #promote(): void {
+    this.#promotion = undefined;
+    if (this.#detached !== undefined || this.#halted) return;
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#young[slot];
+      if (lease === undefined) continue;
+      this.#young[slot] = undefined;
+      this.#held[slot] = new WeakRef(lease);
+      this.#reclaimer.register(lease, slot, lease);
+    }
+  }
+
+  // This thread's live lease on `slot`; null when it was collected unreleased and not reclaimed yet.
+  #leaseAt(slot: number): StreamLease<S> | null | undefined {
+    const young = this.#young[slot];
+    if (young !== undefined) return young;
+    const ref = this.#held[slot];
+    return ref === undefined ? undefined : (ref.deref() ?? null);
+  }
+
+  #reclaim(slot: number): void {
+    const ref = this.#held[slot];
+    if (ref === undefined || ref.deref() !== undefined || this.#halted) return;
+    Atomics.add(this.#u32, RECLAIMED, 1);
+    Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
+    this.#giveBack(slot);
+  }
+
+  // The lease on `slot` ended (released or reclaimed): the slot goes to the next waiter or back to the pool.
+  #giveBack(slot: number): void {
+    this.#young[slot] = undefined;
+    this.#held[slot] = undefined;
+    this.#heldCount--;
+    const state = this.#words[STATE];
+    if (state !== DESTROYED) {
+      this.#handOff(slot);
+      if (state === CLOSING) {
+        this.#ring(CLOSE_BELL);
+        this.#closeWake?.();
+      }
+    }
+    if (this.#leasesBack && this.#heldCount === 0) this.#leasesBack();
+  }
+
+  // ---- checks ----
+
+  #check(method: string): void {
+    if (this.#detached !== undefined) throw new DestroyedError('StreamPool', method, this.#detached);
+    if (this.#words[STATE] === DESTROYED) {
+      this.#detach('was destroyed');
+      throw new DestroyedError('StreamPool', method, 'was destroyed');
+    }
+  }
+
+  #checkOpen(method: string): void {
+    this.#check(method);
+    if (this.#closingHere || this.#words[STATE] === CLOSING) throw new DestroyedError('StreamPool', method, 'is closing');
+  }
+
+  // ---- taking and giving streams ----
+
+  #idle(slot: number): boolean {
+    if (this.#knownIdle(slot)) return true;
+    let idle: boolean;
+    try {
+      idle = this.#slots.isIdle(slot);
+    } catch {
+      return false;
+    }
+    if (idle) {
+      const l = this.#layout;
+      Atomics.store(this.#u32, l.idleExplicitBase + slot, Atomics.load(this.#u32, l.explicitBase + slot));
+      Atomics.store(this.#u32, l.idleAtBase + slot, Atomics.load(this.#u32, NEXT));
+    }
+    return idle;
+  }
+
+  /* Note [known idle]: asking the driver whether a stream is idle costs an N-API call and cuStreamQuery (about half
+   * a microsecond), more than the rest of a lease. So a stream found idle keeps that fact in idleAt/idleExplicit
+   * until something may have queued work on it: a lease whose wrapper was used (end() forgets it), getStream()
+   * handing it out round-robin (NEXT passed a value n ≡ slot mod size since idleAt), or getStream(index) (its
+   * explicit count changed). Work queued through `stream.handle` by another library is not seen: preferring idle
+   * streams is a preference, never a guarantee. */
+  #knownIdle(slot: number): boolean {
+    // Plain reads: a stale value only changes which free stream is preferred (Note [lean leases]).
+    const l = this.#layout;
+    const u = this.#u32;
+    const then = u[l.idleAtBase + slot]!;
+    if (then === UNKNOWN_IDLE) return false;
+    if (u[l.explicitBase + slot] !== u[l.idleExplicitBase + slot]) return false;
+    const now = u[NEXT]!;
+    if (now < then || now - then >= this.size) return false; // wound back, or a whole round handed out
+    const firstHandOut = then + ((slot - (then % this.size) + this.size) % this.size); // first n >= then, n % size = slot
+    return firstHandOut >= now;
+  }
+
+  // Takes a free stream (or one handed to this thread) for this thread; -1 when none. Prefers an idle one.
+  #take(): number {
+    const w = this.#words;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    const size = this.size;
+    let fallback = -1;
+    let probes = 0;
+    for (let k = 0, slot = this.#scan; k < size; k++, slot = slot + 1 === size ? 0 : slot + 1) {
+      // A plain read picks the candidate; the compareExchange below is what takes it (Note [lean leases]).
+      const word = w[base + slot]!;
+      if (word === -env || (word < 0 && !this.#registered(-word))) {
+        // Handed to this thread, or a stale hand-off to a thread no longer waiting: claim or reclaim.
+        if (Atomics.compareExchange(w, base + slot, word, env) === word) return this.#took(slot);
+        continue;
+      }
+      if (word !== 0) continue;
+      if (probes === IDLE_PROBES) {
+        if (fallback < 0) fallback = slot;
+        break;
+      }
+      probes++;
+      if (this.#idle(slot)) {
+        if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
+      } else if (fallback < 0) fallback = slot;
+    }
+    if (fallback >= 0 && Atomics.compareExchange(w, base + fallback, 0, env) === 0) return this.#took(fallback);
+    if (fallback < 0) return -1;
+    // Lost the race for the busy one: any free stream will do.
+    for (let slot = 0; slot < size; slot++)
+      if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
+    return -1;
+  }
+
+  #took(slot: number): number {
+    this.#scan = slot + 1 === this.size ? 0 : slot + 1;
+    return slot;
+  }
+
+  #grant(slot: number): StreamLease<S> {
+    // Only the holder of a slot's lease word writes its counter, so a plain increment is race-free (the CAS that took
+    // the word orders it after the previous holder's); stats() may read it a moment late.
+    const counts = this.#u32;
+    const at = this.#layout.leaseCountBase + slot;
+    counts[at] = counts[at]! + 1;
+    const lease = makeLease(this, slot);
+    this.#young[slot] = lease;
+    this.#heldCount++;
+    if (this.#promotion === undefined) {
+      this.#promotion = setTimeout(() => this.#promote(), PROMOTE_MS);
+      this.#promotion.unref();
+    }
+    return lease;
+  }
+
+  // This thread holds lease word `slot` (+env) and no lease uses it: pass it on. See Note [pool waiting].
+  #handOff(slot: number): void {
+    const w = this.#words;
+    const env = this.environment;
+    const at = this.#layout.leaseBase + slot;
+    for (let first = true; ; first = false) {
+      const mine = this.#entry >= 0 ? 1 : 0;
+      // The first look may be a plain read: a registration it misses is seen by the load after the free below,
+      // which rings every doorbell (Note [lean leases]).
+      if ((first ? w[WAITING_ENVS]! : Atomics.load(w, WAITING_ENVS)) > mine) {
+        const entry = this.#nextWaiting();
+        const target = entry >= 0 && entry !== this.#entry ? Atomics.load(w, entry) : 0;
+        if (target > 0 && target !== env) {
+          Atomics.store(w, at, -target);
+          Atomics.add(w, entry + ENV_DOORBELL, 1);
+          Atomics.notify(w, entry + ENV_DOORBELL);
+          if (Atomics.load(w, entry) === target) return;
+          // It stopped waiting meanwhile: take the stream back unless it claimed it, and try again.
+          if (Atomics.compareExchange(w, at, -target, env) !== -target) return;
+          continue;
+        }
+      }
+      if (this.#live > 0) {
+        this.#serveHead(slot);
+        return;
+      }
+      Atomics.store(w, at, 0);
+      if (Atomics.load(w, WAITING_ENVS) > (this.#entry >= 0 ? 1 : 0)) this.#ringAll();
+      return;
+    }
+  }
+
+  // True when an entry of the waiting table names `environment`. See reclaim in Note [pool shared words].
+  #registered(environment: number): boolean {
+    const w = this.#words;
+    const base = this.#layout.envBase;
+    for (let k = 0; k < ENV_ENTRIES; k++) if (Atomics.load(w, base + k * ENV_STRIDE) === environment) return true;
+    return false;
+  }
+
+  // The next registered entry with waiters, from CURSOR on; advances CURSOR past it. -1 when none.
+  #nextWaiting(): number {
+    const w = this.#words;
+    const base = this.#layout.envBase;
+    const start = Atomics.load(w, CURSOR) % ENV_ENTRIES;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const i = (start + k) % ENV_ENTRIES;
+      const entry = base + i * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0 && Atomics.load(w, entry + ENV_WAITERS) > 0) {
+        Atomics.store(w, CURSOR, (i + 1) % ENV_ENTRIES);
+        return entry;
+      }
+    }
+    return -1;
+  }
+
+  // Gives `slot` (held by this thread) to the first waiter still waiting.
+  #serveHead(slot: number): void {
+    const queue = this.#queue;
+    let waiter: Waiter<S> | undefined;
+    while (this.#head < queue.length) {
+      const next = queue[this.#head++]!;
+      if (!next.settled) {
+        waiter = next;
+        break;
+      }
+    }
+    if (this.#head > 64 && this.#head * 2 > queue.length) {
+      queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    if (waiter === undefined) {
+      // Unreachable while #live counts the unsettled waiters; kept so a slot is never lost.
+      this.#live = 0;
+      this.#handOff(slot);
+      return;
+    }
+    waiter.settled = true;
+    this.#live--;
+    if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+    this.#publishWaiters();
+    waiter.resolve(this.#grant(slot));
+    if (this.#live === 0) this.#stopWaiting();
+  }
+
+  // ---- waiting ----
+
+  #startWaiting(): void {
+    if (this.#entry < 0) this.#register();
+    else this.#publishWaiters();
+    this.#pump();
+  }
+
+  #register(): void {
+    const w = this.#words;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = this.#layout.envBase + k * ENV_STRIDE;
+      if (Atomics.compareExchange(w, entry, 0, this.environment) === 0) {
+        Atomics.store(w, entry + ENV_WAITERS, this.#live);
+        Atomics.add(w, WAITING_ENVS, 1);
+        this.#entry = entry;
+        return;
+      }
+    }
+    // The table is full: this thread still gets streams, through its backstop timer.
+  }
+
+  #publishWaiters(): void {
+    if (this.#entry >= 0) Atomics.store(this.#words, this.#entry + ENV_WAITERS, this.#live);
+  }
+
+  // Serves this thread's queue from free and handed-over streams; then sleeps until a doorbell or the backstop.
+  #pump(): void {
+    if (this.#halted) return;
+    if (this.#live === 0) return this.#stopWaiting();
+    const state = this.#words[STATE];
+    if (this.#detached !== undefined || state !== OPEN || this.#closingHere) {
+      const why = this.#detached ?? (state === DESTROYED ? 'was destroyed' : 'is closing');
+      this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
+      if (state === DESTROYED) this.#detach('was destroyed');
+      return this.#stopWaiting();
+    }
+    const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_DOORBELL) : 0;
+    while (this.#live > 0) {
+      const slot = this.#take();
+      if (slot < 0) break;
+      this.#serveHead(slot);
+    }
+    if (this.#live === 0) return this.#stopWaiting();
+    this.#sleep(bell);
+  }
+
+  #sleep(bell: number): void {
+    const entry = this.#entry;
+    if (entry >= 0 && this.#watched !== entry) {
+      const result = waitAsync(this.#words, entry + ENV_DOORBELL, bell, WATCH_MS);
+      if (!result.async) {
+        queueMicrotask(() => this.#pump()); // the doorbell rang since `bell` was read
+      } else {
+        this.#watched = entry;
+        void (result.value as Promise<string>).then(() => {
+          if (this.#watched === entry) this.#watched = -1;
+          this.#pump();
+        });
+      }
+    }
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      this.#pump();
+    }, BACKSTOP_MS);
+    if (this.#selfDeadlocked(false)) this.#timer.unref();
+    else this.#timer.ref();
+  }
+
+  /** True when nothing but this thread can end a wait for leases (Note [pool waiting]): no other environment holds
+   * a handle, and every lease word is this thread's (with `freeOk`, every leased word: close()'s wait). */
+  #selfDeadlocked(freeOk: boolean): boolean {
+    const w = this.#words;
+    if (Atomics.load(w, ATTACHED_ENVS) > 1) return false;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    for (let slot = 0; slot < this.size; slot++) {
+      const word = Atomics.load(w, base + slot);
+      if (word !== env && word !== -env && !(freeOk && word === 0)) return false;
+    }
+    return true;
+  }
+
+  #stopWaiting(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    if (this.#live > 0 || this.#entry < 0) return;
+    const w = this.#words;
+    const entry = this.#entry;
+    this.#entry = -1;
+    Atomics.store(w, entry + ENV_WAITERS, 0);
+    Atomics.compareExchange(w, entry, this.environment, 0);
+    Atomics.sub(w, WAITING_ENVS, 1);
+    // Streams handed over after the last waiter was served: pass them on.
+    if (w[STATE] === DESTROYED) return;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    for (let slot = 0; slot < this.size; slot++)
+      if (Atomics.load(w, base + slot) === -env && Atomics.compareExchange(w, base + slot, -env, env) === -env) this.#handOff(slot);
+  }
+
+  #rejectAll(error: Error): void {
+    const waiters = this.#queue.slice(this.#head);
+    this.#queue = [];
+    this.#head = 0;
+    this.#live = 0;
+    for (const waiter of waiters) {
+      if (waiter.settled) continue;
+      waiter.settled = true;
+      if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+      waiter.reject(error);
+    }
+    this.#publishWaiters();
+  }
+
+  #ring(index: number): void {
+    Atomics.add(this.#words, index, 1);
+    Atomics.notify(this.#words, index);
+  }
+
+  #ringAll(): void {
+    const w = this.#words;
+    for (let k = 0; k < ENV_ENTRIES; k++) {
+      const entry = this.#layout.envBase + k * ENV_STRIDE;
+      if (Atomics.load(w, entry) !== 0) this.#ring(entry + ENV_DOORBELL);
+    }
+  }
+
+  // Reclaims stale hand-offs on the way, so that close() never waits for a thread that is gone.
+  #anyLeased(): boolean {
+    const w = this.#words;
+    let leased = false;
+    for (let i = 0; i < this.size; i++) {
+      const at = this.#layout.leaseBase + i;
+      const word = Atomics.load(w, at);
+      if (word < 0 && !this.#registered(-word) && Atomics.compareExchange(w, at, word, 0) === word) continue;
+      if (word !== 0) leased = true;
+    }
+    return leased;
+  }
+
+  // Resolves when CLOSE_BELL rings, this thread gives a lease back, or after the backstop; the timer keeps this
+  // thread alive meanwhile unless only this thread holds leases (Note [pool waiting]).
+  #closeBell(): Promise<void> {
+    const bell = Atomics.load(this.#words, CLOSE_BELL);
+    if (!this.#anyLeased()) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        if (this.#closeWake === wake) this.#closeWake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(wake, BACKSTOP_MS);
+      if (this.#selfDeadlocked(true)) timer.unref();
+      this.#closeWake = wake;
+      const result = waitAsync(this.#words, CLOSE_BELL, bell, WATCH_MS);
+      if (!result.async) wake();
+      else void (result.value as Promise<string>).then(wake);
+    });
+  }
+
+  #detach(why: string): void {
+    if (this.#detached !== undefined) return;
+    this.#detached = why;
+    this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
+    this.#stopWaiting();
+    for (let slot = 0; slot < this.size; slot++) {
+      const lease = this.#leaseAt(slot);
+      if (lease) lease.release();
+      else if (lease === null) this.#reclaim(slot); // collected, its callback not run yet
+    }
+    if (this.#promotion !== undefined) clearTimeout(this.#promotion);
+    this.#promotion = undefined;
+    if (why === 'was destroyed') for (const stream of this.#streams) this.#slots.retire(stream, 'belongs to a StreamPool that was destroyed');
+  }
+}
+
+/** A promise that rejects with `signal.reason` when it aborts (never without a signal); `dispose()` stops listening. */
+function abortPromise(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
+  if (signal === undefined) return { promise: new Promise<never>(() => {}), dispose: () => {} };
+  let onAbort!: () => void;
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  promise.catch(() => {}); // raced, and only its rejection matters there
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
+
+/** Node's ERR_INVALID_STATE, as a TypeError (as Node's own validators make it): "Invalid state: `message`". */
+function invalidState(message: string): TypeError & { code: string } {
+  const error = new TypeError(`Invalid state: ${message}`) as TypeError & { code: string };
+  error.code = 'ERR_INVALID_STATE';
+  Object.defineProperty(error, 'name', { value: 'TypeError [ERR_INVALID_STATE]', configurable: true });
+  void error.stack; // the stack's first line names the code, as Node's errors do
+  Object.defineProperty(error, 'name', { value: 'TypeError', configurable: true });
+  return error;
+}

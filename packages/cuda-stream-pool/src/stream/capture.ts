@@ -1,0 +1,145 @@
+// Stream capture: which streams are capturing, what a capture records for its graph, and the guard that refuses
+// operations that are illegal while a stream captures. See Note [capture safety] below and Note [capture flag] in
+// src/native/stream.h.
+import { native, type Box } from '../binding/binding.js';
+import { CaptureError } from '../binding/errors.js';
+import type { Kernel } from '../kernel/module.js';
+
+/** A kernel of any signature, as a capture records it. @internal */
+export type CapturedKernel = Kernel<readonly unknown[]>;
+
+/* Note [capture safety]: between `stream.beginCapture()` and `stream.endCapture()` the work queued on the stream is
+ * recorded into a graph, not run. The driver answers operations that would wait for that work or run work outside
+ * the graph (cuStreamQuery, cuStreamSynchronize, cuEventQuery of an event recorded during the capture, a
+ * stream-ordered allocation or free, a host function) by invalidating the whole capture. The library checks first and
+ * throws {@link CaptureError}, which leaves the capture usable:
+ * - every stream box carries a capture flag, set when a capture begins on the stream and when the stream joins one (it
+ *   waits on a capturing stream, or on an event recorded on one); it is process-wide, so a pool stream captured under
+ *   a lease in one thread refuses a synchronize() from a task in another thread that got it from getStream();
+ * - the guarded operations: stream.query(), synchronize(), synchronizeSync(); DeviceBuffer.alloc() and free() on a
+ *   capturing stream (a graph made here owns no memory: allocate before the capture, free after it); a copy staged
+ *   through pageable host memory (the graph would replay a staging block long since reused; use a PinnedBuffer); and
+ *   event.query(), synchronize(), synchronizeSync() and Event.elapsedMs() of an event last recorded on a capturing
+ *   stream (the driver refuses those until the event is recorded again outside a capture);
+ * - per thread, one record per capture collects what the graph must keep alive (device buffers, pinned memory,
+ *   kernels) and its kernel nodes in launch order; streams that joined the capture share their origin's record. Work
+ *   that another thread queues into the capture is recorded by the driver but kept alive by nobody: capture in one
+ *   thread.
+ */
+
+/** What one capture collected, in the thread that began it. @internal */
+export interface CaptureRecord {
+  /** The box and id of the stream the capture began on. */
+  readonly origin: Box;
+  readonly streamId: bigint;
+  /** The origin stream's box and those of streams that joined the capture. */
+  readonly members: Set<Box>;
+  /** Objects the graph's work uses: DeviceBuffers, PinnedBuffers or views of pinned memory, Kernels. */
+  readonly held: Set<object>;
+  /** Kernel launches in capture order with their kernel node (0n when the driver did not name exactly one). */
+  readonly kernelNodes: { kernel: CapturedKernel; node: bigint }[];
+}
+
+/** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. */
+export const CAPTURE_MODES = { global: 0, 'thread-local': 1, relaxed: 2 } as const;
+
+/** A capture mode: which API calls the driver prohibits while the capture runs. */
+export type CaptureMode = keyof typeof CAPTURE_MODES;
+
+// This thread's captures, by the box of each member stream.
+const records = new Map<Box, CaptureRecord>();
+
+/** 0: `box`'s stream is not capturing; 1: capturing; 2: its capture was invalidated. No driver call unless a capture
+ * flag is set. @internal */
+export function captureStatus(box: Box): number {
+  return native.streamCaptureStatus(box);
+}
+
+/** Throws {@link CaptureError} naming `operation` when the stream of `box` (whose id is `streamId`) is capturing.
+ * The one guard for every operation that is illegal during a capture (Note [capture safety]). @internal */
+export function requireNotCapturing(box: Box, streamId: bigint, operation: string): void {
+  const status = native.streamCaptureStatus(box);
+  if (status !== 0) throw captureRefusal(status, streamId, operation);
+}
+
+/** The CaptureError for `operation` on a stream in capture state `status` (1 active, 2 invalidated). @internal */
+export function captureRefusal(status: number, streamId: bigint, operation: string): CaptureError {
+  const why = status === 2 ? 'the stream is capturing a graph (an invalidated capture: end it with endCapture())' : 'the stream is capturing a graph, which records work instead of running it';
+  return new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
+}
+
+/** Begins a capture on `box` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already
+ * capturing; CudaError when the driver refuses. @internal */
+export function beginCapture(box: Box, streamId: bigint, mode: CaptureMode): void {
+  requireNotCapturing(box, streamId, 'stream.beginCapture()');
+  native.streamBeginCapture(box, CAPTURE_MODES[mode]);
+  records.set(box, { origin: box, streamId, members: new Set([box]), held: new Set(), kernelNodes: [] });
+}
+
+/** Ends the capture begun on `box` in this thread: the graph's box and the record. The record is closed whatever
+ * happens. @throws {@link CaptureError} when no capture began on this stream in this thread; CudaError
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (the partial graph is destroyed) or CUDA_ERROR_STREAM_CAPTURE_UNJOINED.
+ * @internal */
+export function endCapture(box: Box, streamId: bigint): { graph: Box; record: CaptureRecord } {
+  const record = records.get(box);
+  if (record === undefined || record.streamId !== streamId) {
+    const why =
+      record !== undefined
+        ? `the stream joined the capture begun on stream ${record.streamId}; end that capture on that stream`
+        : captureStatus(box) !== 0
+          ? 'the stream is capturing, but the capture was not begun on it in this thread; end it where it began'
+          : 'the stream is not capturing; call stream.beginCapture() first';
+    throw new CaptureError('stream.endCapture()', streamId, why);
+  }
+  try {
+    return { graph: native.streamEndCapture(box), record };
+  } finally {
+    for (const member of record.members) records.delete(member);
+  }
+}
+
+/** Ends and discards a capture begun on `box` in this thread that nobody can end any more: its stream is being
+ * destroyed, or the lease whose stream it is ended (the stream goes back to its pool not capturing). Never throws.
+ * @internal */
+export function abandonCapture(box: Box): void {
+  if (records.size === 0) return;
+  const record = records.get(box);
+  if (record === undefined || record.origin !== box) return;
+  try {
+    native.graphDestroy(native.streamEndCapture(box));
+  } catch {
+    // Invalidated, unjoined or destroyed: the capture is over either way.
+  } finally {
+    for (const member of record.members) records.delete(member);
+  }
+}
+
+/** Records that work queued on `box`'s stream uses `objects`, when that stream is capturing in this thread: the
+ * graph keeps them alive. Free when no capture is open in this thread. @internal */
+export function noteCaptured(box: Box, ...objects: unknown[]): void {
+  if (records.size === 0) return;
+  const record = records.get(box);
+  if (record === undefined) return;
+  for (const object of objects) if (typeof object === 'object' && object !== null) record.held.add(object);
+}
+
+/** After a launch of `kernel` on `box`'s stream: when it is capturing in this thread, keeps the kernel alive and
+ * notes its kernel node. @internal */
+export function noteCapturedLaunch(box: Box, kernel: CapturedKernel): void {
+  if (records.size === 0) return;
+  const record = records.get(box);
+  if (record === undefined) return;
+  record.held.add(kernel);
+  record.kernelNodes.push({ kernel, node: native.streamCaptureLastNode(box) });
+}
+
+/** After `box`'s stream waited on work of `source`'s stream (waitStream, or waitEvent on an event recorded there):
+ * when `source` is capturing, `box` has joined its capture; mark it and share the record. @internal */
+export function noteJoin(box: Box, source: Box | undefined): void {
+  if (source === undefined || source === box || captureStatus(source) === 0) return;
+  native.streamCaptureRefresh(box);
+  const record = records.get(source);
+  if (record === undefined || records.get(box) === record) return;
+  records.set(box, record);
+  record.members.add(box);
+}

@@ -1,0 +1,139 @@
+// Awaiting stream and event completion without blocking the event loop. See Note [completion engine] in
+// src/native/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
+// per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
+import { native, NOT_READY, type Box } from '../binding/binding.js';
+import { validateOptions, validateSignal } from '../internal/validate.js';
+
+interface Waiter {
+  call: string;
+  detail: () => string;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+const waiters = new Map<number, Waiter>();
+let nextToken = 1;
+// Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
+let landingsPending = 0;
+
+function settle(token: number, result: number | unknown): void {
+  const waiter = waiters.get(token);
+  if (!waiter) return; // already settled by an abort
+  waiters.delete(token);
+  if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+  if (waiters.size === 0) native.completionUnref();
+  if (result === 0) waiter.resolve();
+  else if (typeof result === 'number') waiter.reject(native.cudaError(result, waiter.call, waiter.detail()));
+  else waiter.reject(result);
+}
+
+// Runs on this thread once per batch of finished waits (results: 0, or the CUresult that failed them).
+native.completionInit((tokens: number[], results: number[]) => {
+  landingsPending = native.completionFlush();
+  for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
+});
+
+/** Lands every staged device-to-host copy of this thread whose copy is done, so that its bytes are in place before
+ * a completion that follows it is reported (a settled wait, or a query that found the work done). @internal */
+export function landPending(): void {
+  if (landingsPending > 0) landingsPending = native.completionFlush();
+}
+
+/** Notes a staged device-to-host copy queued by this thread. @internal */
+export function landingQueued(): void {
+  landingsPending++;
+}
+
+/** What a wait is on: the work queued on a stream so far, or an event's recorded work. */
+export type WaitKind = 'stream' | 'event';
+
+/** Resolves once the work of `box` (a stream or event box, per `kind`) is done; rejects with the CudaError naming
+ * `call` and `describe()` if it failed, with `capturing(status)` when the stream is capturing a graph (1 active, 2
+ * invalidated), or with `signal.reason` on abort. Settles at once when the work is already done (no marker, no
+ * thread hop). A stream's wait starts with one native call (streamWait: capture check, query, marker). Never throws:
+ * every failure rejects. */
+export function waitFor(
+  kind: WaitKind,
+  box: Box,
+  call: string,
+  describe: () => string,
+  signal?: AbortSignal,
+  capturing?: (status: number) => Error,
+): Promise<void> {
+  try {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const token = nextToken++;
+    // After a sticky fault every query returns the sticky error itself.
+    const status = kind === 'stream' ? native.streamWait(box, token) : native.eventStatus(box);
+    if (status < 0) return Promise.reject(capturing ? capturing(-status) : new Error(`cuda-stream-pool internal: capture status ${-status}`));
+    if (status === 0) {
+      landPending();
+      if (landingsPending === 0) return Promise.resolve();
+      // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
+      // then the wait goes through the engine, whose delivery lands copies before it settles waits.
+      if (kind === 'stream') native.streamNotify(box, token);
+      else native.eventNotify(box, token);
+    } else if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
+    else if (kind === 'event') native.eventNotify(box, token);
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => settle(token, signal.reason);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      if (waiters.size === 0) native.completionRef(); // keeps the process alive exactly while something is pending
+      waiters.set(token, waiter);
+    });
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** The `signal` of `synchronize(options)` of streams and events, validated. @throws TypeError for bad options. */
+export function waitSignal(options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  const o = validateOptions<{ signal?: AbortSignal }>(options, 'options', 'synchronize', ['signal']);
+  return validateSignal(o.signal, 'options.signal');
+}
+
+/**
+ * The completion engine's diagnostic counters, for tests and tuning (see {@link completionStats}).
+ */
+export interface CompletionStats {
+  /** Wake-ups of this thread's event loop by the engine (each delivers one batch). */
+  wakeups: number;
+  /** Waits settled by those wake-ups (waits that settled at once, without a wake-up, are not counted). */
+  delivered: number;
+  /** The most waits one wake-up settled. */
+  largestBatch: number;
+  /** Staged device-to-host copies of this thread not landed yet. */
+  landingsPending: number;
+  /** Waits of every thread that the poller still watches. */
+  processPending: number;
+  /** How often the poller thread parked (slept with nothing pending) since the process started. */
+  pollerParks: number;
+  /** Whether the poller thread is parked now. */
+  pollerParked: boolean;
+  /** Tickets that the driver never wrote although their stream finished its work, since the process started: their
+   * waits settled when the poller found the stream idle (within about 20 ms). Non-zero only with a faulty driver. */
+  lostTickets: number;
+  /** Completion markers enqueued in streams since the process started, by every thread: tickets written
+   * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that
+   * settles at once, adds none. */
+  markersEnqueued: number;
+}
+
+/**
+ * The completion engine's counters: this thread's wake-ups, the waits they settled and the largest batch, and the
+ * process-wide poller's state. Counters only grow (except the pending counts and `pollerParked`).
+ *
+ * Source: the library's own completion engine (markers written by `cuStreamWriteValue64`, or pooled events, watched
+ * by one native poller thread per process). Never throws once the native addon loaded.
+ */
+export function completionStats(): CompletionStats {
+  return native.completionStats();
+}
+
+export type { Box };

@@ -1,0 +1,148 @@
+// Copies and fills in stream order between device buffers and pinned memory (pageable JS memory goes through
+// staging.cc). Runs on: any JS thread (main or worker). Each call makes its driver call and records the buffers'
+// uses (Note [buffer uses]); error details are built only when a call fails.
+#include <optional>
+
+#include "binding/binding.h"
+#include "internal/context.h"
+#include "internal/loader.h"
+#include "memory/memory.h"
+
+namespace csp {
+
+std::string where(const StreamBox& stream) {
+  unsigned long long id = 0;
+  std::string out = device_text(stream.device);
+  if (drv().cuStreamGetId(stream.handle, &id) == CUDA_SUCCESS) out += ", stream " + std::to_string(id);
+  return out;
+}
+
+std::string copy_text(const StreamBox& stream, size_t bytes) {
+  return where(stream) + ", " + std::to_string(bytes) + " bytes";
+}
+
+void check_span(const char* what, size_t offset, size_t bytes, size_t size, Napi::Env env) {
+  if (offset > size || bytes > size - offset)
+    throw Napi::RangeError::New(env, std::string("cuda-stream-pool internal: ") + what + " range [" +
+                                         std::to_string(offset) + ", +" + std::to_string(bytes) +
+                                         ") exceeds its " + std::to_string(size) + " bytes");
+}
+
+namespace {
+
+// copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes): the buffers may be on two devices, the stream on
+// either of them. The uses are noted on the stream whatever device it is on, so each buffer's free waits for it
+// (Note [buffer uses] in device_buffer.cc).
+Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  size_t dst_offset = to_size(info[2]);
+  auto src = unwrap_box<DeviceBufferBox>(info[3]);
+  size_t src_offset = to_size(info[4]);
+  size_t bytes = to_size(info[5]);
+  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "copy");
+  std::optional<Use<DeviceBufferBox>> use_src;
+  if (src != dst) use_src.emplace(*src, "DeviceBuffer", "copy");
+  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  check_span("destination", dst_offset, bytes, dst->bytes, env);
+  check_span("source", src_offset, bytes, src->bytes, env);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
+  if (src != dst) note_use_before_work(*src, stream, environment);
+  if (dst->device == src->device) {
+    make_current(stream->device);
+    check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
+          "cuMemcpyDtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes)); });
+  } else {
+    // Between devices, in the order of a stream of either one: direct where peer access is enabled, else staged
+    // by the driver through host memory (Note [peer access] in device.cc).
+    const CUcontext dst_context = primary_context(dst->device);
+    const CUcontext src_context = primary_context(src->device);
+    make_current(stream->device);
+    check(drv().cuMemcpyPeerAsync(dst->ptr + dst_offset, dst_context, src->ptr + src_offset, src_context, bytes,
+                                  stream->handle),
+          "cuMemcpyPeerAsync", stream->device, [&] {
+            return copy_text(*stream, bytes) + " from device " + std::to_string(src->device) + " to device " +
+                   std::to_string(dst->device);
+          });
+  }
+  note_use_after_work(*dst, stream, environment);
+  if (src != dst) note_use_after_work(*src, stream, environment);
+  return env.Undefined();
+}
+
+// copyPinnedToDevice(stream, dst, dstOffset, pinned, pinnedOffset, bytes) when ToDevice;
+// copyDeviceToPinned(stream, pinned, pinnedOffset, src, srcOffset, bytes) otherwise. One body for both directions.
+template <bool ToDevice>
+Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto device = unwrap_box<DeviceBufferBox>(info[ToDevice ? 1 : 3]);
+  size_t device_offset = to_size(info[ToDevice ? 2 : 4]);
+  auto pinned = unwrap_box<PinnedBox>(info[ToDevice ? 3 : 1]);
+  size_t pinned_offset = to_size(info[ToDevice ? 4 : 2]);
+  size_t bytes = to_size(info[5]);
+  Use<PinnedBox> use_pinned(*pinned, "PinnedBuffer", "copy");
+  Use<DeviceBufferBox> use_device(*device, "DeviceBuffer", "copy");
+  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  if (ToDevice) {
+    check_span("destination", device_offset, bytes, device->bytes, env);
+    check_span("source", pinned_offset, bytes, pinned->bytes, env);
+  } else {
+    check_span("destination", pinned_offset, bytes, pinned->bytes, env);
+    check_span("source", device_offset, bytes, device->bytes, env);
+  }
+  make_current(stream->device);
+  const int environment = environment_of(env);
+  note_use_before_work(*device, stream, environment);
+  CUdeviceptr device_ptr = device->ptr + device_offset;
+  char* host = static_cast<char*>(pinned->data) + pinned_offset;
+  if (ToDevice)
+    check(drv().cuMemcpyHtoDAsync(device_ptr, host, bytes, stream->handle), "cuMemcpyHtoDAsync", stream->device,
+          [&] { return std::string(copy_text(*stream, bytes)); });
+  else
+    check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
+          [&] { return std::string(copy_text(*stream, bytes)); });
+  fence_pinned(*pinned, stream);
+  note_use_after_work(*device, stream, environment);
+  return env.Undefined();
+}
+
+// memoryFill(stream, dst, offset, value, count, elementSize): count elements of 1 or 4 bytes.
+Napi::Value memory_fill(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  size_t offset = to_size(info[2]);
+  uint32_t value = info[3].As<Napi::Number>().Uint32Value();
+  size_t count = to_size(info[4]);
+  int element = info[5].As<Napi::Number>().Int32Value();
+  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "fill");
+  Use<StreamBox> use_stream(*stream, "Stream", "fill");
+  // count * element could wrap: compared in elements first.
+  if (count > dst->bytes / static_cast<size_t>(element)) check_span("destination", offset, dst->bytes + 1, dst->bytes, env);
+  check_span("destination", offset, count * static_cast<size_t>(element), dst->bytes, env);
+  make_current(stream->device);
+  const int environment = environment_of(env);
+  note_use_before_work(*dst, stream, environment);
+  if (element == 4)
+    check(drv().cuMemsetD32Async(dst->ptr + offset, value, count, stream->handle), "cuMemsetD32Async",
+          stream->device, [&] { return std::string(copy_text(*stream, count * 4)); });
+  else
+    check(drv().cuMemsetD8Async(dst->ptr + offset, static_cast<unsigned char>(value), count, stream->handle),
+          "cuMemsetD8Async", stream->device, [&] { return std::string(copy_text(*stream, count)); });
+  note_use_after_work(*dst, stream, environment);
+  return env.Undefined();
+}
+
+}  // namespace
+
+void register_copy(Napi::Env env, Napi::Object exports) {
+  exports.Set("copyDeviceToDevice", Napi::Function::New<js_entry<copy_device_to_device>>(env, "copyDeviceToDevice"));
+  exports.Set("copyPinnedToDevice", Napi::Function::New<js_entry<copy_pinned<true>>>(env, "copyPinnedToDevice"));
+  exports.Set("copyDeviceToPinned", Napi::Function::New<js_entry<copy_pinned<false>>>(env, "copyDeviceToPinned"));
+  exports.Set("memoryFill", Napi::Function::New<js_entry<memory_fill>>(env, "memoryFill"));
+}
+
+}  // namespace csp

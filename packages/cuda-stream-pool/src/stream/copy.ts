@@ -1,0 +1,297 @@
+// Asynchronous copies and fills in stream order: device<->device, pinned<->device, and pageable JS memory<->device
+// through the library's pinned staging. Behind stream.copy() and stream.fill(). See Note [staging] in
+// src/native/staging.cc: copies never block the JS thread.
+import { types } from 'node:util';
+
+import { native, type Box } from '../binding/binding.js';
+import { landingQueued } from './completion.js';
+import { DestroyedError, renameDestroyed } from '../binding/errors.js';
+import type { DeviceBuffer } from '../memory/device-buffer.js';
+import type { ManagedBuffer } from '../memory/managed-buffer.js';
+import { deviceBuffers, managedBuffers, streams } from '../internal/handles.js';
+import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
+import type { Stream } from './stream.js';
+import { noteCaptured, requireNotCapturing } from './capture.js';
+import { invalidType, invalidValue, outOfRange, validateOptions } from '../internal/validate.js';
+import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from '../memory/host-views.js';
+
+/** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
+ * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
+ * DataView, Buffer). A view into a PinnedBuffer is copied directly; other host memory goes through pinned staging. A
+ * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
+export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
+
+/** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
+ * start). */
+export interface CopyOptions {
+  /** Bytes to copy. @defaultValue the source's length from `srcOffset` (it must fit the destination) */
+  byteLength?: number;
+  /** Where in the destination the bytes go. @defaultValue 0 */
+  dstOffset?: number;
+  /** Where in the source the bytes come from. @defaultValue 0 */
+  srcOffset?: number;
+}
+
+/** Options for `stream.fill()`. */
+export interface FillOptions {
+  /** Bytes to fill, a multiple of `elementSize`. @defaultValue the rest of the buffer from `offset` */
+  byteLength?: number;
+  /** Where the fill starts, in bytes, a multiple of `elementSize`. @defaultValue 0 */
+  offset?: number;
+  /** The element size in bytes when `value` is a bit pattern: 1 (cuMemsetD8Async) or 4 (cuMemsetD32Async). Not
+   * given together with `type`, which implies it. @defaultValue 1 */
+  elementSize?: 1 | 4;
+  /** The element type `value` is written as, named like kernel parameter types: `'f32'` (a number within the float32
+   * range, NaN or ±Infinity; 1.5 is written as 0x3FC00000), `'i32'` (an integer from -2**31 to 2**31 - 1), `'u32'`
+   * (0 to 2**32 - 1) or `'u8'` (0 to 255). Without it, `value` is the unsigned bit pattern of one `elementSize`
+   * element. */
+  type?: FillType;
+}
+
+/** The element types `stream.fill()` writes: see {@link FillOptions.type}. */
+export type FillType = 'f32' | 'i32' | 'u32' | 'u8';
+const FILL_TYPES: readonly FillType[] = ['f32', 'i32', 'u32', 'u8'];
+
+const fillBits = new DataView(new ArrayBuffer(4));
+
+/** `value` as the unsigned bit pattern of one element of `type`. */
+function typedFillValue(value: unknown, type: FillType): number {
+  if (typeof value !== 'number') throw invalidType('value', `a number (one ${type} element)`, value);
+  switch (type) {
+    case 'f32':
+      if (Number.isFinite(value) && !Number.isFinite(Math.fround(value)))
+        throw outOfRange('value', 'an f32: a number within the float32 range (magnitude at most 3.4028234663852886e38), Infinity, -Infinity or NaN', value);
+      fillBits.setFloat32(0, value, true);
+      return fillBits.getUint32(0, true);
+    case 'i32':
+      if (!Number.isInteger(value) || value < -(2 ** 31) || value > 2 ** 31 - 1) throw outOfRange('value', `an i32: an integer from ${-(2 ** 31)} to ${2 ** 31 - 1}`, value);
+      return value >>> 0;
+    case 'u32':
+      if (!Number.isInteger(value) || value < 0 || value > 2 ** 32 - 1) throw outOfRange('value', `a u32: an integer from 0 to ${2 ** 32 - 1}`, value);
+      return value;
+    case 'u8':
+      if (!Number.isInteger(value) || value < 0 || value > 255) throw outOfRange('value', 'a u8: an integer from 0 to 255', value);
+      return value;
+  }
+}
+
+const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
+
+type Operand =
+  | { kind: 'device'; buffer: DeviceBuffer; box: Box; base: number; length: number }
+  | { kind: 'managed'; buffer: ManagedBuffer; box: Box; length: number }
+  | { kind: 'pinned'; box: Box; base: number; length: number }
+  | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
+
+function pinnedOperand(record: PinnedRecord, base: number, length: number, call: string): Operand {
+  if (record.freed) throw new DestroyedError('PinnedBuffer', call, 'was freed');
+  return { kind: 'pinned', box: record.box, base, length };
+}
+
+/** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
+ * intrinsic getters (src/views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
+function operand(value: unknown, name: string, call: string): Operand {
+  if (deviceBuffers.is(value))
+    return { kind: 'device', buffer: value, box: deviceBuffers.box(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
+  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, call), length: value.byteLength };
+  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, call);
+  let memory: ArrayBufferLike;
+  let base = 0;
+  let length: number;
+  let detached: boolean;
+  if (isArrayBufferView(value)) {
+    ({ buffer: memory, byteOffset: base, byteLength: length, detached } = viewBytes(value));
+  } else if (types.isArrayBuffer(value) || types.isSharedArrayBuffer(value)) {
+    memory = value;
+    length = memoryByteLength(value);
+    detached = isDetached(value);
+  } else {
+    throw invalidType(name, OPERAND_TYPES, value, '', operand);
+  }
+  // A freed PinnedBuffer detaches its views: that is a DestroyedError, found before the detach.
+  const record = pinnedRecordOf(memory);
+  if (record) return pinnedOperand(record, base, length, call);
+  if (detached) throw detachedError(name, memory !== value);
+  return { kind: 'pageable', memory, base, length };
+}
+
+// Note [pending destinations]: a device-to-host copy into a JS array lands when this thread copies its staging into
+// the array (Note [completion engine] in src/native/completion.h). Until then the array must not be a copy source
+// (it would stage stale bytes): each pending range is kept here with its native landing, which copyLanded() lands
+// when the copy is done. Per thread, keyed by the ArrayBuffer, pruned whenever consulted.
+interface Pending {
+  start: number;
+  end: number;
+  flag: Box;
+  streamId: bigint;
+}
+const pendingDestinations = new WeakMap<ArrayBufferLike, Pending[]>();
+
+function stillPending(memory: ArrayBufferLike): Pending[] {
+  const list = pendingDestinations.get(memory);
+  if (!list) return [];
+  const pending = list.filter((p) => !native.copyLanded(p.flag));
+  if (pending.length === 0) pendingDestinations.delete(memory);
+  else if (pending.length !== list.length) pendingDestinations.set(memory, pending);
+  return pending;
+}
+
+function checkOffset(value: unknown, name: string, size: number, what: string): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number') throw invalidType(name, 'an integer', value, '', checkOffset);
+  if (!Number.isInteger(value) || value < 0 || value > size)
+    throw outOfRange(name, `an integer from 0 to ${size} (${what} is ${size} bytes)`, value, '', checkOffset);
+  return value;
+}
+
+/** `options.byteLength` of copy and fill: an integer from 0 to `available` (`what` says what that many bytes are);
+ * `available` when undefined. */
+function checkByteLength(value: unknown, available: number, what: string): number {
+  if (value === undefined) return available;
+  if (typeof value !== 'number') throw invalidType('options.byteLength', 'an integer', value);
+  if (!Number.isInteger(value) || value < 0 || value > available)
+    throw outOfRange('options.byteLength', `an integer from 0 to ${available} (${what})`, value);
+  return value;
+}
+
+/** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
+ * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
+export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
+  const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
+  const d = operand(dst, 'dst', call);
+  const s = operand(src, 'src', call);
+  const addressed = (op: Operand) => op.kind === 'device' || op.kind === 'managed';
+  if (!addressed(d) && !addressed(s))
+    throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
+  if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
+    throw invalidValue(d.kind === 'managed' ? 'src' : 'dst', 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
+  // Between DeviceBuffers of two devices the stream may be on either device (a peer copy); every other copy stays on
+  // the stream's device.
+  const peer = d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device;
+  if (peer) {
+    if (stream.device !== d.buffer.device && stream.device !== s.buffer.device)
+      throw invalidValue('stream', `is on device ${stream.device.ordinal}, but a copy from device ${s.buffer.device.ordinal} to device ${d.buffer.device.ordinal} is ordered on a stream of one of those two devices.`);
+  } else {
+    for (const [name, op] of [['dst', d], ['src', s]] as const)
+      if (addressed(op) && op.buffer.device !== stream.device)
+        throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  }
+  const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
+  const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
+  const available = s.length - srcOffset;
+  const room = d.length - dstOffset;
+  const byteLength = checkByteLength(o.byteLength, available, `the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}`);
+  if (byteLength > room)
+    throw outOfRange(
+      'options.byteLength',
+      `at most ${room} to fit the destination (its ${d.length} bytes from "options.dstOffset" ${dstOffset})`,
+      byteLength,
+      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}; pass "options.byteLength".` : '',
+    );
+  if (addressed(d) && addressed(s)) {
+    const a = d.buffer.ptr + BigInt(dstOffset);
+    const b = s.buffer.ptr + BigInt(srcOffset);
+    const n = BigInt(byteLength);
+    if (n > 0n && a < b + n && b < a + n)
+      throw invalidValue('src', `overlaps "dst": device bytes ${b} to ${b + n} and ${a} to ${a + n}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
+  }
+  if (s.kind === 'pageable') {
+    const start = s.base + srcOffset;
+    const hit = stillPending(s.memory).find((p) => p.start < start + byteLength && start < p.end);
+    if (hit)
+      throw invalidValue('src', `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
+  }
+  if (d.kind === 'pageable' && isResizable(d.memory))
+    throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
+  const sb = streams.box(stream, call);
+  if (byteLength === 0) return;
+  try {
+    queueCopy(stream, sb, d, s, dst, src, dstOffset, srcOffset, byteLength);
+  } catch (error) {
+    // The native layer names its own step ("DeviceBuffer.copy()"), e.g. for a borrowed view whose owner freed it.
+    throw renameDestroyed(error, call);
+  }
+}
+
+function queueCopy(stream: Stream, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
+  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
+  noteCaptured(sb, dst, src);
+  if (d.kind === 'managed' || s.kind === 'managed') {
+    // The other side is a DeviceBuffer or managed memory (checked above); the native layer notes a DeviceBuffer's use.
+    const other = d.kind === 'managed' ? s : d;
+    if (other.kind !== 'device' && other.kind !== 'managed') return; // unreachable: checked above
+    const otherOffset = (other.kind === 'device' ? other.base : 0) + (other === s ? srcOffset : dstOffset);
+    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, other.box, otherOffset, true, byteLength);
+    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, other.box, otherOffset, false, byteLength);
+    return;
+  }
+  if (d.kind === 'device') {
+    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    else native.copyPageableToDevice(sb, d.box, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
+    return;
+  }
+  if (s.kind !== 'device') return; // unreachable: checked above
+  if (d.kind === 'pinned') {
+    native.copyDeviceToPinned(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    return;
+  }
+  const start = d.base + dstOffset;
+  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, s.base + srcOffset);
+  landingQueued();
+  const pending = stillPending(d.memory);
+  pending.push({ start, end: start + byteLength, flag, streamId: stream.id });
+  pendingDestinations.set(d.memory, pending);
+}
+
+/** Queues a fill on `stream`; see `Stream.fill`. @internal */
+export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
+  const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize', 'type']);
+  if (!deviceBuffers.is(dst))
+    throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || isArrayBufferView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');
+  let elementSize: 1 | 4;
+  let bits: number;
+  if (o.type !== undefined) {
+    if (!FILL_TYPES.includes(o.type))
+      throw invalidValue('options.type', `must be one of 'f32', 'i32', 'u32', 'u8'; received ${typeof o.type === 'string' ? JSON.stringify(o.type) : String(o.type)}.`);
+    if (o.elementSize !== undefined)
+      throw invalidValue('options.elementSize', `must not be given with "options.type" (${o.type} implies the element size).`);
+    elementSize = o.type === 'u8' ? 1 : 4;
+    bits = typedFillValue(value, o.type);
+  } else {
+    elementSize = o.elementSize ?? 1;
+    if (elementSize !== 1 && elementSize !== 4)
+      throw invalidValue('options.elementSize', `must be 1 or 4; received ${typeof elementSize === 'number' ? elementSize : `${String(elementSize)} (${typeof elementSize})`}.`);
+    const max = elementSize === 1 ? 0xff : 0xffffffff;
+    if (typeof value !== 'number') throw invalidType('value', 'an integer (the bit pattern of one element)', value);
+    if (!Number.isInteger(value) || value < 0 || value > max)
+      throw outOfRange(
+        'value',
+        `an integer from 0 to ${max} (one ${elementSize}-byte element's unsigned bit pattern)`,
+        value,
+        elementSize === 1 && Number.isInteger(value) && value > max && value <= 0xffffffff ? 'Pass { elementSize: 4 } for 32-bit values, or { type } to give a number.' : '',
+      );
+    bits = value;
+  }
+  const box = deviceBuffers.box(dst, 'stream.fill');
+  if (dst.device !== stream.device)
+    throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+  const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
+  if (offset % elementSize !== 0)
+    throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
+  const viewOffset = deviceBuffers.offset(dst);
+  if (viewOffset % elementSize !== 0)
+    throw invalidValue('dst', `is a subarray starting ${viewOffset} bytes into its buffer, which is not a multiple of the ${elementSize}-byte elements.`);
+  const room = dst.byteLength - offset;
+  const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
+  if (byteLength % elementSize !== 0)
+    throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
+  const sb = streams.box(stream, 'stream.fill');
+  if (byteLength === 0) return;
+  noteCaptured(sb, dst);
+  try {
+    native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
+  } catch (error) {
+    throw renameDestroyed(error, 'stream.fill');
+  }
+}

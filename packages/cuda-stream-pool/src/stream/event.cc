@@ -1,0 +1,108 @@
+// Events: create, record, query, synchronize, elapsed time, destroy. Runs on: any JS thread.
+#include "stream/event.h"
+
+#include "binding/binding.h"
+#include "internal/context.h"
+#include "internal/loader.h"
+#include "stream/stream.h"
+
+namespace csp {
+
+const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002ULL};
+
+EventBox::~EventBox() { destroy(); }
+
+void EventBox::destroy() {
+  if (retire() && counted) live().events--;
+}
+
+void EventBox::release() {
+  if (make_current_quiet(device)) check_quiet(drv().cuEventDestroy(handle), device);
+}
+
+std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted) {
+  make_current(device);
+  // The box exists only once the driver made the event: a box without one would count, and destroy, nothing.
+  CUevent handle = nullptr;
+  check(drv().cuEventCreate(&handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
+  auto box = std::make_shared<EventBox>();
+  box->device = device;
+  box->handle = handle;
+  box->counted = counted;
+  if (counted) live().events++;
+  return box;
+}
+
+namespace {
+
+// eventCreate(device, timing, blockingSync) -> box
+Napi::Value event_create(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+  if (info[2].As<Napi::Boolean>().Value()) flags |= CU_EVENT_BLOCKING_SYNC;
+  return wrap_box(info.Env(), create_event(device, flags, true));
+}
+
+// eventRecord(eventBox, streamBox) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
+Napi::Value event_record(const Napi::CallbackInfo& info) {
+  auto event = unwrap_box<EventBox>(info[0]);
+  auto stream = unwrap_box<StreamBox>(info[1]);
+  Use<EventBox> use(*event, "Event", "record");
+  Use<StreamBox> use_stream(*stream, "Stream", "recordEvent");
+  make_current(event->device);
+  check(drv().cuEventRecord(event->handle, stream->handle), "cuEventRecord", event->device,
+        [&] { return std::string("device " + std::to_string(event->device)); });
+  // The stream's capture state, which the caller needs next: one call instead of two on the hot path.
+  return Napi::Number::New(info.Env(), capture_status(*stream));
+}
+
+// eventStatus(box) -> 0 complete, 600 pending, another CUresult on failure; never throws a CUDA error.
+Napi::Value event_status(const Napi::CallbackInfo& info) {
+  auto event = unwrap_box<EventBox>(info[0]);
+  Use<EventBox> use(*event, "Event", "query");
+  make_current(event->device);
+  CUresult r = drv().cuEventQuery(event->handle);
+  check_quiet(r, event->device);
+  return Napi::Number::New(info.Env(), r);
+}
+
+// eventSynchronize(box): blocks the calling thread until the recorded work is done.
+Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
+  auto event = unwrap_box<EventBox>(info[0]);
+  Use<EventBox> use(*event, "Event", "synchronizeSync");
+  make_current(event->device);
+  check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
+        [&] { return std::string("device " + std::to_string(event->device)); });
+  return info.Env().Undefined();
+}
+
+// eventElapsed(start, end) -> milliseconds; NOT_READY is thrown here as a CudaError (the one place).
+Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
+  auto start = unwrap_box<EventBox>(info[0]);
+  auto end = unwrap_box<EventBox>(info[1]);
+  Use<EventBox> use_start(*start, "Event", "elapsedMs");
+  Use<EventBox> use_end(*end, "Event", "elapsedMs");
+  make_current(start->device);
+  float ms = 0;
+  check(drv().cuEventElapsedTime(&ms, start->handle, end->handle), "cuEventElapsedTime", start->device,
+        [&] { return std::string("device " + std::to_string(start->device)); });
+  return Napi::Number::New(info.Env(), ms);
+}
+
+Napi::Value event_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<EventBox>(info[0])->destroy();
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void register_event(Napi::Env env, Napi::Object exports) {
+  exports.Set("eventCreate", Napi::Function::New<js_entry<event_create>>(env, "eventCreate"));
+  exports.Set("eventRecord", Napi::Function::New<js_entry<event_record>>(env, "eventRecord"));
+  exports.Set("eventStatus", Napi::Function::New<js_entry<event_status>>(env, "eventStatus"));
+  exports.Set("eventSynchronize", Napi::Function::New<js_entry<event_synchronize>>(env, "eventSynchronize"));
+  exports.Set("eventElapsed", Napi::Function::New<js_entry<event_elapsed>>(env, "eventElapsed"));
+  exports.Set("eventDestroy", Napi::Function::New<js_entry<event_destroy>>(env, "eventDestroy"));
+}
+
+}  // namespace csp

@@ -1,0 +1,234 @@
+// Streams: create, borrow, query, synchronize, wait, destroy. Runs on: any JS thread (main or worker).
+#include "stream/stream.h"
+
+#include <map>
+#include <unordered_map>
+
+#include "binding/binding.h"
+#include "stream/completion.h"
+#include "internal/context.h"
+#include "stream/event.h"
+#include "internal/loader.h"
+
+namespace csp {
+
+const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
+
+namespace {
+
+// The streams the library owns, by driver handle, for Note [borrowed library streams]. An entry lives from the
+// stream's creation until just before its cuStreamDestroy, so a handle the driver hands out again later finds the
+// new owner, never the old one.
+struct OwnedStreams {
+  OrderedMutex mutex{LockLevel::kLeaf, "owned stream registry"};
+  std::unordered_map<CUstream, std::weak_ptr<StreamBox>> boxes;
+};
+OwnedStreams& owned_streams() {
+  static OwnedStreams* registry = new OwnedStreams();  // never destroyed: streams may be released during exit
+  return *registry;
+}
+
+}  // namespace
+
+StreamBox::~StreamBox() {
+  retire();
+  never_throws("releasing a stream's ticket slot", [&] { release_ticket(ticket); });
+  if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
+}
+
+void StreamBox::destroy() {
+  // See Note [stream retirement].
+  if (enter()) {
+    if (retired && make_current_quiet(device)) check_quiet(drv().cuEventRecord(retired, handle), device);
+    record_on_release_.store(true, std::memory_order_relaxed);
+    leave();
+  }
+  retire();
+}
+
+// Never throws: finalizers and destroy after a device fault must not.
+void StreamBox::release() {
+  if (!lender) capture_closed(*this);  // a borrowed wrapper's end leaves its lender's capture open
+  if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
+    check_quiet(drv().cuEventRecord(retired, handle), device);
+  if (!owned) return;
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    owned_streams().boxes.erase(handle);
+  }
+  if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
+  live().streams--;
+}
+
+std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority) {
+  make_current(device);
+  auto box = std::make_shared<StreamBox>();
+  box->device = device;
+  check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
+        [&] { return std::string("device " + std::to_string(device)); });
+  box->owned = true;
+  live().streams++;
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    owned_streams().boxes[box->handle] = box;
+  }
+  if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS &&
+      drv().cuStreamGetPriority(box->handle, &box->priority) == CUDA_SUCCESS &&
+      drv().cuStreamGetFlags(box->handle, &box->flags) == CUDA_SUCCESS)
+    box->info_known = true;
+  return box;
+}
+
+namespace {
+
+std::string describe(const StreamBox& box) { return "device " + std::to_string(box.device); }
+
+// streamCreate(device, nonBlocking, priority) -> box
+Napi::Value stream_create(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  int priority = info[2].As<Napi::Number>().Int32Value();
+  return wrap_box(info.Env(), create_stream(device, flags, priority));
+}
+
+// streamShareHandle(box): JS code read the stream's handle, so work may reach the stream from outside the library;
+// its waits stop sharing tickets (StreamBox::submissions).
+Napi::Value stream_share_handle(const Napi::CallbackInfo& info) {
+  unwrap_box<StreamBox>(info[0])->handle_shared.store(true, std::memory_order_relaxed);
+  return info.Env().Undefined();
+}
+
+// streamBorrow(device, handle: bigint) -> box that never destroys the driver stream
+Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
+  int device = info[0].As<Napi::Number>().Int32Value();
+  make_current(device);
+  auto box = std::make_shared<StreamBox>();
+  box->device = device;
+  box->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    auto it = owned_streams().boxes.find(box->handle);
+    if (it != owned_streams().boxes.end()) box->lender = it->second.lock();
+  }
+  if (box->lender && box->lender->device != device) box->lender.reset();  // the caller named another device: foreign
+  if (box->lender && box->lender->info_known) {
+    box->info_known = true;
+    box->id = box->lender->id;
+    box->priority = box->lender->priority;
+    box->flags = box->lender->flags;
+  }
+  return wrap_box(info.Env(), box);
+}
+
+// streamInfo(box) -> [handle, id, priority, nonBlocking] as the driver reports them (a tuple: indexed elements cost
+// far less than named properties, and every Stream construction makes one)
+Napi::Value stream_info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "info", QueuesNoWork{});
+  make_current(box->device);
+  unsigned long long id = box->id;
+  int priority = box->priority;
+  unsigned flags = box->flags;
+  if (!box->info_known) {
+    check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
+    check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
+    check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
+  }
+  Napi::Array out = Napi::Array::New(env, 4);
+  out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
+  out.Set(1u, Napi::BigInt::New(env, static_cast<uint64_t>(id)));
+  out.Set(2u, Napi::Number::New(env, priority));
+  out.Set(3u, Napi::Boolean::New(env, (flags & CU_STREAM_NON_BLOCKING) != 0));
+  return out;
+}
+
+// streamStatus(box) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure; never throws a CUDA error,
+// so the poll behind every wait can use it. Throws DestroyedError for a destroyed box.
+Napi::Value stream_status(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
+  return Napi::Number::New(info.Env(), query_stream(*box));
+}
+
+// streamSynchronize(box): blocks the calling thread until the stream's work is done.
+Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
+  make_current(box->device);
+  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
+  return info.Env().Undefined();
+}
+
+// streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work; the event may belong
+// to another device (the wait runs in the stream's context).
+Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  auto event = unwrap_box<EventBox>(info[1]);
+  Use<StreamBox> use(*box, "Stream", "waitEvent");
+  Use<EventBox> use_event(*event, "Event", "waitEvent");
+  make_current(box->device);
+  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, [&] { return std::string(describe(*box)); });
+  return info.Env().Undefined();
+}
+
+// waitStream's events in one environment (thread), one per device, created on first use and recorded again by
+// every call: cuStreamWaitEvent waits for the record that precedes it, so a later record does not move an earlier
+// wait. Confined to the environment's JS thread, so no lock; destroyed with the environment (cleanup hook).
+struct WaitMarkers {
+  std::map<int, std::shared_ptr<EventBox>> by_device;
+};
+
+// streamWaitStream(box, otherBox): later work on the stream waits for the work queued on `other` so far. The two
+// streams are used one after the other, never both at once (no lock order between them). The event belongs to
+// `other`'s device and is recorded in its context; the wait runs in the stream's context, which may be another
+// device's (cuStreamWaitEvent takes an event of any device).
+Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  auto other = unwrap_box<StreamBox>(info[1]);
+  auto& markers = static_cast<WaitMarkers*>(info.Data())->by_device;
+  const int other_device = other->device;
+  auto& marker = markers[other_device];
+  if (!marker) marker = create_event(other_device, CU_EVENT_DISABLE_TIMING, false);
+  {
+    Use<StreamBox> use(*other, "Stream", "waitStream");
+    make_current(other_device);
+    check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", other_device, describe(*other));
+  }
+  Use<StreamBox> use(*box, "Stream", "waitStream");
+  make_current(box->device);
+  check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
+  return info.Env().Undefined();
+}
+
+// streamWaitEventCount() -> how many waitStream events this environment holds (one per device used), for tests.
+Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(static_cast<WaitMarkers*>(info.Data())->by_device.size()));
+}
+
+// streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
+Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
+  unwrap_box<StreamBox>(info[0])->destroy();
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void register_stream(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamCreate", Napi::Function::New<js_entry<stream_create>>(env, "streamCreate"));
+  exports.Set("streamBorrow", Napi::Function::New<js_entry<stream_borrow>>(env, "streamBorrow"));
+  exports.Set("streamShareHandle", Napi::Function::New<js_entry<stream_share_handle>>(env, "streamShareHandle"));
+  exports.Set("streamInfo", Napi::Function::New<js_entry<stream_info>>(env, "streamInfo"));
+  exports.Set("streamStatus", Napi::Function::New<js_entry<stream_status>>(env, "streamStatus"));
+  exports.Set("streamSynchronize", Napi::Function::New<js_entry<stream_synchronize>>(env, "streamSynchronize"));
+  exports.Set("streamWaitEvent", Napi::Function::New<js_entry<stream_wait_event>>(env, "streamWaitEvent"));
+  exports.Set("streamDestroy", Napi::Function::New<js_entry<stream_destroy>>(env, "streamDestroy"));
+  auto* markers = new WaitMarkers();
+  exports.Set("streamWaitStream", Napi::Function::New<js_entry<stream_wait_stream>>(env, "streamWaitStream", markers));
+  exports.Set("streamWaitEventCount",
+              Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
+  // Runs when the environment tears down, on its thread: destroys its waitStream events.
+  env.AddCleanupHook([markers]() { never_throws("waitStream events cleanup hook", [&] { delete markers; }); });
+}
+
+}  // namespace csp

@@ -1,0 +1,103 @@
+// Stream boxes: a CUstream shared by every wrapper and thread that uses it. See Note [handle guard] in box.h.
+#pragma once
+#include "internal/box.h"
+#include "internal/lock-order.h"
+
+#include <atomic>
+
+namespace csp {
+
+struct TicketSlot;  // completion.cc
+
+struct StreamBox : Box {
+  static const napi_type_tag kTag;
+  static constexpr const char* kName = "Stream";
+  CUstream handle = nullptr;
+  bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
+  // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
+  // stream's last work. device_buffer.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
+  // stream; destroy() records it, and records it again just before the handle dies if calls were still in flight
+  // (Note [handle guard] in box.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
+  // already be dead.
+  std::once_flag retired_once;
+  CUevent retired = nullptr;
+  // Note [capture flag]: set when a capture begins on this stream or the stream joins one (graph.cc), in any thread;
+  // a hint read without a driver call by the guards of operations that are illegal while capturing. When it is set,
+  // cuStreamIsCapturing decides, and the flag is cleared once the driver reports no capture.
+  std::atomic<bool> capturing{false};
+  // Set while a capture that began on this stream is open (counted by capture_opening, capture_guard.h), any thread.
+  std::atomic<bool> capture_origin{false};
+  // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
+  // that keeps ticket values in the order of their writes.
+  OrderedMutex marker_mutex{LockLevel::kStreamMarker, "stream marker"};
+  TicketSlot* ticket = nullptr;
+  // Ticket sharing: every call that may queue work on the stream counts itself as it leaves, after its work is
+  // queued (Use without QueuesNoWork). A wait that finds the count unchanged since the count read before the stream's
+  // last ticket was written waits on that ticket instead of writing a new one, and a query finds the stream idle from
+  // the ticket's word alone. Only for streams whose work all comes through the library: owned streams whose handle
+  // JS code never read (`handle_shared`), never borrowed ones.
+  std::atomic<uint64_t> submissions{0};
+  uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
+  std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
+  std::atomic<bool> handle_shared{false};
+  // Note [borrowed library streams]: Stream.fromHandle() of a handle that a live stream of the library owns (made by
+  // any thread) gives a box that holds that owner, its lender. Every call through the borrowed box enters the lender
+  // too, so once the lender is destroyed the borrowed box refuses calls (DestroyedError) instead of passing a dead
+  // handle to the driver, and buffers note their uses on the lender (owner_of), whose destroy records its last work.
+  // A foreign handle (made outside the library) has no lender: keeping it alive is the caller's business.
+  std::shared_ptr<StreamBox> lender;
+  bool enter() {
+    if (!Box::enter()) return false;
+    if (lender && !lender->enter()) {
+      Box::leave();
+      return false;
+    }
+    return true;
+  }
+  void leave() {
+    if (lender) lender->leave();
+    Box::leave();
+  }
+  void leave_after_work() {
+    if (lender) lender->submissions.fetch_add(1, std::memory_order_release);
+    submissions.fetch_add(1, std::memory_order_release);
+    leave();
+  }
+  // The box that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
+  // describe the driver stream, so that a capture begun through either wrapper guards both.
+  StreamBox& owner() { return lender ? *lender : *this; }
+  // The same, as the shared_ptr that buffers keep in their uses.
+  static const std::shared_ptr<StreamBox>& owner_of(const std::shared_ptr<StreamBox>& box) {
+    return box->lender ? box->lender : box;
+  }
+  bool shares_tickets() const { return owned && !handle_shared.load(std::memory_order_relaxed); }
+  // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
+  // that a wrapper made later, in any thread, needs no driver call: those calls fail while the stream captures.
+  bool info_known = false;
+  unsigned long long id = 0;
+  int priority = 0;
+  unsigned flags = 0;
+  ~StreamBox() override;
+  // Retires the box at once; an owned stream is destroyed (queued work still completes) when no call is in flight
+  // any more. Never waits; idempotent.
+  void destroy();
+
+ protected:
+  void release() override;
+
+ private:
+  std::atomic<bool> record_on_release_{false};
+};
+
+// The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
+// capture flag is set (Note [capture flag]). The caller holds a use. Throws CudaFailure. Defined in graph.cc.
+int capture_status(StreamBox& stream);
+
+// The capture that began on `stream` is over (ended, abandoned, or its stream released): uncounted from the open
+// captures of Note [capture guard] (capture_guard.h). Idempotent.
+void capture_closed(StreamBox& stream);
+
+// Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
+std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority);
+
+}  // namespace csp

@@ -1,0 +1,476 @@
+// CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
+// See Note [handle guard] in src/native/box.h for why destroy is safe across threads.
+import { native, NOT_READY, type Box } from '../binding/binding.js';
+import { Device, resolveDevice } from '../device/device.js';
+import { CaptureError, DestroyedError } from '../binding/errors.js';
+import { landPending, waitFor, waitSignal } from './completion.js';
+import { capturedOn, Event, eventBox } from './event.js';
+import { streams } from '../internal/handles.js';
+import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
+import type { DeviceBuffer } from '../memory/device-buffer.js';
+import { abandonCapture, beginCapture, CAPTURE_MODES, captureRefusal, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
+import type { Graph } from '../graph/graph.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from '../internal/validate.js';
+
+/** Options for {@link Stream.create}. */
+export interface StreamOptions {
+  /** The device, as a `Device` or an ordinal. @defaultValue 0 */
+  device?: Device | number;
+  /** True: the stream never synchronizes implicitly with the legacy default stream (CU_STREAM_NON_BLOCKING).
+   * @defaultValue true */
+  nonBlocking?: boolean;
+  /** The priority; lower numbers are higher priorities. Any integer: the driver clamps it into
+   * `device.streamPriorityRange`, and `stream.priority` reports the effective value.
+   * @defaultValue the device's least priority (0 on current GPUs) */
+  priority?: number;
+}
+
+/** Options for waits: `{ signal }` aborts the wait (not the GPU work), rejecting with `signal.reason`. */
+export interface WaitOptions {
+  /** Aborts the wait; the promise rejects with `signal.reason`. The GPU work goes on. */
+  signal?: AbortSignal;
+}
+
+/** Options for {@link Stream.beginCapture}. */
+export interface CaptureOptions {
+  /** Which API calls the driver prohibits while the capture runs, because they could synchronize with the captured
+   * work: `'thread-local'` in this thread only; `'global'` in every thread of the process, the library's own
+   * included; `'relaxed'` none. The library's guards (Note [capture safety] in src/capture.ts) apply in every mode.
+   * @defaultValue 'thread-local' */
+  mode?: CaptureMode;
+}
+
+/** 'pool': handed out by getStream() (shared); 'lease': a lease's view of a pool stream (exclusive). */
+type Kind = 'owned' | 'borrowed' | 'pool' | 'lease';
+
+const LEGACY = 1n; // CU_STREAM_LEGACY
+const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
+const perThreadStreams = new Map<number, Stream>();
+const legacyStreams = new Map<number, Stream>();
+
+let boxOf: (stream: Stream, method: string) => Box;
+let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object) => Stream;
+/** What cuStreamGetId/GetPriority/GetFlags reported for a box, as [handle, id, priority, nonBlocking] (a lease view
+ * reuses its pool stream's). @internal */
+export type StreamInfo = ReturnType<typeof native.streamInfo>;
+let retireStream: (stream: Stream, why: string) => void;
+let usedStream: (stream: Stream) => boolean;
+let handleOf: (stream: Stream) => bigint;
+let makeGraph: ((box: Box, record: ReturnType<typeof endCapture>['record'], device: Device) => Graph) | undefined;
+
+/** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
+ *
+ * Lifetime: `Stream.create` owns its stream (cuStreamDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer
+ * when forgotten). `Stream.legacy`, `Stream.perThread` and `Stream.fromHandle` borrow theirs: `destroy()` only
+ * retires the wrapper. Streams of a `StreamPool` die with their pool (`destroy()` on one is a `TypeError`). After
+ * destroy every method throws {@link DestroyedError}, in any thread, and the handle never reaches the driver again.
+ *
+ * Thread-safety: a stream may be used from any thread that has it (pool streams are shared with workers); every
+ * method is safe against concurrent calls from other threads, including a concurrent destroy.
+ *
+ * @example
+ * ```ts
+ * using stream = Stream.create();
+ * kernel.launch({ grid: 1024, block: 256, stream }, buffer, n);
+ * await stream.synchronize();
+ * ```
+ */
+export class Stream {
+  #box: Box;
+  #kind: Kind;
+  #retired: string | undefined;
+  #used = false; // anything called through this wrapper (Note [known idle] in src/pool-policy.ts)
+  #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
+  // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
+  // properties per construction would cost more than the getters.
+  readonly #device: Device;
+  readonly #id: bigint;
+  readonly #priority: number;
+  readonly #nonBlocking: boolean;
+  /** The device whose primary context the stream belongs to. */
+  get device(): Device {
+    return this.#device;
+  }
+  readonly #handle: bigint;
+  #handleShared = false;
+  /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
+   * destroy. For interoperation with other CUDA libraries; never 0n. Reading it tells the library that work may
+   * reach the stream from outside it: from then on, repeated waits with no work queued through the library between
+   * them no longer share one completion ticket (each wait enqueues its own marker, which is correct whatever else
+   * queues work on the stream). */
+  get handle(): bigint {
+    if (!this.#handleShared) {
+      this.#handleShared = true;
+      native.streamShareHandle(this.#box);
+    }
+    return this.#handle;
+  }
+  /** The driver's unique stream id (cuStreamGetId); unlike `handle`, never reused within the process. */
+  get id(): bigint {
+    return this.#id;
+  }
+  /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
+  get priority(): number {
+    return this.#priority;
+  }
+  /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
+  get nonBlocking(): boolean {
+    return this.#nonBlocking;
+  }
+
+  private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
+    checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
+    const [handle, id, priority, nonBlocking] = known ?? native.streamInfo(box);
+    this.#box = box;
+    this.#kind = kind;
+    this.#device = device;
+    this.#handle = handle;
+    this.#id = id;
+    this.#priority = priority;
+    this.#nonBlocking = nonBlocking;
+  }
+
+  static {
+    boxOf = (stream, method) => stream.#use(method);
+    makeStream = (box, device, kind, info, owner) => {
+      const stream = new Stream(internalConstruction, box, device, kind, info);
+      stream.#owner = owner;
+      return stream;
+    };
+    usedStream = (stream) => stream.#used;
+    handleOf = (stream) => stream.#handle;
+    retireStream = (stream, why) => {
+      if (stream.#retired === undefined) abandonCapture(stream.#box);
+      stream.#retired ??= why;
+      stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
+    };
+    guardReceivers(Stream, (value) => #box in value);
+    Object.assign(streams, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
+  }
+
+  #use(method: string): Box {
+    if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
+    this.#used = true;
+    return this.#box;
+  }
+
+  /** Creates a stream that this object owns.
+   * @throws {@link CudaUnavailableError} without a GPU; `TypeError`/`RangeError` for bad options; {@link CudaError}
+   * when the driver cannot create a stream.
+   * Wraps: cuStreamCreateWithPriority. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
+   * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
+  static create(options?: StreamOptions): Stream {
+    const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority']);
+    const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
+    const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+    const device = resolveDevice(o.device);
+    return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority), device, 'owned');
+  }
+
+  /** The legacy default stream of `device` (CU_STREAM_LEGACY), which synchronizes with every blocking stream.
+   * Borrowed: `destroy()` retires this wrapper only. The same object on every call in a thread.
+   * The library never enqueues its own work on it; waits on it go through an event. */
+  static legacy(device?: Device | number): Stream {
+    return borrowedOnce(legacyStreams, LEGACY, resolveDevice(device, 'device'));
+  }
+
+  /** The calling thread's per-thread default stream of `device` (CU_STREAM_PER_THREAD): each thread (main or
+   * worker) gets its own. Borrowed; the same object on every call in a thread. This is what
+   * {@link currentStream} returns outside any scope. */
+  static perThread(device?: Device | number): Stream {
+    return borrowedOnce(perThreadStreams, PER_THREAD, resolveDevice(device, 'device'));
+  }
+
+  /** Wraps a stream created elsewhere (another CUDA library). Borrowed: the caller keeps the stream alive until
+   * this wrapper is destroyed and every use of it is done; `destroy()` never destroys the driver stream.
+   * The handle is trusted: the driver gives no way to check it, so it must belong to `device`. A handle of a stream
+   * this library owns (`Stream.create()` or a pool's, made in any thread, on `device`) is tied to that stream instead:
+   * once it is destroyed, this wrapper's calls throw {@link DestroyedError}, and buffers it used are freed after that
+   * stream's last work.
+   * @param handle - a `CUstream` as a bigint; 0n is rejected (use {@link Stream.legacy}).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-bigint, ERR_INVALID_ARG_VALUE for 0n. */
+  static fromHandle(handle: bigint, device?: Device | number): Stream {
+    if (typeof handle !== 'bigint') throw invalidType('handle', 'a bigint', handle, typeof handle === 'number' ? 'Pass BigInt(value).' : '');
+    if (handle === 0n) throw invalidValue('handle', 'must not be 0n: 0 is ambiguous; use Stream.legacy() or Stream.perThread().');
+    if (handle < 0n || handle >= 2n ** 64n) throw invalidValue('handle', `must be a CUstream value from 1n to 2n ** 64n - 1n; received ${handle}n.`);
+    const d = resolveDevice(device, 'device');
+    return new Stream(internalConstruction, native.streamBorrow(d.ordinal, handle), d, 'borrowed');
+  }
+
+  /** True when all work queued so far is done; false while any is pending. Never blocks.
+   * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed; {@link CaptureError} while
+   * the stream is capturing a graph. Wraps: cuStreamQuery. */
+  query(): boolean {
+    const box = this.#use('query');
+    requireNotCapturing(box, this.id, 'stream.query()');
+    const status = native.streamStatus(box);
+    if (status === 0) {
+      landPending(); // a copy into a JS array queued before lands before the work is reported done
+      return true;
+    }
+    if (status === NOT_READY) return false;
+    throw native.cudaError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
+  }
+
+  /** Resolves once all work queued on the stream so far is done, without blocking the event loop. Settles at once
+   * when the stream is idle (no thread hop); otherwise it enqueues a completion marker that does not block the stream
+   * (a ticket written by cuStreamWriteValue64 into mapped pinned memory, or a pooled event on devices without stream
+   * memory operations and on the legacy stream), which the library's poller thread watches; finished waits wake
+   * this thread in batches. Rejects with {@link CudaError} when the work failed (within about 10 ms of a sticky
+   * device fault), with `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph,
+   * and with {@link DestroyedError} when called after destroy. A stream destroyed while the wait is pending still
+   * settles: when its queued work completes, or with the fault.
+   * Thread-safety: any thread. Wraps: cuStreamQuery, cuStreamWriteValue64 (or cuEventRecord). */
+  synchronize(options?: WaitOptions): Promise<void> {
+    let signal: AbortSignal | undefined;
+    let box: Box;
+    try {
+      signal = waitSignal(options);
+      box = this.#use('synchronize');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return waitFor(
+      'stream',
+      box,
+      'cuStreamSynchronize',
+      () => `device ${this.device.ordinal}, stream ${this.id}`,
+      signal,
+      (status) => captureRefusal(status, this.id, 'stream.synchronize()'),
+    );
+  }
+
+
+
+  /** Blocks the calling thread (and its event loop) until the stream's queued work is done; prefer
+   * {@link Stream.synchronize}. Copies into JS arrays queued before have landed when it returns.
+   * @throws {@link CudaError} when the work failed; {@link DestroyedError} after destroy;
+   * {@link CaptureError} while the stream is capturing a graph.
+   * Wraps: cuStreamSynchronize. */
+  synchronizeSync(): void {
+    const box = this.#use('synchronizeSync');
+    requireNotCapturing(box, this.id, 'stream.synchronizeSync()');
+    native.streamSynchronize(box);
+    landPending(); // a copy into a JS array queued before lands before the work is reported done
+  }
+
+  /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks
+   * neither this stream's earlier work nor any thread. The event may belong to another device: work on this device
+   * then waits for work on that one, in the GPUs' own order (no host round trip).
+   * A never-recorded event is complete, so nothing waits. An event recorded on a capturing stream forks this stream
+   * into that capture (see {@link Stream.beginCapture}).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Event; {@link DestroyedError} when the stream or the event was
+   * destroyed; {@link CudaError} when the driver refuses. Wraps: cuStreamWaitEvent (in this stream's context).
+   * Thread-safety: any thread that has both. */
+  waitEvent(event: Event): void {
+    if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
+    const box = this.#use('waitEvent');
+    native.streamWaitEvent(box, eventBox(event, 'stream.waitEvent'));
+    noteJoin(box, capturedOn(event));
+  }
+
+  /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. `other` may
+   * be a stream of another device: work on this device then waits for work on that one, in the GPUs' own order.
+   * When `other` is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it
+   * back). Records an event on `other` (in its device's context) and waits on it: the calling thread keeps one such
+   * event per device of `other`, recorded again on every call and destroyed when the thread ends (an internal event:
+   * not counted in `cuda.liveObjects()`).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream; {@link DestroyedError} when either stream was
+   * destroyed; {@link CudaError} when the driver refuses. Wraps: cuEventRecord, cuStreamWaitEvent.
+   * Thread-safety: any thread that has both. */
+  waitStream(other: Stream): void {
+    if (!streams.is(other)) throw invalidType('other', 'a Stream', other);
+    const box = this.#use('waitStream');
+    const source = other.#use('waitStream');
+    native.streamWaitStream(box, source);
+    noteJoin(box, source); // joins the capture when `other` is capturing
+  }
+
+  /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from
+   * `src` to `dst` and returns at once; never blocks the thread. One side must be a `DeviceBuffer`; the other a
+   * `DeviceBuffer`, a `PinnedBuffer` or a view into one (copied directly), or other host memory (an ArrayBuffer,
+   * SharedArrayBuffer or ArrayBufferView), which goes through the library's pinned staging: a host source is read
+   * now (it may change afterwards); a host destination is written by this thread, from staging, before any later
+   * completion of this stream settles here, and stays referenced until then; it cannot be a copy source meanwhile. A
+   * destination whose buffer was detached or transferred meanwhile gets nothing (its data is dropped; waits still
+   * settle). A `ManagedBuffer` pairs with a `DeviceBuffer` or another `ManagedBuffer` (cuMemcpyAsync).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands; ERR_INVALID_ARG_VALUE for two host operands, a
+   * ManagedBuffer with host memory, a
+   * buffer of another device, overlapping device ranges, or a source still pending as a destination; `RangeError`
+   * ERR_OUT_OF_RANGE naming the offsets and sizes when a range does not fit; {@link DestroyedError} for a freed
+   * buffer or a destroyed stream; {@link CaptureError} for staged host memory while the stream is capturing a graph
+   * (the graph would replay a staging block long since reused; copy a PinnedBuffer); {@link CudaError} when the
+   * driver refuses. During a capture the copy is recorded, and the graph keeps its buffers alive.
+   *
+   * Between devices: two `DeviceBuffer`s on different devices are copied in the order of this stream, which must
+   * belong to one of the two (ERR_INVALID_ARG_VALUE naming `stream` otherwise). Where the destination's device has
+   * peer access to the source's or the other way round ({@link Device.enablePeerAccess}) the bytes go directly over
+   * NVLink or PCIe; otherwise the driver stages them through host memory, which is correct but slower (`bench micro`
+   * shows both). Both buffers count the copy as a use on this stream, so freeing either one waits for it, whichever
+   * device the stream is on. Every other operand must be on the stream's device.
+   * Wraps: cuMemcpyDtoDAsync, cuMemcpyPeerAsync (between devices), cuMemcpyHtoDAsync, cuMemcpyDtoHAsync.
+   * Thread-safety: any thread that has the operands. */
+  copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
+    copyOnStream(this, dst, src, options);
+  }
+
+  /** Queues a fill of `dst` with `value` from `options.offset` for `options.byteLength` bytes (default: the rest),
+   * and returns at once. With `options.type` (`'f32'`, `'i32'`, `'u32'`, `'u8'`) `value` is a number of that type
+   * (`stream.fill(buffer, 1.5, { type: 'f32' })`); without it, the unsigned bit pattern of one `elementSize` element
+   * (1.0f is 0x3F800000).
+   * @throws `TypeError` for a non-DeviceBuffer, `elementSize` other than 1 or 4, an unknown `type`, or `type` beside
+   * `elementSize`; `RangeError` ERR_OUT_OF_RANGE for a value that does not fit one element or a range outside the
+   * buffer or not a multiple of the element size;
+   * {@link DestroyedError} for a freed buffer or a destroyed stream. Wraps: cuMemsetD8Async, cuMemsetD32Async. */
+  fill(dst: DeviceBuffer, value: number, options?: FillOptions): void {
+    fillOnStream(this, dst, value, options);
+  }
+
+  /** Records `event` (or a new event, timing off) on this stream and returns it; the event completes when the work
+   * queued so far is done. Wraps: cuEventRecord. Lifetime: a new event is owned by the caller.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `event` is given and is not an {@link Event}; as
+   * {@link Event.record} otherwise (a new event is destroyed again when the record fails). */
+  recordEvent(event?: Event): Event {
+    if (event !== undefined && !(event instanceof Event)) throw invalidType('event', 'an Event', event);
+    this.#use('recordEvent');
+    if (event) {
+      event.record(this);
+      return event;
+    }
+    const created = Event.create({ device: this.device });
+    try {
+      created.record(this);
+    } catch (error) {
+      created.destroy();
+      throw error;
+    }
+    return created;
+  }
+
+  /** Begins capturing a graph: until {@link Stream.endCapture}, work queued on this stream (copies, fills, kernel
+   * launches, and `waitEvent`/`waitStream`, which fork other streams into the capture and join them back) is recorded,
+   * not run. Operations that would wait for the recorded work or run work outside the graph throw
+   * {@link CaptureError} and leave the capture usable: `query()`, `synchronize()`, `synchronizeSync()`,
+   * `DeviceBuffer.alloc`/`free` on this stream, a copy of pageable host memory (use a `PinnedBuffer`), and waits on
+   * events recorded during the capture. Prefer {@link Graph.capture}, which always ends the capture.
+   * Allowed on owned streams, borrowed per-thread or foreign streams, and a lease's stream (`pool.run`,
+   * `pool.acquire`); refused on a stream from `pool.getStream()`, which other tasks may be using at the same time.
+   * A capture still open when this wrapper is destroyed, or when the lease whose stream it is ends, is ended and its
+   * graph discarded, so a pool stream never goes back to its pool capturing. A stream made without `nonBlocking`
+   * synchronizes implicitly with the legacy default stream: work on the legacy stream from any thread while such a
+   * stream captures fails (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and invalidates the capture, so capture on a
+   * `nonBlocking` stream when other threads or tasks use `Stream.legacy()`.
+   * @throws {@link CaptureError} for a `getStream()` stream, the legacy default stream, or a stream already
+   * capturing; `TypeError` ERR_INVALID_ARG_VALUE for an unknown mode; {@link DestroyedError} after destroy;
+   * {@link CudaError} when the driver refuses. Wraps: cuStreamBeginCapture. Thread-safety: end the capture in the
+   * thread that began it. */
+  beginCapture(options?: CaptureOptions): void {
+    const o = validateOptions<CaptureOptions>(options, 'options', 'beginCapture', ['mode']);
+    const mode = o.mode ?? 'thread-local';
+    if (!Object.hasOwn(CAPTURE_MODES, mode))
+      throw invalidValue('options.mode', `must be 'global', 'thread-local' or 'relaxed'; received ${typeof mode === 'string' ? JSON.stringify(mode) : String(mode)}.`);
+    const box = this.#use('beginCapture');
+    if (this.#kind === 'pool')
+      throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
+    if (this.#handle === LEGACY)
+      throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
+    beginCapture(box, this.id, mode);
+  }
+
+  /** Ends the capture begun on this stream with {@link Stream.beginCapture} and returns the recorded work as a
+   * {@link Graph}, which keeps alive the buffers, pinned memory and kernels it uses. Streams forked into the capture
+   * must have been joined back (`this.waitStream(other)`) first.
+   * @throws {@link CaptureError} when this stream is not capturing, or joined a capture begun on another stream, or
+   * the capture was begun in another thread; {@link CudaError} CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when the
+   * driver invalidated the capture, CUDA_ERROR_STREAM_CAPTURE_UNJOINED for a forked stream not joined back (the
+   * capture is over either way). Wraps: cuStreamEndCapture. Lifetime: the caller owns the graph. */
+  endCapture(): Graph {
+    const box = this.#use('endCapture');
+    const { graph, record } = endCapture(box, this.id);
+    if (makeGraph === undefined) throw new Error('cuda-stream-pool internal: graph.js was not loaded');
+    return makeGraph(graph, record, this.device);
+  }
+
+  /** True while the stream is capturing a graph (begun here, or joined by waiting on a capturing stream), in any
+   * thread; also while an invalidated capture waits for `endCapture()`. Wraps: cuStreamIsCapturing (asked only
+   * when a capture may be open). */
+  get capturing(): boolean {
+    return captureStatus(this.#use('capturing')) !== 0;
+  }
+
+  /** True after `destroy()` (or, for a lease's stream, after the lease ended). */
+  get destroyed(): boolean {
+    return this.#retired !== undefined;
+  }
+
+  /** Owned: destroys the stream (cuStreamDestroy); work already queued still completes, and pending
+   * `synchronize()` promises settle when it does. Borrowed: retires this wrapper only. Idempotent; never throws
+   * after a device fault. @throws `TypeError` for a stream of a `StreamPool` (pool streams die with their pool). */
+  destroy(): void {
+    if ((this.#kind === 'pool' || this.#kind === 'lease') && this.#retired === undefined)
+      throw invalidValue('stream', 'belongs to a StreamPool; pool streams are destroyed with their pool (pool.destroy()).');
+    if (this.#retired !== undefined) return;
+    this.#retired = 'was destroyed';
+    abandonCapture(this.#box);
+    native.streamDestroy(this.#box);
+  }
+
+  /** Same as {@link Stream.destroy}. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  /** Waits for the queued work as `synchronize()` does (never blocking the event loop), then destroys the stream as
+   * `destroy()` does, also when that work failed; rejects with that work's {@link CudaError}. Idempotent.
+   * @throws `TypeError` for a stream of a `StreamPool`, before waiting. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#retired !== undefined) return;
+    if (this.#kind === 'pool') return this.destroy(); // throws: pool streams die with their pool
+    try {
+      await this.synchronize();
+    } finally {
+      this.destroy();
+    }
+  }
+}
+
+function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device): Stream {
+  let stream = cache.get(device.ordinal);
+  if (!stream || stream.destroyed) {
+    stream = makeStream(native.streamBorrow(device.ordinal, handle), device, 'borrowed');
+    cache.set(device.ordinal, stream);
+  }
+  return stream;
+}
+
+/** The native box of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
+export function streamBox(stream: Stream, method: string): Box {
+  if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);  // e.g. currentStream() set to an imitation
+  return boxOf(stream, method);
+}
+
+/** Wraps a native stream box (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
+export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
+  return makeStream(box, device, kind, info, owner);
+}
+
+/** The stream's handle, read by the library itself: unlike `stream.handle`, it does not mark the handle as shared
+ * with code outside the library. @internal */
+export function streamHandle(stream: Stream): bigint {
+  return handleOf(stream);
+}
+
+/** True once any method was called through this wrapper (it may have queued work). @internal */
+export function wasUsed(stream: Stream): boolean {
+  return usedStream(stream);
+}
+
+/** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */
+export function retire(stream: Stream, why: string): void {
+  retireStream(stream, why);
+}
+
+/** Installs how endCapture() makes its Graph (src/graph.ts), which imports this file. @internal */
+export function setGraphFactory(factory: NonNullable<typeof makeGraph>): void {
+  makeGraph = factory;
+}

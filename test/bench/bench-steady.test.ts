@@ -1,0 +1,74 @@
+// bench micro's steady-state measurement (Note [steady state] in src/bench/harness.ts) and how its report shows the
+// calls per run; plain JS, no driver.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { steadyAsync, steadySync, timeSync } from '#bench/harness.js';
+import { formatMicroReport, MICRO_SCHEMA, type MicroReport } from '#bench/micro.js';
+
+test('steadySync grows a run until it lasts at least 5 ms and reports the calls per run', () => {
+  let total = 0;
+  let sink = 0;
+  const sample = steadySync((calls) => {
+    total += calls;
+    for (let i = 0; i < calls; i++) sink += Math.sqrt(i);
+  }, { minCalls: 10, runs: 5 });
+  assert.ok(sink > 0);
+  assert.equal(sample.runs, 5);
+  assert.ok(Number.isInteger(sample.callsPerRun) && sample.callsPerRun! > 10, `calls per run ${sample.callsPerRun}`);
+  assert.ok(sample.median * sample.callsPerRun! >= 5e6 * 0.5, `a measured run lasted ${(sample.median * sample.callsPerRun!) / 1e6} ms`);
+  assert.ok(total >= sample.callsPerRun! * (5 + 3), 'warm-up runs and the measured runs all ran at the final size at least');
+});
+
+test('steadySync keeps a loop slower than 5 ms per call at the minimum, and warm-up ends for a loop that never settles', () => {
+  let runs = 0;
+  const sample = steadySync((calls) => {
+    runs++;
+    const until = process.hrtime.bigint() + BigInt(calls) * 6_000_000n;
+    while (process.hrtime.bigint() < until); // 6 ms a call
+  }, { minCalls: 1, runs: 3 });
+  assert.equal(sample.callsPerRun, 1);
+  assert.ok(sample.median >= 6e6, `${sample.median} ns per call`);
+  assert.ok(runs <= 3 * 20 + 3, `${runs} runs: the warm-up is bounded`);
+});
+
+test('steadyAsync measures an awaiting loop the same way; timeSync keeps its minimum calls per run', async () => {
+  const sample = await steadyAsync(async (calls) => {
+    for (let i = 0; i < calls; i++) await null;
+  }, { minCalls: 1000, runs: 3 });
+  assert.ok(sample.callsPerRun! >= 1000 && sample.median > 0);
+  const sync = timeSync(() => undefined, 50_000, 3);
+  assert.ok(sync.callsPerRun! >= 50_000);
+});
+
+test('the micro report is schema 2 and shows each row\'s calls per run, a dash where there is none', () => {
+  assert.equal(MICRO_SCHEMA, 'cuda-stream-pool/bench-micro/2');
+  const environment = {
+    date: '2026-12-02T00:00:00.000Z',
+    packageVersion: '0.0.0',
+    node: process.version,
+    os: 'linux',
+    cpu: 'a CPU',
+    driverVersion: null,
+    device: { ordinal: 0, name: 'a device', computeCapability: '9.0', multiprocessorCount: 1, totalMemoryBytes: 2 ** 30, asyncEngineCount: 1 },
+  };
+  const report: MicroReport = {
+    schema: MICRO_SCHEMA,
+    environment,
+    groups: [
+      {
+        name: 'pool',
+        status: 'ok',
+        results: [
+          { name: 'pool.tryAcquire() + lease.release()', unit: 'ns', value: { median: 52.5, p10: 50, p90: 55, runs: 9, callsPerRun: 113630 } },
+          { name: 'CPU of an idle process', unit: '%', value: { median: 0.5, p10: 0.4, p90: 0.6, runs: 3 } },
+        ],
+      },
+    ],
+  };
+  const lines = formatMicroReport(report).split('\n');
+  const header = lines.find((line) => line.includes('benchmark'))!;
+  assert.match(header, /p10-p90\s*│\s*calls\/run\s*│/);
+  assert.match(lines.find((line) => line.includes('tryAcquire'))!, /│\s*113630\s*│/);
+  assert.match(lines.find((line) => line.includes('idle process'))!, /│\s*-\s*│/);
+});

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { fmaf, fmaSteps, ulpDistance } from '#bench/fmaf.js';
+import { sampleIndices } from '#bench/reference.js';
+import { timelineHtml, TIMELINE_SCHEMA } from '#bench/timeline.js';
+import { PHASES, quantile } from '#bench/results.js';
+import { syntheticResults } from './support/synthetic-results.js';
+
+const f32 = (x: number) => Math.fround(x);
+
+test('fmaf rounds the exact v*a + b once, where Math.fround(v * a + b) rounds twice and is one ulp off', () => {
+  // The case from Note [exact fmaf]: the exact sum lies just below a float32 midpoint that float64 rounds onto.
+  const v = f32(1 + 2 ** -23);
+  const a = f32((1 - 2 ** -23) * 2 ** -24);
+  const b = f32(1 + 2 ** -23);
+  assert.equal(fmaf(v, a, b), 1 + 2 ** -23);
+  assert.equal(Math.fround(v * a + b), 1 + 2 ** -22);
+  // Mirrored: v*a = 2**-24 + 2**-60, so the exact sum lies just above the midpoint between 1 + 2**-22 (even) and
+  // 1 + 3 * 2**-23; float64 drops the 2**-60 and ties-to-even then rounds down.
+  const v2 = f32(1 + 2 ** -12);
+  const a2 = f32((1 - 2 ** -12 + 2 ** -24) * 2 ** -24);
+  const b2 = f32(1 + 2 ** -22);
+  assert.equal(fmaf(v2, a2, b2), 1 + 3 * 2 ** -23);
+  assert.equal(Math.fround(v2 * a2 + b2), 1 + 2 ** -22);
+});
+
+test('fmaf agrees with Math.fround where no double rounding can occur, subnormals included', () => {
+  assert.equal(fmaf(f32(0.5), f32(0.25), f32(1)), 1.125);
+  assert.equal(fmaf(2 ** -149, f32(0.5), 0), 0); // a tie at the smallest subnormal rounds to even (zero)
+  assert.equal(fmaf(2 ** -149, f32(1.5), 0), 2 ** -148);
+  assert.equal(fmaf(f32(3), f32(-1), f32(3)), 0);
+  assert.equal(fmaSteps(f32(0.75), 0, f32(2), f32(1)), f32(0.75));
+  assert.equal(fmaSteps(f32(0.75), 3, f32(2), f32(1)), f32(((0.75 * 2 + 1) * 2 + 1) * 2 + 1));
+});
+
+test('ulpDistance counts float32 steps across zero and treats NaN as infinitely far', () => {
+  assert.equal(ulpDistance(1, 1), 0);
+  assert.equal(ulpDistance(1, 1 + 2 ** -23), 1);
+  assert.equal(ulpDistance(1, 1 - 2 ** -24), 1);
+  assert.equal(ulpDistance(2 ** -149, -(2 ** -149)), 2);
+  assert.equal(ulpDistance(0, -0), 0);
+  assert.equal(ulpDistance(Number.NaN, 1), Number.POSITIVE_INFINITY);
+});
+
+test('sampleIndices spreads the sample from the first to the last element and includes the hook element', () => {
+  const sample = sampleIndices(1_000_000);
+  assert.equal(sample.length, 256);
+  assert.equal(sample[0], 0);
+  assert.equal(sample.at(-1), 999_999);
+  assert.ok(sampleIndices(1_000_000, 4321).includes(4321));
+  assert.deepEqual(sampleIndices(3), [0, 1, 2]);
+  assert.deepEqual(sampleIndices(1), [0]);
+});
+
+test('quantile interpolates between neighbours of the sorted values', () => {
+  assert.equal(quantile([1, 2, 3, 4], 0.5), 2.5);
+  assert.equal(quantile([5], 0.99), 5);
+  assert.ok(Number.isNaN(quantile([], 0.5)));
+});
+
+test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {
+  const result = syntheticResults({ tasks: 4, modes: ['pool', 'legacy'] });
+  result.environment.device.name = 'Test <GPU>';
+  result.modes[0]!.lastRunTasks![0]!.streamId = '7</script><b>';
+  const html = timelineHtml(result);
+  const json = /<script type="application\/json" id="timeline-data">([\s\S]*?)<\/script>/.exec(html);
+  assert.ok(json);
+  const data = JSON.parse(json[1]!);
+  assert.equal(data.schema, TIMELINE_SCHEMA);
+  assert.deepEqual(data.phases, PHASES);
+  assert.deepEqual(data.modes.map((m: { mode: string }) => m.mode), ['pool', 'legacy']);
+  const pool = data.modes[0];
+  assert.equal(pool.rows.reduce((n: number, row: { tasks: number[] }) => n + row.tasks.length, 0), 4);
+  assert.ok(pool.rows.some((row: { streamId: string }) => row.streamId === '7</script><b>'), 'the stream id survives the embedding');
+  assert.ok(!html.includes('<b>') && !html.includes('Test <GPU>'), 'labels and names are escaped');
+  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href=|@import|url\(http/i);
+});
+
+test('a mode without phase times gets a section with its figures and a note, and no canvas', () => {
+  const result = syntheticResults({ tasks: 4, modes: ['pool', 'lease'] });
+  result.modes[1]!.lastRunTasks = null;
+  const html = timelineHtml(result);
+  assert.match(html, /<section data-mode="lease"><h2>lease<\/h2>[\s\S]*?No phase times were recorded/);
+  assert.equal((html.match(/<canvas /g) ?? []).length, 1);
+});

@@ -1,0 +1,109 @@
+// Without a driver (CUDA_STREAM_POOL_LIBCUDA pointing at a missing file), or without a loadable native addon, the
+// package imports, reports why, and every GPU call throws CudaUnavailableError. Runs everywhere, in child processes.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+
+import { runChild } from '../support/child.js';
+import { repositoryRoot } from '../support/gpu.js';
+
+test('without a driver, importing works, Device.count() is 0 and GPU calls throw CudaUnavailableError', async () => {
+  const result = await runChild(
+    `
+    import { cuda, Device, Stream, Event, CudaUnavailableError } from 'cuda-stream-pool';
+    const out = { available: cuda.available, reason: cuda.unavailableReason, version: cuda.driverVersion,
+                  versionString: cuda.driverVersionString, codes: [],
+                  count: Device.count(), live: cuda.liveObjects(), errors: [] };
+    for (const call of [() => Device.get(0), () => Stream.create(), () => Event.create(), () => Stream.perThread()]) {
+      try { call(); out.errors.push('no error'); }
+      catch (e) { out.errors.push(e instanceof CudaUnavailableError ? e.name + ': ' + e.message : 'wrong: ' + e); out.codes.push(e.code); }
+    }
+    console.log(JSON.stringify(out));
+  `,
+    { CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const out = JSON.parse(result.stdout);
+  assert.equal(out.available, false);
+  assert.match(out.reason, /\/nonexistent\/libcuda\.so\.1 \(from CUDA_STREAM_POOL_LIBCUDA\)/);
+  assert.match(out.reason, /Install the NVIDIA driver/);
+  assert.equal(out.version, undefined);
+  assert.equal(out.versionString, undefined);
+  assert.deepEqual(out.codes, ['ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE']);
+  assert.equal(out.count, 0);
+  assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
+  assert.equal(out.errors.length, 4);
+  for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
+});
+
+/** The node_modules folder that holds the library's dependencies: the repository's, or the one the package was
+ * installed into when the suite runs against an installed copy. */
+let dependencies = createRequire(realpathSync(path.join(repositoryRoot, 'dist', 'src', 'index.js'))).resolve('commander');
+while (path.basename(dependencies) !== 'node_modules') dependencies = path.dirname(dependencies);
+
+/** A copy of the package without its native addon: package.json and dist/src, with the library's dependencies.
+ * `broken`: a file that is not a shared library stands where the local build would be. */
+function packageWithoutAddon(t: { after(fn: () => void): void }, broken = false): string {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'csp-no-addon-'));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  copyFileSync(path.join(repositoryRoot, 'package.json'), path.join(root, 'package.json'));
+  cpSync(path.join(repositoryRoot, 'dist', 'src'), path.join(root, 'dist', 'src'), { recursive: true, dereference: true });
+  symlinkSync(dependencies, path.join(root, 'node_modules'));
+  if (broken) {
+    mkdirSync(path.join(root, 'build', 'Release'), { recursive: true });
+    writeFileSync(path.join(root, 'build', 'Release', 'cuda_stream_pool.node'), 'not a shared library');
+  }
+  return root;
+}
+
+for (const broken of [false, true]) {
+  const what = broken ? 'with a broken native addon' : 'without its native addon';
+  test(`${what}, importing works and every GPU call throws CudaUnavailableError saying what to do`, async (t) => {
+    const root = packageWithoutAddon(t, broken);
+    const result = await runChild(`
+      const { cuda, Device, Stream, StreamPool, PinnedBuffer, CudaUnavailableError } =
+        await import(${JSON.stringify(pathToFileURL(path.join(root, 'dist', 'src', 'index.js')).href)});
+      const out = { available: cuda.available, reason: cuda.unavailableReason, version: cuda.driverVersion,
+                    count: Device.count(), live: cuda.liveObjects(), errors: [] };
+      for (const call of [() => Device.get(0), () => Stream.create(), () => new StreamPool({ size: 2 }),
+                          () => PinnedBuffer.alloc(16)]) {
+        try { call(); out.errors.push('no error'); }
+        catch (e) { out.errors.push(e instanceof CudaUnavailableError ? e.message : 'wrong: ' + e); }
+      }
+      console.log(JSON.stringify(out));
+    `);
+    assert.equal(result.code, 0, result.stderr);
+    const out = JSON.parse(result.stdout);
+    assert.equal(out.available, false);
+    if (broken) {
+      assert.match(out.reason, /build\/Release\/cuda_stream_pool\.node failed to load: .*(invalid ELF header|file too short)/);
+      assert.match(out.reason, /npm rebuild cuda-stream-pool --build-from-source/);
+    } else {
+      assert.match(out.reason, /native addon of cuda-stream-pool is missing/);
+      assert.match(out.reason, new RegExp(`prebuilt binary for ${process.platform}-${process.arch}`));
+      assert.match(out.reason, /npm rebuild cuda-stream-pool/);
+    }
+    assert.equal(out.version, undefined);
+    assert.equal(out.count, 0);
+    assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
+    assert.deepEqual(out.errors, Array(4).fill(`CUDA is not available: ${out.reason}`));
+  });
+
+  test(`${what}, the CLI prints its version, and bench exits 2 with the reason`, (t) => {
+    const root = packageWithoutAddon(t, broken);
+    const main = path.join(root, 'dist', 'src', 'cli', 'main.js');
+    const version = spawnSync(process.execPath, [main, '--version'], { encoding: 'utf8' });
+    assert.equal(version.status, 0, version.stderr);
+    assert.match(version.stdout, /^\d+\.\d+\.\d+/);
+    const bench = spawnSync(process.execPath, [main, 'bench', '--runs', '1'], { encoding: 'utf8' });
+    assert.equal(bench.status, 2, bench.stderr);
+    assert.match(bench.stderr, /bench needs a CUDA GPU and cannot run here: the native addon of cuda-stream-pool/);
+    assert.match(bench.stderr, /npm rebuild cuda-stream-pool/);
+    assert.doesNotMatch(bench.stderr, /\n\s+at /, 'no stack trace');
+  });
+}

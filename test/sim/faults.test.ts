@@ -1,0 +1,91 @@
+// Faults and lost completion markers on the simulated driver: a kernel that faults the device (sticky), a ticket that
+// never lands, a device without 64-bit stream memory operations. Waits neither resolve falsely nor hang.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+
+const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
+
+test('a launch that faults the device: its wait, a wait on another stream and every later wait reject with the sticky error within 100 ms, and frees stop throwing', needsCompiler, async () => {
+  const result = await simulatedJson<{ codes: string[]; ms: number; healthy: boolean; freed: boolean; later: string }>(
+    `import { Device, DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
+     const module = await Module.load(${ptx});
+     const kernel = module.getFunction('noop', []);
+     const [a, b] = [Stream.create(), Stream.create()];
+     const buffer = DeviceBuffer.alloc(4096, { stream: b });
+     for (let i = 0; i < 50; i++) b.fill(buffer, i); // b has work pending when the device faults
+     const started = performance.now();
+     kernel.launch({ grid: 1, block: 1, stream: a });
+     const codes = await Promise.all([a.synchronize(), b.synchronize()].map((p) => p.then(() => 'resolved', (e) => e.code)));
+     const ms = performance.now() - started;
+     let freed = true;
+     try { buffer.free(); } catch { freed = false; }
+     let later = 'created';
+     try { Stream.create(); } catch (e) { later = e.code; }
+     console.log(JSON.stringify({ codes, ms, healthy: Device.get(0).healthy, freed, later }));`,
+    { fail: 'cuLaunchKernel:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS', operationDelayUs: 2000 },
+  );
+  assert.deepEqual(result.codes, ['CUDA_ERROR_ILLEGAL_ADDRESS', 'CUDA_ERROR_ILLEGAL_ADDRESS']);
+  assert.ok(result.ms < 2 + 100 + 100, `the waits took ${result.ms} ms`); // the fault comes after one 2 ms operation
+  assert.equal(result.healthy, false);
+  assert.equal(result.freed, true);
+  assert.equal(result.later, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+});
+
+test('a completion ticket that never lands: the wait still settles once the stream is idle, and a staged copy lands', needsCompiler, async () => {
+  const result = await simulatedJson<{ settled: string; landed: boolean; lost: number }>(
+    `import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(4096, { stream });
+     stream.fill(buffer, 9);
+     const destination = new Uint8Array(4096);
+     stream.copy(destination, buffer);
+     const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000).unref());
+     const settled = await Promise.race([stream.synchronize().then(() => 'resolved', (e) => e.code), timeout]);
+     console.log(JSON.stringify({ settled, landed: destination.every((b) => b === 9), lost: completionStats().lostTickets }));`,
+    { fail: 'cuStreamWriteValue64:1+=lost', operationDelayUs: 500 },
+  );
+  assert.deepEqual(result, { settled: 'resolved', landed: true, lost: 2 });
+});
+
+test('without 64-bit stream memory operations, waits and staged copies use event markers', needsCompiler, async () => {
+  const result = await simulatedJson<{ marker: string; landed: boolean; big: boolean }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     import { native } from '#library/binding/binding.js';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(4 << 20, { stream });
+     stream.fill(buffer, 5);
+     const small = new Uint8Array(4096);
+     stream.copy(small, buffer, { byteLength: 4096 });
+     const big = new Uint8Array(4 << 20);
+     stream.copy(big, buffer);
+     await stream.synchronize();
+     console.log(JSON.stringify({ marker: native.completionMarker(0), landed: small.every((b) => b === 5), big: big.every((b) => b === 5) }));`,
+    { env: { SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS: '1', CUDA_STREAM_POOL_STAGING_BYTES: String(1 << 20) }, operationDelayUs: 200 },
+  );
+  assert.deepEqual(result, { marker: 'event', landed: true, big: true });
+});
+
+test('a long wait on the per-thread default stream is not taken for a lost ticket: it settles after its work', needsCompiler, async () => {
+  // The poller cannot ask about another thread's per-thread stream (the handle names its own), so it must not try.
+  const result = await simulatedJson<{ waitedMs: number; stamped: boolean }>(
+    `import { readFileSync } from 'node:fs';
+     import { DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
+     const tests = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+     const stream = Stream.perThread();
+     const stamps = DeviceBuffer.alloc(16, { stream });
+     stream.fill(stamps, 0);
+     await stream.synchronize();
+     const started = performance.now();
+     tests.getFunction('spin', ['u64', 'ptr']).launch({ grid: 1, block: 1, stream }, 200_000_000n, stamps);
+     await stream.synchronize();
+     const waitedMs = performance.now() - started;
+     const words = new BigUint64Array(2);
+     stream.copy(words, stamps);
+     await stream.synchronize();
+     console.log(JSON.stringify({ waitedMs, stamped: words[1] > words[0] && words[0] > 0n }));`,
+  );
+  assert.ok(result.waitedMs >= 190, `the wait settled after ${result.waitedMs} ms of a 200 ms kernel`);
+  assert.equal(result.stamped, true);
+});

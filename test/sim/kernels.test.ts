@@ -1,0 +1,61 @@
+// The project's kernels on the simulated driver's CPU: the test kernels and the benchmark's kernel, loaded from their
+// committed PTX, write what the GPU writes, spin kernels of two streams overlap by their %globaltimer stamps, and a
+// write through an unallocated address is a sticky fault.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+
+const load = `
+  import { readFileSync } from 'node:fs';
+  import { DeviceBuffer, Module, Stream } from 'cuda-stream-pool';
+  const tests = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+  const bench = await Module.load(readFileSync('packages/cuda-stream-pool-bench/kernels/bench.ptx', 'utf8'));`;
+
+test('fill_u32 fills n words of a grid that covers them, and fma_steps applies fmaf step by step', needsCompiler, async () => {
+  const result = await simulatedJson<{ filled: number[]; fma: number[] }>(
+    `${load}
+     import { fmaf } from '#bench/fmaf.js';
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(64 * 4, { stream });
+     stream.fill(words, 0, { elementSize: 4 });
+     tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']).launch({ grid: 1, block: 32, stream }, words, 7, 40); // 32 threads
+     const filled = [...new Set(await words.toArray(Uint32Array, { stream }))];
+     const input = Float32Array.from({ length: 100 }, (_, i) => i / 7);
+     const data = DeviceBuffer.from(input, { stream });
+     bench.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']).launch({ grid: 1, block: 128, stream }, data, 100, 5, 1.0001, 0.5);
+     const out = await data.toArray(Float32Array, { stream });
+     const fma = [...out].map((v, i) => { let e = input[i]; for (let s = 0; s < 5; s++) e = fmaf(e, Math.fround(1.0001), 0.5); return v === e ? 1 : 0; });
+     console.log(JSON.stringify({ filled, fma: [...new Set(fma)] }));`,
+  );
+  assert.deepEqual(result, { filled: [7, 0], fma: [1] });
+});
+
+test('spin kernels of two streams overlap, as their %globaltimer stamps show', needsCompiler, async () => {
+  const result = await simulatedJson<{ overlapNs: number; lengthsNs: number[] }>(
+    `${load}
+     const spin = tests.getFunction('spin', ['u64', 'ptr']);
+     const [a, b] = [Stream.create(), Stream.create()];
+     const stamps = [DeviceBuffer.alloc(16, { stream: a }), DeviceBuffer.alloc(16, { stream: b })];
+     spin.launch({ grid: 1, block: 1, stream: a }, 50_000_000n, stamps[0]);
+     spin.launch({ grid: 1, block: 1, stream: b }, 50_000_000n, stamps[1]);
+     const [x, y] = await Promise.all([stamps[0].toArray(BigUint64Array, { stream: a }), stamps[1].toArray(BigUint64Array, { stream: b })]);
+     const overlapNs = Number((x[1] < y[1] ? x[1] : y[1]) - (x[0] > y[0] ? x[0] : y[0]));
+     console.log(JSON.stringify({ overlapNs, lengthsNs: [Number(x[1] - x[0]), Number(y[1] - y[0])] }));`,
+  );
+  for (const length of result.lengthsNs) assert.ok(length >= 50_000_000, `a spin of ${length} ns`);
+  assert.ok(result.overlapNs > 25_000_000, `the spins overlapped ${result.overlapNs} ns of 50 ms`);
+});
+
+test('write_invalid faults the device: the wait rejects with CUDA_ERROR_ILLEGAL_ADDRESS and the driver says where', needsCompiler, async () => {
+  const { runSimulated } = await import('../support/simulated-driver.js');
+  const result = await runSimulated(
+    `${load}
+     const stream = Stream.create();
+     tests.getFunction('write_invalid', ['u64']).launch({ grid: 1, block: 1, stream }, 0x10n);
+     console.log(await stream.synchronize().then(() => 'resolved', (e) => e.code));`,
+  );
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(result.stdout.trim(), 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.match(result.stderr, /simulated driver: kernel write_invalid on device 0: 4 bytes at 0x10 are not allocated/);
+});
