@@ -11,7 +11,8 @@ import { pathToFileURL } from 'node:url';
 import { benchAddon, BENCH_ADDON_TARGET } from '#bench/bench-addon.js';
 import { addonPath, native, packageRoot } from '#library/binding/binding.js';
 import { runChild } from '../support/child.js';
-import { gpu, repositoryRoot } from '../support/gpu.js';
+import { gpu } from '../support/gpu.js';
+import { benchDist, benchRoot, libraryRoot } from '../support/paths.js';
 
 function scratchRoot(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'csp-bench-addon-'));
@@ -19,30 +20,26 @@ function scratchRoot(t: { after(fn: () => void): void }): string {
   return dir;
 }
 
-test('addonPath() finds the benchmark addon in build/Release first, then in its own folder of the prebuilds', (t) => {
+test('addonPath() finds a package\'s addon in build/Release first, then where node-gyp-build puts its prebuild', (t) => {
   const root = scratchRoot(t);
   assert.equal(addonPath(BENCH_ADDON_TARGET, root), undefined);
   const prebuilds = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
-  mkdirSync(path.join(prebuilds, BENCH_ADDON_TARGET), { recursive: true });
+  mkdirSync(prebuilds, { recursive: true });
   writeFileSync(path.join(prebuilds, 'node.napi.glibc.node'), '');
-  assert.equal(addonPath(BENCH_ADDON_TARGET, root), undefined, 'the library prebuild is not the benchmark addon');
-  assert.equal(addonPath('cuda_stream_pool', root), path.join(prebuilds, 'node.napi.glibc.node'));
-  writeFileSync(path.join(prebuilds, BENCH_ADDON_TARGET, 'node.napi.glibc.node'), '');
-  assert.equal(addonPath(BENCH_ADDON_TARGET, root), path.join(prebuilds, BENCH_ADDON_TARGET, 'node.napi.glibc.node'));
+  assert.equal(addonPath(BENCH_ADDON_TARGET, root), path.join(prebuilds, 'node.napi.glibc.node'));
   const release = path.join(root, 'build', 'Release');
   mkdirSync(release, { recursive: true });
   writeFileSync(path.join(release, `${BENCH_ADDON_TARGET}.node`), '');
   assert.equal(addonPath(BENCH_ADDON_TARGET, root), path.join(release, `${BENCH_ADDON_TARGET}.node`));
 });
 
-test('the library loader picks the library binary and the library exports none of the benchmark functions', () => {
-  const found = addonPath(BENCH_ADDON_TARGET);
+test('each package loads its own binary, and the library\'s exports none of the benchmark functions', () => {
+  const found = addonPath(BENCH_ADDON_TARGET, benchRoot);
   assert.ok(found, 'the benchmark addon is built');
-  // build/Release/cuda_stream_pool_bench.node, or the prebuild in its own folder, prebuilds/<platform>/cuda_stream_pool_bench/
-  assert.match(found, /cuda_stream_pool_bench(\.node|[\\/]node\.napi\.glibc\.node)$/);
+  assert.ok(found.startsWith(benchRoot + path.sep), found);
   const nodeGypBuild = createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string };
   const library = nodeGypBuild.resolve(packageRoot);
-  assert.notEqual(path.resolve(library), path.resolve(found));
+  assert.ok(path.resolve(library).startsWith(libraryRoot + path.sep), library);
   assert.doesNotMatch(path.basename(library), /bench/);
   const benchFunctions = Object.keys(benchAddon()).filter((name) => name !== 'setErrorFactory');
   assert.ok(benchFunctions.includes('runTasks') && benchFunctions.includes('streamCreateDestroyLoop'), benchFunctions.join(', '));
@@ -52,7 +49,7 @@ test('the library loader picks the library binary and the library exports none o
 });
 
 test('without a driver the benchmark addon loads, its calls throw CudaUnavailableError and runTasks rejects with it', async () => {
-  const addonUrl = pathToFileURL(path.join(repositoryRoot, 'dist', 'src', 'bench', 'bench-addon.js')).href;
+  const addonUrl = pathToFileURL(path.join(benchDist, 'bench-addon.js')).href;
   const result = await runChild(
     `
     import { CudaUnavailableError } from 'cuda-stream-pool';

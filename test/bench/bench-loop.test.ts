@@ -3,16 +3,15 @@
 // ascending phase times; a wrong output element still fails the run naming the task.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { repositoryRoot } from '../support/paths.js';
+import { benchCli, repositoryRoot } from '../support/paths.js';
 import { needsCompiler, simulatedDriver } from '../support/simulated-driver.js';
 
 const SMALL = ['--tasks', '48', '--concurrency', '8', '--pool-size', '4', '--runs', '1', '--elements', '4096', '--intensity', '3'];
 
 function bench(args: string[], env: Record<string, string> = {}) {
-  return spawnSync(process.execPath, [path.join('dist', 'src', 'cli', 'main.js'), 'bench', ...args], {
+  return spawnSync(process.execPath, [benchCli, 'bench', ...args], {
     cwd: repositoryRoot,
     encoding: 'utf8',
     env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: simulatedDriver(), SIMULATED_DRIVER_DEVICES: '1', ...env },

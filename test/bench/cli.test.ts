@@ -9,6 +9,7 @@ import { Device } from 'cuda-stream-pool';
 import { gpu, gpuNotSimulated, onSimulatedDriver, repositoryRoot } from '../support/gpu.js';
 import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
+import { benchCli, benchRoot } from '../support/paths.js';
 
 const fixture = benchFixture();
 
@@ -22,7 +23,7 @@ function cli(args: string[], options: { env?: Record<string, string>; noGpu?: bo
   delete env.CUDA_STREAM_POOL_BENCH_CORRUPT;
   Object.assign(env, options.env);
   if (options.noGpu) env.CUDA_STREAM_POOL_LIBCUDA = '/nonexistent/libcuda.so.1';
-  const result = spawnSync(process.execPath, [path.join('dist', 'src', 'cli', 'main.js'), ...args], {
+  const result = spawnSync(process.execPath, [benchCli, ...args], {
     cwd: repositoryRoot,
     env,
     encoding: 'utf8',
@@ -613,7 +614,7 @@ test('bench --phases alone adds the phase times to --json and writes no file', g
 });
 
 test('--version and -v print the package version and exit 0', () => {
-  const { version } = JSON.parse(readFileSync(path.join(repositoryRoot, 'package.json'), 'utf8')) as { version: string };
+  const { version } = JSON.parse(readFileSync(path.join(benchRoot, 'package.json'), 'utf8')) as { version: string };
   for (const flag of ['--version', '-v']) {
     const result = cli([flag], { noGpu: true });
     assert.equal(result.status, 0, `${flag}: ${result.stderr}`);

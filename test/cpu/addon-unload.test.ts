@@ -9,6 +9,7 @@ import { test } from 'node:test';
 
 import { runChild } from '../support/child.js';
 import { repositoryRoot } from '../support/gpu.js';
+import { libraryDist } from '../support/paths.js';
 
 test('a worker that alone loaded the library, made pool memory and exited leaves the process running', async () => {
   const outcomes: (number | string | null)[] = [];
@@ -16,8 +17,8 @@ test('a worker that alone loaded the library, made pool memory and exited leaves
     const result = await runChild(`
       import { Worker } from 'node:worker_threads';
       const worker = new Worker(\`(async () => {
-        const { native } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'native.js'))});
-        const { poolLayout } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'pool-words.js'))});
+        const { native } = await import(${JSON.stringify(path.join(libraryDist, 'binding', 'binding.js'))});
+        const { poolLayout } = await import(${JSON.stringify(path.join(libraryDist, 'pool', 'pool-words.js'))});
         const description = native.poolCreateShared(4, poolLayout(4));
         native.poolDestroy(description.handle);
         process.exit(0);

@@ -2,7 +2,7 @@
 // package imports, reports why, and every GPU call throws CudaUnavailableError. Runs everywhere, in child processes.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
 import { runChild } from '../support/child.js';
-import { repositoryRoot } from '../support/gpu.js';
+import { benchRoot, libraryDist, libraryRoot } from '../support/paths.js';
 
 test('without a driver, importing works, Device.count() is 0 and GPU calls throw CudaUnavailableError', async () => {
   const result = await runChild(
@@ -41,33 +41,39 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });
 
-/** The node_modules folder that holds the library's dependencies: the repository's, or the one the package was
+/** The node_modules folder that holds the packages' dependencies: the repository's, or the one the package was
  * installed into when the suite runs against an installed copy. */
-let dependencies = createRequire(realpathSync(path.join(repositoryRoot, 'dist', 'src', 'index.js'))).resolve('commander');
+let dependencies = createRequire(realpathSync(path.join(libraryDist, 'index.js'))).resolve('node-gyp-build');
 while (path.basename(dependencies) !== 'node_modules') dependencies = path.dirname(dependencies);
 
-/** A copy of the package without its native addon: package.json and dist/src, with the library's dependencies.
- * `broken`: a file that is not a shared library stands where the local build would be. */
-function packageWithoutAddon(t: { after(fn: () => void): void }, broken = false): string {
+/** A node_modules folder with copies of the two packages (package.json and dist; the benchmark's kernels too) and
+ * every other dependency linked, where the library has no native addon. `broken`: a file that is not a shared
+ * library stands where the library's local build would be. Returns the library's folder and the command's file. */
+function packageWithoutAddon(t: { after(fn: () => void): void }, broken = false): { library: string; cli: string } {
   const root = mkdtempSync(path.join(os.tmpdir(), 'csp-no-addon-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
-  copyFileSync(path.join(repositoryRoot, 'package.json'), path.join(root, 'package.json'));
-  cpSync(path.join(repositoryRoot, 'dist', 'src'), path.join(root, 'dist', 'src'), { recursive: true, dereference: true });
-  symlinkSync(dependencies, path.join(root, 'node_modules'));
+  const modules = path.join(root, 'node_modules');
+  mkdirSync(modules);
+  for (const name of readdirSync(dependencies))
+    if (!name.startsWith('cuda-stream-pool') && !name.startsWith('.')) symlinkSync(path.join(dependencies, name), path.join(modules, name));
+  const library = path.join(modules, 'cuda-stream-pool');
+  const bench = path.join(modules, 'cuda-stream-pool-bench');
+  for (const [from, to, parts] of [[libraryRoot, library, ['package.json', 'dist']], [benchRoot, bench, ['package.json', 'dist', 'kernels']]] as const)
+    for (const part of parts) cpSync(path.join(from, part), path.join(to, part), { recursive: true, dereference: true });
   if (broken) {
-    mkdirSync(path.join(root, 'build', 'Release'), { recursive: true });
-    writeFileSync(path.join(root, 'build', 'Release', 'cuda_stream_pool.node'), 'not a shared library');
+    mkdirSync(path.join(library, 'build', 'Release'), { recursive: true });
+    writeFileSync(path.join(library, 'build', 'Release', 'cuda_stream_pool.node'), 'not a shared library');
   }
-  return root;
+  return { library, cli: path.join(bench, 'dist', 'cli', 'main.js') };
 }
 
 for (const broken of [false, true]) {
   const what = broken ? 'with a broken native addon' : 'without its native addon';
   test(`${what}, importing works and every GPU call throws CudaUnavailableError saying what to do`, async (t) => {
-    const root = packageWithoutAddon(t, broken);
+    const { library } = packageWithoutAddon(t, broken);
     const result = await runChild(`
       const { cuda, Device, Stream, StreamPool, PinnedBuffer, CudaUnavailableError } =
-        await import(${JSON.stringify(pathToFileURL(path.join(root, 'dist', 'src', 'index.js')).href)});
+        await import(${JSON.stringify(pathToFileURL(path.join(library, 'dist', 'index.js')).href)});
       const out = { available: cuda.available, reason: cuda.unavailableReason, version: cuda.driverVersion,
                     count: Device.count(), live: cuda.liveObjects(), errors: [] };
       for (const call of [() => Device.get(0), () => Stream.create(), () => new StreamPool({ size: 2 }),
@@ -95,8 +101,7 @@ for (const broken of [false, true]) {
   });
 
   test(`${what}, the CLI prints its version, and bench exits 2 with the reason`, (t) => {
-    const root = packageWithoutAddon(t, broken);
-    const main = path.join(root, 'dist', 'src', 'cli', 'main.js');
+    const { cli: main } = packageWithoutAddon(t, broken);
     const version = spawnSync(process.execPath, [main, '--version'], { encoding: 'utf8' });
     assert.equal(version.status, 0, version.stderr);
     assert.match(version.stdout, /^\d+\.\d+\.\d+/);

@@ -35,6 +35,6 @@ test('the README shows the example file as it is, without its first comment line
 }, () => {
   const file = readFileSync(path.join(repositoryRoot, 'examples', 'scale-partitions.ts'), 'utf8');
   const readme = readFileSync(path.join(repositoryRoot, 'README.md'), 'utf8');
-  const shown = /From `examples\/scale-partitions.ts`[^\n]*\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  const shown = /From \[?`examples\/scale-partitions.ts`[^\n]*\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   assert.equal(shown, file.slice(file.indexOf('\n') + 1));
 });

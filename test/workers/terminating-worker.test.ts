@@ -8,7 +8,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { runChild } from '../support/child.js';
-import { gpu, repositoryRoot } from '../support/gpu.js';
+import { gpu } from '../support/gpu.js';
+import { libraryDist } from '../support/paths.js';
 
 test('terminating workers in the middle of native calls that throw leaves the process running', async () => {
   // Without the define, 16 workers terminated at random within 5 ms aborted the process in the first round.
@@ -20,7 +21,7 @@ test('terminating workers in the middle of native calls that throw leaves the pr
       for (let i = 0; i < 16; i++) {
         const worker = new Worker(\`
           import { parentPort } from 'node:worker_threads';
-          const { native } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'native.js'))});
+          const { native } = await import(${JSON.stringify(path.join(libraryDist, 'binding', 'binding.js'))});
           parentPort.postMessage('ready');
           for (;;) {
             try { native.poolDestroy('not a pool handle'); } catch {}
@@ -43,7 +44,7 @@ test('workers terminated while they create streams, events and device buffers le
   // once it leaked its stream or memory, and the process's live-object counts never came back.
   const result = await runChild(`
     import { Worker } from 'node:worker_threads';
-    const { cuda, Device } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'index.js'))});
+    const { cuda, Device } = await import(${JSON.stringify(path.join(libraryDist, 'index.js'))});
     Device.get(0);
     const start = JSON.stringify(cuda.liveObjects());
     for (let round = 0; round < 4; round++) {
@@ -51,7 +52,7 @@ test('workers terminated while they create streams, events and device buffers le
       for (let i = 0; i < 8; i++) {
         const worker = new Worker(\`
           import { parentPort } from 'node:worker_threads';
-          const { DeviceBuffer, Event, Stream } = await import(${JSON.stringify(path.join(repositoryRoot, 'dist', 'src', 'index.js'))});
+          const { DeviceBuffer, Event, Stream } = await import(${JSON.stringify(path.join(libraryDist, 'index.js'))});
           const kept = [];
           parentPort.postMessage('ready');
           for (let n = 0; ; n++) {

@@ -1,5 +1,5 @@
 // Per-environment state (one per main thread or worker): every JS reference the addon holds lives here.
-// Process-wide state is only the driver table, contexts, pools, guards and counters (src/native/DESIGN.md).
+// Process-wide state is only the driver table, contexts, pools, guards and counters (src/internal/DESIGN.md).
 #pragma once
 #include <napi.h>
 

@@ -1,5 +1,5 @@
 // The addon binding: loaded once per thread (main or worker), typed here so the rest of the TS layer sees plain
-// functions. Mechanism only: arguments are validated by the callers (src/native/DESIGN.md).
+// functions. Mechanism only: arguments are validated by the callers (src/internal/DESIGN.md).
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';

@@ -1,5 +1,5 @@
 // Checked driver calls, the errors they raise, the per-device fault record and the live-object counters.
-// NOT_READY is a status, never an error; sticky faults mark the device (Rules in src/native/DESIGN.md).
+// NOT_READY is a status, never an error; sticky faults mark the device (Rules in src/internal/DESIGN.md).
 #pragma once
 #include <napi.h>
 #include "internal/cuda-driver.h"

@@ -52,7 +52,7 @@ struct NvrtcState {
   std::vector<int> supported_archs;  // 75, 80, 90, ...; empty when NVRTC cannot list them
 };
 
-// Process-wide, like the driver table; holds no JS reference (src/native/DESIGN.md).
+// Process-wide, like the driver table; holds no JS reference (src/internal/DESIGN.md).
 Nvrtc g_nvrtc;
 NvrtcState g_state;
 std::once_flag g_once;

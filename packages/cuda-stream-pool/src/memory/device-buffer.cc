@@ -271,7 +271,7 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
 }
 
 // deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined.
-// Never throws after a sticky fault of the device: frees stop throwing then (Rules in src/native/DESIGN.md).
+// Never throws after a sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
