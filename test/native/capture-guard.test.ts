@@ -1,4 +1,4 @@
-// The capture guard (src/native/capture_guard.cc), compiled into a small program of its own with no GPU: device-wide
+// The capture guard (packages/cuda-stream-pool/src/stream/capture.cc), compiled into a small program of its own with no GPU: device-wide
 // calls (a device synchronize, a managed free, a module unload) never run while a capture is open on their device,
 // in any thread, and the ones deferred by a capture all run once the captures are over. Without the handshake (a
 // capture that does not wait for calls in flight) the same program counts thousands of overlaps.

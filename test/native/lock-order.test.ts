@@ -1,4 +1,4 @@
-// The native layer's lock order checker (src/native/lock_order.h), compiled into a small program of its own: with
+// The native layer's lock order checker (packages/cuda-stream-pool/src/internal/lock-order.h), compiled into a small program of its own: with
 // CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 it aborts on the first mutex taken out of order, naming both; in order, or
 // without the variable, it stays out of the way.
 import assert from 'node:assert/strict';

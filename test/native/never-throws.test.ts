@@ -1,4 +1,4 @@
-// never_throws (src/native/never_throws.h), compiled into a small program of its own: an exception thrown inside a
+// never_throws (packages/cuda-stream-pool/src/internal/never-throws.h), compiled into a small program of its own: an exception thrown inside a
 // callback body is caught, counted and its message kept (which cuda.callbackFailures() reports), from any thread.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

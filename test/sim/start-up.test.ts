@@ -26,9 +26,9 @@ async function startWith(fail: string): Promise<Outcome> {
   return JSON.parse(result.stdout.trim()) as Outcome;
 }
 
-// The entry points the loader resolves, required ones first, in its order (src/native/loader.h).
+// The entry points the loader resolves, required ones first, in its order (packages/cuda-stream-pool/src/internal/loader.h).
 function entryPoints(list: string): string[] {
-  const loader = readFileSync(path.join(repositoryRoot, 'src', 'native', 'loader.h'), 'utf8');
+  const loader = readFileSync(path.join(repositoryRoot, 'packages', 'cuda-stream-pool', 'src', 'internal', 'loader.h'), 'utf8');
   const body = loader.split(`#define ${list}(X)`)[1]!.split('\n\n')[0]!.split('//')[0]!;
   return [...body.matchAll(/X\((cu\w+),/g)].map((m) => m[1]!);
 }

@@ -397,12 +397,12 @@ async function main(): Promise<number> {
   return findings.length ? 1 : 0;
 }
 
-// Entry points that src/native calls (drv().name), which a workload should reach.
+// Entry points that the library's native sources call (drv().name), which a workload should reach.
 
 function nativeEntryPoints(): string[] {
   const found = new Set<string>();
-  const folder = path.join(repositoryRoot, 'src', 'native');
-  for (const file of readdirSync(folder).filter((f) => f.endsWith('.cc'))) {
+  const folder = path.join(repositoryRoot, 'packages', 'cuda-stream-pool', 'src');
+  for (const file of readdirSync(folder, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.cc'))) {
     for (const match of readFileSync(path.join(folder, file), 'utf8').matchAll(/\b(?:drv\(\)|g_driver|d)\.(cu[A-Za-z0-9_]+)\(/g)) found.add(match[1]!);
   }
   return [...found].sort();
