@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Tests the packed package as a user gets it. Run by .ci/run in a private mount namespace (unshare --mount), where it
+# Tests the packed packages (the library and the benchmark) as a user gets them. Run by .ci/run in a private mount namespace (unshare --mount), where it
 # hides the CUDA toolkit, Node's headers and every compiler, so installing can only succeed without compiling.
-#   installed-package.sh <tarball> <work folder> <node binary> [--qemu <arm64 library root>]
+#   installed-package.sh <library tarball> <benchmark tarball> <work folder> <node binary> [--qemu <arm64 library root>]
 # With --qemu the node binary is an arm64 one, run through qemu-aarch64-static, and only the parts that load the
 # binary run (imports, the CLI's exit codes, a smoke test of a few test files); type checks, npx and the whole suite
 # need the machine's own Node.js.
 set -euo pipefail
-tarball=$1 work=$2 node_bin=$3 qemu_root=${5:-}
+library_tarball=$1 bench_tarball=$2 work=$3 node_bin=$4 qemu_root=${6:-}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$work"
 
@@ -29,12 +29,21 @@ mkdir -p "$project"
 cd "$project"
 # allowScripts: npm 11 runs a dependency's install script only when the project allows it; the script must then
 # find the prebuilt binary and compile nothing.
-printf '{ "name": "consumer", "version": "1.0.0", "private": true, "allowScripts": { "cuda-stream-pool": true } }\n' \
-  >package.json
-npm install --no-audit --no-fund --foreground-scripts "$tarball"
+printf '{ "name": "consumer", "version": "1.0.0", "private": true,
+  "allowScripts": { "cuda-stream-pool": true, "cuda-stream-pool-bench": true } }\n' >package.json
+# The library alone first: it pulls no dependency of the benchmark or its command.
+npm install --no-audit --no-fund --foreground-scripts "$library_tarball"
 installed=$project/node_modules/cuda-stream-pool
-[ ! -e "$installed/build" ] || { echo 'the install compiled the addon (build/ exists)'; exit 1; }
-echo 'installed without compiling: no build/ folder'
+for dependency in commander zod cli-progress cli-table3 cuda-stream-pool-bench; do
+  [ ! -e "$project/node_modules/$dependency" ] || { echo "installing the library pulled $dependency"; exit 1; }
+done
+echo "the library alone: $(ls "$project/node_modules" | tr '\n' ' ')"
+npm install --no-audit --no-fund --foreground-scripts "$bench_tarball"
+installed_bench=$project/node_modules/cuda-stream-pool-bench
+for package in "$installed" "$installed_bench"; do
+  [ ! -e "$package/build" ] || { echo "the install compiled the addon of $package (build/ exists)"; exit 1; }
+done
+echo 'installed without compiling: no build/ folder in either package'
 
 if [ -n "$qemu_root" ]; then
   # Children (the test runner's files, the tests' own child processes) start process.execPath: point it at a
@@ -69,9 +78,9 @@ console.log('CommonJS require: the same exports');
 EOF
 "$node_bin" --no-warnings cjs.cjs
 
-cli=$installed/dist/src/cli/main.js
+cli=$installed_bench/dist/cli/main.js
 version=$("$node_bin" "$cli" -v)
-[ "$version" = "$(node -p "require('$installed/package.json').version")" ] || { echo "-v printed $version"; exit 1; }
+[ "$version" = "$(node -p "require('$installed_bench/package.json').version")" ] || { echo "-v printed $version"; exit 1; }
 set +e
 "$node_bin" "$cli" bench 2>"$work/bench.err"
 status=$?
@@ -121,16 +130,19 @@ EOF
   done
 fi
 
-# The test suite against the installed copy: its compiled tests beside a dist/src that is the installed one, so
-# every import of the library (by name or by path) reaches node_modules/cuda-stream-pool, which has no build/.
+# The test suite against the installed copies: its compiled tests in a tree whose packages/ are the installed ones
+# and whose node_modules links the repository's dependencies but the installed packages, so every import of the
+# library (by name, or by #library/ path) reaches node_modules/cuda-stream-pool, which has no build/.
 suite=$work/suite
-mkdir -p "$suite/dist" "$suite/test"
+mkdir -p "$suite/dist" "$suite/test" "$suite/packages" "$suite/node_modules"
 cp "$repo/package.json" "$suite/"
 cp -r "$repo/dist/test" "$repo/dist/examples" "$suite/dist/"
 cp -r "$repo/test/kernels" "$suite/test/"
-cp -r "$repo/kernels" "$suite/"
-ln -s "$installed/dist/src" "$suite/dist/src"
-ln -s "$repo/node_modules" "$suite/node_modules"
+ln -s "$installed" "$installed_bench" "$suite/packages/"
+for entry in "$repo"/node_modules/* "$repo"/node_modules/.bin; do
+  case $(basename "$entry") in cuda-stream-pool | cuda-stream-pool-bench) ;; *) ln -s "$entry" "$suite/node_modules/" ;; esac
+done
+ln -s "$installed" "$installed_bench" "$suite/node_modules/"
 cd "$suite"
 if [ -z "$qemu_root" ]; then
   "$node_bin" dist/test/support/run-tests.js
@@ -140,7 +152,7 @@ else
   # with the path it read before any preload ran, which qemu cannot start without binfmt_misc; so each file runs
   # directly (node:test then runs its tests in that process) and the counts add up.
   passed=0 failed=0 skipped=0 status=0
-  for file in unavailable errors never-throws addon-unload terminating-worker; do
+  for file in cpu/unavailable cpu/errors native/never-throws cpu/addon-unload workers/terminating-worker; do
     "$node_bin" --expose-gc "dist/test/$file.test.js" >"$work/test.tap" 2>&1 || status=1
     grep -E '^not ok|^# (pass|fail|skipped)' "$work/test.tap" | sed "s|^|$file: |" | grep -v ': # ' || true
     count() { sed -n "s/^# $1 \([0-9]*\)$/\1/p" "$work/test.tap" | tail -1; }
