@@ -2,7 +2,8 @@
 //   node dist/test/support/run-tests.js         skips allowed, reasons printed (CI without a GPU)
 //   node dist/test/support/run-tests.js --gpu   any skip fails the run (the GPU machine), except a multi-device
 //                                               test's "needs N GPUs" while fewer than N are visible
-//   node dist/test/support/run-tests.js --sim   every suite on the simulated driver (scripts/simulated-driver.cc,
+//   node dist/test/support/run-tests.js --sim   the suites that use a GPU (every area but cpu/ and native/, which
+//                                               never do) on the simulated driver (scripts/simulated-driver.cc,
 //                                               built here) with two devices; any skip fails the run except those
 //                                               of tests the simulator cannot run (test/support/gpu.ts, notSimulated),
 //                                               which are listed by reason at the end
@@ -37,10 +38,16 @@ if (simulated) {
   process.env.SIMULATED_DRIVER_DEVICES = '2';
 }
 
+/** The areas of test/ whose suites never touch a GPU: the sim tier leaves them out, as they would run the same. */
+const cpuOnlyAreas = new Set(['cpu', 'native']);
+
 function findTests(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'support' ? [] : findTests(full);
+    if (entry.isDirectory()) {
+      if (entry.name === 'support' || (simulated && dir === testDir && cpuOnlyAreas.has(entry.name))) return [];
+      return findTests(full);
+    }
     return entry.name.endsWith('.test.js') ? [full] : [];
   });
 }
