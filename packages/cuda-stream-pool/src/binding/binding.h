@@ -3,7 +3,10 @@
 #pragma once
 #include <napi.h>
 
+#include <cstddef>
 #include <memory>
+
+#include "binding/errors.h"
 
 namespace csp {
 
@@ -18,6 +21,34 @@ struct AddonData {
 
   static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 };
+
+// One function a concept file exports: its JS name, the kinds of the arguments JS passes it (comma-separated, each
+// one of number, bigint, boolean, string, box, box? (a box or undefined), object, array, function, Uint8Array,
+// ArrayBuffer), and its maker. The table is the native side's only list: test/cpu/contract.test.ts checks it against
+// NativeBinding (src/binding/binding.ts) and against how each function reads `info`, so that neither drifts.
+struct Export {
+  const char* name;
+  const char* args;
+  Napi::Function (*make)(Napi::Env env, const char* name, void* data);
+};
+
+// A function whose C++ exceptions reach JS as the library's error classes (js_entry).
+template <Napi::Value (*F)(const Napi::CallbackInfo&)>
+Napi::Function entry(Napi::Env env, const char* name, void* data) {
+  return Napi::Function::New<js_entry<F>>(env, name, data);
+}
+
+// A function that must run without js_entry (it registers or builds the error factory's errors itself).
+template <Napi::Value (*F)(const Napi::CallbackInfo&)>
+Napi::Function plain(Napi::Env env, const char* name, void* data) {
+  return Napi::Function::New<F>(env, name, data);
+}
+
+// Adds every function of `table` to the exports; `data` becomes each one's info.Data().
+template <size_t N>
+void export_all(Napi::Env env, Napi::Object exports, const Export (&table)[N], void* data = nullptr) {
+  for (const Export& row : table) exports.Set(row.name, row.make(env, row.name, data));
+}
 
 // Each concept file adds its functions to the exports object.
 void register_device(Napi::Env env, Napi::Object exports);

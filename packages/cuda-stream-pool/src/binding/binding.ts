@@ -249,5 +249,16 @@ function unavailableBinding(reason: string): NativeBinding {
 export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFailure!);
 native.setErrorFactory(makeNativeError);
 
+// Values shared with the C++ side, each checked against it by test/cpu/contract.test.ts.
+
 /** CUDA_ERROR_NOT_READY: a status ("still working"), never an error. */
 export const NOT_READY = 600;
+
+/** The calling thread's per-thread default stream, as the driver's special handle value. */
+export const CU_STREAM_PER_THREAD = 2n;
+
+/** CUstreamCaptureStatus values, as streamCaptureStatus returns them; streamWait returns their negatives. */
+export const CAPTURE_STATUS = { none: 0, active: 1, invalidated: 2 } as const;
+
+/** Bytes of one kernel argument slot in the params of kernelLaunch and graphExecSetKernelParams. */
+export const KERNEL_ARG_SLOT_BYTES = 8;

@@ -105,6 +105,10 @@ export class CaptureError extends Error {
   }
 }
 
+/** The kinds of error the addon asks makeNativeError for, each with how many arguments follow the kind
+ * (src/binding/errors.cc; checked by test/cpu/contract.test.ts). */
+export const NATIVE_ERROR_KINDS = { cuda: 6, destroyed: 2, unavailable: 2 } as const;
+
 /** Builds the errors the native layer raises; handed to the addon at load, so that C++ throws the same classes. */
 export function makeNativeError(kind: string, ...args: unknown[]): Error {
   switch (kind) {

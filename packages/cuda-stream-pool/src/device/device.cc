@@ -197,21 +197,24 @@ Napi::Value set_error_factory(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kDeviceExports[] = {
+    {"setErrorFactory", "function", plain<set_error_factory>},
+    {"driverState", "", entry<driver_state>},
+    {"deviceInfo", "number", entry<device_info>},
+    {"deviceCanAccessPeer", "number, number", entry<device_can_access_peer>},
+    {"deviceEnablePeerAccess", "number, number", entry<device_enable_peer_access>},
+    {"devicePeerAccessEnabled", "number, number", entry<device_peer_access_enabled>},
+    {"currentDevice", "", entry<current_device_js>},
+    {"deviceFault", "number", entry<device_fault_js>},
+    {"liveObjects", "", entry<live_objects>},
+    {"callbackFailures", "", entry<callback_failures_js>},
+    {"cudaError", "number, string, string", plain<cuda_error>},
+    {"claimEnvironmentWarning", "", plain<claim_environment_warning>},
+};
+
 void register_device(Napi::Env env, Napi::Object exports) {
-  exports.Set("setErrorFactory", Napi::Function::New<set_error_factory>(env, "setErrorFactory"));
-  exports.Set("driverState", Napi::Function::New<js_entry<driver_state>>(env, "driverState"));
-  exports.Set("deviceInfo", Napi::Function::New<js_entry<device_info>>(env, "deviceInfo"));
-  exports.Set("deviceCanAccessPeer", Napi::Function::New<js_entry<device_can_access_peer>>(env, "deviceCanAccessPeer"));
-  exports.Set("deviceEnablePeerAccess",
-              Napi::Function::New<js_entry<device_enable_peer_access>>(env, "deviceEnablePeerAccess"));
-  exports.Set("devicePeerAccessEnabled",
-              Napi::Function::New<js_entry<device_peer_access_enabled>>(env, "devicePeerAccessEnabled"));
-  exports.Set("currentDevice", Napi::Function::New<js_entry<current_device_js>>(env, "currentDevice"));
-  exports.Set("deviceFault", Napi::Function::New<js_entry<device_fault_js>>(env, "deviceFault"));
-  exports.Set("liveObjects", Napi::Function::New<js_entry<live_objects>>(env, "liveObjects"));
-  exports.Set("callbackFailures", Napi::Function::New<js_entry<callback_failures_js>>(env, "callbackFailures"));
-  exports.Set("cudaError", Napi::Function::New<cuda_error>(env, "cudaError"));
-  exports.Set("claimEnvironmentWarning", Napi::Function::New<claim_environment_warning>(env, "claimEnvironmentWarning"));
+  export_all(env, exports, kDeviceExports);
 }
 
 }  // namespace csp

@@ -258,8 +258,8 @@ Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
   make_current(exec->device);
   CUDA_KERNEL_NODE_PARAMS params{};
   check(drv().cuGraphKernelNodeGetParams(current, &params), "cuGraphKernelNodeGetParams", exec->device);
-  std::vector<void*> pointers(slots.ByteLength() / 8);
-  for (size_t i = 0; i < pointers.size(); i++) pointers[i] = slots.Data() + 8 * i;
+  std::vector<void*> pointers(slots.ByteLength() / kKernelArgSlotBytes);
+  for (size_t i = 0; i < pointers.size(); i++) pointers[i] = slots.Data() + kKernelArgSlotBytes * i;
   params.kernelParams = pointers.empty() ? nullptr : pointers.data();
   params.extra = nullptr;
   check(drv().cuGraphExecKernelNodeSetParams(exec->handle, node, &params), "cuGraphExecKernelNodeSetParams",
@@ -286,23 +286,25 @@ int capture_status(StreamBox& stream) {
   return ask_driver(stream);
 }
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kGraphExports[] = {
+    {"streamBeginCapture", "box, number", entry<stream_begin_capture>},
+    {"streamEndCapture", "box", entry<stream_end_capture>},
+    {"streamCaptureStatus", "box", entry<stream_capture_status>},
+    {"streamCaptureRefresh", "box", entry<stream_capture_refresh>},
+    {"streamCaptureLastNode", "box", entry<stream_capture_last_node>},
+    {"graphKeepModules", "box, array", entry<graph_keep_modules>},
+    {"graphNodeCount", "box", entry<graph_node_count>},
+    {"graphInstantiate", "box", entry<graph_instantiate>},
+    {"graphDestroy", "box", entry<graph_destroy>},
+    {"graphExecLaunch", "box, box", entry<graph_exec_launch>},
+    {"graphExecUpdate", "box, box", entry<graph_exec_update>},
+    {"graphExecSetKernelParams", "box, bigint, bigint, Uint8Array", entry<graph_exec_set_kernel_params>},
+    {"graphExecDestroy", "box", entry<graph_exec_destroy>},
+};
+
 void register_graph(Napi::Env env, Napi::Object exports) {
-  exports.Set("streamBeginCapture", Napi::Function::New<js_entry<stream_begin_capture>>(env, "streamBeginCapture"));
-  exports.Set("streamEndCapture", Napi::Function::New<js_entry<stream_end_capture>>(env, "streamEndCapture"));
-  exports.Set("streamCaptureStatus", Napi::Function::New<js_entry<stream_capture_status>>(env, "streamCaptureStatus"));
-  exports.Set("streamCaptureRefresh",
-              Napi::Function::New<js_entry<stream_capture_refresh>>(env, "streamCaptureRefresh"));
-  exports.Set("streamCaptureLastNode",
-              Napi::Function::New<js_entry<stream_capture_last_node>>(env, "streamCaptureLastNode"));
-  exports.Set("graphKeepModules", Napi::Function::New<js_entry<graph_keep_modules>>(env, "graphKeepModules"));
-  exports.Set("graphNodeCount", Napi::Function::New<js_entry<graph_node_count>>(env, "graphNodeCount"));
-  exports.Set("graphInstantiate", Napi::Function::New<js_entry<graph_instantiate>>(env, "graphInstantiate"));
-  exports.Set("graphDestroy", Napi::Function::New<js_entry<graph_destroy>>(env, "graphDestroy"));
-  exports.Set("graphExecLaunch", Napi::Function::New<js_entry<graph_exec_launch>>(env, "graphExecLaunch"));
-  exports.Set("graphExecUpdate", Napi::Function::New<js_entry<graph_exec_update>>(env, "graphExecUpdate"));
-  exports.Set("graphExecSetKernelParams",
-              Napi::Function::New<js_entry<graph_exec_set_kernel_params>>(env, "graphExecSetKernelParams"));
-  exports.Set("graphExecDestroy", Napi::Function::New<js_entry<graph_exec_destroy>>(env, "graphExecDestroy"));
+  export_all(env, exports, kGraphExports);
 }
 
 }  // namespace csp

@@ -2,7 +2,7 @@
 // it with one driver call. See Note [graph ownership] below and Note [capture safety] in src/capture.ts.
 import { types } from 'node:util';
 
-import { native, type Box } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
 import { streams } from '../internal/handles.js';
 import type { Device } from '../device/device.js';
 import { DestroyedError } from '../binding/errors.js';
@@ -54,7 +54,6 @@ interface GraphParts {
 
 let partsOf: (graph: Graph, method: string) => GraphParts;
 
-const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
 /** Per device buffer, the streams a launch recorded as its uses; shared by the executables that use the buffer, since a
  * use, once recorded, lasts until the free. */
 const launchUses = new WeakMap<DeviceBuffer, Set<bigint>>();
@@ -62,7 +61,7 @@ const launchUses = new WeakMap<DeviceBuffer, Set<bigint>>();
 /** Records that a graph launch on `stream` uses `buffer` (as `buffer.recordStream(stream)`), once per stream. A
  * borrowed view's use on a per-thread stream is recorded right after the work, so every launch records it again. */
 function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
-  if (buffer.borrowed && streamHandle(stream) === PER_THREAD) return buffer.recordStream(stream);
+  if (buffer.borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) return buffer.recordStream(stream);
   let streams = launchUses.get(buffer);
   if (streams === undefined) launchUses.set(buffer, (streams = new Set()));
   if (streams.has(stream.id)) return;
@@ -296,7 +295,7 @@ export class GraphExec {
     if (!this.#recordedOn.has(stream.id)) {
       for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
       this.#recordedOn.add(stream.id);
-    } else if (streamHandle(stream) === PER_THREAD) {
+    } else if (streamHandle(stream) === CU_STREAM_PER_THREAD) {
       for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
     if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);

@@ -464,11 +464,16 @@ Napi::Value staging_info(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kStagingExports[] = {
+    {"copyPageableToDevice", "box, box, number, Uint8Array", entry<copy_pageable_to_device>},
+    {"copyDeviceToPageable", "box, Uint8Array, box, number", entry<copy_device_to_pageable>},
+    {"copyLanded", "box", entry<copy_landed>},
+    {"stagingInfo", "", entry<staging_info>},
+};
+
 void register_staging(Napi::Env env, Napi::Object exports) {
-  exports.Set("copyPageableToDevice", Napi::Function::New<js_entry<copy_pageable_to_device>>(env, "copyPageableToDevice"));
-  exports.Set("copyDeviceToPageable", Napi::Function::New<js_entry<copy_device_to_pageable>>(env, "copyDeviceToPageable"));
-  exports.Set("copyLanded", Napi::Function::New<js_entry<copy_landed>>(env, "copyLanded"));
-  exports.Set("stagingInfo", Napi::Function::New<js_entry<staging_info>>(env, "stagingInfo"));
+  export_all(env, exports, kStagingExports);
 }
 
 }  // namespace csp

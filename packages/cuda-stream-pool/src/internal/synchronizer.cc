@@ -277,11 +277,15 @@ void free_managed_after_work(const std::weak_ptr<Synchronizers>& weak, int devic
   free_after_device_work(device, {ManagedFree{ptr, bytes}});
 }
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kSynchronizerExports[] = {
+    {"deviceSynchronize", "number", entry<device_synchronize>},
+    {"deviceSynchronizeSync", "number", entry<device_synchronize_sync>},
+    {"deviceMemoryInfo", "number", entry<device_memory_info>},
+};
+
 void register_synchronizer(Napi::Env env, Napi::Object exports) {
-  exports.Set("deviceSynchronize", Napi::Function::New<js_entry<device_synchronize>>(env, "deviceSynchronize"));
-  exports.Set("deviceSynchronizeSync",
-              Napi::Function::New<js_entry<device_synchronize_sync>>(env, "deviceSynchronizeSync"));
-  exports.Set("deviceMemoryInfo", Napi::Function::New<js_entry<device_memory_info>>(env, "deviceMemoryInfo"));
+  export_all(env, exports, kSynchronizerExports);
 }
 
 }  // namespace csp

@@ -280,9 +280,8 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
   return detail;
 }
 
-// Kernel parameters arrive as one 8-byte little-endian slot per argument; cuLaunchKernel reads each parameter's
+// Kernel parameters arrive as one slot per argument (kKernelArgSlotBytes); cuLaunchKernel reads each parameter's
 // own size from the start of its slot and copies the values before it returns, so the slots can be reused.
-constexpr unsigned kSlotBytes = 8;
 constexpr unsigned kInlineParams = 32;
 
 // kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
@@ -290,14 +289,14 @@ constexpr unsigned kInlineParams = 32;
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
   auto stream = unwrap_box<StreamBox>(info[1]);
-  unsigned grid[3], block[3];
-  for (unsigned i = 0; i < 3; i++) {
-    grid[i] = info[2 + i].As<Napi::Number>().Uint32Value();
-    block[i] = info[5 + i].As<Napi::Number>().Uint32Value();
-  }
+  // Literal indices: the contract test reads them.
+  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
+                            info[4].As<Napi::Number>().Uint32Value()};
+  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
+                             info[7].As<Napi::Number>().Uint32Value()};
   unsigned shared = info[8].As<Napi::Number>().Uint32Value();
   auto params = info[9].As<Napi::Uint8Array>();
-  size_t count = params.ByteLength() / kSlotBytes;
+  size_t count = params.ByteLength() / kKernelArgSlotBytes;
   void* inline_pointers[kInlineParams];
   std::vector<void*> heap_pointers;
   void** pointers = inline_pointers;
@@ -305,7 +304,7 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
     heap_pointers.resize(count);
     pointers = heap_pointers.data();
   }
-  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kSlotBytes * i;
+  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kKernelArgSlotBytes * i;
   Use<ModuleBox> use(*kernel->module, "Module", "kernel.launch");
   Use<StreamBox> use_stream(*stream, "Stream", "kernel.launch");
   int device = kernel->module->device;
@@ -338,18 +337,21 @@ std::shared_ptr<LoadedModule> kernel_module(const Napi::Value& kernel) {
   return module.loaded;
 }
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kModuleExports[] = {
+    {"moduleLoad", "number, Uint8Array", entry<module_load>},
+    {"moduleUnload", "box", entry<module_unload>},
+    {"moduleFunctionNames", "box", entry<module_function_names>},
+    {"moduleGetFunction", "box, string", entry<module_get_function>},
+    {"kernelParamSizes", "box", entry<kernel_param_sizes>},
+    {"kernelAttributes", "box", entry<kernel_attributes>},
+    {"kernelMaxPotentialBlockSize", "box, number, number", entry<kernel_max_potential_block_size>},
+    {"kernelSetMaxDynamicSharedMemBytes", "box, number", entry<kernel_set_max_dynamic_shared>},
+    {"kernelLaunch", "box, box, number, number, number, number, number, number, number, Uint8Array", entry<kernel_launch>},
+};
+
 void register_module(Napi::Env env, Napi::Object exports) {
-  exports.Set("moduleLoad", Napi::Function::New<js_entry<module_load>>(env, "moduleLoad"));
-  exports.Set("moduleUnload", Napi::Function::New<js_entry<module_unload>>(env, "moduleUnload"));
-  exports.Set("moduleFunctionNames", Napi::Function::New<js_entry<module_function_names>>(env, "moduleFunctionNames"));
-  exports.Set("moduleGetFunction", Napi::Function::New<js_entry<module_get_function>>(env, "moduleGetFunction"));
-  exports.Set("kernelParamSizes", Napi::Function::New<js_entry<kernel_param_sizes>>(env, "kernelParamSizes"));
-  exports.Set("kernelAttributes", Napi::Function::New<js_entry<kernel_attributes>>(env, "kernelAttributes"));
-  exports.Set("kernelMaxPotentialBlockSize",
-              Napi::Function::New<js_entry<kernel_max_potential_block_size>>(env, "kernelMaxPotentialBlockSize"));
-  exports.Set("kernelSetMaxDynamicSharedMemBytes",
-              Napi::Function::New<js_entry<kernel_set_max_dynamic_shared>>(env, "kernelSetMaxDynamicSharedMemBytes"));
-  exports.Set("kernelLaunch", Napi::Function::New<js_entry<kernel_launch>>(env, "kernelLaunch"));
+  export_all(env, exports, kModuleExports);
 }
 
 }  // namespace csp

@@ -9,6 +9,10 @@
 
 namespace csp {
 
+// Kernel arguments arrive as one little-endian slot of this many bytes each (kernelLaunch, graphExecSetKernelParams);
+// KERNEL_ARG_SLOT_BYTES in src/binding/binding.ts is the same number (test/cpu/contract.test.ts).
+constexpr unsigned kKernelArgSlotBytes = 8;
+
 // Note [module lifetime]: a CUmodule is unloaded when nobody can use its functions any more: its Module box (until
 // unload()) and every driver graph captured with one of its kernels, since instantiating, updating or destroying
 // such a graph reads the functions (the driver crashes on an unloaded one). So the handle lives here, held by

@@ -2,7 +2,7 @@
 // with arguments checked against a signature. Mechanism in src/native/module.cc.
 import { types } from 'node:util';
 
-import { native, type Box } from '../binding/binding.js';
+import { KERNEL_ARG_SLOT_BYTES, native, type Box } from '../binding/binding.js';
 import { streams } from '../internal/handles.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
@@ -343,7 +343,7 @@ export class ArgumentPacker {
   constructor(signature: readonly ParamType[], kernel: string) {
     this.#signature = signature;
     this.#kernel = kernel;
-    this.bytes = new Uint8Array(8 * signature.length);
+    this.bytes = new Uint8Array(KERNEL_ARG_SLOT_BYTES * signature.length);
     this.#view = new DataView(this.bytes.buffer);
     this.#pending = new Int32Array(signature.length);
   }
@@ -364,7 +364,7 @@ export class ArgumentPacker {
     for (let i = 0; i < signature.length; i++) {
       const type = signature[i]!;
       const value = args[i];
-      const at = 8 * i;
+      const at = KERNEL_ARG_SLOT_BYTES * i;
       switch (type) {
         case 'ptr':
           if (typeof value === 'bigint') {
@@ -421,7 +421,7 @@ export class ArgumentPacker {
   bindPointers(args: readonly unknown[], stream: Stream): void {
     for (let k = 0; k < this.#pendingCount; k++) {
       const i = this.#pending[k]!;
-      this.#view.setBigUint64(8 * i, (args[i] as KernelPointer)[asKernelPointer](stream), true);
+      this.#view.setBigUint64(KERNEL_ARG_SLOT_BYTES * i, (args[i] as KernelPointer)[asKernelPointer](stream), true);
     }
     this.#pendingCount = 0;
   }

@@ -355,9 +355,14 @@ Napi::Value nvrtc_compile(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kNvrtcExports[] = {
+    {"nvrtcLoad", "", entry<nvrtc_load>},
+    {"nvrtcCompile", "string, string, array, boolean", entry<nvrtc_compile>},
+};
+
 void register_nvrtc(Napi::Env env, Napi::Object exports) {
-  exports.Set("nvrtcLoad", Napi::Function::New<js_entry<nvrtc_load>>(env, "nvrtcLoad"));
-  exports.Set("nvrtcCompile", Napi::Function::New<js_entry<nvrtc_compile>>(env, "nvrtcCompile"));
+  export_all(env, exports, kNvrtcExports);
 }
 
 }  // namespace csp

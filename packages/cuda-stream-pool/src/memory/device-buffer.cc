@@ -342,12 +342,17 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kDeviceBufferExports[] = {
+    {"deviceBufferAlloc", "box, number", entry<device_buffer_alloc>},
+    {"deviceBufferFree", "box, box?, boolean", entry<device_buffer_free>},
+    {"deviceBufferUse", "box, box, boolean, string", entry<device_buffer_use>},
+    {"deviceBufferShare", "box", entry<device_buffer_share>},
+    {"deviceBufferAttach", "bigint", entry<device_buffer_attach>},
+};
+
 void register_device_buffer(Napi::Env env, Napi::Object exports) {
-  exports.Set("deviceBufferAlloc", Napi::Function::New<js_entry<device_buffer_alloc>>(env, "deviceBufferAlloc"));
-  exports.Set("deviceBufferFree", Napi::Function::New<js_entry<device_buffer_free>>(env, "deviceBufferFree"));
-  exports.Set("deviceBufferUse", Napi::Function::New<js_entry<device_buffer_use>>(env, "deviceBufferUse"));
-  exports.Set("deviceBufferShare", Napi::Function::New<js_entry<device_buffer_share>>(env, "deviceBufferShare"));
-  exports.Set("deviceBufferAttach", Napi::Function::New<js_entry<device_buffer_attach>>(env, "deviceBufferAttach"));
+  export_all(env, exports, kDeviceBufferExports);
 }
 
 }  // namespace csp

@@ -1,6 +1,6 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
 // streams delay the free (Note [buffer uses] in src/native/device_buffer.cc).
-import { native, type Box } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
@@ -80,7 +80,6 @@ export interface SharedDeviceBuffer {
   readonly device: number;
 }
 
-const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
 
 // Kernel arguments and recordStream() of borrowed views on this thread's per-thread stream: their events are recorded
 // by this thread after the launch that follows (Note [buffer uses]), batched into one microtask.
@@ -179,7 +178,7 @@ export class DeviceBuffer implements KernelPointer {
   #noteUse(stream: Stream, method: string): void {
     const box = streamBox(stream, method);
     native.deviceBufferUse(this.#box, box, false, method);
-    if (this.#borrowed && streamHandle(stream) === PER_THREAD) {
+    if (this.#borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) {
       if (settling.length === 0) queueMicrotask(settle);
       settling.push([this.#box, box]);
     }

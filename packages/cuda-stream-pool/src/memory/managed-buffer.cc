@@ -171,12 +171,17 @@ Napi::Value managed_copy(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kManagedExports[] = {
+    {"managedAlloc", "number, number", entry<managed_alloc>},
+    {"managedFree", "box, ArrayBuffer", entry<managed_free>},
+    {"managedPrefetch", "box, number, number, number, box", entry<managed_prefetch>},
+    {"managedAdvise", "box, number, number, number, number", entry<managed_advise>},
+    {"managedCopy", "box, box, number, box, number, boolean, number", entry<managed_copy>},
+};
+
 void register_managed(Napi::Env env, Napi::Object exports) {
-  exports.Set("managedAlloc", Napi::Function::New<js_entry<managed_alloc>>(env, "managedAlloc"));
-  exports.Set("managedFree", Napi::Function::New<js_entry<managed_free>>(env, "managedFree"));
-  exports.Set("managedPrefetch", Napi::Function::New<js_entry<managed_prefetch>>(env, "managedPrefetch"));
-  exports.Set("managedAdvise", Napi::Function::New<js_entry<managed_advise>>(env, "managedAdvise"));
-  exports.Set("managedCopy", Napi::Function::New<js_entry<managed_copy>>(env, "managedCopy"));
+  export_all(env, exports, kManagedExports);
 }
 
 }  // namespace csp

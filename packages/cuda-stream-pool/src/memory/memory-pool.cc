@@ -2,6 +2,7 @@
 // Runs on: any JS thread.
 #include <limits>
 
+#include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/loader.h"
 #include "memory/memory.h"
@@ -60,11 +61,15 @@ Napi::Value memory_pool_trim(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kMemoryPoolExports[] = {
+    {"memoryPoolInfo", "number", entry<memory_pool_info>},
+    {"memoryPoolSetReleaseThreshold", "number, number", entry<memory_pool_set_release_threshold>},
+    {"memoryPoolTrim", "number, number", entry<memory_pool_trim>},
+};
+
 void register_memory_pool(Napi::Env env, Napi::Object exports) {
-  exports.Set("memoryPoolInfo", Napi::Function::New<js_entry<memory_pool_info>>(env, "memoryPoolInfo"));
-  exports.Set("memoryPoolSetReleaseThreshold",
-              Napi::Function::New<js_entry<memory_pool_set_release_threshold>>(env, "memoryPoolSetReleaseThreshold"));
-  exports.Set("memoryPoolTrim", Napi::Function::New<js_entry<memory_pool_trim>>(env, "memoryPoolTrim"));
+  export_all(env, exports, kMemoryPoolExports);
 }
 
 }  // namespace csp

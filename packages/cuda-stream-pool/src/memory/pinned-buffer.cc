@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/loader.h"
 #include "memory/memory.h"
@@ -309,11 +310,16 @@ Napi::Value pinned_cache_info(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kPinnedExports[] = {
+    {"pinnedAlloc", "number", entry<pinned_alloc>},
+    {"pinnedFree", "box, ArrayBuffer", entry<pinned_free>},
+    {"pinnedTrimCache", "", entry<pinned_trim_cache>},
+    {"pinnedCacheInfo", "", entry<pinned_cache_info>},
+};
+
 void register_pinned(Napi::Env env, Napi::Object exports) {
-  exports.Set("pinnedAlloc", Napi::Function::New<js_entry<pinned_alloc>>(env, "pinnedAlloc"));
-  exports.Set("pinnedFree", Napi::Function::New<js_entry<pinned_free>>(env, "pinnedFree"));
-  exports.Set("pinnedTrimCache", Napi::Function::New<js_entry<pinned_trim_cache>>(env, "pinnedTrimCache"));
-  exports.Set("pinnedCacheInfo", Napi::Function::New<js_entry<pinned_cache_info>>(env, "pinnedCacheInfo"));
+  export_all(env, exports, kPinnedExports);
 }
 
 }  // namespace csp

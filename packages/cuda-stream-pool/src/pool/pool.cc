@@ -394,14 +394,19 @@ Napi::Value pool_depart(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kPoolExports[] = {
+    {"poolCreate", "number, number, boolean, number, object", entry<pool_create>},
+    {"poolCreateShared", "number, object", entry<pool_create_shared>},
+    {"poolDefault", "number, number, boolean, number, object", entry<pool_default>},
+    {"poolAttach", "number", entry<pool_attach>},
+    {"poolDestroy", "box", entry<pool_destroy>},
+    {"poolDetach", "box", entry<pool_detach>},
+    {"poolDepart", "box, number", entry<pool_depart>},
+};
+
 void register_pool(Napi::Env env, Napi::Object exports) {
-  exports.Set("poolCreate", Napi::Function::New<js_entry<pool_create>>(env, "poolCreate"));
-  exports.Set("poolCreateShared", Napi::Function::New<js_entry<pool_create_shared>>(env, "poolCreateShared"));
-  exports.Set("poolDefault", Napi::Function::New<js_entry<pool_default>>(env, "poolDefault"));
-  exports.Set("poolAttach", Napi::Function::New<js_entry<pool_attach>>(env, "poolAttach"));
-  exports.Set("poolDestroy", Napi::Function::New<js_entry<pool_destroy>>(env, "poolDestroy"));
-  exports.Set("poolDetach", Napi::Function::New<js_entry<pool_detach>>(env, "poolDetach"));
-  exports.Set("poolDepart", Napi::Function::New<js_entry<pool_depart>>(env, "poolDepart"));
+  export_all(env, exports, kPoolExports);
   int environment = AddonData::of(env).environment_id;
   // Cleanup hook: runs when this environment tears down (main thread exit, worker exit or terminate), after its JS
   // has stopped. Leases it still held go back, its waiting entry is freed. A harmless no-op at any stage: with no

@@ -852,18 +852,23 @@ void release_gate(const Gate& gate, uint64_t last_value) {
   ticket_slots().release(gate.slot);
 }
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kCompletionExports[] = {
+    {"completionInit", "function", entry<completion_init>},
+    {"completionRef", "", entry<completion_ref>},
+    {"completionUnref", "", entry<completion_unref>},
+    {"completionFlush", "", entry<completion_flush>},
+    {"completionStats", "", entry<completion_stats>},
+    {"completionMarker", "number", entry<completion_marker>},
+    {"completionSetMarker", "number, string", entry<completion_set_marker>},
+    {"streamLastTicket", "box", entry<stream_last_ticket>},
+    {"streamWait", "box, number", entry<stream_wait>},
+    {"streamNotify", "box, number", entry<stream_notify>},
+    {"eventNotify", "box, number", entry<event_notify>},
+};
+
 void register_completion(Napi::Env env, Napi::Object exports) {
-  exports.Set("completionInit", Napi::Function::New<js_entry<completion_init>>(env, "completionInit"));
-  exports.Set("completionRef", Napi::Function::New<js_entry<completion_ref>>(env, "completionRef"));
-  exports.Set("completionUnref", Napi::Function::New<js_entry<completion_unref>>(env, "completionUnref"));
-  exports.Set("completionFlush", Napi::Function::New<js_entry<completion_flush>>(env, "completionFlush"));
-  exports.Set("completionStats", Napi::Function::New<js_entry<completion_stats>>(env, "completionStats"));
-  exports.Set("completionMarker", Napi::Function::New<js_entry<completion_marker>>(env, "completionMarker"));
-  exports.Set("completionSetMarker", Napi::Function::New<js_entry<completion_set_marker>>(env, "completionSetMarker"));
-  exports.Set("streamLastTicket", Napi::Function::New<js_entry<stream_last_ticket>>(env, "streamLastTicket"));
-  exports.Set("streamWait", Napi::Function::New<js_entry<stream_wait>>(env, "streamWait"));
-  exports.Set("streamNotify", Napi::Function::New<js_entry<stream_notify>>(env, "streamNotify"));
-  exports.Set("eventNotify", Napi::Function::New<js_entry<event_notify>>(env, "eventNotify"));
+  export_all(env, exports, kCompletionExports);
 }
 
 }  // namespace csp

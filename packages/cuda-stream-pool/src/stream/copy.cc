@@ -138,11 +138,16 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kCopyExports[] = {
+    {"copyDeviceToDevice", "box, box, number, box, number, number", entry<copy_device_to_device>},
+    {"copyPinnedToDevice", "box, box, number, box, number, number", entry<copy_pinned<true>>},
+    {"copyDeviceToPinned", "box, box, number, box, number, number", entry<copy_pinned<false>>},
+    {"memoryFill", "box, box, number, number, number, number", entry<memory_fill>},
+};
+
 void register_copy(Napi::Env env, Napi::Object exports) {
-  exports.Set("copyDeviceToDevice", Napi::Function::New<js_entry<copy_device_to_device>>(env, "copyDeviceToDevice"));
-  exports.Set("copyPinnedToDevice", Napi::Function::New<js_entry<copy_pinned<true>>>(env, "copyPinnedToDevice"));
-  exports.Set("copyDeviceToPinned", Napi::Function::New<js_entry<copy_pinned<false>>>(env, "copyDeviceToPinned"));
-  exports.Set("memoryFill", Napi::Function::New<js_entry<memory_fill>>(env, "memoryFill"));
+  export_all(env, exports, kCopyExports);
 }
 
 }  // namespace csp

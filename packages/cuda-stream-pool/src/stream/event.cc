@@ -96,13 +96,18 @@ Napi::Value event_destroy(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kEventExports[] = {
+    {"eventCreate", "number, boolean, boolean", entry<event_create>},
+    {"eventRecord", "box, box", entry<event_record>},
+    {"eventStatus", "box", entry<event_status>},
+    {"eventSynchronize", "box", entry<event_synchronize>},
+    {"eventElapsed", "box, box", entry<event_elapsed>},
+    {"eventDestroy", "box", entry<event_destroy>},
+};
+
 void register_event(Napi::Env env, Napi::Object exports) {
-  exports.Set("eventCreate", Napi::Function::New<js_entry<event_create>>(env, "eventCreate"));
-  exports.Set("eventRecord", Napi::Function::New<js_entry<event_record>>(env, "eventRecord"));
-  exports.Set("eventStatus", Napi::Function::New<js_entry<event_status>>(env, "eventStatus"));
-  exports.Set("eventSynchronize", Napi::Function::New<js_entry<event_synchronize>>(env, "eventSynchronize"));
-  exports.Set("eventElapsed", Napi::Function::New<js_entry<event_elapsed>>(env, "eventElapsed"));
-  exports.Set("eventDestroy", Napi::Function::New<js_entry<event_destroy>>(env, "eventDestroy"));
+  export_all(env, exports, kEventExports);
 }
 
 }  // namespace csp

@@ -214,19 +214,27 @@ Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
+const Export kStreamExports[] = {
+    {"streamCreate", "number, boolean, number", entry<stream_create>},
+    {"streamBorrow", "number, bigint", entry<stream_borrow>},
+    {"streamShareHandle", "box", entry<stream_share_handle>},
+    {"streamInfo", "box", entry<stream_info>},
+    {"streamStatus", "box", entry<stream_status>},
+    {"streamSynchronize", "box", entry<stream_synchronize>},
+    {"streamWaitEvent", "box, box", entry<stream_wait_event>},
+    {"streamDestroy", "box", entry<stream_destroy>},
+};
+// These two share the environment's waitStream events (their info.Data()).
+const Export kWaitExports[] = {
+    {"streamWaitStream", "box, box", entry<stream_wait_stream>},
+    {"streamWaitEventCount", "", entry<stream_wait_event_count>},
+};
+
 void register_stream(Napi::Env env, Napi::Object exports) {
-  exports.Set("streamCreate", Napi::Function::New<js_entry<stream_create>>(env, "streamCreate"));
-  exports.Set("streamBorrow", Napi::Function::New<js_entry<stream_borrow>>(env, "streamBorrow"));
-  exports.Set("streamShareHandle", Napi::Function::New<js_entry<stream_share_handle>>(env, "streamShareHandle"));
-  exports.Set("streamInfo", Napi::Function::New<js_entry<stream_info>>(env, "streamInfo"));
-  exports.Set("streamStatus", Napi::Function::New<js_entry<stream_status>>(env, "streamStatus"));
-  exports.Set("streamSynchronize", Napi::Function::New<js_entry<stream_synchronize>>(env, "streamSynchronize"));
-  exports.Set("streamWaitEvent", Napi::Function::New<js_entry<stream_wait_event>>(env, "streamWaitEvent"));
-  exports.Set("streamDestroy", Napi::Function::New<js_entry<stream_destroy>>(env, "streamDestroy"));
+  export_all(env, exports, kStreamExports);
   auto* markers = new WaitMarkers();
-  exports.Set("streamWaitStream", Napi::Function::New<js_entry<stream_wait_stream>>(env, "streamWaitStream", markers));
-  exports.Set("streamWaitEventCount",
-              Napi::Function::New<js_entry<stream_wait_event_count>>(env, "streamWaitEventCount", markers));
+  export_all(env, exports, kWaitExports, markers);
   // Runs when the environment tears down, on its thread: destroys its waitStream events.
   env.AddCleanupHook([markers]() { never_throws("waitStream events cleanup hook", [&] { delete markers; }); });
 }

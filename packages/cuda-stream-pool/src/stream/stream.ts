@@ -1,6 +1,6 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
 // See Note [handle guard] in src/native/box.h for why destroy is safe across threads.
-import { native, NOT_READY, type Box } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, native, NOT_READY, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
@@ -44,7 +44,6 @@ export interface CaptureOptions {
 type Kind = 'owned' | 'borrowed' | 'pool' | 'lease';
 
 const LEGACY = 1n; // CU_STREAM_LEGACY
-const PER_THREAD = 2n; // CU_STREAM_PER_THREAD
 const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
@@ -178,7 +177,7 @@ export class Stream {
    * worker) gets its own. Borrowed; the same object on every call in a thread. This is what
    * {@link currentStream} returns outside any scope. */
   static perThread(device?: Device | number): Stream {
-    return borrowedOnce(perThreadStreams, PER_THREAD, resolveDevice(device, 'device'));
+    return borrowedOnce(perThreadStreams, CU_STREAM_PER_THREAD, resolveDevice(device, 'device'));
   }
 
   /** Wraps a stream created elsewhere (another CUDA library). Borrowed: the caller keeps the stream alive until
