@@ -1,7 +1,7 @@
 // The benchmark addon (cuda_stream_pool_bench.node): a binary of its own, found by explicit path, never by the
 // library's loader; it loads without a GPU and reports why through the library's error classes.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,7 +39,7 @@ test('each package loads its own binary, and the library\'s exports none of the 
   assert.ok(found.startsWith(benchRoot + path.sep), found);
   const nodeGypBuild = createRequire(import.meta.url)('node-gyp-build') as { resolve(dir: string): string };
   const library = nodeGypBuild.resolve(packageRoot);
-  assert.ok(path.resolve(library).startsWith(libraryRoot + path.sep), library);
+  assert.ok(path.resolve(library).startsWith(realpathSync(libraryRoot) + path.sep), library);
   assert.doesNotMatch(path.basename(library), /bench/);
   const benchFunctions = Object.keys(benchAddon()).filter((name) => name !== 'setErrorFactory');
   assert.ok(benchFunctions.includes('runTasks') && benchFunctions.includes('streamCreateDestroyLoop'), benchFunctions.join(', '));
