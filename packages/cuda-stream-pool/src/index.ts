@@ -6,7 +6,7 @@ import { warnAboutEnvironment } from './binding/environment.js';
 
 export { cuda, type LiveObjects } from './binding/cuda.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device/device.js';
-export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions } from './stream/stream.js';
+export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions, type CopyOperand } from './stream/stream.js';
 export { Graph, GraphExec, type GraphKernelNode } from './graph/graph.js';
 export { type CaptureMode } from './stream/capture.js';
 export { Event, type EventOptions } from './stream/event.js';
@@ -19,7 +19,7 @@ export { Program, type CompileOptions } from './kernel/program.js';
 export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './binding/errors.js';
 export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './memory/device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './memory/pinned-buffer.js';
-export { type CopyOperand, type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';
+export { type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';
 export { MemoryPool } from './memory/memory-pool.js';
 export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './memory/managed-buffer.js';
 

@@ -8,6 +8,33 @@ import path from 'node:path';
 import { CudaUnavailableError, makeNativeError } from './errors.js';
 import type { PoolLayout } from '../pool/pool-words.js';
 
+/**
+ * The completion engine's diagnostic counters, for tests and tuning (see `completionStats()`).
+ */
+export interface CompletionStats {
+  /** Wake-ups of this thread's event loop by the engine (each delivers one batch). */
+  wakeups: number;
+  /** Waits settled by those wake-ups (waits that settled at once, without a wake-up, are not counted). */
+  delivered: number;
+  /** The most waits one wake-up settled. */
+  largestBatch: number;
+  /** Staged device-to-host copies of this thread not landed yet. */
+  landingsPending: number;
+  /** Waits of every thread that the poller still watches. */
+  processPending: number;
+  /** How often the poller thread parked (slept with nothing pending) since the process started. */
+  pollerParks: number;
+  /** Whether the poller thread is parked now. */
+  pollerParked: boolean;
+  /** Tickets that the driver never wrote although their stream finished its work, since the process started: their
+   * waits settled when the poller found the stream idle (within about 20 ms). Non-zero only with a faulty driver. */
+  lostTickets: number;
+  /** Completion markers enqueued in streams since the process started, by every thread: tickets written
+   * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that
+   * settles at once, adds none. */
+  markersEnqueued: number;
+}
+
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
 export type Box = { readonly __box: unique symbol };
 
@@ -91,7 +118,7 @@ export interface NativeBinding {
 
   completionInit(dispatch: (tokens: number[], results: number[]) => void): void;
   completionFlush(): number;
-  completionStats(): import('../stream/completion.js').CompletionStats;
+  completionStats(): CompletionStats;
   completionMarker(device: number): 'ticket' | 'event';
   completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
   completionRef(): void;

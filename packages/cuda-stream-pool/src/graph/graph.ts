@@ -3,16 +3,16 @@
 import { types } from 'node:util';
 
 import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
-import { streams } from '../internal/handles.js';
+import { privateState, register, streams } from '../internal/handles.js';
 import type { Device } from '../device/device.js';
 import { DestroyedError } from '../binding/errors.js';
-import type { CapturedKernel, CaptureRecord } from '../stream/capture.js';
+import type { CaptureRecord } from '../stream/capture.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { ManagedBuffer } from '../memory/managed-buffer.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
-import { ArgumentPacker, Kernel, kernelBoxOf } from '../kernel/module.js';
+import { ArgumentPacker, Kernel, kernels } from '../kernel/module.js';
 import { withStream } from '../stream/scope.js';
-import { setGraphFactory, Stream, streamBox, streamHandle, type CaptureOptions } from '../stream/stream.js';
+import { graphs, Stream, streamBox, streamHandle, type CaptureOptions } from '../stream/stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateFunction } from '../internal/validate.js';
 import { isArrayBufferView, isDetached, viewBytes } from '../memory/host-views.js';
 
@@ -36,6 +36,9 @@ import { isArrayBufferView, isDetached, viewBytes } from '../memory/host-views.j
  *   waited for: await such a stream's launches before destroying the executable.
  */
 
+/** A kernel of any signature, as a graph launches it. @internal */
+export type CapturedKernel = Kernel<readonly unknown[]>;
+
 /** A kernel launch recorded in a {@link Graph}: the handle {@link GraphExec.setKernelArguments} takes. */
 export interface GraphKernelNode {
   /** The graph the launch was captured into. */
@@ -52,7 +55,8 @@ interface GraphParts {
   nodes: readonly { kernel: CapturedKernel; node: bigint }[];
 }
 
-let partsOf: (graph: Graph, method: string) => GraphParts;
+// A graph's parts, for its executables.
+const graphParts = privateState<{ of(graph: Graph, method: string): GraphParts }>('Graph', ['of']);
 
 /** Per device buffer, the streams a launch recorded as its uses; shared by the executables that use the buffer, since a
  * use, once recorded, lasts until the free. */
@@ -68,7 +72,17 @@ function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
   buffer.recordStream(stream);
   streams.add(stream.id);
 }
-let makeExec: (box: Box, graph: Graph, parts: GraphParts) => GraphExec;
+// How a graph makes its executable.
+const executables = privateState<{ make(box: Box, graph: Graph, parts: GraphParts): GraphExec }>('GraphExec', ['make']);
+
+/** The kernel launches a capture recorded, typed again: stream/capture.ts sits below the kernel folder and holds each
+ * kernel as an object, and only `kernel.launch()` notes a launch. */
+function launchedKernels(record: CaptureRecord): { kernel: CapturedKernel; node: bigint }[] {
+  return record.kernelNodes.map(({ kernel, node }) => {
+    if (!(kernel instanceof Kernel)) throw new Error('cuda-stream-pool internal: a capture recorded a launch of something other than a Kernel');
+    return { kernel, node };
+  });
+}
 
 /** Throws DestroyedError when the module of a kernel the graph launches was unloaded: its work cannot run any more. */
 function refuseUnloaded(parts: GraphParts, method: string): void {
@@ -111,18 +125,19 @@ export class Graph {
     checkConstruction(token, 'Graph', 'stream.endCapture() or Graph.capture()');
     this.#box = box;
     this.#held = record.held;
-    this.#nodes = record.kernelNodes;
-    this.#kernelNodes = Object.freeze(record.kernelNodes.map(({ kernel }, index) => Object.freeze({ graph: this, index, kernel })));
+    const launches = launchedKernels(record);
+    this.#nodes = launches;
+    this.#kernelNodes = Object.freeze(launches.map(({ kernel }, index) => Object.freeze({ graph: this, index, kernel })));
     this.device = device;
     lockFields(this, ['device']);
     // The driver graph keeps its kernels' modules loaded: an unloaded module's functions would crash the driver.
-    native.graphKeepModules(box, [...new Set(record.kernelNodes.map(({ kernel }) => kernel))].map(kernelBoxOf));
+    native.graphKeepModules(box, [...new Set(launches.map(({ kernel }) => kernel))].map((kernel) => kernels.box(kernel)));
   }
 
   static {
-    setGraphFactory((box, record, device) => new Graph(internalConstruction, box, record, device));
     guardReceivers(Graph, (value) => #box in value);
-    partsOf = (graph, method) => ({ box: graph.#use(method), held: graph.#held, nodes: graph.#nodes });
+    register(graphs, { fromCapture: (box, record, device) => new Graph(internalConstruction, box, record, device) });
+    register(graphParts, { of: (graph, method) => ({ box: graph.#use(method), held: graph.#held, nodes: graph.#nodes }) });
   }
 
   #use(method: string): Box {
@@ -175,9 +190,9 @@ export class Graph {
    * Lifetime: the caller owns the executable; it keeps this graph's driver graph and the objects its work uses alive
    * (Note [graph ownership]). */
   instantiate(): GraphExec {
-    const parts = partsOf(this, 'instantiate');
+    const parts = graphParts.of(this, 'instantiate');
     refuseUnloaded(parts, 'instantiate');
-    return makeExec(native.graphInstantiate(parts.box), this, parts);
+    return executables.make(native.graphInstantiate(parts.box), this, parts);
   }
 
   /** True after `destroy()`. */
@@ -237,7 +252,7 @@ export class GraphExec {
   }
 
   static {
-    makeExec = (box, graph, parts) => new GraphExec(internalConstruction, box, graph, parts);
+    register(executables, { make: (box, graph, parts) => new GraphExec(internalConstruction, box, graph, parts) });
     guardReceivers(GraphExec, (value) => #box in value);
   }
 
@@ -316,7 +331,7 @@ export class GraphExec {
     const box = this.#use('update');
     if (graph.device !== this.device)
       throw invalidValue('graph', `is on device ${graph.device.ordinal}, but this GraphExec runs on device ${this.device.ordinal}.`);
-    const parts = partsOf(graph, 'update');
+    const parts = graphParts.of(graph, 'update');
     refuseUnloaded(parts, 'update');
     const inPlace = native.graphExecUpdate(box, parts.box);
     if (inPlace) {

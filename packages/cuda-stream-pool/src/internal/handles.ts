@@ -1,14 +1,49 @@
-// The native box behind a library object, and the check that a value is one, for the files below that object's own
-// file: an event records on a stream, a copy reads a device buffer, without importing stream.ts or device-buffer.ts.
-// So imports flow one way: a file imports only files below it (type-only imports are erased, and exempt). Each class
-// registers its pair from a static block of its own file, which runs when that file loads; before then no such
-// object can exist, so `is` says false.
+// The one way a file reaches the private state of a class: the class registers its accessors once, from a static
+// block in its body (the only code that can read its #fields), into a key that its users import. A key lives in the
+// lowest file both sides can import: the owner's own file when every user sits above it; here when files below the
+// owner need it (then it speaks only of low types, so this file imports no class above the bindings and the device).
+// Nothing else (no module-level setter, no late-bound variable) carries private state between files.
 import type { Box } from '../binding/binding.js';
-import type { DeviceBuffer } from '../memory/device-buffer.js';
-import type { ManagedBuffer } from '../memory/managed-buffer.js';
-import type { Stream } from '../stream/stream.js';
+import type { Device } from '../device/device.js';
 
-/** A class's brand check and box accessor. @internal */
+const owners = new WeakMap<object, string>();
+const registered = new WeakSet<object>();
+
+/** A key for the private accessors of class `owner`. Until the class registers, `before` answers (a brand check says
+ * false: no object of the class can exist before its file loads) and every other accessor in `names` throws. @internal */
+export function privateState<A extends object>(owner: string, names: readonly (keyof A & string)[], before: Partial<A> = {}): A {
+  const key: Record<string, unknown> = {};
+  for (const name of names) {
+    key[name] = () => {
+      throw new Error(`cuda-stream-pool internal: ${owner}.${name} was used before ${owner}'s file loaded`);
+    };
+  }
+  Object.assign(key, before);
+  owners.set(key, owner);
+  return key as A; // every name has a placeholder, replaced by register()
+}
+
+/** Fills `key` with its class's accessors; once per key, from the class's static block. @internal */
+export function register<A extends object>(key: A, accessors: A): void {
+  if (registered.has(key)) throw new Error(`cuda-stream-pool internal: ${owners.get(key) ?? 'a class'} registered its private state twice`);
+  registered.add(key);
+  Object.assign(key, accessors);
+}
+
+/** What a file below Stream reads of a stream: its public facts. @internal */
+export interface StreamFacts {
+  readonly device: Device;
+  readonly id: bigint;
+}
+
+/** What a file below DeviceBuffer and ManagedBuffer reads of one: its public facts. @internal */
+export interface DeviceMemory {
+  readonly device: Device;
+  readonly byteLength: number;
+  readonly ptr: bigint;
+}
+
+/** The brand check and box accessor of a class, for files below it. @internal */
 export interface Handles<T> {
   /** True for an object the class made (an object that merely inherits its prototype is not one). */
   is(value: unknown): value is T;
@@ -16,22 +51,13 @@ export interface Handles<T> {
   box(object: T, method: string): Box;
 }
 
-function unregistered<T>(): Handles<T> {
-  return {
-    is: (_value: unknown): _value is T => false,
-    box: () => {
-      throw new Error('cuda-stream-pool: a handle was used before its class loaded');
-    },
-  };
-}
+/** Streams' handles, registered by stream/stream.ts; `handle` reads the CUstream without marking it shared with
+ * code outside the library. @internal */
+export const streams = privateState<Handles<StreamFacts> & { handle(stream: StreamFacts): bigint }>('Stream', ['box', 'handle'], { is: (_value: unknown): _value is StreamFacts => false });
 
-/** Streams' handles, registered by src/stream.ts. @internal */
-export const streams: Handles<Stream> = unregistered();
-/** Device buffers' handles, registered by src/device-buffer.ts; `offset` is where a buffer's bytes start in its
+/** Device buffers' handles, registered by memory/device-buffer.ts; `offset` is where a buffer's bytes start in its
  * allocation's box (0, or a subarray's offset). @internal */
-export const deviceBuffers: Handles<DeviceBuffer> & { offset(buffer: DeviceBuffer): number } = {
-  ...unregistered<DeviceBuffer>(),
-  offset: () => 0,
-};
-/** Managed buffers' handles, registered by src/managed-buffer.ts. @internal */
-export const managedBuffers: Handles<ManagedBuffer> = unregistered();
+export const deviceBuffers = privateState<Handles<DeviceMemory> & { offset(buffer: DeviceMemory): number }>('DeviceBuffer', ['box', 'offset'], { is: (_value: unknown): _value is DeviceMemory => false });
+
+/** Managed buffers' handles, registered by memory/managed-buffer.ts. @internal */
+export const managedBuffers = privateState<Handles<DeviceMemory>>('ManagedBuffer', ['box'], { is: (_value: unknown): _value is DeviceMemory => false });

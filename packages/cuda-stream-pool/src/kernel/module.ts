@@ -3,7 +3,7 @@
 import { types } from 'node:util';
 
 import { KERNEL_ARG_SLOT_BYTES, native, type Box } from '../binding/binding.js';
-import { streams } from '../internal/handles.js';
+import { privateState, register, streams } from '../internal/handles.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
 import { requireCuda } from '../binding/cuda.js';
@@ -124,8 +124,11 @@ export function binaryImageProblem(bytes: Uint8Array): string | undefined {
   return undefined;
 }
 
-let moduleBoxOf: (module: Module, method: string) => Box;
-let makeModule: (box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) => Module;
+// A module's box (for its kernels) and its construction from a loaded box (for loadModule).
+const modules = privateState<{
+  box(module: Module, method: string): Box;
+  make(box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined): Module;
+}>('Module', ['box', 'make']);
 
 /** A module loaded into a device's primary context: owns it (cuModuleUnload on `unload()`, `[Symbol.dispose]`, or by a
  * finalizer when forgotten). Kernels are looked up by their `extern "C"` names with {@link Module.getFunction}.
@@ -166,9 +169,11 @@ export class Module {
   }
 
   static {
-    moduleBoxOf = (module, method) => module.#use(method);
-    makeModule = (box, device, ptx, cubin) => new Module(internalConstruction, box, device, ptx, cubin);
     guardReceivers(Module, (value) => #box in value);
+    register(modules, {
+      box: (module, method) => module.#use(method),
+      make: (box, device, ptx, cubin) => new Module(internalConstruction, box, device, ptx, cubin),
+    });
   }
 
   #use(method: string): Box {
@@ -274,7 +279,7 @@ export class Module {
 
 /** Loads checked bytes into `device`'s context and wraps them (Module.load, Program.compile). @internal */
 export async function loadModule(bytes: Uint8Array, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined): Promise<Module> {
-  return makeModule(await native.moduleLoad(device.ordinal, bytes), device, ptx, cubin);
+  return modules.make(await native.moduleLoad(device.ordinal, bytes), device, ptx, cubin);
 }
 
 /** Checks a kernel signature; returns a frozen copy. @internal */
@@ -430,7 +435,7 @@ export class ArgumentPacker {
 const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
 
 /** The native box of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
-export let kernelBoxOf: (kernel: Kernel<readonly unknown[]>) => Box;
+export const kernels = privateState<{ box(kernel: Kernel<readonly unknown[]>): Box }>('Kernel', ['box']);
 
 /** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
  * reachable); after the module is unloaded every method throws {@link DestroyedError}.
@@ -458,11 +463,11 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
 
   static {
     guardReceivers(Kernel, (value) => #box in value);
-    kernelBoxOf = (kernel) => kernel.#box;
+    register(kernels, { box: (kernel) => kernel.#box });
   }
 
   #use(method: string): Box {
-    moduleBoxOf(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
+    modules.box(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
     return this.#box;
   }
 

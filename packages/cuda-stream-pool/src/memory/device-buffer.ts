@@ -6,7 +6,7 @@ import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox, streamHandle } from '../stream/stream.js';
-import { deviceBuffers, streams } from '../internal/handles.js';
+import { deviceBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured, requireNotCapturing } from '../stream/capture.js';
 import { asKernelPointer, type KernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
@@ -95,9 +95,6 @@ function settle(): void {
   }
 }
 
-let boxOf: (buffer: DeviceBuffer, method: string) => Box;
-let offsetOf: (buffer: DeviceBuffer) => number;
-
 /** Device memory, allocated in stream order (`cuMemAllocFromPoolAsync`) from the device's default memory pool
  * ({@link Device.memoryPool}). Its contents start undefined.
  *
@@ -147,10 +144,12 @@ export class DeviceBuffer implements KernelPointer {
   }
 
   static {
-    boxOf = (buffer, method) => buffer.#use(method);
-    offsetOf = (buffer) => buffer.#offset;
     guardReceivers(DeviceBuffer, (value) => #box in value);
-    Object.assign(deviceBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf, offset: offsetOf });
+    register(deviceBuffers, {
+      is: (value: unknown): value is DeviceBuffer => typeof value === 'object' && value !== null && #box in value,
+      box: (buffer, method) => (buffer as DeviceBuffer).#use(method),
+      offset: (buffer) => (buffer as DeviceBuffer).#offset,
+    });
   }
 
   #use(method: string): Box {

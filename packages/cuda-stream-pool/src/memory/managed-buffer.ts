@@ -6,7 +6,7 @@ import { requireCuda } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox } from '../stream/stream.js';
-import { managedBuffers, streams } from '../internal/handles.js';
+import { managedBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured } from '../stream/capture.js';
 import { asKernelPointer, type KernelPointer } from '../kernel/kernel-argument.js';
 import { hostView, type PinnedViewConstructor } from './pinned-buffer.js';
@@ -53,8 +53,6 @@ export interface ManagedAdviseOptions {
 
 const CPU = -1; // CU_DEVICE_CPU
 const MAX_MANAGED_BYTES = 2 ** 32 - 1; // the largest typed array Node 20 can make
-
-let boxOf: (buffer: ManagedBuffer, method: string) => Box;
 
 /** Managed (unified) memory, allocated with cuMemAllocManaged: the host reads and writes it through `bytes` or
  * `view()`, kernels through its address (pass the buffer as a `'ptr'` argument), and the driver migrates pages on
@@ -105,8 +103,10 @@ export class ManagedBuffer implements KernelPointer {
   }
 
   static {
-    boxOf = (buffer, method) => buffer.#use(method);
-    Object.assign(managedBuffers, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
+    register(managedBuffers, {
+      is: (value: unknown): value is ManagedBuffer => typeof value === 'object' && value !== null && #box in value,
+      box: (buffer, method) => (buffer as ManagedBuffer).#use(method),
+    });
     guardReceivers(ManagedBuffer, (value) => #box in value);
   }
 

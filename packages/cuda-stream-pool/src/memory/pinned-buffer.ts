@@ -5,6 +5,7 @@ import { types } from 'node:util';
 import { native, type Box } from '../binding/binding.js';
 import { driverState } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
+import { privateState, register } from '../internal/handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
@@ -63,7 +64,8 @@ interface PinnedRecord {
 const records = new WeakMap<ArrayBuffer, PinnedRecord>();
 const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new (...args: never[]) => ArrayBufferView;
 
-let recordOf: (pinned: PinnedBuffer) => PinnedRecord;
+/** The pinned record behind a PinnedBuffer, for stream/copy.ts. @internal */
+export const pinnedBuffers = privateState<{ record(pinned: PinnedBuffer): PinnedRecord }>('PinnedBuffer', ['record']);
 
 /** Pinned (page-locked) host memory: copies between it and the device run asynchronously at full speed, and any
  * view into it (`bytes`, `view()`, or a typed array over `bytes.buffer`) is copied directly, without staging.
@@ -102,8 +104,8 @@ export class PinnedBuffer {
   }
 
   static {
-    recordOf = (pinned) => pinned.#record;
     guardReceivers(PinnedBuffer, (value) => #record in value);
+    register(pinnedBuffers, { record: (pinned) => pinned.#record });
   }
 
   /** Takes `byteLength` bytes of pinned host memory from the library's cache; allocates new pinned memory
@@ -170,11 +172,6 @@ export class PinnedBuffer {
   [Symbol.dispose](): void {
     this.free();
   }
-}
-
-/** The pinned record behind a PinnedBuffer. @internal */
-export function pinnedRecord(pinned: PinnedBuffer): PinnedRecord {
-  return recordOf(pinned);
 }
 
 /** The pinned record of an ArrayBuffer made by a PinnedBuffer of this thread, if it is one. @internal */

@@ -18,7 +18,10 @@
  */
 import { DestroyedError } from '../binding/errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, lockFields, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
-import type { AcquireOptions, RunOptions } from './pool-policy.js';
+import { privateState, register } from '../internal/handles.js';
+import type { Device } from '../device/device.js';
+import type { Stream } from '../stream/stream.js';
+import type { AcquireOptions, RunOptions, StreamLease, StreamPoolStats } from './pool-policy.js';
 
 /** What a group needs of each device's pool: `StreamPool` in the library, a pool policy over fake streams in the CPU
  * tests. `S` is the stream type, `L` the lease type, `T` what `stats()` returns. */
@@ -35,11 +38,14 @@ export interface PoolGroupMember<S, L extends { readonly stream: S; release(): v
 
 const DETACHED = 'was destroyed (destroy() detaches the group; its pools stay)';
 
-let makeGroup: <S, L extends { readonly stream: S; release(): void }, T, D>(
-  members: readonly PoolGroupMember<S, L, T>[],
-  devices: readonly D[],
-  scope: <R>(stream: S, fn: (stream: S) => R) => R,
-) => StreamPoolGroup<S, L, T, D>;
+// A group's construction, for poolGroup().
+const groups = privateState<{
+  make<S, L extends { readonly stream: S; release(): void }, T, D>(
+    members: readonly PoolGroupMember<S, L, T>[],
+    devices: readonly D[],
+    scope: <R>(stream: S, fn: (stream: S) => R) => R,
+  ): StreamPoolGroup<S, L, T, D>;
+}>('StreamPoolGroup', ['make']);
 
 /** Stream pools of several devices that work together: each device's process-wide default pool
  * (`StreamPool.default(device)`), from {@link StreamPool.forDevices}. `getStream()`, `acquire()`, `tryAcquire()` and
@@ -72,7 +78,7 @@ let makeGroup: <S, L extends { readonly stream: S; release(): void }, T, D>(
  * })));
  * ```
  */
-export class StreamPoolGroup<S = import('../stream/stream.js').Stream, L extends { readonly stream: S; release(): void } = import('./pool-policy.js').StreamLease<S>, T = import('./pool.js').StreamPoolStats, D = import('../device/device.js').Device> {
+export class StreamPoolGroup<S = Stream, L extends { readonly stream: S; release(): void } = StreamLease<S>, T = StreamPoolStats, D = Device> {
   readonly #members: readonly PoolGroupMember<S, L, T>[];
   readonly #scope: <R>(stream: S, fn: (stream: S) => R) => R;
   #handOut = 0; // the device of the next getStream()
@@ -90,7 +96,7 @@ export class StreamPoolGroup<S = import('../stream/stream.js').Stream, L extends
   }
 
   static {
-    makeGroup = (members, devices, scope) => new StreamPoolGroup(internalConstruction, members, devices, scope);
+    register(groups, { make: (members, devices, scope) => new StreamPoolGroup(internalConstruction, members, devices, scope) });
     guardReceivers(StreamPoolGroup, (value) => #members in value);
   }
 
@@ -218,5 +224,5 @@ export function poolGroup<S, L extends { readonly stream: S; release(): void }, 
   devices: readonly D[],
   scope: <R>(stream: S, fn: (stream: S) => R) => R,
 ): StreamPoolGroup<S, L, T, D> {
-  return makeGroup(members, devices, scope);
+  return groups.make(members, devices, scope);
 }

@@ -3,6 +3,8 @@
 // the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
 // See Note [pool hand-out] in src/pool.ts; the shared words are Note [pool shared words] in src/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
+import { privateState, register } from '../internal/handles.js';
+import type { Stream } from '../stream/stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
@@ -100,12 +102,25 @@ interface Waiter<S> {
   settled: boolean;
 }
 
+/** A snapshot from `pool.stats()`. The counters are global: every thread that shares the pool adds to them. */
+export interface StreamPoolStats extends PoolCounters {
+  /** The number of streams. */
+  size: number;
+  /** The device ordinal. */
+  device: number;
+  /** The streams' effective priority (lower is higher). */
+  priority: number;
+  /** How many hardware work queues the device gives this process's context: CUDA_DEVICE_MAX_CONNECTIONS as the
+   * driver reads it at context creation (an integer from 1 to 32), 8 when unset or unreadable. Streams beyond this
+   * number share queues, so work on different streams can wait on each other. */
+  maxConnections: number;
+}
+
 type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-let makeLease: <S>(core: PoolCore<S>, slot: number) => StreamLease<S>;
-/** The lease's stream wrapper, or undefined while nobody has asked for it (Note [lean leases]). */
-let viewOf: <S>(lease: StreamLease<S>) => S | undefined;
+// A lease's construction, and its stream wrapper (undefined while nobody has asked for it: Note [lean leases]).
+const leases = privateState<{ make<S>(core: PoolCore<S>, slot: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
 
 /** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
  * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
@@ -118,7 +133,7 @@ let viewOf: <S>(lease: StreamLease<S>) => S | undefined;
  * `const { stream } = await pool.acquire()` is safe while `stream` is in use).
  * Thread-safety: a lease belongs to the thread that acquired it.
  * @throws {@link DestroyedError} from `stream` after release. */
-export class StreamLease<S = import('../stream/stream.js').Stream> {
+export class StreamLease<S = Stream> {
   #core: PoolCore<S> | undefined;
   #slot: number;
   #view: S | undefined = undefined;
@@ -130,9 +145,8 @@ export class StreamLease<S = import('../stream/stream.js').Stream> {
   }
 
   static {
-    makeLease = (core, slot) => new StreamLease(internalConstruction, core, slot);
-    viewOf = (lease) => lease.#view;
     guardReceivers(StreamLease, (value) => #slot in value);
+    register(leases, { make: (core, slot) => new StreamLease(internalConstruction, core, slot), view: (lease) => lease.#view });
   }
 
   /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
@@ -440,7 +454,7 @@ export class PoolCore<S> {
     if (inScope === undefined || this.#heldCount === 0) return undefined;
     for (let slot = 0; slot < this.size; slot++) {
       const lease = this.#leaseAt(slot);
-      const view = lease ? viewOf(lease) : undefined;
+      const view = lease ? leases.view(lease) : undefined;
       if (view === undefined || !inScope(view)) continue; // a view never made cannot be in scope
       let id: unknown;
       try {
@@ -693,7 +707,7 @@ export class PoolCore<S> {
     const counts = this.#u32;
     const at = this.#layout.leaseCountBase + slot;
     counts[at] = counts[at]! + 1;
-    const lease = makeLease(this, slot);
+    const lease = leases.make(this, slot);
     this.#young[slot] = lease;
     this.#heldCount++;
     if (this.#promotion === undefined) {

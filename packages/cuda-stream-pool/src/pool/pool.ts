@@ -34,9 +34,12 @@ import {
   StreamLease,
   type AcquireOptions,
   type CloseOptions,
-  type PoolCounters,
   type RunOptions,
+  type StreamPoolStats,
 } from './pool-policy.js';
+
+// The snapshot's type lives with the counters it extends; it is public under this file's name.
+export type { StreamPoolStats };
 
 export { StreamLease, type AcquireOptions, type CloseOptions, type RunOptions };
 
@@ -65,20 +68,6 @@ export interface SharedStreamPool {
   readonly device: number;
   /** The number of streams. */
   readonly size: number;
-}
-
-/** A snapshot from `pool.stats()`. The counters are global: every thread that shares the pool adds to them. */
-export interface StreamPoolStats extends PoolCounters {
-  /** The number of streams. */
-  size: number;
-  /** The device ordinal. */
-  device: number;
-  /** The streams' effective priority (lower is higher). */
-  priority: number;
-  /** How many hardware work queues the device gives this process's context: CUDA_DEVICE_MAX_CONNECTIONS as the
-   * driver reads it at context creation (an integer from 1 to 32), 8 when unset or unreadable. Streams beyond this
-   * number share queues, so work on different streams can wait on each other. */
-  maxConnections: number;
 }
 
 const SHARED_KIND = 'cuda-stream-pool:StreamPool';

@@ -3,10 +3,6 @@
 // src/native/stream.h.
 import { native, type Box } from '../binding/binding.js';
 import { CaptureError } from '../binding/errors.js';
-import type { Kernel } from '../kernel/module.js';
-
-/** A kernel of any signature, as a capture records it. @internal */
-export type CapturedKernel = Kernel<readonly unknown[]>;
 
 /* Note [capture safety]: between `stream.beginCapture()` and `stream.endCapture()` the work queued on the stream is
  * recorded into a graph, not run. The driver answers operations that would wait for that work or run work outside
@@ -36,8 +32,9 @@ export interface CaptureRecord {
   readonly members: Set<Box>;
   /** Objects the graph's work uses: DeviceBuffers, PinnedBuffers or views of pinned memory, Kernels. */
   readonly held: Set<object>;
-  /** Kernel launches in capture order with their kernel node (0n when the driver did not name exactly one). */
-  readonly kernelNodes: { kernel: CapturedKernel; node: bigint }[];
+  /** Kernel launches in capture order with their kernel node (0n when the driver did not name exactly one). A kernel
+   * is held as an object: this file sits below the kernel folder, and graph/graph.ts gives it its type back. */
+  readonly kernelNodes: { kernel: object; node: bigint }[];
 }
 
 /** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. */
@@ -125,7 +122,7 @@ export function noteCaptured(box: Box, ...objects: unknown[]): void {
 
 /** After a launch of `kernel` on `box`'s stream: when it is capturing in this thread, keeps the kernel alive and
  * notes its kernel node. @internal */
-export function noteCapturedLaunch(box: Box, kernel: CapturedKernel): void {
+export function noteCapturedLaunch(box: Box, kernel: object): void {
   if (records.size === 0) return;
   const record = records.get(box);
   if (record === undefined) return;

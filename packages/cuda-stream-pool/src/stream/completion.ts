@@ -1,7 +1,7 @@
 // Awaiting stream and event completion without blocking the event loop. See Note [completion engine] in
 // src/native/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
 // per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
-import { native, NOT_READY, type Box } from '../binding/binding.js';
+import { native, NOT_READY, type Box, type CompletionStats } from '../binding/binding.js';
 import { validateOptions, validateSignal } from '../internal/validate.js';
 
 interface Waiter {
@@ -98,32 +98,8 @@ export function waitSignal(options: unknown): AbortSignal | undefined {
   return validateSignal(o.signal, 'options.signal');
 }
 
-/**
- * The completion engine's diagnostic counters, for tests and tuning (see {@link completionStats}).
- */
-export interface CompletionStats {
-  /** Wake-ups of this thread's event loop by the engine (each delivers one batch). */
-  wakeups: number;
-  /** Waits settled by those wake-ups (waits that settled at once, without a wake-up, are not counted). */
-  delivered: number;
-  /** The most waits one wake-up settled. */
-  largestBatch: number;
-  /** Staged device-to-host copies of this thread not landed yet. */
-  landingsPending: number;
-  /** Waits of every thread that the poller still watches. */
-  processPending: number;
-  /** How often the poller thread parked (slept with nothing pending) since the process started. */
-  pollerParks: number;
-  /** Whether the poller thread is parked now. */
-  pollerParked: boolean;
-  /** Tickets that the driver never wrote although their stream finished its work, since the process started: their
-   * waits settled when the poller found the stream idle (within about 20 ms). Non-zero only with a faulty driver. */
-  lostTickets: number;
-  /** Completion markers enqueued in streams since the process started, by every thread: tickets written
-   * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that
-   * settles at once, adds none. */
-  markersEnqueued: number;
-}
+// The counters' type lives with the binding that returns them; it is public under this file's name.
+export type { CompletionStats };
 
 /**
  * The completion engine's counters: this thread's wake-ups, the waits they settled and the largest batch, and the

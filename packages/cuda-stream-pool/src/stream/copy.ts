@@ -6,20 +6,11 @@ import { types } from 'node:util';
 import { native, type Box } from '../binding/binding.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
-import type { DeviceBuffer } from '../memory/device-buffer.js';
-import type { ManagedBuffer } from '../memory/managed-buffer.js';
-import { deviceBuffers, managedBuffers, streams } from '../internal/handles.js';
-import { PinnedBuffer, pinnedRecord, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
-import type { Stream } from './stream.js';
+import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
+import { PinnedBuffer, pinnedBuffers, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
 import { invalidType, invalidValue, outOfRange, validateOptions } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from '../memory/host-views.js';
-
-/** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
- * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
- * DataView, Buffer). A view into a PinnedBuffer is copied directly; other host memory goes through pinned staging. A
- * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
-export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
  * start). */
@@ -78,8 +69,8 @@ function typedFillValue(value: unknown, type: FillType): number {
 const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
 
 type Operand =
-  | { kind: 'device'; buffer: DeviceBuffer; box: Box; base: number; length: number }
-  | { kind: 'managed'; buffer: ManagedBuffer; box: Box; length: number }
+  | { kind: 'device'; buffer: DeviceMemory; box: Box; base: number; length: number }
+  | { kind: 'managed'; buffer: DeviceMemory; box: Box; length: number }
   | { kind: 'pinned'; box: Box; base: number; length: number }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
@@ -94,7 +85,7 @@ function operand(value: unknown, name: string, call: string): Operand {
   if (deviceBuffers.is(value))
     return { kind: 'device', buffer: value, box: deviceBuffers.box(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
   if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, call), length: value.byteLength };
-  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedRecord(value), 0, value.byteLength, call);
+  if (value instanceof PinnedBuffer) return pinnedOperand(pinnedBuffers.record(value), 0, value.byteLength, call);
   let memory: ArrayBufferLike;
   let base = 0;
   let length: number;
@@ -156,7 +147,7 @@ function checkByteLength(value: unknown, available: number, what: string): numbe
 
 /** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
  * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
-export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
+export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
   const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
   const d = operand(dst, 'dst', call);
   const s = operand(src, 'src', call);
@@ -213,7 +204,7 @@ export function copyOnStream(stream: Stream, dst: unknown, src: unknown, options
   }
 }
 
-function queueCopy(stream: Stream, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
+function queueCopy(stream: StreamFacts, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
   if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
@@ -245,7 +236,7 @@ function queueCopy(stream: Stream, sb: Box, d: Operand, s: Operand, dst: unknown
 }
 
 /** Queues a fill on `stream`; see `Stream.fill`. @internal */
-export function fillOnStream(stream: Stream, dst: unknown, value: unknown, options: unknown): void {
+export function fillOnStream(stream: StreamFacts, dst: unknown, value: unknown, options: unknown): void {
   const o = validateOptions<FillOptions>(options, 'options', 'fill', ['byteLength', 'offset', 'elementSize', 'type']);
   if (!deviceBuffers.is(dst))
     throw invalidType('dst', 'a DeviceBuffer', dst, dst instanceof PinnedBuffer || isArrayBufferView(dst) ? 'Fill host memory with TypedArray.prototype.fill().' : '');

@@ -3,8 +3,9 @@ import { native, NOT_READY, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
+// Type-only: Event.record(stream: Stream) names the class that sits above this file (the cycle test allows it).
 import type { Stream, WaitOptions } from './stream.js';
-import { streams } from '../internal/handles.js';
+import { privateState, register, streams } from '../internal/handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateBoolean, validateOptions } from '../internal/validate.js';
 
 /** Options for {@link Event.create}. */
@@ -19,8 +20,8 @@ export interface EventOptions {
   blockingSync?: boolean;
 }
 
-let boxOf: (event: Event, method: string) => Box;
-let capturedOf: (event: Event) => Box | undefined;
+/** An event's box, and the box of the capturing stream it was last recorded on, for stream/stream.ts. @internal */
+export const events = privateState<{ box(event: Event, method: string): Box; captured(event: Event): Box | undefined }>('Event', ['box', 'captured']);
 
 /** A CUDA event. Owns its `CUevent` (cuEventDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer when
  * forgotten). An event that was never recorded counts as complete.
@@ -54,9 +55,8 @@ export class Event {
   }
 
   static {
-    boxOf = (event, method) => event.#use(method);
     guardReceivers(Event, (value) => #box in value);
-    capturedOf = (event) => event.#captured?.box;
+    register(events, { box: (event, method) => event.#use(method), captured: (event) => event.#captured?.box });
   }
 
   #use(method: string): Box {
@@ -184,15 +184,4 @@ export class Event {
       this.destroy();
     }
   }
-}
-
-/** The native box of a live event. @throws {@link DestroyedError}. @internal */
-export function eventBox(event: Event, method: string): Box {
-  return boxOf(event, method);
-}
-
-/** The box of the capturing stream `event` was last recorded on, if it was (a wait on it joins that capture).
- * @internal */
-export function capturedOn(event: Event): Box | undefined {
-  return capturedOf(event);
 }

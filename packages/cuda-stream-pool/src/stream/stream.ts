@@ -4,11 +4,15 @@ import { CU_STREAM_PER_THREAD, native, NOT_READY, type Box } from '../binding/bi
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
-import { capturedOn, Event, eventBox } from './event.js';
-import { streams } from '../internal/handles.js';
-import { copyOnStream, fillOnStream, type CopyOperand, type CopyOptions, type FillOptions } from './copy.js';
+import { Event, events } from './event.js';
+import { privateState, register, streams } from '../internal/handles.js';
+import { copyOnStream, fillOnStream, type CopyOptions, type FillOptions } from './copy.js';
+import { abandonCapture, beginCapture, CAPTURE_MODES, captureRefusal, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode, type CaptureRecord } from './capture.js';
+// Type-only imports of the classes above this file, which the public signatures name (Stream.fill(DeviceBuffer),
+// Stream.copy(ManagedBuffer, ...), Stream.endCapture(): Graph); the cycle test allows exactly these.
 import type { DeviceBuffer } from '../memory/device-buffer.js';
-import { abandonCapture, beginCapture, CAPTURE_MODES, captureRefusal, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode } from './capture.js';
+import type { ManagedBuffer } from '../memory/managed-buffer.js';
+import type { PinnedBuffer } from '../memory/pinned-buffer.js';
 import type { Graph } from '../graph/graph.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateInteger, validateOptions } from '../internal/validate.js';
 
@@ -47,15 +51,25 @@ const LEGACY = 1n; // CU_STREAM_LEGACY
 const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
-let boxOf: (stream: Stream, method: string) => Box;
-let makeStream: (box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object) => Stream;
 /** What cuStreamGetId/GetPriority/GetFlags reported for a box, as [handle, id, priority, nonBlocking] (a lease view
  * reuses its pool stream's). @internal */
 export type StreamInfo = ReturnType<typeof native.streamInfo>;
-let retireStream: (stream: Stream, why: string) => void;
-let usedStream: (stream: Stream) => boolean;
-let handleOf: (stream: Stream) => bigint;
-let makeGraph: ((box: Box, record: ReturnType<typeof endCapture>['record'], device: Device) => Graph) | undefined;
+
+/** What `stream.copy()` copies between: a {@link DeviceBuffer} (or a subarray of one), a {@link ManagedBuffer}, a
+ * {@link PinnedBuffer}, or host memory (an `ArrayBuffer`, `SharedArrayBuffer` or any `ArrayBufferView`: TypedArray,
+ * DataView, Buffer). A view into a PinnedBuffer is copied directly; other host memory goes through pinned staging. A
+ * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
+export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
+
+// A stream's lifetime, for the pool files: wrapping a pool stream's box, whether a wrapper was used, retiring it.
+const lifetimes = privateState<{
+  wrap(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream;
+  used(stream: Stream): boolean;
+  retire(stream: Stream, why: string): void;
+}>('Stream', ['wrap', 'used', 'retire']);
+
+/** How `stream.endCapture()` makes its Graph: graph/graph.ts, which sits above this file, registers it. @internal */
+export const graphs = privateState<{ fromCapture(box: Box, record: CaptureRecord, device: Device): Graph }>('Graph', ['fromCapture']);
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
  *
@@ -130,21 +144,25 @@ export class Stream {
   }
 
   static {
-    boxOf = (stream, method) => stream.#use(method);
-    makeStream = (box, device, kind, info, owner) => {
-      const stream = new Stream(internalConstruction, box, device, kind, info);
-      stream.#owner = owner;
-      return stream;
-    };
-    usedStream = (stream) => stream.#used;
-    handleOf = (stream) => stream.#handle;
-    retireStream = (stream, why) => {
-      if (stream.#retired === undefined) abandonCapture(stream.#box);
-      stream.#retired ??= why;
-      stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
-    };
     guardReceivers(Stream, (value) => #box in value);
-    Object.assign(streams, { is: (value: unknown) => typeof value === 'object' && value !== null && #box in value, box: boxOf });
+    register(streams, {
+      is: (value: unknown): value is Stream => typeof value === 'object' && value !== null && #box in value,
+      box: (stream, method) => (stream as Stream).#use(method),
+      handle: (stream) => (stream as Stream).#handle,
+    });
+    register(lifetimes, {
+      wrap: (box, device, kind, info, owner) => {
+        const stream = new Stream(internalConstruction, box, device, kind, info);
+        stream.#owner = owner;
+        return stream;
+      },
+      used: (stream) => stream.#used,
+      retire: (stream, why) => {
+        if (stream.#retired === undefined) abandonCapture(stream.#box);
+        stream.#retired ??= why;
+        stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
+      },
+    });
   }
 
   #use(method: string): Box {
@@ -264,8 +282,8 @@ export class Stream {
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
     const box = this.#use('waitEvent');
-    native.streamWaitEvent(box, eventBox(event, 'stream.waitEvent'));
-    noteJoin(box, capturedOn(event));
+    native.streamWaitEvent(box, events.box(event, 'stream.waitEvent'));
+    noteJoin(box, events.captured(event));
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. `other` may
@@ -386,8 +404,7 @@ export class Stream {
   endCapture(): Graph {
     const box = this.#use('endCapture');
     const { graph, record } = endCapture(box, this.id);
-    if (makeGraph === undefined) throw new Error('cuda-stream-pool internal: graph.js was not loaded');
-    return makeGraph(graph, record, this.device);
+    return graphs.fromCapture(graph, record, this.device);
   }
 
   /** True while the stream is capturing a graph (begun here, or joined by waiting on a capturing stream), in any
@@ -436,7 +453,7 @@ export class Stream {
 function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device): Stream {
   let stream = cache.get(device.ordinal);
   if (!stream || stream.destroyed) {
-    stream = makeStream(native.streamBorrow(device.ordinal, handle), device, 'borrowed');
+    stream = lifetimes.wrap(native.streamBorrow(device.ordinal, handle), device, 'borrowed');
     cache.set(device.ordinal, stream);
   }
   return stream;
@@ -445,31 +462,26 @@ function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device
 /** The native box of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
 export function streamBox(stream: Stream, method: string): Box {
   if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);  // e.g. currentStream() set to an imitation
-  return boxOf(stream, method);
+  return streams.box(stream, method);
 }
 
 /** Wraps a native stream box (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
 export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
-  return makeStream(box, device, kind, info, owner);
+  return lifetimes.wrap(box, device, kind, info, owner);
 }
 
 /** The stream's handle, read by the library itself: unlike `stream.handle`, it does not mark the handle as shared
  * with code outside the library. @internal */
 export function streamHandle(stream: Stream): bigint {
-  return handleOf(stream);
+  return streams.handle(stream);
 }
 
 /** True once any method was called through this wrapper (it may have queued work). @internal */
 export function wasUsed(stream: Stream): boolean {
-  return usedStream(stream);
+  return lifetimes.used(stream);
 }
 
 /** Retires a wrapper without touching the driver stream (a lease's view after release). @internal */
 export function retire(stream: Stream, why: string): void {
-  retireStream(stream, why);
-}
-
-/** Installs how endCapture() makes its Graph (src/graph.ts), which imports this file. @internal */
-export function setGraphFactory(factory: NonNullable<typeof makeGraph>): void {
-  makeGraph = factory;
+  lifetimes.retire(stream, why);
 }
