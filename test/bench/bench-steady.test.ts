@@ -1,10 +1,11 @@
-// bench micro's steady-state measurement (Note [steady state] in src/bench/harness.ts) and how its report shows the
+// bench micro's steady-state measurement (Note [steady state] in packages/cuda-stream-pool-bench/src/harness.ts) and how its report shows the
 // calls per run; plain JS, no driver.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { steadyAsync, steadySync, timeSync } from '#bench/harness.js';
-import { formatMicroReport, MICRO_SCHEMA, type MicroReport } from '#bench/micro.js';
+import { formatMicroReport } from '#bench/micro.js';
+import { MICRO_SCHEMA, type MicroReport } from '#bench/schema.js';
 
 test('steadySync grows a run until it lasts at least 5 ms and reports the calls per run', () => {
   let total = 0;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { modeTimeline } from '#bench/phase-timeline.js';
-import type { ModeResult, TaskPhaseTimes } from '#bench/results.js';
+import type { ModeResult, TaskPhaseTimes } from '#bench/schema.js';
 import { syntheticResults } from './support/synthetic-results.js';
 
 /** A pool mode row whose last run is `tasks`. */

@@ -10,7 +10,8 @@ import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
 import { MODES } from '#bench/modes.js';
-import { PHASES, type ModeResult, type TaskPhaseTimes } from '#bench/results.js';
+import { PHASES } from '#bench/results.js';
+import type { ModeResult, TaskPhaseTimes } from '#bench/schema.js';
 import { timelineHtml } from '#bench/timeline.js';
 import { PHASE_STYLE } from '#bench/timeline-script.js';
 import { benchFixture } from './support/fixture.js';

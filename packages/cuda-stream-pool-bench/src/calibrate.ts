@@ -6,13 +6,7 @@ import { summarize } from './harness.js';
 import { fmaGrid, FMA_BLOCK, type BenchKernels } from './kernels.js';
 import { LIMITS } from './cli/options.js';
 import { FMA_A, FMA_B, fillPartition } from './reference.js';
-
-/** Median GPU times in ms of a task's phases, each measured alone. */
-export interface PhaseTimes {
-  copyIn: number;
-  kernel: number;
-  copyOut: number;
-}
+import type { PhaseTimes } from './schema.js';
 
 /** Timed repetitions per measurement, after {@link WARMUP_REPEATS} untimed ones; the median is kept. */
 const REPEATS = 7;

@@ -4,32 +4,7 @@ import os from 'node:os';
 
 import { cuda, type Device } from 'cuda-stream-pool';
 import { packageVersion } from './package.js';
-
-/** The machine a benchmark ran on. */
-export interface Environment {
-  /** When the results were taken, ISO 8601. */
-  date: string;
-  /** The package version, from package.json. */
-  packageVersion: string;
-  /** `process.version`, for example 'v20.19.0'. */
-  node: string;
-  /** `${os.platform()} ${os.release()} ${os.arch()}`. */
-  os: string;
-  /** The first CPU's model name and the number of logical CPUs. */
-  cpu: string;
-  /** The driver's CUDA version as 'major.minor' (cuDriverGetVersion), null when unknown. */
-  driverVersion: string | null;
-  device: {
-    ordinal: number;
-    name: string;
-    /** 'major.minor', for example '9.0'. */
-    computeCapability: string;
-    multiprocessorCount: number;
-    totalMemoryBytes: number;
-    /** Copy engines that run alongside kernels. */
-    asyncEngineCount: number;
-  };
-}
+import type { Environment } from './schema.js';
 
 /** The environment of `device` in this process. */
 export function describeEnvironment(device: Device): Environment {

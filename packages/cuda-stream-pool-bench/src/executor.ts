@@ -12,7 +12,8 @@ import { benchKernels } from './kernels.js';
 import { usesPool, type Mode } from './modes.js';
 import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type InputSpec } from './reference.js';
 import type { Progress } from './progress.js';
-import { addSpeedups, BENCH_SCHEMA, overlapBoundMs, summarizeDevice, summarizeMode, type BenchResult } from './results.js';
+import { addSpeedups, overlapBoundMs, summarizeDevice, summarizeMode } from './results.js';
+import { BENCH_SCHEMA, type BenchResult } from './schema.js';
 import { ULP_TOLERANCE } from './task.js';
 
 /** What `bench` was asked to do, already validated (src/cli/options.ts). */

@@ -1,9 +1,10 @@
 // Micro-benchmarks of CUDA graphs: one GraphExec.launch() of a 3-node graph (copy in, kernel, copy out) beside the same
 // three calls made one by one, both beside cuGraphLaunch of the same graph in a C++ loop of the same run
-// (src/native/bench/graph_baseline.cc, in the benchmark addon).
+// (native/graph-baseline.cc, in the benchmark addon).
 import { Device, DeviceBuffer, Graph, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
-import { steadySync, summarize, type MicroResult, type Sample } from './harness.js';
+import { steadySync, summarize } from './harness.js';
+import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
 const BASELINE = 'cuGraphLaunch of the same 3-node graph (C++ loop)';

@@ -1,35 +1,6 @@
-// Timing helpers shared by every benchmark: per-call costs as a median and spread over several runs, and the
-// result rows that `cuda-stream-pool bench micro` prints beside their native baselines.
-
-/** One timed quantity: the median and the 10th/90th percentiles over `runs` runs. */
-export interface Sample {
-  median: number;
-  p10: number;
-  p90: number;
-  runs: number;
-  /** Calls per measured run, for a figure per call of a loop (`bench micro`); absent otherwise. */
-  callsPerRun?: number;
-}
-
-/** A micro-benchmark row: what was measured, its value, and the baseline from the same run it is compared with. */
-export interface MicroResult {
-  /** What one call does, for example 'pool.getStream()'. */
-  name: string;
-  /** The unit of `value` and `baseline`: 'ns' per call, 'µs' per call, 'ms' in all, 'GB/s', or '%' of one CPU core. */
-  unit: 'ns' | 'µs' | 'ms' | 'GB/s' | '%';
-  value: Sample;
-  /** The baseline's name, for example 'cuStreamCreate+cuStreamDestroy (C++ loop)'. */
-  baselineName?: string;
-  baseline?: Sample;
-  /** value / baseline for costs (lower is better), baseline / value inverted for throughput; see `better`. */
-  ratio?: number;
-  /** Whether a ratio below 1 ('lower') or above 1 ('higher') is better. */
-  better?: 'lower' | 'higher';
-  /** The target in words, for example '≤ 50 ns and ≥ 80× cheaper than create+destroy'. */
-  target?: string;
-  /** Whether the target was met, when there is one. */
-  met?: boolean;
-}
+// Timing helpers shared by every benchmark: per-call costs as a median and spread over several runs, and the targets
+// of the rows that `cuda-stream-pool bench micro` prints beside their native baselines (the rows' shape: schema.ts).
+import type { MicroResult, Sample } from './schema.js';
 
 function percentile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN; // nothing measured: shown as '-', never as a figure

@@ -9,7 +9,8 @@ import { Module } from 'cuda-stream-pool';
 import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
-import { nativeSample, steadySync, summarize, timeAsync, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadySync, summarize, timeAsync } from './harness.js';
+import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
 /** Options of {@link kernelMicroBenchmarks}. */

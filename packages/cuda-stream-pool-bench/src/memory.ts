@@ -1,9 +1,10 @@
 // Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
-// benchmark addon, src/native/bench/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
+// benchmark addon, native/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
 // against the pinned figure, the enqueue cost of a small pinned copy, and an alloc+free pair.
 import { Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio } from './harness.js';
+import type { MicroResult, Sample } from './schema.js';
 
 /** Options of {@link memoryMicroBenchmarks}. */
 export interface MemoryMicroOptions {

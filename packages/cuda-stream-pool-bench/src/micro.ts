@@ -6,13 +6,10 @@ import { fileURLToPath } from 'node:url';
 import Table from 'cli-table3';
 
 import { Device } from 'cuda-stream-pool';
-import { describeEnvironment, environmentRows, type Environment } from './environment.js';
-import type { MicroResult, Sample } from './harness.js';
+import { describeEnvironment, environmentRows } from './environment.js';
+import { MICRO_SCHEMA, type MicroGroupResult, type MicroReport, type MicroResult, type Sample } from './schema.js';
 import { streamMicroBenchmarks } from './stream.js';
 import { peerMicroBenchmarks, peerSkipReason } from './peer.js';
-
-/** The `schema` value of `bench micro --json` output. */
-export const MICRO_SCHEMA = 'cuda-stream-pool/bench-micro/2';
 
 type MicroFunction = (options: { device: number }) => Promise<MicroResult[]>;
 
@@ -39,23 +36,6 @@ const GROUPS: Group[] = [
   { name: 'graph', file: './graph.js', exportName: 'graphMicroBenchmarks' },
   { name: 'peer', file: './peer.js', exportName: 'peerMicroBenchmarks', run: peerMicroBenchmarks, skipReason: peerSkipReason },
 ];
-
-/** One group's outcome: its rows, or why there are none. */
-export interface MicroGroupResult {
-  name: string;
-  /** 'ok': ran; 'missing': the module or its export is not in this build; 'failed': it threw (see `message`);
-   * 'skipped': this machine cannot run it, `message` says why (the peer group on fewer than two GPUs). */
-  status: 'ok' | 'missing' | 'failed' | 'skipped';
-  message?: string;
-  results: MicroResult[];
-}
-
-/** Everything `bench micro --json` prints. */
-export interface MicroReport {
-  schema: typeof MICRO_SCHEMA;
-  environment: Environment;
-  groups: MicroGroupResult[];
-}
 
 async function loadGroup(group: Group, device: number): Promise<MicroGroupResult> {
   const url = new URL(group.file, import.meta.url);

@@ -2,7 +2,8 @@
 // peer access, where the driver stages the bytes through host memory, then with it, where they go over NVLink or PCIe
 // directly. Needs two GPUs; with fewer the group is skipped with the reason.
 import { Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
-import { summarize, type MicroResult, type Sample } from './harness.js';
+import { summarize } from './harness.js';
+import type { MicroResult, Sample } from './schema.js';
 
 /** Options of {@link peerMicroBenchmarks}. */
 export interface PeerMicroOptions {

@@ -1,7 +1,8 @@
 // One mode's last run as a timeline: its tasks grouped into a row per stream, and the engine occupancy (how many
 // copy-ins, kernels and copy-outs were in flight at each moment). The HTML page and the trace file both draw this.
 import type { ResultMode } from './modes.js';
-import { PHASES, type ModeResult, type TaskPhaseTimes } from './results.js';
+import { PHASES } from './results.js';
+import type { ModeResult, TaskPhaseTimes } from './schema.js';
 
 /** One stream of a mode's timeline and the tasks that ran on it, in start order. */
 export interface StreamRow {

@@ -1,7 +1,7 @@
 // Micro-benchmarks of the stream pool, beside cuStreamCreateWithPriority+cuStreamDestroy timed in a C++ loop of the
 // same run (the benchmark addon): what a task would pay for a stream of its own; and beside plain-JS baselines of the
 // same run where the pool's cost is JS work (the hand-out, the scope of run). Also the CPU an idle process with live
-// pools uses. See Note [pool hand-out] in src/pool.ts.
+// pools uses. See Note [pool hand-out] in packages/cuda-stream-pool/src/pool/pool.ts.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -9,7 +9,8 @@ import { promisify } from 'node:util';
 import { Device, StreamPool, type Stream } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
-import { nativeSample, steadyAsync, steadySync, summarize, type MicroResult, type Sample } from './harness.js';
+import { nativeSample, steadyAsync, steadySync, summarize } from './harness.js';
+import type { MicroResult, Sample } from './schema.js';
 
 /** Options of {@link poolMicroBenchmarks}. */
 export interface PoolMicroOptions {

@@ -4,7 +4,7 @@ import Table from 'cli-table3';
 
 import { environmentRows } from './environment.js';
 import { MODE_DESCRIPTIONS } from './modes.js';
-import type { BenchResult } from './results.js';
+import type { BenchResult } from './schema.js';
 
 /** Tables without colour codes, so that piped output and logs stay plain text. */
 function table(options: ConstructorParameters<typeof Table>[0] = {}): InstanceType<typeof Table> {

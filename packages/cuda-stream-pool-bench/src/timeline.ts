@@ -6,7 +6,8 @@
 // plain HTML tables, with data- attributes for tools and tests.
 import { MODE_DESCRIPTIONS } from './modes.js';
 import { modeTimeline, type ModeTimeline, type PhaseOccupancy } from './phase-timeline.js';
-import { PHASES, type BenchResult, type ModeResult } from './results.js';
+import { PHASES } from './results.js';
+import type { BenchResult, ModeResult } from './schema.js';
 import { LAYOUT, PHASE_STYLE, TIMELINE_SCRIPT } from './timeline-script.js';
 
 /** The `schema` of the data the page embeds in `<script type="application/json" id="timeline-data">`. */

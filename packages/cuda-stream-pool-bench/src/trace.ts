@@ -2,7 +2,8 @@
 // (ui.perfetto.dev) and chrome://tracing open offline. Mapping: one process per mode, one thread row per stream, one
 // complete event ("X") per task phase, and per mode a counter ("C") of the copy-ins, kernels and copy-outs in flight.
 import { modeTimeline } from './phase-timeline.js';
-import { PHASES, type BenchResult } from './results.js';
+import { PHASES } from './results.js';
+import type { BenchResult } from './schema.js';
 
 /** One event of the Trace Event format: `ph` is its type ("X" complete, "C" counter, "M" metadata), `ts` and `dur`
  * are in µs, `pid` and `tid` place it on a process and a thread row. */

@@ -4,7 +4,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { parseBenchResults, type BenchResult } from '#bench/results.js';
+import { parseBenchResults } from '#bench/results.js';
+import type { BenchResult } from '#bench/schema.js';
 import { repositoryRoot } from '../../support/gpu.js';
 import { syntheticResults } from './synthetic-results.js';
 

@@ -9,7 +9,8 @@ import { pathToFileURL } from 'node:url';
 import { summarize } from '#bench/harness.js';
 import { MODES, type ResultMode } from '#bench/modes.js';
 import { generator } from '#bench/reference.js';
-import { addSpeedups, BENCH_SCHEMA, type BenchResult, type ModeResult, type TaskPhaseTimes } from '#bench/results.js';
+import { addSpeedups } from '#bench/results.js';
+import { BENCH_SCHEMA, type BenchResult, type ModeResult, type TaskPhaseTimes } from '#bench/schema.js';
 
 /** What to model. */
 export interface SyntheticOptions {

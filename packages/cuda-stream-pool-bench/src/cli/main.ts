@@ -11,7 +11,7 @@ import { Command, type CommanderError } from 'commander';
 import { cuda, Device } from 'cuda-stream-pool';
 import { MODES, MODE_DESCRIPTIONS } from '../modes.js';
 import { packageVersion } from '../package.js';
-import type { BenchResult } from '../results.js';
+import type { BenchResult } from '../schema.js';
 import {
   checkCombinations,
   devicesOption,
