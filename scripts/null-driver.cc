@@ -2,7 +2,7 @@
 // succeeds at once, device memory is host memory (malloc), copies and fills are memcpy/memset, a stream memory write
 // lands immediately, so every stream is always idle. Nothing here is a GPU: results are meaningless, timings are not.
 //   mkdir -p /tmp/null-driver
-//   g++ -std=c++17 -O2 -shared -fPIC -I src/native scripts/null-driver.cc -o /tmp/null-driver/libcuda.so.1
+//   g++ -std=c++17 -O2 -shared -fPIC -I packages/cuda-stream-pool/src scripts/null-driver.cc -o /tmp/null-driver/libcuda.so.1
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/null-driver/libcuda.so.1 npx cuda-stream-pool bench micro
 // `bench micro` then shows each row's cost with the driver's taken out (its C baselines call the same stubs).
 #include <atomic>

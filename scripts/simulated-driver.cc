@@ -1,7 +1,7 @@
 // A simulated CUDA driver for testing the library on machines without a GPU: a libcuda.so.1 whose streams are
 // asynchronous and whose calls can be made to fail on purpose. A test tool, not a second implementation of CUDA.
 //   mkdir -p /tmp/simulated-driver
-//   g++ -std=c++17 -O2 -pthread -shared -fPIC -I src/native scripts/simulated-driver.cc -o /tmp/simulated-driver/libcuda.so.1
+//   g++ -std=c++17 -O2 -pthread -shared -fPIC -I packages/cuda-stream-pool/src scripts/simulated-driver.cc -o /tmp/simulated-driver/libcuda.so.1
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node my-test.js
 //
 // What it models:

@@ -1,4 +1,4 @@
-// The executor benchmark's task loop (Note [a task loop as lean as a user's] in src/bench/batch.ts) on the simulated
+// The executor benchmark's task loop (Note [a task loop as lean as a user's] in packages/cuda-stream-pool-bench/src/batch.ts) on the simulated
 // driver, whose kernels write what the GPU would: every mode records each task once, verified, with its stream and
 // ascending phase times; a wrong output element still fails the run naming the task.
 import assert from 'node:assert/strict';

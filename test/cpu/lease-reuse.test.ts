@@ -1,4 +1,4 @@
-// Leases made lean (Note [lean leases] in src/pool-policy.ts), on the simulated driver: a stale lease or stream
+// Leases made lean (Note [lean leases] in packages/cuda-stream-pool/src/pool/pool-policy.ts), on the simulated driver: a stale lease or stream
 // wrapper stays dead after its stream was leased again, a forgotten lease is still reclaimed, and run() keeps
 // currentStream() scoped exactly while settling with fn's outcome however fn ends.
 import assert from 'node:assert/strict';

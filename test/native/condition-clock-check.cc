@@ -1,4 +1,4 @@
-// A small program of its own around src/native/native_thread.h: it times one Condition::wait_for of 50 ms while the
+// A small program of its own around packages/cuda-stream-pool/src/internal/native-thread.h: it times one Condition::wait_for of 50 ms while the
 // wall clock (CLOCK_REALTIME) reads an hour ahead of its true value, as it would after being stepped back by an hour
 // during the wait, and prints the milliseconds the wait took. test/condition-clock.test.ts runs it.
 #include <sys/syscall.h>
@@ -11,7 +11,7 @@
 
 #include "internal/native-thread.h"
 
-// Every clock_gettime of this program, native_thread.h's included, comes here.
+// Every clock_gettime of this program, native-thread.h's included, comes here.
 extern "C" int clock_gettime(clockid_t clock, struct timespec* time) {
   const long result = syscall(SYS_clock_gettime, clock, time);
   if (clock == CLOCK_REALTIME) time->tv_sec += 3600;

@@ -1,8 +1,8 @@
-// Compile-time check of src/native/cuda-driver.h against the CUDA toolkit's cuda.h and cudaTypedefs.h: every
+// Compile-time check of packages/cuda-stream-pool/src/internal/cuda-driver.h against the CUDA toolkit's cuda.h and cudaTypedefs.h: every
 // function type of the loader's table against the toolkit's PFN_<name>_v<version>, and every enum value, struct size,
 // field offset and field type declared by hand. Compiling it is most of the test; running it checks the two stream
 // handle values. .ci/run does both where cuda.h exists:
-//   g++ -std=c++17 -I src/native -I <toolkit>/include test/native/cuda-driver-check.cc -o check && ./check
+//   g++ -std=c++17 -I packages/cuda-stream-pool/src -I <toolkit>/include test/native/cuda-driver-check.cc -o check && ./check
 // The project's header comes first, so that cuda.h's macros (CU_STREAM_LEGACY, CU_MEMHOSTALLOC_PORTABLE) do not
 // rewrite its names; its values are captured before cuda.h is included.
 #include <cstddef>

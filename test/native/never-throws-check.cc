@@ -1,4 +1,4 @@
-// A small program of its own around src/native/never_throws.h: each mode throws something inside never_throws, from
+// A small program of its own around packages/cuda-stream-pool/src/internal/never-throws.h: each mode throws something inside never_throws, from
 // one thread or many, and prints what callback_failures() then holds ("count|last"). test/never-throws.test.ts runs it.
 #include <cstdio>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Worker for test/kernel.test.ts: borrows the stream the main thread created (by its handle), compiles a kernel with
 // NVRTC, launches it on that stream, and reports the values it wrote and the stream's id.
-// When StreamPool lands (src/pool.ts), this takes a SharedStreamPool and uses pool.getStream(index) instead.
+// When StreamPool lands (packages/cuda-stream-pool/src/pool/pool.ts), this takes a SharedStreamPool and uses pool.getStream(index) instead.
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { DeviceBuffer, Program, Stream } from 'cuda-stream-pool';

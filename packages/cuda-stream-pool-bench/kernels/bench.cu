@@ -2,7 +2,7 @@
 // what the benchmarks load (Module.load); regenerate it after any change with:
 //   bash scripts/build-ptx.sh
 // compute_80 PTX is JIT-compiled by the driver for the GPU at hand (Ampere and newer) and cached by the driver.
-// No fast-math flags: fma_steps must compile to fma.rn.f32, which the CPU reference in src/bench/fmaf.ts emulates.
+// No fast-math flags: fma_steps must compile to fma.rn.f32, which the CPU reference in src/fmaf.ts emulates.
 
 // The executor task's compute: applies `steps` steps of v = fmaf(v, a, b) to data[i] for every i < n, in place.
 // One thread per element; the steps form a dependent chain, so the time grows linearly with `steps`.

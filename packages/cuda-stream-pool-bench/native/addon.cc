@@ -1,6 +1,6 @@
 // The benchmark addon (cuda_stream_pool_bench.node): the native baselines that `cuda-stream-pool bench` prints beside
 // the library's figures, built as a binary of its own so that the library's binary carries no benchmark code. The CLI
-// loads it by explicit path (src/bench/bench-addon.ts). Loading it never touches the driver: without a GPU every call
+// loads it by explicit path (src/bench-addon.ts). Loading it never touches the driver: without a GPU every call
 // throws the library's CudaUnavailableError, with the loader's reason. Context-aware: each worker thread that loads
 // it gets its own EnvironmentData.
 #include "driver.h"
@@ -9,8 +9,8 @@ namespace csp::bench {
 
 void register_calls(Napi::Env env, Napi::Object exports);     // calls.cc: per-call baselines of `bench micro`
 void register_executor(Napi::Env env, Napi::Object exports);  // executor.cc: the `native` mode of `bench`
-void register_graph_baseline(Napi::Env env, Napi::Object exports);  // graph_baseline.cc: the graph rows' baseline
-void register_wake_observer(Napi::Env env, Napi::Object exports);  // wake_observer.cc: the wake-latency row
+void register_graph_baseline(Napi::Env env, Napi::Object exports);  // graph-baseline.cc: the graph rows' baseline
+void register_wake_observer(Napi::Env env, Napi::Object exports);  // wake-observer.cc: the wake-latency row
 
 namespace {
 

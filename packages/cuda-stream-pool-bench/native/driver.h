@@ -1,6 +1,6 @@
 // The benchmark addon's access to the driver: checked calls that reach JS as the library's error classes, the device's
 // primary context made current on any thread, and the benchmark kernels loaded once per device. The driver table is
-// the library's loader, compiled into this binary from the same source (src/native/loader.cc); nothing else of the
+// the library's loader, compiled into this binary from the same source (packages/cuda-stream-pool/src/internal/loader.cc); nothing else of the
 // library is, so the library's per-environment state and completion machinery never enter this binary.
 #pragma once
 #include <napi.h>

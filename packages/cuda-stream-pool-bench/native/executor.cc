@@ -1,5 +1,5 @@
 // The `native` mode of `cuda-stream-pool bench`: the executor benchmark's tasks run by C++ threads, the baseline every
-// other mode is compared with in the same run. The tasks are the same as the library's (src/bench/task.ts): the same
+// other mode is compared with in the same run. The tasks are the same as the library's (src/task.ts): the same
 // pinned partitions, slots (device memory and pinned outputs, prepared by JS), kernel, verification sample,
 // references and tolerance. Only the streams and the completion differ: one thread per slot, each on a non-blocking
 // stream of its own, waits for each task with cuStreamSynchronize.
@@ -68,7 +68,7 @@ struct Outcome {
   Mismatch mismatch;
 };
 
-// float32 ulps between a and b, as src/bench/fmaf.ts ulpDistance counts them; NaN is infinitely far.
+// float32 ulps between a and b, as src/fmaf.ts ulpDistance counts them; NaN is infinitely far.
 double ulp_distance(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return INFINITY;
   auto ordered = [](float v) {

@@ -1,4 +1,4 @@
-// Native baseline of the graph micro-benchmark (src/bench/graph.ts): cuGraphLaunch of a 3-node graph (copy in from
+// Native baseline of the graph micro-benchmark (src/graph.ts): cuGraphLaunch of a 3-node graph (copy in from
 // pinned memory, empty_kernel, copy out to pinned memory) in a plain C++ loop, so that `cuda-stream-pool bench micro`
 // prints GraphExec.launch() beside the driver's own cost from the same run. Mechanism only: the TS caller validates.
 //
@@ -61,7 +61,7 @@ class GraphScratch {
 
 // graphLaunchLoop(device, iterations, ptx, bytes) -> ns per cuGraphLaunch: after one untimed launch and a
 // synchronize, `iterations` launches queued back to back and timed with the steady clock; the stream is synchronized
-// after the timing (untimed), as src/bench/graph.ts times GraphExec.launch().
+// after the timing (untimed), as src/graph.ts times GraphExec.launch().
 Napi::Value graph_launch_loop(const Napi::CallbackInfo& info) {
   const int device = info[0].As<Napi::Number>().Int32Value();
   const int64_t iterations = info[1].As<Napi::Number>().Int64Value();

@@ -386,7 +386,7 @@ test('after unload(), every kernel method throws DestroyedError and the module c
   }
 });
 
-// StreamPool (src/pool.ts) has not landed yet: the worker borrows a stream the main thread created, by its handle,
+// StreamPool (packages/cuda-stream-pool/src/pool/pool.ts) has not landed yet: the worker borrows a stream the main thread created, by its handle,
 // which is what a pool stream shared with a worker is. Switch to pool.share() / pool.getStream(i) once it lands.
 test('a worker compiles a kernel and launches it on a stream the main thread created', gpuNotSimulated('nvrtc'), async () => {
   using stream = Stream.create();

@@ -38,7 +38,7 @@ export interface CompletionStats {
 /** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
 export type Box = { readonly __box: unique symbol };
 
-/** One thread's handle on a pool's process-wide state (src/native/pool.cc). `device` is -1 and `streams` empty for
+/** One thread's handle on a pool's process-wide state (pool/pool.cc). `device` is -1 and `streams` empty for
  * shared words without streams; `owner` is the creating environment's id. */
 export interface PoolDescription {
   handle: Box; id: number; memory: SharedArrayBuffer; streams: Box[]; device: number; size: number;
@@ -63,7 +63,7 @@ export interface NativeBinding {
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
   cudaError(code: number, call: string, detail: string): Error;
-  /** True for the first caller of the process (src/environment.ts reports unknown values once). */
+  /** True for the first caller of the process (binding/environment.ts reports unknown values once). */
   claimEnvironmentWarning(): boolean;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
@@ -71,7 +71,7 @@ export interface NativeBinding {
   deviceSynchronizeSync(ordinal: number): void;
   deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
 
-  // managed.cc: managed (unified) memory.
+  // managed-buffer.cc: managed (unified) memory.
   managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
   managedFree(managed: Box, buffer: ArrayBuffer): void;
   managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
@@ -96,7 +96,7 @@ export interface NativeBinding {
   streamWaitEventCount(): number;
   streamDestroy(stream: Box): void;
 
-  // pool.cc: the pool's process-wide state; `layout` is poolLayout() from src/pool-words.ts, read by name.
+  // pool.cc: the pool's process-wide state; `layout` is poolLayout() from pool/pool-words.ts, read by name.
   poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
@@ -149,7 +149,7 @@ export interface NativeBinding {
     result: number; resultName: string; call: string; log: string; cubin?: Uint8Array; ptx?: string;
   }>;
 
-  // device_buffer.cc, pinned.cc, copy.cc, staging.cc, memory_pool.cc: stream-ordered device buffers, the pinned-block
+  // device-buffer.cc, pinned-buffer.cc, copy.cc, staging.cc, memory-pool.cc: stream-ordered device buffers, the pinned-block
   // cache, copies, fills, staged pageable copies, the default memory pool.
   deviceBufferAlloc(stream: Box, bytes: number): { box: Box; ptr: bigint };
   deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;

@@ -9,7 +9,7 @@ interface Setting {
   takes: string;
 }
 
-// One staging chunk (src/native/staging.cc, Note [staging]): the smallest cap it takes.
+// One staging chunk (internal/staging.cc, Note [staging]): the smallest cap it takes.
 const STAGING_CHUNK_BYTES = 256 * 1024;
 
 const settings: readonly Setting[] = [

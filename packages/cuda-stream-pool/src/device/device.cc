@@ -7,7 +7,7 @@
 #include "binding/errors.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 
 namespace csp {
 namespace {

@@ -1,5 +1,5 @@
 // CUDA graphs: stream capture, graphs, executable graphs. Mechanism only; the policy (who may capture, what is
-// illegal during a capture, what a graph keeps alive) is src/graph.ts and src/capture.ts. Runs on: the JS thread that
+// illegal during a capture, what a graph keeps alive) is graph/graph.ts and stream/capture.ts. Runs on: the JS thread that
 // called (main or worker). See Note [capture flag] in stream.h and Note [graph lifetime] below.
 #include <vector>
 

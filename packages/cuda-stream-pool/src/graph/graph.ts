@@ -1,5 +1,5 @@
 // CUDA graphs: the work a stream capture recorded (Graph) and its executable form (GraphExec), which queues all of
-// it with one driver call. See Note [graph ownership] below and Note [capture safety] in src/capture.ts.
+// it with one driver call. See Note [graph ownership] below and Note [capture safety] in stream/capture.ts.
 import { types } from 'node:util';
 
 import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';

@@ -15,7 +15,7 @@
 // further down the list, and no lock is held across a call that can block on another thread's progress (a driver
 // synchronize, a module load, a JS call that may run finalizers, a thread-safe function call that may wait):
 //   1. the pool registry's mutex (pool.cc)
-//   2. a device buffer's uses_mutex (device_buffer.cc)
+//   2. a device buffer's uses_mutex (device-buffer.cc)
 //   3. a stream's marker_mutex (completion.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
 //      copy's mutex (staging.cc)
 //   4. a staging arena, the pinned cache
@@ -24,7 +24,7 @@
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.
-// Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock_order.h), and
+// Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock-order.h), and
 // CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
 #pragma once
 #include <napi.h>

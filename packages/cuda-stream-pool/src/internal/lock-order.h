@@ -73,7 +73,7 @@ class OrderedMutex {
       if (static_cast<int>(other->level_) >= static_cast<int>(level_)) {
         std::fprintf(stderr,
                      "cuda-stream-pool: lock order violated: taking \"%s\" (level %d) while holding \"%s\" (level %d); "
-                     "see Note [lock order] in src/native/box.h\n",
+                     "see Note [lock order] in internal/box.h\n",
                      name_, static_cast<int>(level_), other->name_, static_cast<int>(other->level_));
         std::abort();
       }

@@ -28,7 +28,7 @@
 #include "stream/completion.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 #include "internal/lock-order.h"
 
 namespace csp {

@@ -1,5 +1,5 @@
 // Modules and kernels: load PTX/CUBIN/fatbin, look up functions, launch with packed arguments. Policy (signatures,
-// argument checks, defaults) lives in src/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
+// argument checks, defaults) lives in kernel/module.ts. Runs on: any JS thread; module loading runs on a libuv worker thread (the
 // driver JIT-compiles PTX, which can take long).
 #include <cstring>
 #include <string>
@@ -285,7 +285,7 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
 constexpr unsigned kInlineParams = 32;
 
 // kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
-// Every value is already validated by src/module.ts; params holds one slot per argument.
+// Every value is already validated by kernel/module.ts; params holds one slot per argument.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   auto kernel = unwrap_box<KernelBox>(info[0]);
   auto stream = unwrap_box<StreamBox>(info[1]);

@@ -1,5 +1,5 @@
 // Modules (PTX, CUBIN or fatbin loaded into a device's primary context) and their kernels: lookup by name, launch
-// with arguments checked against a signature. Mechanism in src/native/module.cc.
+// with arguments checked against a signature. Mechanism in kernel/module.cc.
 import { types } from 'node:util';
 
 import { KERNEL_ARG_SLOT_BYTES, native, type Box } from '../binding/binding.js';

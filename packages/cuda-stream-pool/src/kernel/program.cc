@@ -1,5 +1,5 @@
 // NVRTC, the CUDA runtime compiler: opened at run time (dlopen, never closed, process-wide) and driven off the JS
-// thread. Mechanism only: src/program.ts picks the options (the architecture) and turns results into errors.
+// thread. Mechanism only: kernel/program.ts picks the options (the architecture) and turns results into errors.
 // Runs on: nvrtcLoad/nvrtcCompile are called on any JS thread; the work runs on a libuv worker thread.
 //
 // Note [nvrtc declared here]: the build machines (and CI) have no nvrtc.h, so the handful of NVRTC entry points

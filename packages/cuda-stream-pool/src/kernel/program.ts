@@ -1,4 +1,4 @@
-// Programs: CUDA C++ source compiled at run time by NVRTC (opened with dlopen, see src/native/nvrtc.cc) and loaded as
+// Programs: CUDA C++ source compiled at run time by NVRTC (opened with dlopen, see kernel/program.cc) and loaded as
 // a Module. The policy lives here: which architecture to compile for, which output to keep, which error to raise.
 import { native } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
@@ -139,7 +139,7 @@ export class Program {
     if (!compiler.available) throw new CudaUnavailableError(compiler.reason, 'NVRTC');
     const device = resolveDevice(o.device);
     const { options: args, output } = compilerOptions(given, device.computeCapability, compiler.supportedArchs);
-    // Phase 3: the cache (See Note [compile cache] in src/compile-cache.ts), else compile off the JS thread; then load.
+    // Phase 3: the cache (See Note [compile cache] in kernel/compile-cache.ts), else compile off the JS thread; then load.
     const cached = o.cache !== false && !namesIncludes(given);
     const key = cached
       ? compileKey({

@@ -9,7 +9,7 @@
 #include "internal/context.h"
 #include "stream/event.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 #include "internal/lock-order.h"
 
 namespace csp {
@@ -52,7 +52,7 @@ void watch_retirement(StreamBox& stream) {
 //    (Note [stream retirement]); watch_retirement() arms it when the entry is made.
 //  - CU_STREAM_PER_THREAD names the calling thread's stream, so another thread's per-thread stream cannot be recorded
 //    on from the freeing thread. For those the using thread records the entry's event itself: right after a copy or
-//    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
+//    fill, and for kernel arguments and recordStream in a microtask of that thread (memory/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
 //  - a stream of another device (a peer copy, recordStream) is an entry like any other: its event lives in that

@@ -1,5 +1,5 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
-// streams delay the free (Note [buffer uses] in src/native/device_buffer.cc).
+// streams delay the free (Note [buffer uses] in memory/device-buffer.cc).
 import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';

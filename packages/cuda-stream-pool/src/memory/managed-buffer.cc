@@ -14,7 +14,7 @@
 #include "binding/errors.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 #include "stream/stream.h"
 #include "internal/synchronizer.h"
 

@@ -1,5 +1,5 @@
 // Managed (unified) memory: one allocation that both the host (as an ArrayBuffer) and the device (by its address)
-// use, migrated by the driver on demand or by prefetch. See Note [managed lifetime] in src/native/managed.cc.
+// use, migrated by the driver on demand or by prefetch. See Note [managed lifetime] in memory/managed-buffer.cc.
 import { native, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { requireCuda } from '../binding/cuda.js';

@@ -5,7 +5,7 @@
 #include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 
 namespace csp {
 namespace {

@@ -8,7 +8,7 @@
 #include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 #include "internal/lock-order.h"
 
 namespace csp {

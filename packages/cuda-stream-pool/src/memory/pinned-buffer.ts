@@ -1,5 +1,5 @@
 // Pinned (page-locked) host memory from the library's pinned-block cache, seen from JS as an external ArrayBuffer.
-// Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in src/native/pinned.cc.
+// Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in memory/pinned-buffer.cc.
 import { types } from 'node:util';
 
 import { native, type Box } from '../binding/binding.js';

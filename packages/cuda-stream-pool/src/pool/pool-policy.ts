@@ -1,7 +1,7 @@
 // The stream pool's policy in plain TypeScript over abstract stream slots: round-robin hand-out, exclusive leases,
 // waiters (FIFO in a thread, rotating across threads), abort, run() scoping, close and detach. The same code runs over
-// the native shared words (src/native/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
-// See Note [pool hand-out] in src/pool.ts; the shared words are Note [pool shared words] in src/pool-words.ts.
+// the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
+// See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
 import { privateState, register } from '../internal/handles.js';
 import type { Stream } from '../stream/stream.js';

@@ -1,26 +1,26 @@
 // The stream pool's shared words: the one specification of their layout and of the transitions made on them. The
-// policy (src/pool-policy.ts) makes the JS transitions; the native pool (src/native/pool.cc) receives poolLayout()
+// policy (pool/pool-policy.ts) makes the JS transitions; the native pool (pool/pool.cc) receives poolLayout()
 // by name at creation and makes the two native ones (destroy, departure). Neither side has numbers of its own.
 
 /* Note [pool shared words]: one Int32Array that every thread sharing a pool sees (a SharedArrayBuffer over one
- * native block, Note [one backing store] in src/native/pool.cc).
+ * native block, Note [one backing store] in pool/pool.cc).
  *
  * Layout (word indices):
  *   STATE (0)           OPEN, CLOSING or DESTROYED; plain reads are enough for the checks in getStream().
- *   NEXT (1)            the round-robin counter, read as Uint32 (Note [pool hand-out] in src/pool.ts).
+ *   NEXT (1)            the round-robin counter, read as Uint32 (Note [pool hand-out] in pool/pool.ts).
  *   WRAPS (2)           how many times NEXT was wound back, for stats().
  *   -- words 16.. sit on their own cache line, away from the hot counter --
  *   WAITING_ENVS (16)   registered entries of the waiting table.
  *   CURSOR (17)         the table entry to serve next, so releases rotate among waiting threads.
  *   CLOSE_BELL (18)     bumped and notified when a lease comes back while the pool closes.
  *   ATTACHED_ENVS (19)  how many environments (threads) hold a handle on the pool; written by the native side
- *                       alone (Note [pool attachments] in src/native/pool.cc); 0 over words made in JS (tests).
+ *                       alone (Note [pool attachments] in pool/pool.cc); 0 over words made in JS (tests).
  *   RECLAIMED (20)      leases given back because they became unreachable unreleased, for stats().
  *   leases (32..)       `size` lease words, one per stream (below).
  *   leaseCounts         `size` words (Uint32): leases granted per stream, for stats().
  *   explicit            `size` words (Uint32): getStream(index) calls per stream, for stats().
  *   idleAt              `size` words (Uint32): NEXT when the stream was last known idle, or UNKNOWN_IDLE
- *                       (Note [known idle] in src/pool-policy.ts).
+ *                       (Note [known idle] in pool/pool-policy.ts).
  *   idleExplicit        `size` words (Uint32): the stream's explicit count at that moment.
  *   waiting table       ENV_ENTRIES entries of ENV_STRIDE words: [environment id or 0, doorbell, waiters, spare].
  *

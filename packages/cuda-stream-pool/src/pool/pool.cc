@@ -1,7 +1,7 @@
 // The stream pool's process-wide shared state: its streams and the block of shared words (round-robin counter,
 // lease words, waiting-thread table) that every thread sees as one SharedArrayBuffer. Mechanism only: the policy
-// is plain TS in src/pool-policy.ts. See Note [pool hand-out] in src/pool.ts, Note [pool shared words] in
-// src/pool-words.ts, and Note [one backing store] below. Runs on: any JS thread, except where a function says so.
+// is plain TS in pool/pool-policy.ts. See Note [pool hand-out] in pool/pool.ts, Note [pool shared words] in
+// pool/pool-words.ts, and Note [one backing store] below. Runs on: any JS thread, except where a function says so.
 //
 // Note [one backing store]: every thread must see the pool's words as the same SharedArrayBuffer, so that
 // Atomics.add/compareExchange act on one counter and Atomics.notify in one thread wakes Atomics.waitAsync in
@@ -39,7 +39,7 @@
 namespace csp {
 namespace {
 
-// Where the policy keeps what this file touches: src/pool-words.ts `poolLayout()`, read by name at creation (Note
+// Where the policy keeps what this file touches: pool/pool-words.ts `poolLayout()`, read by name at creation (Note
 // [pool shared words] there, the one specification of the words and their transitions).
 struct Layout {
   int32_t words = 0;         // total int32 words
@@ -152,7 +152,7 @@ void destroy_pool(const std::shared_ptr<PoolState>& state) {
  * (its handle finalized at its teardown), the last detach in the other threads destroys the pool and its streams at
  * once, without waiting for a GC; and a pool forgotten by every thread is destroyed by its finalizers.
  * The number of environments holding a handle is published in the shared words (attachedEnvs), so that a thread
- * can tell, without a call, that no other thread could give it a lease (Note [pool waiting] in src/pool-policy.ts).
+ * can tell, without a call, that no other thread could give it a lease (Note [pool waiting] in pool/pool-policy.ts).
  * Called with the registry mutex held. */
 void count_handle(PoolState& state, int environment, int delta) {
   int& count = state.attached[environment];
@@ -349,11 +349,11 @@ Napi::Value pool_detach(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// The departure transition of Note [pool shared words] (src/pool-words.ts): gives back what `environment` held in
+// The departure transition of Note [pool shared words] (pool/pool-words.ts): gives back what `environment` held in
 // one pool. Its waiting-table entry goes first, then its lease words (held or handed to it): a hand-off racing with
 // this either re-reads the entry after it was cleared and takes its word back, or wrote its word before the sweep
 // below, which frees it. Then rings every doorbell; native code cannot Atomics.notify, so waiters in other threads
-// notice on their backstop timer (Note [pool waiting] in src/pool-policy.ts).
+// notice on their backstop timer (Note [pool waiting] in pool/pool-policy.ts).
 void depart(PoolState& state, int environment) {
   const Layout& l = state.layout;
   int32_t* words = state.words;

@@ -1,6 +1,6 @@
 // StreamPool: a fixed set of streams created once and handed to tasks cheaply, from any thread or worker. The policy
-// is plain TS in src/pool-policy.ts (Note [pool waiting], Note [pool shared words]); the process-wide state is
-// src/native/pool.cc (Note [one backing store]). See Note [pool hand-out] below.
+// is plain TS in pool/pool-policy.ts (Note [pool waiting], Note [pool shared words]); the process-wide state is
+// pool/pool.cc (Note [one backing store]). See Note [pool hand-out] below.
 
 /* Note [pool hand-out]: a pool owns `size` streams (1 to 1024, default 32; the default pool of a device takes
  * CUDA_STREAM_POOL_SIZE or 32), all created up front on one device, non-blocking unless `nonBlocking: false`.
@@ -171,7 +171,7 @@ export class StreamPool {
     const infos = streams.map((s): StreamInfo => [streamHandle(s), s.id, s.priority, s.nonBlocking]);
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
-      // The view keeps its lease alive (Note [lease reclaim] in src/pool-policy.ts); the lease keeps this object
+      // The view keeps its lease alive (Note [lease reclaim] in pool/pool-policy.ts); the lease keeps this object
       // alive through the core.
       leaseView: (slot, lease) => wrapStream(boxes[slot]!, device, 'lease', infos[slot], lease),
       retire,
@@ -288,7 +288,7 @@ export class StreamPool {
    * streams throw {@link DestroyedError}, in any thread. Waits for driver calls in flight on the streams in other
    * threads (Note [handle guard]). On an attached or default pool: detaches this thread only, and when the thread
    * that created the pool is gone and this was the last object attached to it in any thread, destroys the pool and
-   * its streams at once (Note [pool attachments] in src/native/pool.cc; a default pool is never destroyed).
+   * its streams at once (Note [pool attachments] in pool/pool.cc; a default pool is never destroyed).
    * Idempotent; never throws. Wraps: cuStreamDestroy. */
   destroy(): void {
     if (this.#owner && !this.#isDefault) {

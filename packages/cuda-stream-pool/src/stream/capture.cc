@@ -1,4 +1,4 @@
-// Note [capture guard] in capture_guard.h.
+// Note [capture guard] in capture.h.
 #include "stream/capture.h"
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // Stream capture: which streams are capturing, what a capture records for its graph, and the guard that refuses
 // operations that are illegal while a stream captures. See Note [capture safety] below and Note [capture flag] in
-// src/native/stream.h.
+// stream/stream.h.
 import { native, type Box } from '../binding/binding.js';
 import { CaptureError } from '../binding/errors.js';
 

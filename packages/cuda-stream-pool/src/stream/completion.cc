@@ -742,7 +742,7 @@ Napi::Value completion_flush(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(flush_landings(env, channel_of(env))));
 }
 
-// completionStats() -> the engine's diagnostic counters (see CompletionStats in src/completion.ts).
+// completionStats() -> the engine's diagnostic counters (see CompletionStats in stream/completion.ts).
 Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Channel& channel = channel_of(env);

@@ -1,5 +1,5 @@
 // Awaiting stream and event completion without blocking the event loop. See Note [completion engine] in
-// src/native/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
+// stream/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
 // per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
 import { native, NOT_READY, type Box, type CompletionStats } from '../binding/binding.js';
 import { validateOptions, validateSignal } from '../internal/validate.js';

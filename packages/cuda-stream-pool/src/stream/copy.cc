@@ -6,7 +6,7 @@
 #include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/loader.h"
-#include "memory/memory.h"
+#include "internal/memory.h"
 
 namespace csp {
 
@@ -32,7 +32,7 @@ namespace {
 
 // copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes): the buffers may be on two devices, the stream on
 // either of them. The uses are noted on the stream whatever device it is on, so each buffer's free waits for it
-// (Note [buffer uses] in device_buffer.cc).
+// (Note [buffer uses] in device-buffer.cc).
 Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);

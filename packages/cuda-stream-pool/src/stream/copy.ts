@@ -1,6 +1,6 @@
 // Asynchronous copies and fills in stream order: device<->device, pinned<->device, and pageable JS memory<->device
 // through the library's pinned staging. Behind stream.copy() and stream.fill(). See Note [staging] in
-// src/native/staging.cc: copies never block the JS thread.
+// internal/staging.cc: copies never block the JS thread.
 import { types } from 'node:util';
 
 import { native, type Box } from '../binding/binding.js';
@@ -80,7 +80,7 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, call:
 }
 
 /** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
- * intrinsic getters (src/views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
+ * intrinsic getters (memory/host-views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
 function operand(value: unknown, name: string, call: string): Operand {
   if (deviceBuffers.is(value))
     return { kind: 'device', buffer: value, box: deviceBuffers.box(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
@@ -107,7 +107,7 @@ function operand(value: unknown, name: string, call: string): Operand {
 }
 
 // Note [pending destinations]: a device-to-host copy into a JS array lands when this thread copies its staging into
-// the array (Note [completion engine] in src/native/completion.h). Until then the array must not be a copy source
+// the array (Note [completion engine] in stream/completion.h). Until then the array must not be a copy source
 // (it would stage stale bytes): each pending range is kept here with its native landing, which copyLanded() lands
 // when the copy is done. Per thread, keyed by the ArrayBuffer, pruned whenever consulted.
 interface Pending {

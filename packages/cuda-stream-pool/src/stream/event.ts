@@ -39,7 +39,7 @@ export class Event {
   #box: Box;
   #destroyed = false;
   #recorded = false;
-  // The stream box and id when last recorded on a capturing stream (Note [capture safety] in src/capture.ts).
+  // The stream box and id when last recorded on a capturing stream (Note [capture safety] in stream/capture.ts).
   #captured: { box: Box; streamId: bigint } | undefined;
   /** The device the event belongs to. */
   readonly device: Device;

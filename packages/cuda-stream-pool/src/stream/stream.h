@@ -15,7 +15,7 @@ struct StreamBox : Box {
   CUstream handle = nullptr;
   bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
   // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
-  // stream's last work. device_buffer.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
+  // stream's last work. device-buffer.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
   // stream; destroy() records it, and records it again just before the handle dies if calls were still in flight
   // (Note [handle guard] in box.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
   // already be dead.
@@ -25,7 +25,7 @@ struct StreamBox : Box {
   // a hint read without a driver call by the guards of operations that are illegal while capturing. When it is set,
   // cuStreamIsCapturing decides, and the flag is cleared once the driver reports no capture.
   std::atomic<bool> capturing{false};
-  // Set while a capture that began on this stream is open (counted by capture_opening, capture_guard.h), any thread.
+  // Set while a capture that began on this stream is open (counted by capture_opening, capture.h), any thread.
   std::atomic<bool> capture_origin{false};
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
   // that keeps ticket values in the order of their writes.
@@ -94,7 +94,7 @@ struct StreamBox : Box {
 int capture_status(StreamBox& stream);
 
 // The capture that began on `stream` is over (ended, abandoned, or its stream released): uncounted from the open
-// captures of Note [capture guard] (capture_guard.h). Idempotent.
+// captures of Note [capture guard] (capture.h). Idempotent.
 void capture_closed(StreamBox& stream);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.

@@ -1,5 +1,5 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
-// See Note [handle guard] in src/native/box.h for why destroy is safe across threads.
+// See Note [handle guard] in internal/box.h for why destroy is safe across threads.
 import { CU_STREAM_PER_THREAD, native, NOT_READY, type Box } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
@@ -39,7 +39,7 @@ export interface WaitOptions {
 export interface CaptureOptions {
   /** Which API calls the driver prohibits while the capture runs, because they could synchronize with the captured
    * work: `'thread-local'` in this thread only; `'global'` in every thread of the process, the library's own
-   * included; `'relaxed'` none. The library's guards (Note [capture safety] in src/capture.ts) apply in every mode.
+   * included; `'relaxed'` none. The library's guards (Note [capture safety] in stream/capture.ts) apply in every mode.
    * @defaultValue 'thread-local' */
   mode?: CaptureMode;
 }
@@ -92,7 +92,7 @@ export class Stream {
   #box: Box;
   #kind: Kind;
   #retired: string | undefined;
-  #used = false; // anything called through this wrapper (Note [known idle] in src/pool-policy.ts)
+  #used = false; // anything called through this wrapper (Note [known idle] in pool/pool-policy.ts)
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.

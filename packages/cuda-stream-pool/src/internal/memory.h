@@ -1,5 +1,5 @@
-// Internals shared by the memory files: device buffers (device_buffer.cc), pinned buffers and their cache
-// (pinned.cc), copies and fills (copy.cc), pageable staging (staging.cc) and the memory pool (memory_pool.cc). Runs on:
+// Internals shared by the memory files: device buffers (device-buffer.cc), pinned buffers and their cache
+// (pinned-buffer.cc), copies and fills (copy.cc), pageable staging (staging.cc) and the memory pool (memory-pool.cc). Runs on:
 // any JS thread (main or worker). Memory the GPU may still use is not freed or reused until that work is done.
 #pragma once
 #include <napi.h>
@@ -60,7 +60,7 @@ CUmemoryPool default_pool(int device);
 // an entry of the stream's box (alive). Throws CudaFailure; a failed creation is retried next time.
 void watch_retirement(StreamBox& stream);
 
-struct Block;  // pinned.cc: one block of the pinned cache
+struct Block;  // pinned-buffer.cc: one block of the pinned cache
 
 // The pinned memory of one PinnedBuffer. Its ArrayBuffer's finalizer owns the block (views outlive the wrapper);
 // free() only retires the box and detaches the ArrayBuffer, which runs that finalizer. See Note [handle guard].
@@ -111,7 +111,7 @@ void fence_pinned(PinnedBox& pinned, const std::shared_ptr<StreamBox>& stream);
 //    (Note [stream retirement]); watch_retirement() arms it when the entry is made.
 //  - CU_STREAM_PER_THREAD names the calling thread's stream, so another thread's per-thread stream cannot be recorded
 //    on from the freeing thread. For those the using thread records the entry's event itself: right after a copy or
-//    fill, and for kernel arguments and recordStream in a microtask of that thread (src/device-buffer.ts). A free
+//    fill, and for kernel arguments and recordStream in a microtask of that thread (memory/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
 // Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
