@@ -61,10 +61,10 @@ export interface NativeTaskOutcome {
   mismatch?: { task: number; element: number; value: number; expected: number };
 }
 
-/** The wake-latency observer's native state (src/native/bench/wake_observer.cc); freed with its JS object. */
+/** The wake-latency observer's native state (native/wake-observer.cc); freed with its JS object. */
 export type WakeObserver = { readonly wakeObserver: unique symbol };
 
-/** The benchmark addon's functions (src/native/bench/). Costs are ns per operation, timed by C++ loops that block the
+/** The benchmark addon's functions (native/). Costs are ns per operation, timed by C++ loops that block the
  * calling thread; `runTasks` runs on threads of its own and returns a promise. Every function throws
  * {@link CudaUnavailableError} without a usable driver and the library's `CudaError` when the driver fails. */
 export interface BenchBinding {
@@ -75,7 +75,7 @@ export interface BenchBinding {
   streamSynchronizeIdleLoop(device: number, iterations: number): number;
   /** cuLaunchKernel(empty_kernel, 1 block of 1 thread) + cuStreamSynchronize. */
   kernelSynchronizeLoop(device: number, iterations: number, ptx: string): number;
-  /** An observer of `count` waits for the wake-latency row, with its gate closed (src/native/bench/wake_observer.cc). */
+  /** An observer of `count` waits for the wake-latency row, with its gate closed (native/wake-observer.cc). */
   wakeObserverStart(device: number, count: number): WakeObserver;
   /** cuStreamWaitValue64 on the observer's gate: the raw stream's later work waits until the release. */
   wakeObserverHold(observer: WakeObserver, stream: bigint): void;
