@@ -12,7 +12,7 @@ export { type CaptureMode } from './stream/capture.js';
 export { Event, type EventOptions } from './stream/event.js';
 export { currentStream, withStream } from './stream/scope.js';
 export { completionStats, type CompletionStats } from './stream/completion.js';
-export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions } from './pool/pool.js';
+export { StreamPool, StreamLease, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions, type CloseOptions } from './pool/pool.js';
 export { StreamPoolGroup } from './pool/pool-group.js';
 export { Module, Kernel, type ParamType, type KernelArgument, type KernelArguments, type Dim3, type LaunchOptions, type ModuleLoadOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './kernel/module.js';
 export { Program, type CompileOptions } from './kernel/program.js';

@@ -84,7 +84,13 @@ export const cuda = {
    * while a delivery to it was running can count one. Never opens the driver; never throws.
    * @returns `count`: failures since the process started; `last`: the latest one's message (which callback, then
    * the exception's message, at most 255 characters), `undefined` when there was none. */
-  callbackFailures(): { count: number; last: string | undefined } {
+  callbackFailures(): {
+    /** Failures caught since the process started, in every thread. */
+    count: number;
+    /** The latest failure's message (which callback, then the exception's message, at most 255 characters);
+     * `undefined` when `count` is 0. */
+    last: string | undefined;
+  } {
     return native.callbackFailures();
   },
 };

@@ -9,6 +9,7 @@
  * device rejects with such an error. `CUDA_ERROR_NOT_READY` is never thrown as an error, except by
  * {@link Event.elapsedMs}. */
 export class CudaError extends Error {
+  /** Always `'CudaError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CudaError';
   /** The CUresult name, for example `'CUDA_ERROR_OUT_OF_MEMORY'`. */
   readonly code: string;
@@ -37,6 +38,7 @@ export class CudaError extends Error {
  * `Program.compile`) no NVRTC. The message says what was tried, what failed and what to do: it starts "CUDA is not
  * available" for the driver, "NVRTC (libnvrtc) is missing" for the compiler (the driver may be fine then). */
 export class CudaUnavailableError extends Error {
+  /** Always `'CudaUnavailableError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CudaUnavailableError';
   /** Always `'ERR_CUDA_UNAVAILABLE'`, so callers can branch on `code` as they do for Node's errors. */
   readonly code = 'ERR_CUDA_UNAVAILABLE';
@@ -53,6 +55,7 @@ export class CudaUnavailableError extends Error {
 
 /** A method was called on an object that was destroyed (or whose pool or lease ended). Never reaches the driver. */
 export class DestroyedError extends Error {
+  /** Always `'DestroyedError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'DestroyedError';
   /** The kind of object: `'Stream'`, `'Event'`, `'StreamPool'`, `'StreamLease'`, `'DeviceBuffer'`, ... */
   readonly resource: string;
@@ -78,6 +81,7 @@ export function renameDestroyed(error: unknown, call: string): unknown {
 
 /** NVRTC rejected a program. `log` holds NVRTC's whole log, with file names and line numbers. */
 export class CompileError extends Error {
+  /** Always `'CompileError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CompileError';
   /** NVRTC's complete compile log. */
   readonly log: string;
@@ -91,6 +95,7 @@ export class CompileError extends Error {
  * capture goes on unharmed (the driver would have invalidated it). `operation` names what was refused
  * (`'stream.synchronize()'`), `streamId` the capturing stream (cuStreamGetId). See {@link Stream.beginCapture}. */
 export class CaptureError extends Error {
+  /** Always `'CaptureError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CaptureError';
   /** Always `'ERR_STREAM_CAPTURING'`. */
   readonly code = 'ERR_STREAM_CAPTURING';

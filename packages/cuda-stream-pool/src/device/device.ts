@@ -7,14 +7,20 @@ import { memoryPoolOf, type MemoryPool } from '../memory/memory-pool.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
 export interface ComputeCapability {
+  /** The major revision, for example 9 for Hopper (CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR). */
   major: number;
+  /** The minor revision, for example 0 for sm_90 (CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR). */
   minor: number;
 }
 
 /** Stream priorities the device supports. Lower numbers are higher priorities: `greatest` ≤ `least`
  * (for example -5 and 0). */
 export interface StreamPriorityRange {
+  /** The highest priority a stream can have: the smallest number, for example -5 (the `greatestPriority` output
+   * of cuCtxGetStreamPriorityRange). */
   greatest: number;
+  /** The lowest priority, which is also the default priority of a stream: the largest number, usually 0 (the
+   * `leastPriority` output of cuCtxGetStreamPriorityRange). */
   least: number;
 }
 

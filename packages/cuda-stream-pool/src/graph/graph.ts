@@ -46,7 +46,7 @@ export interface GraphKernelNode {
   /** Its position among the graph's kernel launches, in capture order (from 0). */
   readonly index: number;
   /** The kernel launched, whose signature types the arguments. */
-  readonly kernel: CapturedKernel;
+  readonly kernel: Kernel<readonly unknown[]>;
 }
 
 interface GraphParts {

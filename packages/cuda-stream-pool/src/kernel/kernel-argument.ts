@@ -9,6 +9,11 @@ export interface KernelPointer {
   [asKernelPointer](stream: Stream): bigint;
 }
 
+/** `T`, which must implement KernelPointer. The library's classes do not name KernelPointer in an `implements`
+ * clause, which would put this internal interface into their public declarations: each passes itself to this type
+ * instead, which fails to compile when the class stops implementing it. @internal */
+export type ImplementsKernelPointer<T extends KernelPointer> = T;
+
 export function isKernelPointer(value: unknown): value is KernelPointer {
   return typeof value === 'object' && value !== null && asKernelPointer in value;
 }

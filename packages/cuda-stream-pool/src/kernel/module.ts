@@ -486,7 +486,14 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
    * (blocks) that reaches that occupancy on every multiprocessor.
    * @throws `RangeError` ERR_OUT_OF_RANGE for negative or non-integer options; {@link DestroyedError} after unload.
    * Wraps: cuOccupancyMaxPotentialBlockSize. */
-  maxPotentialBlockSize(options?: MaxPotentialBlockSizeOptions): { minGridSize: number; blockSize: number } {
+  maxPotentialBlockSize(options?: MaxPotentialBlockSizeOptions): {
+    /** The fewest blocks that reach the highest occupancy on every multiprocessor of the device (the `minGridSize`
+     * output of cuOccupancyMaxPotentialBlockSize). */
+    minGridSize: number;
+    /** Threads per block that give the highest occupancy, within `options.blockSizeLimit` when one is set (the
+     * `blockSize` output of cuOccupancyMaxPotentialBlockSize). */
+    blockSize: number;
+  } {
     const o = validateOptions<MaxPotentialBlockSizeOptions>(options, 'options', 'maxPotentialBlockSize', ['dynamicSharedMemBytes', 'blockSizeLimit']);
     const shared = o.dynamicSharedMemBytes === undefined ? 0 : validateInteger(o.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 31 - 1);
     const limit = o.blockSizeLimit === undefined ? 0 : validateInteger(o.blockSizeLimit, 'options.blockSizeLimit', 0, 2 ** 31 - 1);

@@ -8,7 +8,7 @@ import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox, streamHandle } from '../stream/stream.js';
 import { deviceBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured, requireNotCapturing } from '../stream/capture.js';
-import { asKernelPointer, type KernelPointer } from '../kernel/kernel-argument.js';
+import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
@@ -71,10 +71,15 @@ const SHARED_KIND = 'cuda-stream-pool.DeviceBuffer';
 /** A structured-cloneable handle to a {@link DeviceBuffer}, from `buffer.share()`, for
  * {@link DeviceBuffer.attach} in another thread. Holds no memory: it names the buffer while its owner keeps it. */
 export interface SharedDeviceBuffer {
+  /** Always `'cuda-stream-pool.DeviceBuffer'`: marks the record as a shared DeviceBuffer, which
+   * {@link DeviceBuffer.attach} checks. */
   readonly kind: typeof SHARED_KIND;
   /** A process-unique id; never an address. */
   readonly id: bigint;
+  /** The buffer's size in bytes, as `buffer.byteLength`. */
   readonly byteLength: number;
+  /** The device address (`CUdeviceptr`) as a bigint, as `buffer.ptr`: the same in every thread, which share the
+   * device's primary context. */
   readonly ptr: bigint;
   /** The device ordinal. */
   readonly device: number;
@@ -118,7 +123,7 @@ function settle(): void {
  * const output = await buffer.toArray(Float32Array, { stream });
  * ```
  */
-export class DeviceBuffer implements KernelPointer {
+export class DeviceBuffer {
   #box: Box;
   #stream: Stream;
   #borrowed: boolean;
@@ -439,3 +444,6 @@ export class DeviceBuffer implements KernelPointer {
     return { kind: SHARED_KIND, id, byteLength: this.byteLength, ptr: this.ptr, device: this.device.ordinal };
   }
 }
+
+/** DeviceBuffer as a 'ptr' kernel argument: fails to compile when the class stops implementing KernelPointer. @internal */
+export type DeviceBufferKernelPointer = ImplementsKernelPointer<DeviceBuffer>;

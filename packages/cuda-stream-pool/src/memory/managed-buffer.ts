@@ -8,7 +8,7 @@ import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox } from '../stream/stream.js';
 import { managedBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured } from '../stream/capture.js';
-import { asKernelPointer, type KernelPointer } from '../kernel/kernel-argument.js';
+import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { hostView, type PinnedViewConstructor } from './pinned-buffer.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateInteger, validateOptions } from '../internal/validate.js';
 
@@ -79,7 +79,7 @@ const MAX_MANAGED_BYTES = 2 ** 32 - 1; // the largest typed array Node 20 can ma
  * console.log(data.view(Float32Array)[0]); // 2
  * ```
  */
-export class ManagedBuffer implements KernelPointer {
+export class ManagedBuffer {
   #box: Box;
   #buffer: ArrayBuffer;
   #bytes: Uint8Array;
@@ -223,3 +223,6 @@ export class ManagedBuffer implements KernelPointer {
     await this.device.synchronize();
   }
 }
+
+/** ManagedBuffer as a 'ptr' kernel argument: fails to compile when the class stops implementing KernelPointer. @internal */
+export type ManagedBufferKernelPointer = ImplementsKernelPointer<ManagedBuffer>;

@@ -52,6 +52,12 @@ export class MemoryPool {
     return native.memoryPoolInfo(this.device.ordinal).releaseThresholdBytes;
   }
 
+  /** Sets the release threshold of the device's default memory pool (cuMemPoolSetAttribute with
+   * CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), process-wide: every thread's view of the device sees the new value.
+   * @param bytes - reserved bytes to keep, a safe integer from 0 to `Number.MAX_SAFE_INTEGER`, or `Infinity` for no
+   * limit (the driver's UINT64_MAX).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `bytes` is not a number; `RangeError` ERR_OUT_OF_RANGE when it
+   * is negative, fractional, NaN or above `Number.MAX_SAFE_INTEGER` without being `Infinity`. */
   set releaseThresholdBytes(bytes: number) {
     if (typeof bytes !== 'number') throw invalidType('releaseThresholdBytes', 'a number of bytes', bytes);
     if (bytes !== Infinity && !(Number.isSafeInteger(bytes) && bytes >= 0))

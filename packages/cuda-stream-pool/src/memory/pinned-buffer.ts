@@ -14,7 +14,10 @@ export const MAX_PINNED_BYTES = 2 ** 32 - 1;
 /** A constructor {@link PinnedBuffer.view} accepts: a TypedArray class (or subclass) or `DataView`. */
 export interface PinnedViewConstructor<T extends ArrayBufferView> {
   new (buffer: ArrayBuffer, byteOffset: number, length: number): T;
+  /** Bytes per element (4 for `Float32Array`): `byteOffset` must be a multiple of it, and `length` counts
+   * elements of this size. Absent on `DataView`, which counts single bytes. */
   readonly BYTES_PER_ELEMENT?: number;
+  /** The class's name (`'Float32Array'`), which error messages quote. */
   readonly name: string;
 }
 

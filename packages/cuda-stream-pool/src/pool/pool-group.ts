@@ -78,7 +78,17 @@ const groups = privateState<{
  * })));
  * ```
  */
-export class StreamPoolGroup<S = Stream, L extends { readonly stream: S; release(): void } = StreamLease<S>, T = StreamPoolStats, D = Device> {
+export class StreamPoolGroup<
+  S = Stream,
+  L extends {
+    /** The leased stream, on the device of the pool that granted the lease. */
+    readonly stream: S;
+    /** Ends the lease, giving the stream back to its pool (as {@link StreamLease.release} does). */
+    release(): void;
+  } = StreamLease<S>,
+  T = StreamPoolStats,
+  D = Device,
+> {
   readonly #members: readonly PoolGroupMember<S, L, T>[];
   readonly #scope: <R>(stream: S, fn: (stream: S) => R) => R;
   #handOut = 0; // the device of the next getStream()

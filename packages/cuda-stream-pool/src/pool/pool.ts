@@ -61,6 +61,8 @@ export interface PoolOptions {
 /** What `pool.share()` returns: a plain, structured-cloneable record naming a pool, to post to a worker, which
  * passes it to {@link StreamPool.attach}. It holds no resource; the pool must still exist when it is attached. */
 export interface SharedStreamPool {
+  /** Always `'cuda-stream-pool:StreamPool'`: marks the record as a shared pool, which {@link StreamPool.attach}
+   * checks. */
   readonly kind: 'cuda-stream-pool:StreamPool';
   /** The pool's process-wide id. */
   readonly id: number;

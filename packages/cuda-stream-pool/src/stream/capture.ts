@@ -37,11 +37,12 @@ export interface CaptureRecord {
   readonly kernelNodes: { kernel: object; node: bigint }[];
 }
 
-/** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. */
-export const CAPTURE_MODES = { global: 0, 'thread-local': 1, relaxed: 2 } as const;
+/** A capture mode: which API calls the driver prohibits while the capture runs (CUstreamCaptureMode:
+ * CU_STREAM_CAPTURE_MODE_GLOBAL, _THREAD_LOCAL, _RELAXED). */
+export type CaptureMode = 'global' | 'thread-local' | 'relaxed';
 
-/** A capture mode: which API calls the driver prohibits while the capture runs. */
-export type CaptureMode = keyof typeof CAPTURE_MODES;
+/** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. @internal */
+export const CAPTURE_MODES = { global: 0, 'thread-local': 1, relaxed: 2 } as const satisfies Record<CaptureMode, number>;
 
 // This thread's captures, by the box of each member stream.
 const records = new Map<Box, CaptureRecord>();
