@@ -316,7 +316,7 @@ test('the kernel argument slot has one size on both sides', sources, () => {
     const text = blankComments(read(file));
     assert.doesNotMatch(text, /(ByteLength\(\)\s*\/\s*8\b|\+\s*8\s*\*\s*i\b)/, `${file} spells the slot size as 8; use kKernelArgSlotBytes`);
   }
-  assert.doesNotMatch(blankComments(read('kernel/module.ts')), /\b8 \* (i|signature)\b/, 'src/kernel/module.ts spells the slot size as 8; use KERNEL_ARG_SLOT_BYTES');
+  assert.doesNotMatch(blankComments(read('kernel/argument-packer.ts')), /\b8 \* (i|signature)\b/, 'src/kernel/argument-packer.ts spells the slot size as 8; use KERNEL_ARG_SLOT_BYTES');
 });
 
 test('the error kinds the addon raises are the ones makeNativeError builds, with their argument counts', sources, () => {

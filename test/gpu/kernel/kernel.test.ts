@@ -7,7 +7,9 @@ import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 
 import { CudaError, cuda, DestroyedError, DeviceBuffer, Program, Stream, withStream, type Kernel, type Module } from 'cuda-stream-pool';
-import { ArgumentPacker, checkParamSizes, readDims, validateSignature, type ParamType } from '#library/kernel/module.js';
+import { ArgumentPacker } from '#library/kernel/argument-packer.js';
+import { readDims } from '#library/kernel/kernel.js';
+import { checkParamSizes, validateSignature, type ParamType } from '#library/kernel/signature.js';
 import { asKernelPointer } from '#library/kernel/kernel-argument.js';
 import { generator } from '#bench/reference.js';
 import { gpu, gpuNotSimulated, testKernels } from '../../support/gpu.js';

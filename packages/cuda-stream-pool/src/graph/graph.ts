@@ -10,7 +10,8 @@ import type { CaptureRecord } from '../stream/capture.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { ManagedBuffer } from '../memory/managed-buffer.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
-import { ArgumentPacker, Kernel, kernels } from '../kernel/module.js';
+import { ArgumentPacker } from '../kernel/argument-packer.js';
+import { Kernel, kernels } from '../kernel/kernel.js';
 import { withStream } from '../stream/scope.js';
 import { graphs, Stream, streamBox, streamHandle, type CaptureOptions } from '../stream/stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateFunction } from '../internal/validate.js';
@@ -37,7 +38,7 @@ import { isArrayBufferView, isDetached, viewBytes } from '../memory/host-views.j
  */
 
 /** A kernel of any signature, as a graph launches it. @internal */
-export type CapturedKernel = Kernel<readonly unknown[]>;
+type CapturedKernel = Kernel<readonly unknown[]>;
 
 /** A kernel launch recorded in a {@link Graph}: the handle {@link GraphExec.setKernelArguments} takes. */
 export interface GraphKernelNode {

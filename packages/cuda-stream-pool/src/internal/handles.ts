@@ -44,7 +44,7 @@ export interface DeviceMemory {
 }
 
 /** The brand check and box accessor of a class, for files below it. @internal */
-export interface Handles<T> {
+interface Handles<T> {
   /** True for an object the class made (an object that merely inherits its prototype is not one). */
   is(value: unknown): value is T;
   /** The live object's native box. @throws {@link DestroyedError} after destroy or free (`method` names the caller). */

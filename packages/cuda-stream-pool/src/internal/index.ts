@@ -5,5 +5,5 @@
 // here is covered by semantic versioning; users import `cuda-stream-pool`.
 export { addonPath, native } from '../binding/binding.js';
 export { streamBox, streamHandle } from '../stream/stream.js';
-export { ArgumentPacker } from '../kernel/module.js';
+export { ArgumentPacker } from '../kernel/argument-packer.js';
 export { nvrtcInfo } from '../kernel/program.js';

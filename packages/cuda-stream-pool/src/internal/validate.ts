@@ -50,6 +50,14 @@ export function validateInteger(value: unknown, name: string, min: number, max: 
   return value;
 }
 
+/** Checks that a number can be written as an f32 (fill values, kernel arguments); returns it. Infinity, -Infinity and
+ * NaN are float32 values too; only a finite number that rounds to an infinity is out of range. */
+export function validateFloat32(value: number, name: string, hint = ''): number {
+  if (Number.isFinite(value) && !Number.isFinite(Math.fround(value)))
+    throw outOfRange(name, 'an f32: a number within the float32 range (magnitude at most 3.4028234663852886e38), Infinity, -Infinity or NaN', value, hint, validateFloat32);
+  return value;
+}
+
 /** Checks a boolean; returns it. */
 export function validateBoolean(value: unknown, name: string): boolean {
   if (typeof value !== 'boolean') throw invalidType(name, 'a boolean', value, '', validateBoolean);

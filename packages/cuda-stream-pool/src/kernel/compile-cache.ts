@@ -13,7 +13,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /** A compiled image: a CUBIN, or PTX text for the driver to finish. @internal */
-export interface CompiledImage {
+interface CompiledImage {
   cubin?: Uint8Array;
   ptx?: string;
 }

@@ -29,7 +29,7 @@ export interface CompileOptions {
 }
 
 /** NVRTC as this process opened it. @internal */
-export type NvrtcInfo =
+type NvrtcInfo =
   | { available: false; reason: string }
   | { available: true; path: string; major: number; minor: number; supportedArchs: number[] };
 

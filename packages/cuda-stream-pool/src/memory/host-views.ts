@@ -3,7 +3,7 @@
 // ...)`) or on a subclass. A shadowed `buffer` would otherwise make a copy read a decoy's bytes.
 import { types } from 'node:util';
 
-import { invalidType, invalidValue } from '../internal/validate.js';
+import { invalidValue } from '../internal/validate.js';
 
 const getter = (prototype: object, key: string): ((this: unknown) => unknown) => Object.getOwnPropertyDescriptor(prototype, key)!.get!;
 
@@ -30,7 +30,7 @@ export function isResizable(memory: ArrayBufferLike): boolean {
 
 /** Where a view's bytes are, read through the intrinsic getters. `detached` is true when its ArrayBuffer was
  * detached (transferred, or given to another thread); `byteOffset` and `byteLength` are then 0. @internal */
-export interface ViewBytes {
+interface ViewBytes {
   buffer: ArrayBufferLike;
   byteOffset: number;
   byteLength: number;
@@ -82,13 +82,4 @@ export function detachedError(name: string, view: boolean): TypeError {
     `is ${view ? 'a view of an ArrayBuffer that' : 'an ArrayBuffer that'} is detached (transferred, or posted to another thread with a transfer list), so it has no bytes to copy; pass live memory.`,
     detachedError,
   );
-}
-
-/** The bytes of a `Uint8Array` argument, for readers that need a Uint8Array rather than any view.
- * @throws `TypeError` ERR_INVALID_ARG_TYPE for anything else, ERR_INVALID_ARG_VALUE for a detached one. @internal */
-export function uint8Bytes(value: unknown, name: string, expected: string): ViewBytes {
-  if (!types.isUint8Array(value)) throw invalidType(name, expected, value, '', uint8Bytes);
-  const bytes = viewBytes(value);
-  if (bytes.detached) throw detachedError(name, true);
-  return bytes;
 }

@@ -9,7 +9,7 @@ import { privateState, register } from '../internal/handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
-export const MAX_PINNED_BYTES = 2 ** 32 - 1;
+const MAX_PINNED_BYTES = 2 ** 32 - 1;
 
 /** A constructor {@link PinnedBuffer.view} accepts: a TypedArray class (or subclass) or `DataView`. */
 export interface PinnedViewConstructor<T extends ArrayBufferView> {

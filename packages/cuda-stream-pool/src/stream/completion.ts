@@ -47,7 +47,7 @@ export function landingQueued(): void {
 }
 
 /** What a wait is on: the work queued on a stream so far, or an event's recorded work. */
-export type WaitKind = 'stream' | 'event';
+type WaitKind = 'stream' | 'event';
 
 /** Resolves once the work of `box` (a stream or event box, per `kind`) is done; rejects with the CudaError naming
  * `call` and `describe()` if it failed, with `capturing(status)` when the stream is capturing a graph (1 active, 2

@@ -9,7 +9,7 @@ import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
 import { PinnedBuffer, pinnedBuffers, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
 import { noteCaptured, requireNotCapturing } from './capture.js';
-import { invalidType, invalidValue, outOfRange, validateOptions } from '../internal/validate.js';
+import { invalidType, invalidValue, outOfRange, validateFloat32, validateOptions } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from '../memory/host-views.js';
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
@@ -50,9 +50,7 @@ function typedFillValue(value: unknown, type: FillType): number {
   if (typeof value !== 'number') throw invalidType('value', `a number (one ${type} element)`, value);
   switch (type) {
     case 'f32':
-      if (Number.isFinite(value) && !Number.isFinite(Math.fround(value)))
-        throw outOfRange('value', 'an f32: a number within the float32 range (magnitude at most 3.4028234663852886e38), Infinity, -Infinity or NaN', value);
-      fillBits.setFloat32(0, value, true);
+      fillBits.setFloat32(0, validateFloat32(value, 'value'), true);
       return fillBits.getUint32(0, true);
     case 'i32':
       if (!Number.isInteger(value) || value < -(2 ** 31) || value > 2 ** 31 - 1) throw outOfRange('value', `an i32: an integer from ${-(2 ** 31)} to ${2 ** 31 - 1}`, value);

@@ -1,0 +1,188 @@
+// Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
+// every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
+import { native, type Box } from '../binding/binding.js';
+import { privateState, register, streams } from '../internal/handles.js';
+import { currentStream } from '../stream/scope.js';
+import { Stream, streamBox } from '../stream/stream.js';
+import { noteCapturedLaunch } from '../stream/capture.js';
+import type { Module } from './module.js';
+import type { ParamType } from './signature.js';
+import { ArgumentPacker } from './argument-packer.js';
+import { checkConstruction, guardReceivers, invalidType, invalidValue, lockFields, validateInteger, validateOptions } from '../internal/validate.js';
+
+/** Grid or block dimensions: a number, or `[x]`, `[x, y]`, `[x, y, z]`; missing dimensions are 1. */
+export type Dim3 = number | [number] | [number, number] | [number, number, number];
+
+/** Options for {@link Kernel.launch}. */
+export interface LaunchOptions {
+  /** Blocks in the grid: each dimension an integer from 1; the device's limits (2**31 - 1 in x, 65535 in y and z on
+   * current GPUs) are checked by the driver. */
+  grid: Dim3;
+  /** Threads per block: each dimension an integer from 1. The driver checks the product against the kernel's
+   * `attributes.maxThreadsPerBlock` (at most 1024) and each dimension against the device (1024, 1024, 64). */
+  block: Dim3;
+  /** Dynamic shared memory per block in bytes, from 0 to 2**32 - 1; above 48 KiB only after
+   * {@link Kernel.setMaxDynamicSharedMemBytes}. @defaultValue 0 */
+  dynamicSharedMemBytes?: number;
+  /** The stream to launch on; must be on the kernel's device. @defaultValue {@link currentStream}(kernel's device) */
+  stream?: Stream;
+}
+
+/** Options for {@link Kernel.maxPotentialBlockSize}. */
+export interface MaxPotentialBlockSizeOptions {
+  /** Dynamic shared memory each block will use, in bytes. @defaultValue 0 */
+  dynamicSharedMemBytes?: number;
+  /** The largest block size to consider, in threads; 0 for no limit beyond the kernel's. @defaultValue 0 */
+  blockSizeLimit?: number;
+}
+
+/** What the compiled kernel uses and allows (cuFuncGetAttribute). */
+export interface KernelAttributes {
+  /** Registers per thread. */
+  registers: number;
+  /** The most threads per block this kernel can be launched with (its registers and `__launch_bounds__` count). */
+  maxThreadsPerBlock: number;
+  /** Statically allocated shared memory per block, in bytes. */
+  staticSharedMemBytes: number;
+  /** Local memory per thread, in bytes. */
+  localMemBytes: number;
+  /** The most dynamic shared memory per block a launch may ask for now, in bytes: 48 KiB minus the static shared
+   * memory until {@link Kernel.setMaxDynamicSharedMemBytes} raises it (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). */
+  maxDynamicSharedMemBytes: number;
+}
+
+/** Reads a `Dim3` into out[at..at+2]; each dimension an integer from 1 to 2**32 - 1. @internal */
+export function readDims(value: unknown, name: string, out: number[], at: number): void {
+  if (typeof value === 'number') {
+    out[at] = validateInteger(value, name, 1, 2 ** 32 - 1);
+    out[at + 1] = 1;
+    out[at + 2] = 1;
+    return;
+  }
+  if (!Array.isArray(value) || value.length < 1 || value.length > 3)
+    throw invalidType(name, 'a positive integer or an array [x], [x, y] or [x, y, z]', value);
+  for (let i = 0; i < 3; i++) out[at + i] = i < value.length ? validateInteger(value[i], `${name}[${i}]`, 1, 2 ** 32 - 1) : 1;
+}
+
+const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
+
+/** The native box of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
+export const kernels = privateState<{ box(kernel: Kernel<readonly unknown[]>): Box }>('Kernel', ['box']);
+
+/** A module's box, for its kernels to check that it is still loaded; registered by kernel/module.ts. Here, not there,
+ * because module.ts makes Kernels and so sits above this file. @internal */
+export const modules = privateState<{ box(module: Module, method: string): Box }>('Module', ['box']);
+
+/** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
+ * reachable); after the module is unloaded every method throws {@link DestroyedError}.
+ * Thread-safety: usable from the thread that loaded its module. */
+export class Kernel<Args extends readonly unknown[] = unknown[]> {
+  #box: Box;
+  #module: Module;
+  #packer: ArgumentPacker;
+  #shape = [1, 1, 1, 1, 1, 1];
+  /** The kernel's `extern "C"` name in the module. */
+  readonly name: string;
+  /** The parameter types, in order. */
+  readonly signature: readonly ParamType[];
+
+  /** @internal (from {@link Module.getFunction}) */
+  constructor(token: symbol, box: Box, module: Module, name: string, signature: readonly ParamType[]) {
+    checkConstruction(token, 'Kernel', 'module.getFunction(name, signature)');
+    this.#box = box;
+    this.#module = module;
+    this.name = name;
+    this.signature = signature;
+    lockFields(this, ['name', 'signature']);
+    this.#packer = new ArgumentPacker(signature, name);
+  }
+
+  static {
+    guardReceivers(Kernel, (value) => #box in value);
+    register(kernels, { box: (kernel) => kernel.#box });
+  }
+
+  #use(method: string): Box {
+    modules.box(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
+    return this.#box;
+  }
+
+  /** The module the kernel belongs to. */
+  get module(): Module {
+    return this.#module;
+  }
+
+  /** What the compiled kernel uses and allows, read from the driver on each access.
+   * @throws {@link DestroyedError} after the module was unloaded. Wraps: cuFuncGetAttribute. */
+  get attributes(): KernelAttributes {
+    return native.kernelAttributes(this.#use('attributes'));
+  }
+
+  /** The block size (threads) that gives this kernel the highest occupancy on its device, and the smallest grid
+   * (blocks) that reaches that occupancy on every multiprocessor.
+   * @throws `RangeError` ERR_OUT_OF_RANGE for negative or non-integer options; {@link DestroyedError} after unload.
+   * Wraps: cuOccupancyMaxPotentialBlockSize. */
+  maxPotentialBlockSize(options?: MaxPotentialBlockSizeOptions): {
+    /** The fewest blocks that reach the highest occupancy on every multiprocessor of the device (the `minGridSize`
+     * output of cuOccupancyMaxPotentialBlockSize). */
+    minGridSize: number;
+    /** Threads per block that give the highest occupancy, within `options.blockSizeLimit` when one is set (the
+     * `blockSize` output of cuOccupancyMaxPotentialBlockSize). */
+    blockSize: number;
+  } {
+    const o = validateOptions<MaxPotentialBlockSizeOptions>(options, 'options', 'maxPotentialBlockSize', ['dynamicSharedMemBytes', 'blockSizeLimit']);
+    const shared = o.dynamicSharedMemBytes === undefined ? 0 : validateInteger(o.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 31 - 1);
+    const limit = o.blockSizeLimit === undefined ? 0 : validateInteger(o.blockSizeLimit, 'options.blockSizeLimit', 0, 2 ** 31 - 1);
+    return native.kernelMaxPotentialBlockSize(this.#use('maxPotentialBlockSize'), shared, limit);
+  }
+
+  /** Allows launches of this kernel with up to `bytes` of dynamic shared memory per block. Needed above 48 KiB
+   * (less the kernel's static shared memory): without it such a launch fails with CUDA_ERROR_INVALID_VALUE.
+   * @param bytes - from 0 to the device's opt-in limit (227 KiB on an H100/H200) less the static shared memory.
+   * @throws `RangeError` ERR_OUT_OF_RANGE for a negative or non-integer `bytes`; {@link CudaError}
+   * CUDA_ERROR_INVALID_VALUE above the device's limit, naming the limit; {@link DestroyedError} after unload.
+   * Wraps: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). Thread-safety: affects this kernel
+   * in every thread of the process (the attribute belongs to the driver's function). */
+  setMaxDynamicSharedMemBytes(bytes: number): void {
+    validateInteger(bytes, 'bytes', 0, 2 ** 31 - 1);
+    native.kernelSetMaxDynamicSharedMemBytes(this.#use('setMaxDynamicSharedMemBytes'), bytes);
+  }
+
+  /** Queues the kernel on `options.stream` (default {@link currentStream} of the kernel's device) and returns at
+   * once. Every argument is checked against the signature before anything is launched: the count, each type and
+   * each range (an `'u32'` given -1 or 2**32 is a `RangeError` naming `"args[i]"` and the type). Only then does each
+   * `DeviceBuffer` argument pass its device pointer and record that it is used on the stream (so it is not freed
+   * before the kernel runs). A bigint pointer is passed as it is, unchecked.
+   * @param args - one value per signature entry: see {@link ParamType}.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE, `TypeError` ERR_INVALID_ARG_VALUE (wrong count, unknown option, a
+   * stream of another device) or `RangeError` ERR_OUT_OF_RANGE, all before launching; {@link DestroyedError} after
+   * the module or the stream was destroyed; {@link CudaError} from cuLaunchKernel naming the kernel, the grid, the
+   * block, the shared memory, the stream and the kernel's limits when the driver refuses the launch (too many threads
+   * per block, too much shared memory). None of these leaves the stream unusable.
+   * Wraps: cuLaunchKernel. Thread-safety: the thread that loaded the module; any stream of the kernel's device.
+   * @example
+   * ```ts
+   * saxpy.launch({ grid: Math.ceil(n / 256), block: 256, stream }, n, 2.0, x, y);
+   * ```
+   */
+  launch(options: LaunchOptions, ...args: Args): void {
+    if (typeof options !== 'object' || options === null || Array.isArray(options))
+      throw invalidType('options', 'a LaunchOptions object ({ grid, block, dynamicSharedMemBytes, stream })', options);
+    for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
+    const shape = this.#shape;
+    readDims(options.grid, 'options.grid', shape, 0);
+    readDims(options.block, 'options.block', shape, 3);
+    const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
+    const box = this.#use('launch');
+    const device = this.#module.device;
+    const stream = options.stream === undefined ? currentStream(device) : options.stream;
+    if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
+    if (stream.device !== device)
+      throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
+    this.#packer.pack(args);
+    const streamHandle = streamBox(stream, 'kernel.launch');
+    this.#packer.bindPointers(args, stream);
+    native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    noteCapturedLaunch(streamHandle, this);
+  }
+}
