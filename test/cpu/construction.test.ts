@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool, withStream } from 'cuda-stream-pool';
+import { Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, ManagedBuffer, MemoryPool, Module, PinnedBuffer, Program, Stream, StreamLease, StreamPool, StreamPoolGroup, withStream } from 'cuda-stream-pool';
 
 const factories: Array<[string, Function, RegExp]> = [
   ['Event', Event, /use Event\.create\(\) or stream\.recordEvent\(\)/],
@@ -16,6 +16,7 @@ const factories: Array<[string, Function, RegExp]> = [
   ['Device', Device, /use Device\.get\(ordinal\)/],
   ['MemoryPool', MemoryPool, /use device\.memoryPool/],
   ['StreamLease', StreamLease, /use pool\.acquire\(\), pool\.tryAcquire\(\) or pool\.run\(\)/],
+  ['StreamPoolGroup', StreamPoolGroup, /use StreamPool\.forDevices\(\)/],
   ['Graph', Graph, /use stream\.endCapture\(\) or Graph\.capture\(\)/],
   ['GraphExec', GraphExec, /use graph\.instantiate\(\)/],
   ['ManagedBuffer', ManagedBuffer, /use ManagedBuffer\.alloc\(\)/],
@@ -48,6 +49,7 @@ const receivers: Array<[string, Function]> = [
   ['MemoryPool', MemoryPool],
   ['StreamLease', StreamLease],
   ['StreamPool', StreamPool],
+  ['StreamPoolGroup', StreamPoolGroup],
   ['Graph', Graph],
   ['GraphExec', GraphExec],
   ['ManagedBuffer', ManagedBuffer],
@@ -90,6 +92,16 @@ test('an object that only inherits Stream.prototype is refused as a stream argum
   assert.throws(() => DeviceBuffer.alloc(8, { stream: fake }), refused('options.stream'));
   assert.throws(() => withStream(fake, () => DeviceBuffer.alloc(8)), refused('stream'));
   await assert.rejects(Graph.capture(fake, () => undefined), refused('stream'));
+});
+
+test('withStream() refuses anything but a Stream the library made, one that inherits Stream.prototype included, before fn runs', () => {
+  let ran = false;
+  const fn = () => {
+    ran = true;
+  };
+  for (const fake of [Object.create(Stream.prototype) as Stream, { device: 0, id: 1n }, 42])
+    assert.throws(() => withStream(fake as Stream, fn), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"stream" must be a Stream; received / });
+  assert.equal(ran, false);
 });
 
 test('StreamPool keeps its public constructor: options are checked before anything else', () => {

@@ -1,22 +1,26 @@
-// The device-spreading group of stream pools, tested on the CPU (CI has no GPU): the group runs over real pool
-// policies (PoolCore) whose streams are fakes, one pool per "device". On GPUs: test/multi-device.test.ts.
+// The device-spreading group of stream pools, tested on the CPU (CI has no GPU): the group's policy (GroupCore, what
+// StreamPoolGroup delegates to) runs over real pool policies (PoolCore) whose streams are fakes, one pool per
+// "device". On GPUs: test/gpu/device/multi-device.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import fc from 'fast-check';
 
-import { cuda, currentStream, CudaUnavailableError, DestroyedError, Device, Stream, StreamPool, withStream } from 'cuda-stream-pool';
-import { PoolCore, type PoolSlots, type StreamLease } from '#library/pool/pool-policy.js';
-import { poolGroup, type PoolGroupMember } from '#library/pool/pool-group.js';
+import { cuda, currentStream, CudaUnavailableError, DestroyedError, Device, StreamPool } from 'cuda-stream-pool';
+import { PoolCore, type PoolCounters, type PoolSlots } from '#library/pool/pool-policy.js';
+import type { StreamLease } from '#library/pool/stream-lease.js';
+import { GroupCore, type PoolGroupMember } from '#library/pool/group-policy.js';
 import { poolLayout } from '#library/pool/pool-words.js';
+import { enterScope } from '#library/stream/scope.js';
 
-/** A fake stream that passes `instanceof Stream` (so withStream accepts it) and says which device and slot it is. */
-type Fake = Stream & { fakeDevice: number; slot: number };
-function fake(fakeDevice: number, slot: number): Fake {
-  return Object.assign(Object.create(Stream.prototype) as Stream, { fakeDevice, slot }) as Fake;
+/** A fake stream: says which device and slot it is. */
+interface Fake {
+  fakeDevice: number;
+  slot: number;
 }
+const fake = (fakeDevice: number, slot: number): Fake => ({ fakeDevice, slot });
 
-type Member = PoolGroupMember<Fake, StreamLease<Fake>, ReturnType<PoolCore<Fake>['counters']>>;
+type Member = PoolGroupMember<Fake, StreamLease<Fake>, PoolCounters>;
 
 /** A pool policy over `size` fake streams of device `device`, as a group member. */
 function member(device: number, size: number): Member & { core: PoolCore<Fake> } {
@@ -26,7 +30,7 @@ function member(device: number, size: number): Member & { core: PoolCore<Fake> }
     retire: () => {},
     isIdle: () => true,
     used: () => false,
-    scope: withStream as unknown as PoolSlots<Fake>['scope'],
+    scope: enterScope,
     drain: async () => {},
   };
   const core = new PoolCore<Fake>(new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4)), size, 1, slots);
@@ -42,8 +46,7 @@ function member(device: number, size: number): Member & { core: PoolCore<Fake> }
 /** A group over `sizes.length` fake devices with `sizes[d]` streams each. */
 function group(...sizes: number[]) {
   const members = sizes.map((size, device) => member(device, size));
-  const scope = withStream as unknown as <R>(stream: Fake, fn: (stream: Fake) => R) => R;
-  return { members, group: poolGroup(members, sizes.map((_, device) => device), scope) };
+  return { members, group: new GroupCore<Fake, StreamLease<Fake>, PoolCounters>(members, enterScope) };
 }
 
 const where = (stream: Fake) => [stream.fakeDevice, stream.slot];

@@ -1,27 +1,34 @@
 // The stream pool's policy, tested on the CPU (CI has no GPU): the policy runs over fake stream slots, in one thread
-// and across worker threads over the native shared words. GPU behaviour is in test/pool-gpu.test.ts.
+// and across worker threads over the native shared words. GPU behaviour is in test/gpu/pool/pool-gpu.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import fc from 'fast-check';
 
-import { currentStream, DestroyedError, Stream, StreamPool, withStream } from 'cuda-stream-pool';
+import { currentStream, DestroyedError, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '#library/pool/pool.js';
 import { startWorker } from '../support/worker.js';
-import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolSlots, type StreamLease } from '#library/pool/pool-policy.js';
+import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolSlots } from '#library/pool/pool-policy.js';
+import type { StreamLease } from '#library/pool/stream-lease.js';
 import { ATTACHED_ENVS, CLOSING, DESTROYED, NEXT, OPEN, poolLayout, STATE } from '#library/pool/pool-words.js';
-import { inScope } from '#library/stream/scope.js';
+import { enterScope, inScope } from '#library/stream/scope.js';
 import { runChild } from '../support/child.js';
 
 // ---- fakes ----
 
-/** A fake stream: an object that passes `instanceof Stream` (so withStream/currentStream accept it) and says which
- * slot it is, whether it is a lease's view, and why it was retired. */
-type Fake = Stream & { slot: number; view: number; retired?: string; used?: boolean; lease?: object };
+/** A fake stream: says which slot it is, whether it is a lease's view, and why it was retired. The policy enters
+ * its scope through enterScope, which takes any object. */
+interface Fake {
+  slot: number;
+  view: number;
+  retired?: string;
+  used?: boolean;
+  lease?: object;
+}
 let views = 0;
 function fake(slot: number, view = 0): Fake {
-  return Object.assign(Object.create(Stream.prototype) as Stream, { slot, view, retired: undefined }) as Fake;
+  return { slot, view, retired: undefined };
 }
 
 interface Rig {
@@ -45,7 +52,7 @@ function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Ri
       return idle[slot]!;
     },
     used: (view) => view.used === true,
-    scope: withStream as unknown as PoolSlots<Fake>['scope'],
+    scope: enterScope,
     drain: async (slot) => {
       await drainHook?.(slot);
       drained.push(slot);
@@ -641,13 +648,13 @@ test('a callback that outlives its run() sees a retired stream', async () => {
   const { core } = rig(1);
   let later: (() => Fake) | undefined;
   await core.run(() => {
-    later = () => currentStream() as Fake;
+    later = () => currentStream() as unknown as Fake;
   });
-  const leftover = withStream(core.getStream(0), () => later!());
+  const leftover = enterScope(core.getStream(0), () => later!());
   assert.equal(leftover.slot, 0);
   let escaped: Fake | undefined;
   await core.run(async () => {
-    setTimeout(() => (escaped = currentStream() as Fake), 5);
+    setTimeout(() => (escaped = currentStream() as unknown as Fake), 5);
   });
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(escaped!.retired, 'belongs to a StreamLease that was released');
@@ -1107,7 +1114,7 @@ test('closeRefusal() names the lease the calling context holds, at any scope dep
   assert.equal(core.closeRefusal('close'), undefined);
   const refusals = await core.run(async (stream) => {
     const direct = core.closeRefusal('close');
-    const nested = withStream(other, () => core.closeRefusal('close'));
+    const nested = enterScope(other, () => core.closeRefusal('close'));
     return { direct, nested, slot: stream.slot };
   });
   for (const error of [refusals.direct, refusals.nested]) {

@@ -1,6 +1,6 @@
 // A group of stream pools, one per device, that spreads tasks over several GPUs: round-robin over the devices, then
-// over each device's streams. Plain TS over abstract members (each device's StreamPool in the library, pool cores over
-// fake streams in the CPU tests). See Note [device spreading].
+// over each device's streams. The public class over real streams; its policy, which the CPU tests run over fake
+// streams, is GroupCore in pool/group-policy.ts. See Note [device spreading].
 
 /* Note [device spreading]: `StreamPool.forDevices(devices)` groups each device's process-wide default pool
  * (`StreamPool.default(device)`), in the order the devices are given. It creates no stream and owns nothing.
@@ -16,36 +16,20 @@
  * - The turns belong to the group object (each thread makes its own group): no counter is shared between threads.
  * - `destroy()` detaches the group object only; the pools stay, for the process.
  */
-import { DestroyedError } from '../binding/errors.js';
-import { checkConstruction, guardReceivers, internalConstruction, lockFields, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, lockFields } from '../internal/validate.js';
 import { privateState, register } from '../internal/handles.js';
+import { enterScope } from '../stream/scope.js';
 import type { Device } from '../device/device.js';
 import type { Stream } from '../stream/stream.js';
-import type { AcquireOptions, RunOptions, StreamLease, StreamPoolStats } from './pool-policy.js';
+import type { StreamLease } from './stream-lease.js';
+import type { AcquireOptions, RunOptions, StreamPoolStats } from './pool-policy.js';
+import { GroupCore, type PoolGroupMember } from './group-policy.js';
 
-/** What a group needs of each device's pool: `StreamPool` in the library, a pool policy over fake streams in the CPU
- * tests. `S` is the stream type, `L` the lease type, `T` what `stats()` returns. */
-export interface PoolGroupMember<S, L extends { readonly stream: S; release(): void }, T> {
-  /** The pool's next stream in round-robin order, or the one at `index % size`. */
-  getStream(index?: number): S;
-  /** A lease now, or undefined when none is free. */
-  tryAcquire(): L | undefined;
-  /** A lease, now or once one comes back. */
-  acquire(options?: AcquireOptions): Promise<L>;
-  /** The pool's counters. */
-  stats(): T;
-}
-
-const DETACHED = 'was destroyed (destroy() detaches the group; its pools stay)';
+/** The policy of a group over StreamPools. */
+type Core = GroupCore<Stream, StreamLease, StreamPoolStats>;
 
 // A group's construction, for poolGroup().
-const groups = privateState<{
-  make<S, L extends { readonly stream: S; release(): void }, T, D>(
-    members: readonly PoolGroupMember<S, L, T>[],
-    devices: readonly D[],
-    scope: <R>(stream: S, fn: (stream: S) => R) => R,
-  ): StreamPoolGroup<S, L, T, D>;
-}>('StreamPoolGroup', ['make']);
+const groups = privateState<{ make(core: Core, devices: readonly Device[]): StreamPoolGroup }>('StreamPoolGroup', ['make']);
 
 /** Stream pools of several devices that work together: each device's process-wide default pool
  * (`StreamPool.default(device)`), from {@link StreamPool.forDevices}. `getStream()`, `acquire()`, `tryAcquire()` and
@@ -78,40 +62,21 @@ const groups = privateState<{
  * })));
  * ```
  */
-export class StreamPoolGroup<
-  S = Stream,
-  L extends {
-    /** The leased stream, on the device of the pool that granted the lease. */
-    readonly stream: S;
-    /** Ends the lease, giving the stream back to its pool (as {@link StreamLease.release} does). */
-    release(): void;
-  } = StreamLease<S>,
-  T = StreamPoolStats,
-  D = Device,
-> {
-  readonly #members: readonly PoolGroupMember<S, L, T>[];
-  readonly #scope: <R>(stream: S, fn: (stream: S) => R) => R;
-  #handOut = 0; // the device of the next getStream()
-  #turn = 0; // the device that tries first for the next lease
-  #detached = false;
+export class StreamPoolGroup {
+  readonly #core: Core;
   /** The devices, in the order the group walks them. */
-  readonly devices: readonly D[];
+  readonly devices: readonly Device[];
 
-  private constructor(token: symbol, members: readonly PoolGroupMember<S, L, T>[], devices: readonly D[], scope: <R>(stream: S, fn: (stream: S) => R) => R) {
+  private constructor(token: symbol, core: Core, devices: readonly Device[]) {
     checkConstruction(token, 'StreamPoolGroup', 'StreamPool.forDevices()');
-    this.#members = members;
-    this.#scope = scope;
+    this.#core = core;
     this.devices = Object.freeze([...devices]);
     lockFields(this, ['devices']);
   }
 
   static {
-    register(groups, { make: (members, devices, scope) => new StreamPoolGroup(internalConstruction, members, devices, scope) });
-    guardReceivers(StreamPoolGroup, (value) => #members in value);
-  }
-
-  #check(method: string): void {
-    if (this.#detached) throw new DestroyedError('StreamPoolGroup', method, DETACHED);
+    register(groups, { make: (core, devices) => new StreamPoolGroup(internalConstruction, core, devices) });
+    guardReceivers(StreamPoolGroup, (value) => #core in value);
   }
 
   /** Hands out a shared stream: the n-th call on this group returns the next stream (in its pool's round-robin order)
@@ -122,16 +87,8 @@ export class StreamPoolGroup<
    * @throws `TypeError` ERR_INVALID_ARG_TYPE / `RangeError` ERR_OUT_OF_RANGE for a bad `index`;
    * {@link DestroyedError} after `destroy()`, or (resource 'StreamPool') when the device's default pool was detached
    * in this thread. Thread-safety: the thread that made the group. */
-  getStream(index?: number): S {
-    this.#check('getStream');
-    const count = this.#members.length;
-    if (index === undefined) {
-      const member = this.#members[this.#handOut]!;
-      this.#handOut = (this.#handOut + 1) % count;
-      return member.getStream();
-    }
-    const i = validateInteger(index, 'index', 0, Number.MAX_SAFE_INTEGER);
-    return this.#members[i % count]!.getStream(Math.floor(i / count));
+  getStream(index?: number): Stream {
+    return this.#core.getStream(index);
   }
 
   /** A lease on a free stream of the first device, starting with the device whose turn it is, that has one; or
@@ -139,22 +96,8 @@ export class StreamPoolGroup<
    * Never waits. The turn moves to the device after the one that granted the lease.
    * @throws {@link DestroyedError} after `destroy()`, or as `pool.tryAcquire()` of a device's pool.
    * Thread-safety: the thread that made the group. */
-  tryAcquire(): L | undefined {
-    this.#check('tryAcquire');
-    return this.#tryEach();
-  }
-
-  #tryEach(): L | undefined {
-    const count = this.#members.length;
-    for (let k = 0; k < count; k++) {
-      const at = (this.#turn + k) % count;
-      const lease = this.#members[at]!.tryAcquire();
-      if (lease !== undefined) {
-        this.#turn = (at + 1) % count;
-        return lease;
-      }
-    }
-    return undefined;
+  tryAcquire(): StreamLease | undefined {
+    return this.#core.tryAcquire();
   }
 
   /** Resolves to a lease: at once on the first device, starting with the device whose turn it is, that has a free
@@ -164,20 +107,8 @@ export class StreamPoolGroup<
    * @throws never synchronously: rejects with `options.signal.reason` when the signal aborts first, `TypeError`
    * ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for bad options, {@link DestroyedError} after `destroy()` or as
    * `pool.acquire()` of the device's pool. Thread-safety: the thread that made the group. */
-  acquire(options?: AcquireOptions): Promise<L> {
-    try {
-      const o = validateOptions<AcquireOptions>(options, 'options', 'acquire', ['signal']);
-      const signal = validateSignal(o.signal, 'options.signal');
-      this.#check('acquire');
-      if (signal?.aborted) return Promise.reject(signal.reason);
-      const lease = this.#tryEach();
-      if (lease !== undefined) return Promise.resolve(lease);
-      const member = this.#members[this.#turn]!;
-      this.#turn = (this.#turn + 1) % this.#members.length;
-      return member.acquire(options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  acquire(options?: AcquireOptions): Promise<StreamLease> {
+    return this.#core.acquire(options);
   }
 
   /** Leases a stream as {@link StreamPoolGroup.acquire} does, runs `fn(stream)` with it as `currentStream()` (so
@@ -192,33 +123,26 @@ export class StreamPoolGroup<
    * const device = await group.run(async (stream) => { stream.copy(out, input); await stream.synchronize(); return stream.device.ordinal; });
    * ```
    */
-  async run<R>(fn: (stream: S) => R, options?: RunOptions): Promise<Awaited<R>> {
-    validateFunction(fn, 'fn');
-    const lease = (options === undefined ? this.tryAcquire() : undefined) ?? (await this.acquire(options));
-    try {
-      return await this.#scope(lease.stream, fn);
-    } finally {
-      lease.release();
-    }
+  run<R>(fn: (stream: Stream) => R, options?: RunOptions): Promise<Awaited<R>> {
+    return this.#core.run(fn, options);
   }
 
   /** Each device's `pool.stats()`, in the order of {@link StreamPoolGroup.devices}: hand-outs, leases and waiters
    * per stream, global across the threads sharing each default pool.
    * @throws {@link DestroyedError} after `destroy()`, or as `pool.stats()`. */
-  stats(): T[] {
-    this.#check('stats');
-    return this.#members.map((member) => member.stats());
+  stats(): StreamPoolStats[] {
+    return this.#core.stats();
   }
 
   /** True after `destroy()`. */
   get destroyed(): boolean {
-    return this.#detached;
+    return this.#core.destroyed;
   }
 
   /** Detaches this group object: its later calls throw {@link DestroyedError}. The pools, their streams and the leases
    * already granted stay as they are (they belong to the process). Idempotent; never throws. */
   destroy(): void {
-    this.#detached = true;
+    this.#core.destroy();
   }
 
   /** Same as {@link StreamPoolGroup.destroy}. */
@@ -227,12 +151,7 @@ export class StreamPoolGroup<
   }
 }
 
-/** A group over `members`, one per device in `devices`; `scope` runs a function with a stream as the current one.
- * @internal */
-export function poolGroup<S, L extends { readonly stream: S; release(): void }, T, D>(
-  members: readonly PoolGroupMember<S, L, T>[],
-  devices: readonly D[],
-  scope: <R>(stream: S, fn: (stream: S) => R) => R,
-): StreamPoolGroup<S, L, T, D> {
-  return groups.make(members, devices, scope);
+/** A group over `members`, each device's pool, one per device in `devices`. @internal */
+export function poolGroup(members: readonly PoolGroupMember<Stream, StreamLease, StreamPoolStats>[], devices: readonly Device[]): StreamPoolGroup {
+  return groups.make(new GroupCore<Stream, StreamLease, StreamPoolStats>(members, enterScope), devices);
 }

@@ -3,9 +3,7 @@
 // the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
-import { privateState, register } from '../internal/handles.js';
-import type { Stream } from '../stream/stream.js';
-import { checkConstruction, guardReceivers, internalConstruction, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
   CLOSE_BELL,
@@ -26,6 +24,7 @@ import {
   WRAPS,
   type PoolLayout,
 } from './pool-words.js';
+import { leases, type LeaseOwner, type StreamLease } from './stream-lease.js';
 
 /** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
 const IDLE_PROBES = 4;
@@ -50,7 +49,7 @@ export interface PoolSlots<S> {
   isIdle(slot: number): boolean;
   /** True when anything was done through `view` (a lease's wrapper): work may have been queued. */
   used(view: S): boolean;
-  /** Runs `fn(view)` with `view` as the current stream (withStream). */
+  /** Runs `fn(view)` with `view` as the current stream (enterScope: a fake view is no Stream). */
   scope<T>(view: S, fn: (stream: S) => T): T;
   /** Resolves when the slot's queued work is done (close()). */
   drain(slot: number): Promise<void>;
@@ -119,67 +118,6 @@ export interface StreamPoolStats extends PoolCounters {
 type WaitAsync = (array: Int32Array, index: number, value: number, timeoutMs: number) => { async: boolean; value: Promise<string> | string };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-// A lease's construction, and its stream wrapper (undefined while nobody has asked for it: Note [lean leases]).
-const leases = privateState<{ make<S>(core: PoolCore<S>, slot: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
-
-/** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
- * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
- *
- * Lifetime: borrows the stream from its pool. `release()` or `[Symbol.dispose]` ends the lease (a second call does
- * nothing); afterwards `lease.stream`, and the stream object it returned, throw {@link DestroyedError}. A lease that
- * is never released stays held until its thread detaches from the pool or exits, or the pool is destroyed, or the
- * garbage collector finds that neither the lease nor its stream can be reached any more: then it goes back to the
- * pool, counted in `stats().leasesReclaimed` (the stream keeps its lease alive, so
- * `const { stream } = await pool.acquire()` is safe while `stream` is in use).
- * Thread-safety: a lease belongs to the thread that acquired it.
- * @throws {@link DestroyedError} from `stream` after release. */
-export class StreamLease<S = Stream> {
-  #core: PoolCore<S> | undefined;
-  #slot: number;
-  #view: S | undefined = undefined;
-
-  private constructor(token: symbol, core: PoolCore<S>, slot: number) {
-    checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
-    this.#core = core;
-    this.#slot = slot;
-  }
-
-  static {
-    guardReceivers(StreamLease, (value) => #slot in value);
-    register(leases, { make: (core, slot) => new StreamLease(internalConstruction, core, slot), view: (lease) => lease.#view });
-  }
-
-  /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
-   * scheduled through it after release throws instead of landing on a stream someone else now holds. The same
-   * object on every read during the lease.
-   * @throws {@link DestroyedError} (resource 'StreamLease') after release. */
-  get stream(): S {
-    const core = this.#core;
-    if (core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
-    return (this.#view ??= core.leaseView(this.#slot, this));
-  }
-
-  /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
-  get released(): boolean {
-    return this.#core === undefined;
-  }
-
-  /** Ends the lease: the stream goes to the next waiter (this thread's first, or another thread's in turn) or back
-   * to the free streams. Work already queued on it goes on; the next holder's work queues behind it. Idempotent;
-   * never throws. */
-  release(): void {
-    const core = this.#core;
-    if (core === undefined) return;
-    this.#core = undefined;
-    core.end(this, this.#slot, this.#view);
-  }
-
-  /** Same as {@link StreamLease.release}. */
-  [Symbol.dispose](): void {
-    this.release();
-  }
-}
-
 /* Note [pool waiting]: how a lease finds its way to a waiter, across threads, without starving anybody.
  * - In a thread, waiters form one FIFO queue. A thread with waiters registers an entry in the waiting table
  *   (its environment id, a doorbell word, its waiter count) and then looks for a free stream once more, so a
@@ -205,7 +143,7 @@ export class StreamLease<S = Stream> {
  */
 
 /** The pool's policy for one thread's handle on a pool. @internal */
-export class PoolCore<S> {
+export class PoolCore<S> implements LeaseOwner<S> {
   readonly size: number;
   readonly environment: number;
   readonly #words: Int32Array;

@@ -25,23 +25,17 @@ import { native, type Box, type PoolDescription } from '../binding/binding.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
-import { inScope, withStream } from '../stream/scope.js';
+import { enterScope, inScope } from '../stream/scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
 import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
-import {
-  PoolCore,
-  StreamLease,
-  type AcquireOptions,
-  type CloseOptions,
-  type RunOptions,
-  type StreamPoolStats,
-} from './pool-policy.js';
+import { PoolCore, type AcquireOptions, type CloseOptions, type RunOptions, type StreamPoolStats } from './pool-policy.js';
+import type { StreamLease } from './stream-lease.js';
 
 // The snapshot's type lives with the counters it extends; it is public under this file's name.
 export type { StreamPoolStats };
 
-export { StreamLease, type AcquireOptions, type CloseOptions, type RunOptions };
+export type { AcquireOptions, CloseOptions, RunOptions };
 
 /** Options for `new StreamPool()`. Every field is optional. */
 export interface PoolOptions {
@@ -179,7 +173,7 @@ export class StreamPool {
       retire,
       isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,
       used: wasUsed,
-      scope: withStream,
+      scope: enterScope,
       drain: (slot) => streams[slot]!.synchronize(),
       inScope,
     });
@@ -461,7 +455,7 @@ export class StreamPool {
    */
   static forDevices(devices?: readonly (Device | number)[]): StreamPoolGroup {
     const list = groupDevices(devices);
-    return poolGroup(list.map((device) => StreamPool.default(device)), list, withStream);
+    return poolGroup(list.map((device) => StreamPool.default(device)), list);
   }
 }
 

@@ -3,12 +3,14 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 
 import { type Device, resolveDevice } from '../device/device.js';
 import { Stream } from './stream.js';
+import { streams } from '../internal/handles.js';
 import { invalidType, validateFunction } from '../internal/validate.js';
 
 /** One withStream scope: its stream and the scope it is nested in, so that a pool can tell whether the calling
- * context holds one of its leases at any depth (pool.close() inside pool.run()). */
+ * context holds one of its leases at any depth (pool.close() inside pool.run()). The stream is a Stream except in the
+ * pool policy's CPU tests, which enter scopes of stand-ins through enterScope(). */
 interface Scope {
-  readonly stream: Stream;
+  readonly stream: object;
   readonly outer: Scope | undefined;
 }
 
@@ -29,7 +31,7 @@ const scope = new AsyncLocalStorage<Scope>();
  * @throws {@link DestroyedError} never here; using a lease's stream after its lease ended throws it.
  * {@link CudaUnavailableError} without a GPU when no scope is active. */
 export function currentStream(device?: Device | number): Stream {
-  const scoped = scope.getStore()?.stream;
+  const scoped = scope.getStore()?.stream as Stream | undefined;
   if (scoped && (device === undefined || scoped.device === resolveDevice(device, 'device'))) return scoped;
   return Stream.perThread(device);
 }
@@ -38,10 +40,15 @@ export function currentStream(device?: Device | number): Stream {
  * `fn` returns (a promise stays a promise). The scope ends when `fn` returns or its promise settles.
  * Follows: PyTorch's stream guard, scoped instead of global. */
 export function withStream<T>(stream: Stream, fn: (stream: Stream) => T): T {
-  // instanceof, not the brand check: the pool's policy is tested without a GPU through objects that inherit
-  // Stream.prototype. Whatever uses the scoped stream brand-checks it (streamBox).
-  if (!(stream instanceof Stream)) throw invalidType('stream', 'a Stream', stream);
+  if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
   validateFunction(fn, 'fn');
+  return enterScope(stream, fn);
+}
+
+/** Runs `fn(stream)` with `stream` as the current stream, checking nothing: for the library's own callers, whose
+ * streams come from a pool (a real Stream, or a stand-in in the pool policy's CPU tests) and whose `fn` was checked.
+ * @internal */
+export function enterScope<S extends object, T>(stream: S, fn: (stream: S) => T): T {
   return scope.run({ stream, outer: scope.getStore() }, fn, stream);
 }
 
