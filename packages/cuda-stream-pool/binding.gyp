@@ -35,6 +35,14 @@
         "src/internal/context.cc",
         "src/internal/synchronizer.cc",
         "src/internal/staging.cc",
+        "src/internal/device-faults.cc",
+        "src/internal/live-counters.cc",
+        "src/internal/markers.cc",
+        "src/internal/tickets.cc",
+        "src/internal/event-markers.cc",
+        "src/internal/poller.cc",
+        "src/internal/landing.cc",
+        "src/internal/gates.cc",
         "src/internal/glibc-compat.cc"
       ]
     }

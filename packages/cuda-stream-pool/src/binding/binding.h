@@ -1,5 +1,6 @@
 // Per-environment state (one per main thread or worker): every JS reference the addon holds lives here.
 // Process-wide state is only the driver table, contexts, pools, guards and counters (src/internal/DESIGN.md).
+// Also how JS calls in: the export tables, and js_entry, the wrapper every exported function goes through.
 #pragma once
 #include <napi.h>
 
@@ -32,6 +33,18 @@ struct Export {
   Napi::Function (*make)(Napi::Env env, const char* name, void* data);
 };
 
+// Wraps an N-API callback so that CudaFailure/Destroyed/Unavailable reach JS as their public classes.
+template <Napi::Value (*F)(const Napi::CallbackInfo&)>
+Napi::Value js_entry(const Napi::CallbackInfo& info) {
+  try {
+    return F(info);
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (...) {
+    rethrow_as_js(info.Env());
+  }
+}
+
 // A function whose C++ exceptions reach JS as the library's error classes (js_entry).
 template <Napi::Value (*F)(const Napi::CallbackInfo&)>
 Napi::Function entry(Napi::Env env, const char* name, void* data) {
@@ -42,6 +55,16 @@ Napi::Function entry(Napi::Env env, const char* name, void* data) {
 template <Napi::Value (*F)(const Napi::CallbackInfo&)>
 Napi::Function plain(Napi::Env env, const char* name, void* data) {
   return Napi::Function::New<F>(env, name, data);
+}
+
+// Settles a promise's deferred from an AsyncWorker's OnOK/OnError: quietly does nothing when the environment is
+// going away (napi_cannot_run_js), where there is nobody left to settle for.
+template <class F>
+void settle_quietly(F&& settle) {
+  try {
+    settle();
+  } catch (const Napi::Error&) {
+  }
 }
 
 // Adds every function of `table` to the exports; `data` becomes each one's info.Data().

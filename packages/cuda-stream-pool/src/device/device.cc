@@ -6,6 +6,8 @@
 #include "binding/binding.h"
 #include "binding/errors.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
 

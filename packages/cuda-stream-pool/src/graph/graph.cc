@@ -7,6 +7,7 @@
 #include "internal/box.h"
 #include "stream/capture.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "kernel/module.h"
 #include "stream/stream.h"

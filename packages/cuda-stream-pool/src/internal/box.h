@@ -16,11 +16,11 @@
 // synchronize, a module load, a JS call that may run finalizers, a thread-safe function call that may wait):
 //   1. the pool registry's mutex (pool.cc)
 //   2. a device buffer's uses_mutex (device-buffer.cc)
-//   3. a stream's marker_mutex (completion.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
+//   3. a stream's marker_mutex (markers.cc: one cuStreamWriteValue64 or cuEventRecord inside), or a streamed
 //      copy's mutex (staging.cc)
 //   4. a staging arena, the pinned cache
-//   5. the ticket slots, the event-marker pool (a staging chunk found free under its arena's mutex gives its marker's
-//      event back to the pool)
+//   5. the ticket slots (tickets.cc), the event-marker pool (event-markers.cc; a staging chunk found free under its
+//      arena's mutex gives its marker's event back to the pool)
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.

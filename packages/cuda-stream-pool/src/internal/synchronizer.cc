@@ -25,6 +25,7 @@
 #include "stream/capture.h"
 #include "binding/errors.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/lock-order.h"
 

@@ -9,6 +9,7 @@
 #include "stream/capture.h"
 #include "binding/errors.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "kernel/module.h"
 #include "internal/never-throws.h"

@@ -7,6 +7,8 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
+#include "internal/live-counters.h"
 #include "stream/event.h"
 #include "internal/loader.h"
 #include "internal/memory.h"

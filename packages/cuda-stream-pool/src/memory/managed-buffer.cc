@@ -13,6 +13,7 @@
 #include "internal/box.h"
 #include "binding/errors.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "stream/stream.h"

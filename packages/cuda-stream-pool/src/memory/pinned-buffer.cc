@@ -7,6 +7,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "internal/lock-order.h"

@@ -1,4 +1,6 @@
 // The completion engine: how the library learns that queued work finished, without blocking any stream or thread.
+// This header holds its JS-facing part, each environment's channel (completion.cc); the rest is in internal/:
+// markers.h (tickets.h, event-markers.h), poller.h, landing.h and gates.h.
 //
 // Note [completion engine]:
 //  - Markers. To learn that a stream's work so far is done, the library enqueues a marker that does not block the
@@ -42,95 +44,49 @@
 #include "internal/cuda-driver.h"
 
 #include <atomic>
-#include <cstdint>
-#include <functional>
 #include <memory>
+#include <vector>
+
+#include "internal/lock-order.h"
 
 namespace csp {
 
+struct Landing;
 struct StreamBox;
-struct TicketSlot;
 
-// A marker enqueued in a stream: a ticket (`word` reaches `value`) or a pooled event.
-struct Marker {
-  const uint64_t* word = nullptr;
-  uint64_t value = 0;
-  CUevent event = nullptr;  // from the device's event pool; back to it once done
+// The question whether a thread's per-thread default stream is idle, which only that thread can ask the driver
+// (CU_STREAM_PER_THREAD names the calling thread's own stream): the poller posts it for a late ticket on such a stream,
+// the thread answers in its next drain, and the poller reads the answer at a later probe.
+struct LateProbe {
+  enum State { kAsked, kIdle, kBusy };
   int device = 0;
+  std::atomic<int> state{kAsked};
 };
 
-// How a marker relates to the work before it: a wait (its caller queued nothing) may share the stream's last ticket;
-// a marker after work that the caller itself just queued, within the same use, must not, because that work is not
-// counted until the use ends.
-enum class MarkerUse { kWait, kAfterOwnWork };
-
-// Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
-// device's context is current. Throws CudaFailure.
-Marker enqueue_marker(StreamBox& stream, MarkerUse use);
-
-// Whether the work queued on the stream so far is done: CUDA_SUCCESS, CUDA_ERROR_NOT_READY, or the failure (a sticky
-// fault is recorded). For a stream that shares tickets, known without a driver call when no work was queued since a
-// query found it idle or since its last ticket (whose word then answers); otherwise cuStreamQuery. Any thread; the
-// caller holds a use. A stream whose capture flag is set counts as busy (NOT_READY), never asked: a query would
-// invalidate its capture. Throws CudaFailure only when the device's context cannot be made current.
-CUresult query_stream(StreamBox& stream);
-
-// The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its
-// device's context current.
-CUresult marker_status(const Marker& marker);
-
-// A slot goes back once its last write landed. Called by ~StreamBox.
-void release_ticket(TicketSlot* slot);
-
-// Gives an event marker back to its pool once it is done (a ticket needs nothing). Any thread.
-void return_marker(const Marker& marker);
-
-// Whether the device has 64-bit stream memory operations (tickets and gates). The context is current.
-bool stream_memory_operations(int device);
-
-// A gate: a word of mapped pinned memory that a stream waits on (cuStreamWaitValue64, GEQ) and the host opens by
-// raising it. Piece k of a streamed copy waits for `base + k + 1`. The device's context is current.
-struct Gate {
-  TicketSlot* slot = nullptr;
-  uint64_t* word = nullptr;
-  CUdeviceptr address = 0;
-  uint64_t base = 0;
+// One item for a channel's JS thread: a finished wait's result, a landing to finish, or a probe to answer.
+struct Ready {
+  double token;  // 0 for a landing or a probe
+  CUresult result;
+  std::shared_ptr<Landing> landing;
+  std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
 };
-Gate acquire_gate(int device);
-// Raises the gate to `value` (release store; the GPU sees it without a driver call). Any thread.
-void open_gate(const Gate& gate, uint64_t value);
-// The gate's slot goes back once its last value is written. Any thread.
-void release_gate(const Gate& gate, uint64_t last_value);
 
-// One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
-struct Landing {
-  // JS holds a landing as a type-tagged External (wrap_box / unwrap_box in box.h).
-  static const napi_type_tag kTag;
-  static constexpr const char* kName = "copy landing";
-  Marker marker;                       // done when the bytes are in staging, unless `poll` is set
-  std::function<CUresult()> poll;      // instead of the marker: SUCCESS, NOT_READY or the failure (any thread)
-  std::function<void(void*)> copy_out;  // staging -> the destination's memory (`bytes` bytes), on its JS thread
-  std::function<void()> release;        // gives the staging back; runs once, on any thread
-  size_t bytes = 0;
-  napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
-  std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
-  std::atomic<CUresult> marker_result{CUDA_SUCCESS};  // what the poller saw; stored before marker_done
-  std::atomic<bool> finished{false};     // copied or dropped
-  // An event marker goes back to its pool only when both the poller and the landing's finisher are done with it: a
-  // recycled event could be recorded again and make a finished copy look pending.
-  std::atomic<int> marker_holders{2};
+struct Channel {
+  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted and the thread-safe function's use by the poller
+  std::atomic<bool> open{true};     // false once the environment is torn down
+  bool posted = false;              // a drain is queued on the JS thread
+  std::vector<Ready> ready;
+  Napi::ThreadSafeFunction tsfn;
+  // JS thread only:
+  std::vector<std::shared_ptr<Landing>> landings;
+  double wakeups = 0, delivered = 0, largest_batch = 0;
 };
+
+// Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.
+bool post(Channel& channel, Ready item);
 
 // Registers `landing`, a copy queued on `stream`, with the engine and this environment (the JS thread that owns the
 // destination). Throws std::system_error when the poller thread cannot start; the landing is then not registered.
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream);
-
-// Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
-bool settle_landing(Napi::Env env, Landing& landing);
-
-// Has the poller call `poll` until it reports anything but CUDA_ERROR_NOT_READY (work that needs the host's help to
-// progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile. Throws
-// std::system_error when the poller thread cannot start.
-void watch_job(int device, std::function<CUresult()> poll);
 
 }  // namespace csp

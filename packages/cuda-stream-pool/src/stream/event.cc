@@ -3,6 +3,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "stream/stream.h"
 

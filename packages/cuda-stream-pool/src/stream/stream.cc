@@ -5,8 +5,10 @@
 #include <unordered_map>
 
 #include "binding/binding.h"
-#include "stream/completion.h"
 #include "internal/context.h"
+#include "internal/live-counters.h"
+#include "internal/markers.h"
+#include "internal/tickets.h"
 #include "stream/event.h"
 #include "internal/loader.h"
 

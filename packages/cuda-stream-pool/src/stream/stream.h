@@ -7,7 +7,7 @@
 
 namespace csp {
 
-struct TicketSlot;  // completion.cc
+struct TicketSlot;  // internal/tickets.h
 
 struct StreamBox : Box {
   static const napi_type_tag kTag;

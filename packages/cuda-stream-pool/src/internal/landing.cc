@@ -1,0 +1,63 @@
+// Landings: staged device-to-host copies finished on their JS thread.
+#include "internal/landing.h"
+
+#include "internal/context.h"
+#include "internal/device-faults.h"
+
+namespace csp {
+
+const napi_type_tag Landing::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
+
+void release_staging(Landing& landing) {
+  if (landing.release) landing.release();
+}
+
+void drop_marker(Landing& landing) {
+  if (landing.marker_holders.fetch_sub(1, std::memory_order_acq_rel) == 1) return_marker(landing.marker);
+}
+
+void finish_landing(Napi::Env env, Landing& landing, bool copy) {
+  if (landing.finished.exchange(true)) return;
+  napi_value value = nullptr;
+  if (copy && napi_get_reference_value(env, landing.destination, &value) == napi_ok && value) {
+    napi_typedarray_type type;
+    size_t length = 0;
+    void* data = nullptr;
+    napi_value buffer = nullptr;
+    size_t offset = 0;
+    bool detached = true;
+    if (napi_get_typedarray_info(env, value, &type, &length, &data, &buffer, &offset) == napi_ok &&
+        napi_is_detached_arraybuffer(env, buffer, &detached) == napi_ok && !detached && data &&
+        length == landing.bytes && landing.copy_out)
+      landing.copy_out(data);
+  }
+  napi_delete_reference(env, landing.destination);
+  landing.destination = nullptr;
+  release_staging(landing);
+  drop_marker(landing);
+}
+
+bool settle_landing(Napi::Env env, Landing& landing) {
+  if (landing.finished.load(std::memory_order_acquire)) return true;
+  // A failed copy never lands: its staging may hold another copy's bytes.
+  CUresult result = CUDA_SUCCESS;
+  if (landing.marker_done.load(std::memory_order_acquire)) {
+    result = landing.marker_result.load(std::memory_order_relaxed);
+  } else {
+    if (CUresult fault = device_fault(landing.marker.device)) {
+      result = fault;
+    } else if (landing.poll) {
+      result = landing.poll();
+      if (result == CUDA_ERROR_NOT_READY) return false;
+    } else {
+      if (landing.marker.event && !make_current_quiet(landing.marker.device)) return false;
+      result = marker_status(landing.marker);
+      // Only done or a sticky fault settles it here; a query that failed otherwise is the poller's to judge.
+      if (result != CUDA_SUCCESS && device_fault(landing.marker.device) == CUDA_SUCCESS) return false;
+    }
+  }
+  finish_landing(env, landing, result == CUDA_SUCCESS);
+  return true;
+}
+
+}  // namespace csp

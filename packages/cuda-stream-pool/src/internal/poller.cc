@@ -1,0 +1,288 @@
+// The poller. See Note [completion engine] in stream/completion.h.
+#include "internal/poller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "binding/errors.h"
+#include "device/device.h"
+#include "internal/context.h"
+#include "internal/device-faults.h"
+#include "internal/event-markers.h"
+#include "internal/landing.h"
+#include "internal/loader.h"
+#include "internal/lock-order.h"
+#include "internal/native-thread.h"
+#include "stream/completion.h"
+#include "stream/event.h"
+#include "stream/stream.h"
+
+namespace csp {
+
+namespace {
+
+// A hint to the core that this thread spins.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+class Engine {
+ public:
+  // Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot
+  // start (a later submit tries again); `wait` has then given back what it held and is deleted.
+  void submit(Wait* wait) {
+    try {
+      std::call_once(started_, [this] { start_detached_thread("csp-poller", [this] { run(); }); });
+    } catch (const std::system_error& e) {
+      abandon(wait);
+      throw std::system_error(e.code(), "cuda-stream-pool could not start its completion poller thread, so nothing "
+                                        "can wait for GPU work without blocking");
+    }
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    Wait* head = incoming_.load(std::memory_order_relaxed);
+    do {
+      wait->next = head;
+    } while (!incoming_.compare_exchange_weak(head, wait, std::memory_order_seq_cst, std::memory_order_relaxed));
+    if (state_.load(std::memory_order_seq_cst) != kRunning) {
+      std::lock_guard<OrderedMutex> lock(mutex_);
+      wake_.notify_one();
+    }
+  }
+
+  double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
+  double lost_tickets() const { return static_cast<double>(lost_tickets_.load(std::memory_order_relaxed)); }
+  double pending() const { return static_cast<double>(pending_.load(std::memory_order_relaxed)); }
+  bool parked() const { return state_.load(std::memory_order_relaxed) == kParked; }
+
+ private:
+  enum State { kRunning, kSleeping, kParked };
+
+  // Oldest first.
+  void take_incoming(std::vector<Wait*>& pending) {
+    Wait* list = incoming_.exchange(nullptr, std::memory_order_seq_cst);
+    size_t first = pending.size();
+    for (; list; list = list->next) pending.push_back(list);
+    std::reverse(pending.begin() + static_cast<std::ptrdiff_t>(first), pending.end());
+  }
+
+  // Waits on the condition variable for at most `duration` (forever when parking), unless a wait came in.
+  void rest(State state, std::chrono::microseconds duration) {
+    std::unique_lock<OrderedMutex> lock(mutex_);
+    state_.store(state, std::memory_order_seq_cst);
+    auto ready = [this] { return incoming_.load(std::memory_order_seq_cst) != nullptr; };
+    if (state == kParked) {
+      parks_.fetch_add(1, std::memory_order_relaxed);
+      wake_.wait(lock, ready);
+    } else {
+      wake_.wait_for(lock, duration, ready);
+    }
+    state_.store(kRunning, std::memory_order_seq_cst);
+  }
+
+  CUresult status(Wait& wait) {
+    if (CUresult fault = device_fault(wait.device)) return fault;
+    if (wait.ticket_lost) return CUDA_SUCCESS;
+    if (wait.poll) return wait.poll();
+    if (wait.event) {
+      if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
+      return check_quiet(drv().cuEventQuery(wait.event->handle), wait.device);
+    }
+    if (wait.marker.event && !make_current_quiet(wait.device)) return settled_or_pending(wait, CUDA_ERROR_INVALID_CONTEXT);
+    return settled_or_pending(wait, marker_status(wait.marker));
+  }
+
+  // A failed query of the library's own marker event says nothing of the work before it, unless it is a sticky fault
+  // (check_quiet recorded it): it is asked again for up to kUnsureLimit before the failure becomes the wait's result.
+  // Taken at once, a copy's landing would be dropped while a later wait on its stream resolved: wrong bytes, no error.
+  static CUresult settled_or_pending(Wait& wait, CUresult result) {
+    using Clock = std::chrono::steady_clock;
+    if (result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY || device_fault(wait.device) != CUDA_SUCCESS) return result;
+    const auto now = Clock::now();
+    if (wait.unsure_since == Clock::time_point{}) wait.unsure_since = now;
+    return now - wait.unsure_since < kUnsureLimit ? CUDA_ERROR_NOT_READY : result;
+  }
+
+  // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
+  void complete(Wait* wait, CUresult result) {
+    if (wait->landing) {
+      wait->landing->marker_result.store(result, std::memory_order_relaxed);
+      wait->landing->marker_done.store(true, std::memory_order_release);
+      if (result == CUDA_SUCCESS) drop_marker(*wait->landing);
+    } else if (wait->marker.event && result == CUDA_SUCCESS) {
+      put_event_marker(wait->device, wait->marker.event);
+    }
+    // After a fault an event is never reused (its context is lost).
+    if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
+    pending_.fetch_sub(1, std::memory_order_relaxed);
+    if (!wait->channel) {  // a job: nobody to tell
+      delete wait;
+      return;
+    }
+    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr});
+    // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
+    if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
+      release_staging(*wait->landing);
+      drop_marker(*wait->landing);
+    }
+    delete wait;
+  }
+
+  // A late ticket on a per-thread default stream: its thread is asked whether that stream is idle (LateProbe), and
+  // an idle answer, given after the ticket was queued, makes the ticket lost as below.
+  void ask_owner(Wait& wait) {
+    if (!wait.channel) return;
+    if (wait.late_probe) {
+      const int state = wait.late_probe->state.load(std::memory_order_acquire);
+      if (state == LateProbe::kAsked) return;  // not answered yet
+      if (state == LateProbe::kIdle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
+        wait.ticket_lost = true;
+        lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    // Asked first, or again after a busy answer.
+    wait.late_probe = std::make_shared<LateProbe>();
+    wait.late_probe->device = wait.device;
+    post(*wait.channel, Ready{0, CUDA_SUCCESS, nullptr, wait.late_probe});
+  }
+
+  // A ticket still not landed after two probes (10 to 20 ms) while its stream reports all its work done was lost (a
+  // driver that dropped the write): the wait is done, since the ticket's work came before the stream went idle. The
+  // stream is asked directly, not through query_stream, whose answer for a sharing stream is that same word.
+  void check_late_ticket(Wait& wait) {
+    if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
+    StreamBox& stream = *wait.stream;
+    // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
+    if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
+    if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
+    if (!stream.enter()) return;  // destroyed: its handle may not be passed to the driver
+    const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;
+    stream.leave();
+    if (idle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
+      wait.ticket_lost = true;
+      lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // A wait that never reached the poller gives back what it holds, as complete() does.
+  static void abandon(Wait* wait) {
+    if (wait->event) wait->event->leave();  // entered by eventNotify
+    if (wait->landing) drop_marker(*wait->landing);
+    else if (wait->marker.event) put_event_marker(wait->device, wait->marker.event);
+    delete wait;
+  }
+
+  // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it), and
+  // about the streams of late tickets.
+  void probe(const std::vector<Wait*>& pending) {
+    bool seen[kMaxDevices] = {};
+    for (Wait* wait : pending) {
+      const int device = wait->device;
+      if (seen[device] || device_fault(device) != CUDA_SUCCESS) continue;
+      seen[device] = true;
+      try {
+        make_current(device);
+        check_quiet(drv().cuStreamQuery(library_stream(device)), device);
+      } catch (...) {
+        // no context or no stream: nothing to ask; the waits' own markers still report
+      }
+    }
+    for (Wait* wait : pending)
+      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait);
+  }
+
+  void run() {
+    using Clock = std::chrono::steady_clock;
+    std::vector<Wait*> pending;
+    auto last_probe = Clock::now();
+    unsigned idle = 0;
+    for (;;) {
+      const size_t before = pending.size();
+      take_incoming(pending);
+      if (pending.empty()) {
+        // Lingers before parking: a thread that awaits in a loop submits its next wait within microseconds of the
+        // last completion, and finding the poller awake saves that wait a thread wake-up (a futex round trip).
+        const auto until = Clock::now() + kLinger;
+        while (incoming_.load(std::memory_order_relaxed) == nullptr && Clock::now() < until) cpu_relax();
+        if (incoming_.load(std::memory_order_seq_cst) == nullptr) rest(kParked, std::chrono::microseconds(0));
+        continue;
+      }
+      bool progress = pending.size() != before;
+      size_t kept = 0;
+      for (Wait* wait : pending) {
+        CUresult result = status(*wait);
+        if (result == CUDA_ERROR_NOT_READY) {
+          pending[kept++] = wait;
+        } else {
+          complete(wait, result);
+          progress = true;
+        }
+      }
+      pending.resize(kept);
+      const auto now = Clock::now();
+      if (now - last_probe >= std::chrono::milliseconds(10)) {
+        probe(pending);
+        last_probe = now;
+      }
+      // Spin briefly, then yield, then sleep from 20 us doubling to kLongestSleep.
+      idle = progress ? 0 : idle + 1;
+      if (idle < 2000) {
+        cpu_relax();
+      } else if (idle < 2100) {
+        std::this_thread::yield();
+      } else {
+        unsigned step = std::min(idle - 2100, 4u);
+        rest(kSleeping, std::min(std::chrono::microseconds(20 << step), kLongestSleep));
+      }
+    }
+  }
+
+  // How long the poller spins for new waits once none is pending, before it parks.
+  static constexpr std::chrono::microseconds kLinger{100};
+  // The longest sleep between checks while waits are pending: what a long wait may learn of its end late. 1 ms cost a
+  // 64 MiB copy (about 1.2 ms on an H200) a tenth of its throughput; 250 us costs at most 4,000 wake-ups a second, and
+  // only while something is pending.
+  static constexpr std::chrono::microseconds kLongestSleep{250};
+  // How long a marker event's query may fail (not sticky) before the failure is taken as the wait's result.
+  static constexpr std::chrono::milliseconds kUnsureLimit{100};
+
+  std::once_flag started_;
+  std::atomic<Wait*> incoming_{nullptr};
+  std::atomic<int> state_{kRunning};
+  std::atomic<uint64_t> parks_{0};
+  std::atomic<uint64_t> lost_tickets_{0};
+  std::atomic<int64_t> pending_{0};
+  OrderedMutex mutex_{LockLevel::kLeaf, "completion poller park"};
+  Condition wake_;
+};
+
+Engine& engine() {
+  static Engine* instance = new Engine();  // never destroyed: its thread runs until the process exits
+  return *instance;
+}
+
+}  // namespace
+
+void submit_wait(Wait* wait) { engine().submit(wait); }
+
+double poller_pending() { return engine().pending(); }
+double poller_parks() { return engine().parks(); }
+double poller_lost_tickets() { return engine().lost_tickets(); }
+bool poller_parked() { return engine().parked(); }
+
+void watch_job(int device, std::function<CUresult()> poll) {
+  auto* wait = new Wait();
+  wait->device = device;
+  wait->poll = std::move(poll);
+  engine().submit(wait);
+}
+
+}  // namespace csp

@@ -1,0 +1,52 @@
+// The poller: the one native thread per process that watches markers and jobs, and hands each finished wait to the
+// environment that made it (Note [completion engine] in stream/completion.h).
+#pragma once
+#include "internal/cuda-driver.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "internal/markers.h"
+
+namespace csp {
+
+struct Channel;
+struct EventBox;
+struct Landing;
+struct LateProbe;
+struct StreamBox;
+
+// One thing the poller watches, and whom to tell when it is done (no channel: a job, nobody).
+struct Wait {
+  Wait* next = nullptr;
+  std::shared_ptr<Channel> channel;
+  double token = 0;
+  int device = 0;
+  Marker marker;                      // the library's own marker, when not watching a user event
+  std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
+  std::shared_ptr<StreamBox> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
+  std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
+  std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
+  unsigned probes = 0;                // fault probes it has been pending through
+  bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
+  std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
+  std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
+};
+
+// Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot
+// start; `wait` has then given back what it held and is deleted.
+void submit_wait(Wait* wait);
+
+// Has the poller call `poll` until it reports anything but CUDA_ERROR_NOT_READY (work that needs the host's help to
+// progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile. Throws
+// std::system_error when the poller thread cannot start.
+void watch_job(int device, std::function<CUresult()> poll);
+
+// The poller's counters, for completionStats(). Any thread.
+double poller_pending();
+double poller_parks();
+double poller_lost_tickets();
+bool poller_parked();
+
+}  // namespace csp
