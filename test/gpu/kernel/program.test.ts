@@ -4,11 +4,13 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
 import { CompileError, CudaError, DeviceBuffer, Module, Program, Stream, type Kernel } from 'cuda-stream-pool';
 import { compilerOptions } from '#library/kernel/program.js';
 import { runChild } from '../../support/child.js';
 import { gpuNotSimulated, repositoryRoot } from '../../support/gpu.js';
+import { libraryDist } from '../../support/paths.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Everywhere: argument checks, option selection, no NVRTC, no driver.
@@ -292,7 +294,7 @@ test('compiles in flight at the same time each give their own module', gpuNotSim
 });
 
 test('a worker terminated while its compile runs leaves the process working', gpuNotSimulated('nvrtc'), async () => {
-  const index = new URL('cuda-stream-pool', import.meta.url).href;
+  const index = pathToFileURL(path.join(libraryDist, 'index.js')).href;
   const result = await runChild(`
     import { Worker } from 'node:worker_threads';
     import { Program } from 'cuda-stream-pool';
