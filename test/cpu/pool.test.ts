@@ -231,7 +231,7 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
   }) as fc.Arbitrary<Op>;
   await fc.assert(
     fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 60 }), async (size, ops) => {
-      // Native shared words, so that a death is the native departure itself (what a thread's cleanup hook runs).
+      // Native shared words, so that a death is the native thread-exit release itself (what a thread's cleanup hook runs).
       const description = native.poolCreateShared(size, poolLayout(size));
       const words = new Int32Array(description.memory);
       const threads = [11, 12, 13].map((environment) => ({
@@ -282,8 +282,8 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
           } else if (kind === 'die' && threads.filter((t) => t.alive).length > 1) {
             // The thread stops where it is, holding and waiting; its cleanup hook gives its words back.
             thread.alive = false;
-            core.halt();
-            native.poolDepart(description.handle, thread.environment);
+            core.stopAsIfTerminated();
+            native.poolThreadExit(description.handle, thread.environment);
             for (let i = held.length - 1; i >= 0; i--) if (held[i]!.who === who) held.splice(i, 1);
             for (let i = pending.length - 1; i >= 0; i--) if (pending[i]!.who === who) pending.splice(i, 1);
           } else {
@@ -302,7 +302,7 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
         assert.equal(survivor.counters().waiters, 0);
         for (let i = 0; i < size; i++) assert.ok(survivor.tryAcquire(), `stream ${i} can be leased`);
       } finally {
-        for (const t of threads) t.core.halt();
+        for (const t of threads) t.core.stopAsIfTerminated();
         native.poolDestroy(description.handle);
       }
     }),
@@ -313,7 +313,7 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
 test('a stream handed to a thread that stopped waiting and is gone is reclaimed by the next taker', () => {
   const { core, words } = rig(2, 1);
   const { leaseBase } = poolLayout(2);
-  // What a hand-off racing a thread's departure can leave: stream 0 handed to environment 7, which has no entry.
+  // What a hand-off racing a thread's exit can leave: stream 0 handed to environment 7, which has no entry.
   Atomics.store(words, leaseBase, -7);
   const first = core.tryAcquire();
   const second = core.tryAcquire();
@@ -890,7 +890,7 @@ test('a waiter finds a stream freed by a dead thread\'s cleanup (no notification
     Atomics.store(words, leaseBase, 9); // held by environment 9, another thread
     const waiting = pool.core.acquire();
     const freed = performance.now();
-    native.poolDepart(pool.description.handle, 9); // what 9's cleanup hook does when it dies
+    native.poolThreadExit(pool.description.handle, 9); // what 9's cleanup hook does when it dies
     const lease = await waiting;
     const waitedMs = performance.now() - freed;
     assert.ok(waitedMs <= BACKSTOP_MS + 200, `found after ${waitedMs.toFixed(1)} ms; the backstop is ${BACKSTOP_MS} ms`);

@@ -105,8 +105,8 @@ export interface NativeBinding {
   poolDestroy(handle: Box): void;
   /** Releases this handle's count now (Note [pool attachments]); the last one destroys a non-default pool. */
   poolDetach(handle: Box): void;
-  /** The departure of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
-  poolDepart(handle: Box, environment: number): void;
+  /** The exit of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
+  poolThreadExit(handle: Box, environment: number): void;
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
   /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */

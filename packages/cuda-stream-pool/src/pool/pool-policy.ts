@@ -10,7 +10,7 @@ import {
   CLOSING,
   CURSOR,
   DESTROYED,
-  ENV_DOORBELL,
+  ENV_WAKE_COUNTER,
   ENV_ENTRIES,
   ENV_STRIDE,
   ENV_WAITERS,
@@ -120,15 +120,15 @@ const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
 /* Note [pool waiting]: how a lease finds its way to a waiter, across threads, without starving anybody.
  * - In a thread, waiters form one FIFO queue. A thread with waiters registers an entry in the waiting table
- *   (its environment id, a doorbell word, its waiter count) and then looks for a free stream once more, so a
+ *   (its environment id, a wake counter, its waiter count) and then looks for a free stream once more, so a
  *   release racing with the registration is not missed (each side writes, then reads the other's word).
  * - A release with other threads registered hands the stream to the next registered entry after CURSOR (the
- *   releasing thread's own entry included): it writes -id into the lease word, bumps that entry's doorbell and
+ *   releasing thread's own entry included): it writes -id into the lease word, bumps that entry's wake counter and
  *   Atomics.notify()s it. The receiver claims -id words (compareExchange to +id) and serves its queue head. If the
  *   receiver unregistered meanwhile, the releaser takes the word back and hands it on. Rotation bounds every
  *   thread's wait by the number of waiting threads: no starvation across threads.
  * - With no other thread waiting, a release serves this thread's queue head directly (no shared write), or frees
- *   the word; then, if a thread registered meanwhile, it rings every doorbell so the newcomer looks again.
+ *   the word; then, if a thread registered meanwhile, it bumps every wake counter so the newcomer looks again.
  * - Every waiting thread also wakes every BACKSTOP_MS on a timer. That is how leases given back by the native cleanup
  *   hook of a thread that exited reach waiters: native code cannot Atomics.notify. The timer also keeps the event
  *   loop alive while the thread waits (Atomics.waitAsync does not), except when no other thread could ever end the
@@ -173,7 +173,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #scan = 0;
   #closing: Promise<void> | undefined;
   #leasesBack: (() => void) | undefined;
-  #halted = false;
+  #terminated = false;
 
   /**
    * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
@@ -446,11 +446,11 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return closing;
   }
 
-  /** Stops this handle for good without touching a shared word: its timers and doorbell watches do nothing from
-   * now on, as when its thread is terminated and its JS stops. What it held is given back by the departure
+  /** Stops this handle for good without touching a shared word: its timers and wake-counter watches do nothing from
+   * now on, as when its thread is terminated and its JS stops. What it held is given back by the thread-exit release
    * transition (Note [pool shared words]). Lets the model test kill a thread at any step. @internal */
-  halt(): void {
-    this.#halted = true;
+  stopAsIfTerminated(): void {
+    this.#terminated = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#promotion !== undefined) clearTimeout(this.#promotion);
@@ -506,7 +506,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
    * a forgotten lease is reclaimed by the first collection at least PROMOTE_MS after it was granted. */
   #promote(): void {
     this.#promotion = undefined;
-    if (this.#detached !== undefined || this.#halted) return;
+    if (this.#detached !== undefined || this.#terminated) return;
     for (let slot = 0; slot < this.size; slot++) {
       const lease = this.#young[slot];
       if (lease === undefined) continue;
@@ -526,7 +526,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
 
   #reclaim(slot: number): void {
     const ref = this.#held[slot];
-    if (ref === undefined || ref.deref() !== undefined || this.#halted) return;
+    if (ref === undefined || ref.deref() !== undefined || this.#terminated) return;
     Atomics.add(this.#u32, RECLAIMED, 1);
     Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
     this.#giveBack(slot);
@@ -663,14 +663,14 @@ export class PoolCore<S> implements LeaseOwner<S> {
     for (let first = true; ; first = false) {
       const mine = this.#entry >= 0 ? 1 : 0;
       // The first look may be a plain read: a registration it misses is seen by the load after the free below,
-      // which rings every doorbell (Note [lean leases]).
+      // which bumps every wake counter (Note [lean leases]).
       if ((first ? w[WAITING_ENVS]! : Atomics.load(w, WAITING_ENVS)) > mine) {
         const entry = this.#nextWaiting();
         const target = entry >= 0 && entry !== this.#entry ? Atomics.load(w, entry) : 0;
         if (target > 0 && target !== env) {
           Atomics.store(w, at, -target);
-          Atomics.add(w, entry + ENV_DOORBELL, 1);
-          Atomics.notify(w, entry + ENV_DOORBELL);
+          Atomics.add(w, entry + ENV_WAKE_COUNTER, 1);
+          Atomics.notify(w, entry + ENV_WAKE_COUNTER);
           if (Atomics.load(w, entry) === target) return;
           // It stopped waiting meanwhile: take the stream back unless it claimed it, and try again.
           if (Atomics.compareExchange(w, at, -target, env) !== -target) return;
@@ -766,9 +766,9 @@ export class PoolCore<S> implements LeaseOwner<S> {
     if (this.#entry >= 0) Atomics.store(this.#words, this.#entry + ENV_WAITERS, this.#live);
   }
 
-  // Serves this thread's queue from free and handed-over streams; then sleeps until a doorbell or the backstop.
+  // Serves this thread's queue from free and handed-over streams; then sleeps until its wake counter moves or the backstop.
   #pump(): void {
-    if (this.#halted) return;
+    if (this.#terminated) return;
     if (this.#live === 0) return this.#stopWaiting();
     const state = this.#words[STATE];
     if (this.#detached !== undefined || state !== OPEN || this.#closingHere) {
@@ -777,7 +777,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       if (state === DESTROYED) this.#detach('was destroyed');
       return this.#stopWaiting();
     }
-    const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_DOORBELL) : 0;
+    const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_WAKE_COUNTER) : 0;
     while (this.#live > 0) {
       const slot = this.#take();
       if (slot < 0) break;
@@ -790,9 +790,9 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #sleep(bell: number): void {
     const entry = this.#entry;
     if (entry >= 0 && this.#watched !== entry) {
-      const result = waitAsync(this.#words, entry + ENV_DOORBELL, bell, WATCH_MS);
+      const result = waitAsync(this.#words, entry + ENV_WAKE_COUNTER, bell, WATCH_MS);
       if (!result.async) {
-        queueMicrotask(() => this.#pump()); // the doorbell rang since `bell` was read
+        queueMicrotask(() => this.#pump()); // the wake counter moved since `bell` was read
       } else {
         this.#watched = entry;
         void (result.value as Promise<string>).then(() => {
@@ -866,7 +866,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     const w = this.#words;
     for (let k = 0; k < ENV_ENTRIES; k++) {
       const entry = this.#layout.envBase + k * ENV_STRIDE;
-      if (Atomics.load(w, entry) !== 0) this.#ring(entry + ENV_DOORBELL);
+      if (Atomics.load(w, entry) !== 0) this.#ring(entry + ENV_WAKE_COUNTER);
     }
   }
 

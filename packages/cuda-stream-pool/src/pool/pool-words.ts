@@ -1,6 +1,6 @@
 // The stream pool's shared words: the one specification of their layout and of the transitions made on them. The
 // policy (pool/pool-policy.ts) makes the JS transitions; the native pool (pool/pool.cc) receives poolLayout()
-// by name at creation and makes the two native ones (destroy, departure). Neither side has numbers of its own.
+// by name at creation and makes the two native ones (destroy, thread exit). Neither side has numbers of its own.
 
 /* Note [pool shared words]: one Int32Array that every thread sharing a pool sees (a SharedArrayBuffer over one
  * native block, Note [one backing store] in pool/pool.cc).
@@ -22,7 +22,7 @@
  *   idleAt              `size` words (Uint32): NEXT when the stream was last known idle, or UNKNOWN_IDLE
  *                       (Note [known idle] in pool/pool-policy.ts).
  *   idleExplicit        `size` words (Uint32): the stream's explicit count at that moment.
- *   waiting table       ENV_ENTRIES entries of ENV_STRIDE words: [environment id or 0, doorbell, waiters, spare].
+ *   waiting table       ENV_ENTRIES entries of ENV_STRIDE words: [environment id or 0, wake counter, waiters, spare].
  *
  * A lease word is 0 (free), +e (held by environment e) or -e (handed to e, not claimed yet). Environment ids are
  * positive and never reused in a process. Every change is one Atomics operation; these are all of them:
@@ -32,10 +32,10 @@
  *   hand-off   +e -> -t      store by e, t read from a registered entry; then e re-reads that entry and, if it no
  *                            longer names t, takes the word back (-t -> +e, compareExchange) and tries again.
  *   reclaim    -t -> +e      compareExchange by any e that finds no registered entry naming t: a stale hand-off.
- *   departure  ±e -> 0       compareExchange by the native cleanup hook of e's environment (its JS has stopped).
+ *   thread exit ±e -> 0       compareExchange by the native cleanup hook of e's environment (its JS has stopped).
  *   destroy    STATE := DESTROYED, by the owner (JS, then native); every later transition is void.
  * A waiting-table entry goes 0 -> e (register: compareExchange, then waiters, then WAITING_ENVS + 1) and back
- * e -> 0 (unregister: waiters := 0, compareExchange, WAITING_ENVS - 1); its doorbell only grows.
+ * e -> 0 (unregister: waiters := 0, compareExchange, WAITING_ENVS - 1); its wake counter only grows.
  *
  * The ordering rule that keeps a lease from being lost: whoever unregisters e (e when it stops waiting, the cleanup
  * hook when e dies) unregisters first and only then sweeps the -e words (claims them, or frees them); a hand-off
@@ -57,7 +57,7 @@ export const DESTROYED = 2;
 /** Threads that can wait on one pool at once with direct hand-over; more still get streams, by polling. */
 export const ENV_ENTRIES = 128;
 export const ENV_STRIDE = 4;
-export const ENV_DOORBELL = 1;
+export const ENV_WAKE_COUNTER = 1;
 export const ENV_WAITERS = 2;
 /** idleAt value of a stream whose idleness is not known. */
 export const UNKNOWN_IDLE = 0xffffffff;
@@ -95,8 +95,8 @@ export interface PoolLayout {
   envEntries: number;
   /** Words per entry. */
   envStride: number;
-  /** Offset of an entry's doorbell from its first word (the environment id). */
-  envDoorbell: number;
+  /** Offset of an entry's wake counter from its first word (the environment id). */
+  envWakeCounter: number;
   /** Offset of an entry's waiter count from its first word. */
   envWaiters: number;
 }
@@ -123,7 +123,7 @@ export function poolLayout(size: number): PoolLayout {
     envBase,
     envEntries: ENV_ENTRIES,
     envStride: ENV_STRIDE,
-    envDoorbell: ENV_DOORBELL,
+    envWakeCounter: ENV_WAKE_COUNTER,
     envWaiters: ENV_WAITERS,
   };
 }

@@ -51,7 +51,7 @@ struct Layout {
   int32_t env_base = 0;      // the waiting table: env_entries entries of env_stride words
   int32_t env_entries = 0;
   int32_t env_stride = 0;
-  int32_t env_doorbell = 0;  // offsets in an entry; the entry's first word is the environment id
+  int32_t env_wake_counter = 0;  // offsets in an entry; the entry's first word is the environment id
   int32_t env_waiters = 0;
 };
 
@@ -207,7 +207,7 @@ Layout read_layout(const Napi::Value& value) {
   layout.env_base = at("envBase");
   layout.env_entries = at("envEntries");
   layout.env_stride = at("envStride");
-  layout.env_doorbell = at("envDoorbell");
+  layout.env_wake_counter = at("envWakeCounter");
   layout.env_waiters = at("envWaiters");
   return layout;
 }
@@ -349,12 +349,12 @@ Napi::Value pool_detach(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// The departure transition of Note [pool shared words] (pool/pool-words.ts): gives back what `environment` held in
+// The thread-exit transition of Note [pool shared words] (pool/pool-words.ts): gives back what `environment` held in
 // one pool. Its waiting-table entry goes first, then its lease words (held or handed to it): a hand-off racing with
 // this either re-reads the entry after it was cleared and takes its word back, or wrote its word before the sweep
-// below, which frees it. Then rings every doorbell; native code cannot Atomics.notify, so waiters in other threads
+// below, which frees it. Then bumps every wake counter; native code cannot Atomics.notify, so waiters in other threads
 // notice on their backstop timer (Note [pool waiting] in pool/pool-policy.ts).
-void depart(PoolState& state, int environment) {
+void release_exited_thread(PoolState& state, int environment) {
   const Layout& l = state.layout;
   int32_t* words = state.words;
   for (int k = 0; k < l.env_entries; k++) {
@@ -367,7 +367,7 @@ void depart(PoolState& state, int environment) {
     int32_t* lease = &words[l.lease_base + i];
     if (!swap_word(lease, environment, 0)) swap_word(lease, -environment, 0);
   }
-  for (int k = 0; k < l.env_entries; k++) add_word(&words[l.env_base + k * l.env_stride + l.env_doorbell], 1);
+  for (int k = 0; k < l.env_entries; k++) add_word(&words[l.env_base + k * l.env_stride + l.env_wake_counter], 1);
 }
 
 // Gives back what a dying environment held in every pool.
@@ -380,15 +380,15 @@ void release_environment(int environment) {
     for (auto& entry : registry().pools)
       if (!entry.second->destroyed) pools.push_back(entry.second);
   }
-  for (auto& state : pools) depart(*state, environment);
+  for (auto& state : pools) release_exited_thread(*state, environment);
 }
 
-// poolDepart(handle, environment): the departure of `environment` from this pool, as its cleanup hook makes it;
+// poolThreadExit(handle, environment): the exit of `environment` from this pool, as its cleanup hook makes it;
 // lets the CPU model test kill a simulated thread at any step.
-Napi::Value pool_depart(const Napi::CallbackInfo& info) {
+Napi::Value pool_thread_exit(const Napi::CallbackInfo& info) {
   auto handle = unwrap_box<PoolHandle>(info[0]);
   int environment = info[1].As<Napi::Number>().Int32Value();
-  depart(*handle->state, environment);
+  release_exited_thread(*handle->state, environment);
   return info.Env().Undefined();
 }
 
@@ -402,7 +402,7 @@ const Export kPoolExports[] = {
     {"poolAttach", "number", entry<pool_attach>},
     {"poolDestroy", "box", entry<pool_destroy>},
     {"poolDetach", "box", entry<pool_detach>},
-    {"poolDepart", "box, number", entry<pool_depart>},
+    {"poolThreadExit", "box, number", entry<pool_thread_exit>},
 };
 
 void register_pool(Napi::Env env, Napi::Object exports) {
