@@ -163,9 +163,8 @@ class Engine {
     // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
     if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
-    if (!stream.enter()) return;  // destroyed: its handle may not be passed to the driver
+    if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
     const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;
-    stream.leave();
     if (idle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
       lost_tickets_.fetch_add(1, std::memory_order_relaxed);
@@ -272,6 +271,15 @@ Engine& engine() {
 }  // namespace
 
 void submit_wait(Wait* wait) { engine().submit(wait); }
+
+Wait::~Wait() {
+  if (holds_stream) stream->leave();  // the last one out releases a destroyed stream's handle
+}
+
+void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream) {
+  wait.holds_stream = stream && stream->enter();
+  wait.stream = std::move(stream);
+}
 
 double poller_pending() { return engine().pending(); }
 double poller_parks() { return engine().parks(); }

@@ -26,13 +26,22 @@ struct Wait {
   Marker marker;                      // the library's own marker, when not watching a user event
   std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
   std::shared_ptr<StreamBox> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
+  bool holds_stream = false;          // an entry of `stream`'s box is held until the wait ends (hold_stream)
   std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through
   bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
   std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
   std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
+
+  ~Wait();  // leaves the stream's box when the wait held it
 };
+
+// Makes `stream` the wait's stream and holds an entry of its box until the wait ends, so that the driver handle
+// outlives a destroy() of the stream while the wait is pending (Note [handle guard] in internal/box.h): a late ticket
+// is asked about through that handle, and a stream whose handle was released could never be asked, leaving the wait,
+// and the process that awaits it, pending for good. The caller holds a use of the stream, so the entry is granted.
+void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream);
 
 // Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot
 // start; `wait` has then given back what it held and is deleted.

@@ -157,7 +157,7 @@ void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(env, token, stream->device);
   wait->marker = marker;
-  wait->stream = std::move(stream);
+  hold_stream(*wait, std::move(stream));
   submit_wait(wait);
 }
 
@@ -262,7 +262,7 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   Channel& channel = channel_of(env);
   Wait* wait = new_wait(env, 0, landing->marker.device);
   wait->marker = landing->marker;
-  wait->stream = std::move(stream);
+  hold_stream(*wait, std::move(stream));
   wait->poll = landing->poll;
   wait->landing = landing;
   // Submitted first: a landing the poller never watches is not kept (no drain can run before the push, on this
