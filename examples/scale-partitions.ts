@@ -1,4 +1,4 @@
-// The README's example: many tasks at once, each on its own leased pool stream. Run by test/examples.test.ts.
+// The README's example: many tasks at once, each on its own leased pool stream. Run by test/gpu/examples.test.ts.
 import { DeviceBuffer, Program, StreamPool, type Module } from 'cuda-stream-pool';
 
 const SCALE_SOURCE = `

@@ -5,7 +5,7 @@
 # (CUDA 12.0, the oldest driver the library supports), so the version line is lowered to keep them loadable there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for source in kernels/bench.cu test/kernels/test-kernels.cu; do
+for source in packages/cuda-stream-pool-bench/kernels/bench.cu test/kernels/test-kernels.cu; do
   nvcc -ptx -arch=compute_80 -o "${source%.cu}.ptx" "$source"
   sed -i 's/^\.version .*/.version 8.0/' "${source%.cu}.ptx"
 done

@@ -8,8 +8,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { runChild } from '../support/child.js';
-import { repositoryRoot } from '../support/gpu.js';
-import { libraryDist } from '../support/paths.js';
+import { benchRoot, libraryDist, libraryRoot } from '../support/paths.js';
+import { addonPath } from '#library/binding/binding.js';
 
 test('a worker that alone loaded the library, made pool memory and exited leaves the process running', async () => {
   const outcomes: (number | string | null)[] = [];
@@ -36,11 +36,14 @@ test('a worker that alone loaded the library, made pool memory and exited leaves
 });
 
 test('both binaries are marked never to be unloaded (DT_FLAGS_1 NODELETE)', { skip: spawnSync('readelf', ['--version']).status === 0 ? false : 'needs readelf (binutils)' }, () => {
-  for (const name of ['cuda_stream_pool', 'cuda_stream_pool_bench']) {
-    const file = path.join(repositoryRoot, 'build', 'Release', `${name}.node`);
-    if (!existsSync(file)) continue; // an install from prebuilds has no build/
+  let checked = 0;
+  for (const [root, name] of [[libraryRoot, 'cuda_stream_pool'], [benchRoot, 'cuda_stream_pool_bench']] as const) {
+    const file = addonPath(name, root);
+    assert.ok(file !== undefined && existsSync(file), `${name}.node is built or prebuilt`);
+    checked++;
     const dynamic = spawnSync('readelf', ['-d', file], { encoding: 'utf8' });
     assert.equal(dynamic.status, 0, dynamic.stderr);
     assert.match(dynamic.stdout, /FLAGS_1.*NODELETE/, `${name}.node lacks NODELETE`);
   }
+  assert.equal(checked, 2);
 });

@@ -1,6 +1,6 @@
 // Kernels for the GPU tests. Regenerate the PTX beside this file with:
 //   bash scripts/build-ptx.sh
-// (compute_80 PTX is JIT-compiled by the driver for the GPU at hand.) test/program.test.ts fails when the kernels or
+// (compute_80 PTX is JIT-compiled by the driver for the GPU at hand.) test/gpu/kernel/program.test.ts fails when the kernels or
 // their parameters here differ from the PTX. See Note [prebuilt test kernels] in test/support/gpu.ts.
 
 __device__ __forceinline__ unsigned long long global_timer_ns() {

@@ -1,5 +1,5 @@
 // Races device-wide calls, deferred calls and captures through the capture guard (packages/cuda-stream-pool/src/stream/capture.cc), so
-// test/capture-guard.test.ts can check its handshake without a GPU: no call runs while a capture is open, and every
+// test/native/capture-guard.test.ts can check its handshake without a GPU: no call runs while a capture is open, and every
 // deferred call runs (on the guard's thread) once the captures are over. Prints the counts as name=value.
 #include <atomic>
 #include <chrono>

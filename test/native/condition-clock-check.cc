@@ -1,6 +1,6 @@
 // A small program of its own around packages/cuda-stream-pool/src/internal/native-thread.h: it times one Condition::wait_for of 50 ms while the
 // wall clock (CLOCK_REALTIME) reads an hour ahead of its true value, as it would after being stepped back by an hour
-// during the wait, and prints the milliseconds the wait took. test/condition-clock.test.ts runs it.
+// during the wait, and prints the milliseconds the wait took. test/native/condition-clock.test.ts runs it.
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>

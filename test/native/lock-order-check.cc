@@ -1,4 +1,4 @@
-// Takes OrderedMutexes in the order its argument names, so test/lock-order.test.ts can check the lock order checker.
+// Takes OrderedMutexes in the order its argument names, so test/native/lock-order.test.ts can check the lock order checker.
 #include <cstdio>
 #include <cstring>
 #include <mutex>

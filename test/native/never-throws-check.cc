@@ -1,5 +1,5 @@
 // A small program of its own around packages/cuda-stream-pool/src/internal/never-throws.h: each mode throws something inside never_throws, from
-// one thread or many, and prints what callback_failures() then holds ("count|last"). test/never-throws.test.ts runs it.
+// one thread or many, and prints what callback_failures() then holds ("count|last"). test/native/never-throws.test.ts runs it.
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// The fault sweep's runner (test/fault-sweep/sweep.ts) on a small slice, so that `npm test` keeps it working: one
+// The fault sweep's runner (test/sim/fault-sweep/sweep.ts) on a small slice, so that `npm test` keeps it working: one
 // workload, one entry point, every action. The whole sweep is `npm run fault-sweep`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -76,7 +76,7 @@ const loaded = new Map<number, Promise<Module>>();
 // without NVRTC (which is optional, used only by Program.compile) still runs them, and an NVRTC problem fails the
 // program/kernel suites alone instead of every GPU suite. Each test file is its own process, so NVRTC would also add
 // a compile to each. compute_80 PTX is JIT-compiled by the driver for the GPU at hand and cached by it. Drift between
-// a .cu and its PTX is caught by test/program.test.ts, which compiles every such .cu with NVRTC and compares the
+// a .cu and its PTX is caught by test/gpu/kernel/program.test.ts, which compiles every such .cu with NVRTC and compares the
 // kernels and parameter types with the committed PTX. The kernel and program suites compile their own sources.
 
 /** The test kernels (test/kernels/test-kernels.cu), loaded once per thread and device (default 0). See Note

@@ -1,4 +1,4 @@
-// Worker for test/completion.test.ts. workerData.mode:
+// Worker for test/gpu/stream/completion.test.ts. workerData.mode:
 //  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 20 ms spin once a 200 ms
 //                  spin on another stream ends; reports the wake-ups and waits delivered to this thread
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once

@@ -1,4 +1,4 @@
-// Worker for test/graph.test.ts: attaches to a pool shared by the main thread, whose stream 0 the main thread is
+// Worker for test/gpu/graph/graph.test.ts: attaches to a pool shared by the main thread, whose stream 0 the main thread is
 // capturing under a lease, and reports what query() and synchronize() of its getStream(0) wrapper threw.
 // workerData: { shared }. Posts { errors: [{ name, code, operation, streamId }] } (streamId as a string).
 import { parentPort, workerData } from 'node:worker_threads';

@@ -1,4 +1,4 @@
-// Worker for test/kernel.test.ts: borrows the stream the main thread created (by its handle), compiles a kernel with
+// Worker for test/gpu/kernel/kernel.test.ts: borrows the stream the main thread created (by its handle), compiles a kernel with
 // NVRTC, launches it on that stream, and reports the values it wrote and the stream's id.
 // When StreamPool lands (packages/cuda-stream-pool/src/pool/pool.ts), this takes a SharedStreamPool and uses pool.getStream(index) instead.
 import { parentPort, workerData } from 'node:worker_threads';

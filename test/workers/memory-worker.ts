@@ -1,4 +1,4 @@
-// Worker for test/device-buffer.test.ts. workerData.mode:
+// Worker for test/gpu/memory/device-buffer.test.ts. workerData.mode:
 //  'read'       attach workerData.shared, copy it to a JS array on a stream of this thread, post the bytes
 //  'hold'       attach workerData.shared, queue a 300 ms spin and then a copy of it to pinned memory on a stream of this
 //               thread, post 'queued', wait for the copy, post the bytes (the owner frees meanwhile)

@@ -1,4 +1,4 @@
-// Worker for test/multi-device.test.ts. workerData.mode:
+// Worker for test/gpu/device/multi-device.test.ts. workerData.mode:
 //  'interleave'  run test/support/interleave.ts with workerData.seed and workerData.rounds; post { failures }
 //  'group'       run 4 tasks through its own StreamPool.forDevices([0, 1]); post each task's [device, buffer device, right]
 import { parentPort, workerData } from 'node:worker_threads';

@@ -1,4 +1,4 @@
-// Worker for test/pool.test.ts: runs the pool policy with fake slots over native shared words (poolCreateShared), so
+// Worker for test/cpu/pool.test.ts: runs the pool policy with fake slots over native shared words (poolCreateShared), so
 // the cross-thread machinery (one backing store, attach, the cleanup hook) is tested without a GPU.
 // workerData: { id, mode, marks?, iterations?, tasks?, hold? }. Modes:
 //   'stress'     `tasks` concurrent loops of acquire/release, `iterations` in all; counts a stream held twice at once

@@ -1,4 +1,4 @@
-// Worker for test/pool-gpu.test.ts: attaches to a pool shared by the main thread (or takes the default pool).
+// Worker for test/gpu/pool/pool-gpu.test.ts: attaches to a pool shared by the main thread (or takes the default pool).
 // workerData: { shared?, mode, tasks?, iterations?, marks?, hold? }. Modes:
 //   'lease-spin'      `tasks` concurrent run()s, each spinning 20 ms on its lease's stream with %globaltimer stamps;
 //                     posts { records: [{ id, host: [start, end], device: [start, end] }] } (bigints as strings)

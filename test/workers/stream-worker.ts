@@ -1,4 +1,4 @@
-// Worker for test/stream.test.ts. workerData.mode:
+// Worker for test/gpu/stream/stream.test.ts. workerData.mode:
 //  'use'       create a stream, spin, synchronize, report the stream id, exit
 //  'sync-loop' call synchronizeSync() on its own streams in a loop until told to stop, report the count
 //  'pending'   queue long spins with pending synchronize() promises and report 'queued' (then gets terminated)

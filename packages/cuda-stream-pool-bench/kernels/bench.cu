@@ -1,4 +1,4 @@
-// Kernels of the benchmarks in src/bench/ (`cuda-stream-pool bench` and `bench micro`). The PTX beside this file is
+// Kernels of the benchmarks in src/ (`cuda-stream-pool bench` and `bench micro`). The PTX beside this file is
 // what the benchmarks load (Module.load); regenerate it after any change with:
 //   bash scripts/build-ptx.sh
 // compute_80 PTX is JIT-compiled by the driver for the GPU at hand (Ampere and newer) and cached by the driver.

@@ -1,6 +1,6 @@
 // Native baselines of `cuda-stream-pool bench micro`: the driver calls behind a library call, in a plain C++ loop, so
 // that each row prints the library's cost beside the driver's own from the same process and run. One definition each.
-// Mechanism only: the TS caller (src/bench/) validates the arguments.
+// Mechanism only: the TS caller (src/) validates the arguments.
 //
 // Runs on: the calling JS thread, which each loop blocks (a benchmark; the loops are short).
 #include <cstdint>

@@ -124,8 +124,8 @@ export function benchAddon(): BenchBinding {
   if (file === undefined)
     throw new Error(
       `cuda-stream-pool bench: the benchmark addon ${BENCH_ADDON_TARGET} is neither in ${path.join(packageRoot, 'build', 'Release')} ` +
-        `nor in ${path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`)}. Build it with npm run build ` +
-        '(node-gyp builds the library and the benchmark addon).',
+        `nor in ${path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`)}. Rebuild it with npm rebuild cuda-stream-pool-bench ` +
+        '(in a clone of the repository: npm run build).',
     );
   const binding = createRequire(import.meta.url)(file) as BenchBinding;
   binding.setErrorFactory(benchError);

@@ -16,7 +16,7 @@ type MicroFunction = (options: { device: number }) => Promise<MicroResult[]>;
 /** A group of micro-benchmarks: one concept's module, loaded dynamically unless `run` is given. */
 interface Group {
   name: string;
-  /** The module, relative to this file (compiled: dist/src/bench/). */
+  /** The module, relative to this file (compiled: dist/). */
   file: string;
   /** Its export: `(): Promise<MicroResult[]>` (called with `{ device }`). */
   exportName: string;
@@ -39,7 +39,7 @@ const GROUPS: Group[] = [
 
 async function loadGroup(group: Group, device: number): Promise<MicroGroupResult> {
   const url = new URL(group.file, import.meta.url);
-  const source = `src/bench/${group.file.slice(2).replace(/\.js$/, '.ts')}`;
+  const source = `src/${group.file.slice(2).replace(/\.js$/, '.ts')}`;
   const skip = group.skipReason?.();
   if (skip !== undefined) return { name: group.name, status: 'skipped', message: skip, results: [] };
   if (!group.run && !existsSync(fileURLToPath(url)))

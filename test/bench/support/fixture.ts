@@ -1,4 +1,4 @@
-// The results file the timeline, trace and report tests render: test/fixtures/bench-results.json, a real run of
+// The results file the timeline, trace and report tests render: test/bench/fixtures/bench-results.json, a real run of
 // `cuda-stream-pool bench --json --phases` on a GPU, when it is there; until then a synthetic one of the same schema
 // (synthetic-results.ts), and the tests say which they used.
 import { existsSync, readFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { repositoryRoot } from '../../support/gpu.js';
 import { syntheticResults } from './synthetic-results.js';
 
 /** Where the real fixture lives. */
-export const FIXTURE_PATH = path.join(repositoryRoot, 'test', 'fixtures', 'bench-results.json');
+export const FIXTURE_PATH = path.join(repositoryRoot, 'test', 'bench', 'fixtures', 'bench-results.json');
 
 /** The fixture's results, and what they are ('real': the committed file; 'synthetic': made for this run). */
 export function benchFixture(): { result: BenchResult; origin: 'real' | 'synthetic' } {

@@ -1,6 +1,6 @@
 // A plausible `bench --json --phases` results file made without a GPU, for the timeline tests: a small queueing model
 // of the benchmark (a copy-in engine, two kernels at once, a copy-out engine, stream order, a fixed number of tasks
-// in flight) with jittered phase lengths. It stands in until test/fixtures/bench-results.json (a real run) exists,
+// in flight) with jittered phase lengths. It stands in until test/bench/fixtures/bench-results.json (a real run) exists,
 // and makes the 50,000-bar file of the load-time test.
 //   node dist/test/support/synthetic-results.js <tasks> [file]   writes one (stdout without a file)
 import { writeFileSync } from 'node:fs';

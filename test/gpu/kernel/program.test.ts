@@ -271,7 +271,7 @@ function entries(ptx: string): Record<string, string[]> {
 }
 
 test('every committed PTX file declares the same kernels and parameters as its .cu source compiled by NVRTC', gpuNotSimulated('nvrtc'), async () => {
-  const pairs = [path.join(repositoryRoot, 'test', 'kernels'), path.join(repositoryRoot, 'kernels')]
+  const pairs = [path.join(repositoryRoot, 'test', 'kernels'), path.join(repositoryRoot, 'packages', 'cuda-stream-pool-bench', 'kernels')]
     .filter((dir) => existsSync(dir))
     .flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith('.cu')).map((f) => path.join(dir, f)))
     .filter((cu) => existsSync(cu.replace(/\.cu$/, '.ptx')));

@@ -1,6 +1,6 @@
 // The stream pool on a GPU: real streams, leases checked with device-side %globaltimer stamps, workers sharing one
 // pool, destroy under load, leases given back by dying workers. The policy itself is tested on the CPU in
-// test/pool.test.ts. Run alone: node dist/test/support/run-tests.js --gpu pool-gpu
+// test/cpu/pool.test.ts. Run alone: node dist/test/support/run-tests.js --gpu pool-gpu
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 

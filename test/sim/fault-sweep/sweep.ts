@@ -119,7 +119,7 @@ function environment(workload: Workload, driver: string, extra: Record<string, s
   } as Record<string, string>;
 }
 
-/** The command that replays a case by hand, from the repository root after `npx tsc -p tsconfig.json`. */
+/** The command that replays a case by hand, from the repository root after `npx tsc -b`. */
 function replay(c: Case): string {
   const vars = { SIMULATED_DRIVER_DEVICES: String(c.workload.devices ?? 1), SIMULATED_DRIVER_OPERATION_DELAY_US: '100', ...c.workload.env };
   const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`).join(' ');

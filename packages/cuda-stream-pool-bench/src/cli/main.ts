@@ -111,7 +111,7 @@ const program = new Command('cuda-stream-pool')
   // Set before the commands are added: subcommands copy these settings when they are created.
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
-  .version(packageVersion(), '-v, --version', 'print the version of cuda-stream-pool')
+  .version(packageVersion(), '-v, --version', 'print the version of cuda-stream-pool-bench (the benchmark and this command)')
   .configureOutput({ outputError: (message, write) => write(nameCommandsTakingOption(message)) })
   .showHelpAfterError('(add --help to see the options and the values they accept)');
 
@@ -145,7 +145,7 @@ const bench = program
     'spread the tasks over several GPUs: all, or a comma list of ordinals; each device gets its own slots (--concurrency each), pool, pinned inputs and threads (--workers each), and the report adds a row per device (instead of --device)',
     devicesOption,
   )
-  .option('--json', 'print the results as JSON instead of tables (schema in README.md)', false)
+  .option('--json', 'print the results as JSON instead of tables (the schema: src/schema.ts, see the README)', false)
   .option(
     '--timeline <file.html>',
     'also write a self-contained HTML timeline: per mode, engine occupancy lanes and a row per stream, a bar per task phase',
