@@ -112,6 +112,12 @@ class Engine {
 
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
+    // The stream is let go before its environment hears of the wait: a destroyed stream is then released (and counted
+    // gone) by the time the awaiting code runs.
+    if (wait->holds_stream) {
+      wait->holds_stream = false;
+      wait->stream->leave();
+    }
     if (wait->landing) {
       wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
