@@ -114,10 +114,7 @@ class Engine {
   void complete(Wait* wait, CUresult result) {
     // The stream is let go before its environment hears of the wait: a destroyed stream is then released (and counted
     // gone) by the time the awaiting code runs.
-    if (wait->holds_stream) {
-      wait->holds_stream = false;
-      wait->stream->leave();
-    }
+    wait->let_go_of_stream();
     if (wait->landing) {
       wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
@@ -278,8 +275,10 @@ Engine& engine() {
 
 void submit_wait(Wait* wait) { engine().submit(wait); }
 
-Wait::~Wait() {
-  if (holds_stream) stream->leave();  // the last one out releases a destroyed stream's handle
+void Wait::let_go_of_stream() {
+  if (!holds_stream) return;
+  holds_stream = false;
+  stream->leave();
 }
 
 void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream) {

@@ -34,7 +34,8 @@ struct Wait {
   std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
   std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
 
-  ~Wait();  // leaves the stream's box when the wait held it
+  void let_go_of_stream();  // leaves the stream's box if the wait holds it; the last one out releases the handle
+  ~Wait() { let_go_of_stream(); }
 };
 
 // Makes `stream` the wait's stream and holds an entry of its box until the wait ends, so that the driver handle
