@@ -466,6 +466,20 @@ test('subarray() has JavaScript\'s meaning: negative offsets from the end, clamp
   assert.throws(() => buffer.subarray(0, '4' as never), { code: 'ERR_INVALID_ARG_TYPE', message: /^"end"/ });
 });
 
+test('ptr read for the first time after free() is the address the buffer had, for the buffer and its views', gpu, () => {
+  using stream = Stream.create();
+  const buffer = DeviceBuffer.alloc(256, { stream });
+  const view = buffer.subarray(64);
+  const nested = view.subarray(16);
+  using other = DeviceBuffer.alloc(256, { stream });
+  const otherPtr = other.ptr;
+  buffer.free();
+  assert.notEqual(buffer.ptr, 0n);
+  assert.equal(view.ptr, buffer.ptr + 64n);
+  assert.equal(nested.ptr, buffer.ptr + 80n);
+  assert.notEqual(buffer.ptr, otherPtr, 'two live allocations have two addresses');
+});
+
 test('a subarray shares its buffer\'s lifetime: its own free() leaves the buffer, the buffer\'s free() ends it', gpu, async () => {
   using stream = Stream.create();
   const buffer = DeviceBuffer.from(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), { stream });

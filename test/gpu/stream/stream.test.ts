@@ -27,6 +27,20 @@ test('Stream.create() rejects unknown options with "did you mean" before touchin
   });
 });
 
+test('a created stream\'s id, handle, priority and flags read for the first time after destroy() are the stream\'s own', gpu, () => {
+  const read = Stream.create({ priority: 0, nonBlocking: false });
+  const facts = [read.id, read.handle, read.priority, read.nonBlocking];
+  read.destroy();
+  const unread = Stream.create({ priority: 0, nonBlocking: false });
+  unread.destroy();
+  assert.deepEqual([read.id, read.handle, read.priority, read.nonBlocking], facts);
+  assert.equal(typeof unread.id, 'bigint');
+  assert.notEqual(unread.id, read.id, 'stream ids are never reused');
+  assert.notEqual(unread.handle, 0n);
+  assert.equal(unread.priority, read.priority);
+  assert.equal(unread.nonBlocking, false);
+});
+
 test('Stream.fromHandle() rejects numbers and 0n', () => {
   assert.throws(() => Stream.fromHandle(5 as never), {
     code: 'ERR_INVALID_ARG_TYPE',

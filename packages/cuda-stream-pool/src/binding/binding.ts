@@ -151,7 +151,8 @@ export interface NativeBinding {
 
   // device-buffer.cc, pinned-buffer.cc, copy.cc, staging.cc, memory-pool.cc: stream-ordered device buffers, the pinned-block
   // cache, copies, fills, staged pageable copies, the default memory pool.
-  deviceBufferAlloc(stream: Box, bytes: number): { box: Box; ptr: bigint };
+  deviceBufferAlloc(stream: Box, bytes: number): Box;
+  deviceBufferPointer(buffer: Box): bigint;
   deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
   deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
   deviceBufferShare(buffer: Box): bigint;

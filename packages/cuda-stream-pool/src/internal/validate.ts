@@ -148,8 +148,11 @@ export function guardReceivers(type: { name: string; prototype: object }, isInst
 }
 
 /** Makes the named own fields of `object` read-only at run time (non-writable, non-configurable), as their
- * `readonly` declarations promise: the library reads them back (a buffer's `byteLength`, a pool's `device`), so an
- * assignment must not change what later calls do. In strict mode an assignment then throws a TypeError. */
+ * `readonly` declarations promise: the library reads them back (a pool's `device`, a module's `cubin`), so an
+ * assignment must not change what later calls do. In strict mode an assignment then throws a TypeError. For objects
+ * made a few times per device, pool or module, where own properties show in `console.log`; objects made per
+ * operation (streams, device and pinned buffers, events) use getters over private fields instead, since redefining
+ * properties on each instance costs about a microsecond. */
 export function lockFields<T extends object>(object: T, keys: readonly (keyof T & string)[]): void {
   for (const key of keys) Object.defineProperty(object, key, { writable: false, configurable: false });
 }

@@ -244,7 +244,8 @@ Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
   return external;
 }
 
-// deviceBufferAlloc(stream, bytes) -> { box, ptr }: stream-ordered on the stream, from the device's default pool.
+// deviceBufferAlloc(stream, bytes) -> box: stream-ordered on the stream, from the device's default pool. The address
+// is read apart (deviceBufferPointer): a result object with named properties cost more than the allocation.
 Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
@@ -266,10 +267,12 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
     check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
   live().device_bytes += static_cast<int64_t>(bytes);
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("ptr", Napi::BigInt::New(env, static_cast<uint64_t>(box->ptr)));
-  out.Set("box", wrap_owner(env, std::move(box)));
-  return out;
+  return wrap_owner(env, std::move(box));
+}
+
+// deviceBufferPointer(box) -> the allocation's address as a bigint; also after the free (no driver call).
+Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
+  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(unwrap_box<DeviceBufferBox>(info[0])->ptr));
 }
 
 // deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined.
@@ -347,6 +350,7 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kDeviceBufferExports[] = {
     {"deviceBufferAlloc", "box, number", entry<device_buffer_alloc>},
+    {"deviceBufferPointer", "box", entry<device_buffer_pointer>},
     {"deviceBufferFree", "box, box?, boolean", entry<device_buffer_free>},
     {"deviceBufferUse", "box, box, boolean, string", entry<device_buffer_use>},
     {"deviceBufferShare", "box", entry<device_buffer_share>},

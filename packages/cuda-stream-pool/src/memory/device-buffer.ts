@@ -10,7 +10,7 @@ import { deviceBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured, requireNotCapturing } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
@@ -130,22 +130,32 @@ export class DeviceBuffer {
   #freed: string | undefined;
   #parent: DeviceBuffer | undefined; // the allocation a subarray view belongs to
   #offset = 0; // bytes from the allocation's start (views)
+  // Getters over private fields, not read-only own properties: a buffer is made per allocation, and defining
+  // non-writable properties on each one cost more than the allocation's native call.
+  readonly #byteLength: number;
+  #ptr: bigint | undefined; // read from the box on first use: most buffers never need it as a bigint
+  readonly #device: Device;
   /** The size in bytes. */
-  readonly byteLength: number;
-  /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed. */
-  readonly ptr: bigint;
+  get byteLength(): number {
+    return this.#byteLength;
+  }
+  /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed (still readable after). */
+  get ptr(): bigint {
+    return (this.#ptr ??= native.deviceBufferPointer(this.#box) + BigInt(this.#offset));
+  }
   /** The device that holds the memory. */
-  readonly device: Device;
+  get device(): Device {
+    return this.#device;
+  }
 
-  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint, device: Device, stream: Stream, borrowed: boolean) {
+  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint | undefined, device: Device, stream: Stream, borrowed: boolean) {
     checkConstruction(token, 'DeviceBuffer', 'DeviceBuffer.alloc() or DeviceBuffer.attach()');
     this.#box = box;
     this.#stream = stream;
     this.#borrowed = borrowed;
-    this.byteLength = byteLength;
-    this.ptr = ptr;
-    this.device = device;
-    lockFields(this, ['byteLength', 'ptr', 'device']);
+    this.#byteLength = byteLength;
+    this.#ptr = ptr;
+    this.#device = device;
   }
 
   static {
@@ -205,15 +215,14 @@ export class DeviceBuffer {
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
     const streamHandle = streamBox(stream, 'DeviceBuffer.alloc');
-    requireNotCapturing(streamHandle, stream.id, 'DeviceBuffer.alloc()');
-    let allocated: { box: Box; ptr: bigint };
+    requireNotCapturing(streamHandle, stream, 'DeviceBuffer.alloc()');
+    let box: Box;
     try {
-      allocated = native.deviceBufferAlloc(streamHandle, byteLength);
+      box = native.deviceBufferAlloc(streamHandle, byteLength);
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
-    const { box, ptr } = allocated;
-    return new DeviceBuffer(internalConstruction, box, byteLength, ptr, stream.device, stream, false);
+    return new DeviceBuffer(internalConstruction, box, byteLength, undefined, stream.device, stream, false);
   }
 
   /** Allocates a buffer of `source.byteLength` bytes on `options.stream` (default: `currentStream(device)`) and
@@ -305,7 +314,7 @@ export class DeviceBuffer {
     const first = clamp(begin);
     const length = Math.max(clamp(end) - first, 0);
     const parent = this.#parent ?? this;
-    const view = new DeviceBuffer(internalConstruction, this.#box, length, this.ptr + BigInt(first), this.device, this.#stream, this.#borrowed);
+    const view = new DeviceBuffer(internalConstruction, this.#box, length, undefined, this.#device, this.#stream, this.#borrowed);
     view.#parent = parent;
     view.#offset = this.#offset + first;
     return view;
@@ -413,7 +422,7 @@ export class DeviceBuffer {
     }
     const target = o.stream === undefined ? undefined : streamBox(o.stream, 'buffer.free');
     const freeStream = o.stream ?? this.#stream;
-    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream.id, 'DeviceBuffer.free()');
+    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     native.deviceBufferFree(this.#box, target, false);
   }
@@ -428,7 +437,7 @@ export class DeviceBuffer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed || this.#parent) return this.free();
-    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream.id, 'DeviceBuffer.free()');
+    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
     if (!marker) return;

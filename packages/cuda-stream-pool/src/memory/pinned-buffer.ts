@@ -6,7 +6,7 @@ import { native, type Box } from '../binding/binding.js';
 import { driverState } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { privateState, register } from '../internal/handles.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateInteger } from '../internal/validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
 const MAX_PINNED_BYTES = 2 ** 32 - 1;
@@ -93,16 +93,20 @@ export class PinnedBuffer {
   #record: PinnedRecord;
   #buffer: ArrayBuffer;
   #bytes: Uint8Array;
+  // A getter over a private field: pinned buffers are made per task, and a non-writable property on each one cost
+  // more than taking a block from the cache.
+  readonly #byteLength: number;
   /** The size in bytes, as allocated (unchanged by `free()`). */
-  readonly byteLength: number;
+  get byteLength(): number {
+    return this.#byteLength;
+  }
 
   private constructor(token: symbol, box: Box, buffer: ArrayBuffer) {
     checkConstruction(token, 'PinnedBuffer', 'PinnedBuffer.alloc()');
     this.#record = { box, freed: false };
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
-    this.byteLength = buffer.byteLength;
-    lockFields(this, ['byteLength']);
+    this.#byteLength = buffer.byteLength;
     records.set(buffer, this.#record);
   }
 

@@ -53,11 +53,12 @@ export function captureStatus(box: Box): number {
   return native.streamCaptureStatus(box);
 }
 
-/** Throws {@link CaptureError} naming `operation` when the stream of `box` (whose id is `streamId`) is capturing.
+/** Throws {@link CaptureError} naming `operation` when the stream of `box` is capturing (`stream.id`, read only then,
+ * names it).
  * The one guard for every operation that is illegal during a capture (Note [capture safety]). @internal */
-export function requireNotCapturing(box: Box, streamId: bigint, operation: string): void {
+export function requireNotCapturing(box: Box, stream: { readonly id: bigint }, operation: string): void {
   const status = native.streamCaptureStatus(box);
-  if (status !== 0) throw captureRefusal(status, streamId, operation);
+  if (status !== 0) throw captureRefusal(status, stream.id, operation);
 }
 
 /** The CaptureError for `operation` on a stream in capture state `status` (1 active, 2 invalidated). @internal */
@@ -69,7 +70,7 @@ export function captureRefusal(status: number, streamId: bigint, operation: stri
 /** Begins a capture on `box` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already
  * capturing; CudaError when the driver refuses. @internal */
 export function beginCapture(box: Box, streamId: bigint, mode: CaptureMode): void {
-  requireNotCapturing(box, streamId, 'stream.beginCapture()');
+  requireNotCapturing(box, { id: streamId }, 'stream.beginCapture()');
   native.streamBeginCapture(box, CAPTURE_MODES[mode]);
   records.set(box, { origin: box, streamId, members: new Set([box]), held: new Set(), kernelNodes: [] });
 }

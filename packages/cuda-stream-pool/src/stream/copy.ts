@@ -203,7 +203,7 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
 }
 
 function queueCopy(stream: StreamFacts, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
-  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream.id, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
+  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
     // The other side is a DeviceBuffer or managed memory (checked above); the native layer notes a DeviceBuffer's use.

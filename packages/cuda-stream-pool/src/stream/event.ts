@@ -6,7 +6,7 @@ import { landPending, waitFor, waitSignal } from './completion.js';
 // Type-only: Event.record(stream: Stream) names the class that sits above this file (the cycle test allows it).
 import type { Stream, WaitOptions } from './stream.js';
 import { privateState, register, streams } from '../internal/handles.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateBoolean, validateOptions } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from '../internal/validate.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -41,17 +41,24 @@ export class Event {
   #recorded = false;
   // The stream box and id when last recorded on a capturing stream (Note [capture safety] in stream/capture.ts).
   #captured: { box: Box; streamId: bigint } | undefined;
+  // Getters over private fields: events are made per operation (stream.recordEvent()), and defining non-writable
+  // properties on each one cost more than the event's native call.
+  readonly #device: Device;
+  readonly #timing: boolean;
   /** The device the event belongs to. */
-  readonly device: Device;
+  get device(): Device {
+    return this.#device;
+  }
   /** Whether the event records timestamps (`options.timing`). */
-  readonly timing: boolean;
+  get timing(): boolean {
+    return this.#timing;
+  }
 
   private constructor(token: symbol, box: Box, device: Device, timing: boolean) {
     checkConstruction(token, 'Event', 'Event.create() or stream.recordEvent()');
     this.#box = box;
-    this.device = device;
-    this.timing = timing;
-    lockFields(this, ['device', 'timing']);
+    this.#device = device;
+    this.#timing = timing;
   }
 
   static {
@@ -91,8 +98,8 @@ export class Event {
   record(stream: Stream): this {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('record');
-    if (stream.device !== this.device)
-      throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.device.ordinal}.`);
+    if (stream.device !== this.#device)
+      throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.#device.ordinal}.`);
     const target = streams.box(stream, 'recordEvent');
     const capturing = native.eventRecord(box, target);
     this.#recorded = true;

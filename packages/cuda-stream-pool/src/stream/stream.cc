@@ -127,12 +127,14 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
 Napi::Value stream_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "info", QueuesNoWork{});
-  make_current(box->device);
   unsigned long long id = box->id;
   int priority = box->priority;
   unsigned flags = box->flags;
+  // Known facts are read without entering the box, so that a created stream's wrapper, which reads them on first
+  // use, can still give them after destroy.
   if (!box->info_known) {
+    Use<StreamBox> use(*box, "Stream", "info", QueuesNoWork{});
+    make_current(box->device);
     check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
     check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
     check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });

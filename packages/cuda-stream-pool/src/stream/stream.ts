@@ -97,14 +97,13 @@ export class Stream {
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.
   readonly #device: Device;
-  readonly #id: bigint;
-  readonly #priority: number;
-  readonly #nonBlocking: boolean;
+  // [handle, id, priority, nonBlocking], read from the box on first use: a created stream that is only used and
+  // destroyed never needs them as JS values.
+  #info: StreamInfo | undefined;
   /** The device whose primary context the stream belongs to. */
   get device(): Device {
     return this.#device;
   }
-  readonly #handle: bigint;
   #handleShared = false;
   /** The raw `CUstream` value as a bigint (1n for the legacy stream, 2n for the per-thread stream), valid until
    * destroy. For interoperation with other CUDA libraries; never 0n. Reading it tells the library that work may
@@ -116,31 +115,33 @@ export class Stream {
       this.#handleShared = true;
       native.streamShareHandle(this.#box);
     }
-    return this.#handle;
+    return this.#facts()[0];
   }
   /** The driver's unique stream id (cuStreamGetId); unlike `handle`, never reused within the process. */
   get id(): bigint {
-    return this.#id;
+    return this.#facts()[1];
   }
   /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
   get priority(): number {
-    return this.#priority;
+    return this.#facts()[2];
   }
   /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
   get nonBlocking(): boolean {
-    return this.#nonBlocking;
+    return this.#facts()[3];
   }
 
+  #facts(): StreamInfo {
+    return (this.#info ??= native.streamInfo(this.#box));
+  }
+
+  /** `known`: the stream's facts when the caller has them; else they are read on first use, which for a stream whose
+   * facts the native layer does not hold (a borrowed one) must happen now, while the stream is alive. */
   private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
     checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
-    const [handle, id, priority, nonBlocking] = known ?? native.streamInfo(box);
     this.#box = box;
     this.#kind = kind;
     this.#device = device;
-    this.#handle = handle;
-    this.#id = id;
-    this.#priority = priority;
-    this.#nonBlocking = nonBlocking;
+    this.#info = known ?? (kind === 'owned' ? undefined : native.streamInfo(box));
   }
 
   static {
@@ -148,7 +149,7 @@ export class Stream {
     register(streams, {
       is: (value: unknown): value is Stream => typeof value === 'object' && value !== null && #box in value,
       box: (stream, method) => (stream as Stream).#use(method),
-      handle: (stream) => (stream as Stream).#handle,
+      handle: (stream) => (stream as Stream).#facts()[0],
     });
     register(lifetimes, {
       wrap: (box, device, kind, info, owner) => {
@@ -219,7 +220,7 @@ export class Stream {
    * the stream is capturing a graph. Wraps: cuStreamQuery. */
   query(): boolean {
     const box = this.#use('query');
-    requireNotCapturing(box, this.id, 'stream.query()');
+    requireNotCapturing(box, this, 'stream.query()');
     const status = native.streamStatus(box);
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
@@ -266,7 +267,7 @@ export class Stream {
    * Wraps: cuStreamSynchronize. */
   synchronizeSync(): void {
     const box = this.#use('synchronizeSync');
-    requireNotCapturing(box, this.id, 'stream.synchronizeSync()');
+    requireNotCapturing(box, this, 'stream.synchronizeSync()');
     native.streamSynchronize(box);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
@@ -389,7 +390,7 @@ export class Stream {
     const box = this.#use('beginCapture');
     if (this.#kind === 'pool')
       throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
-    if (this.#handle === LEGACY)
+    if (this.#facts()[0] === LEGACY)
       throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
     beginCapture(box, this.id, mode);
   }
