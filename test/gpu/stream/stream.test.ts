@@ -63,7 +63,7 @@ test('created streams are non-blocking by default, as cuStreamGetFlags reports, 
   assert.equal(cuda.liveObjects().streams, before);
 });
 
-test('priority -1000 gives the greatest priority and 1000 the least, read back through the driver', gpu, () => {
+test('priority -1000 gives the greatest priority and 1000 the least, clamped as the driver clamps them', gpu, () => {
   const range = Device.get(0).streamPriorityRange;
   const high = Stream.create({ priority: -1000 });
   const low = Stream.create({ priority: 1000 });

@@ -1,6 +1,7 @@
 // Streams: create, borrow, query, synchronize, wait, destroy. Runs on: any JS thread (main or worker).
 #include "stream/stream.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -28,6 +29,26 @@ struct OwnedStreams {
 OwnedStreams& owned_streams() {
   static OwnedStreams* registry = new OwnedStreams();  // never destroyed: streams may be released during exit
   return *registry;
+}
+
+// The device's stream priority range as (least, greatest), read once per device: a property of the device, so that
+// a created stream's effective priority (the driver clamps the one asked for into this range) is known without a
+// cuStreamGetPriority per stream. The device's context is current. Throws CudaFailure.
+std::pair<int, int> priority_range(int device) {
+  struct Range {
+    std::atomic<bool> known{false};
+    std::atomic<int> least{0}, greatest{0};  // two threads reading it first both store the same values
+  };
+  static Range ranges[kMaxDevices];
+  Range& range = ranges[device];
+  if (!range.known.load(std::memory_order_acquire)) {
+    int least = 0, greatest = 0;
+    check(drv().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange", device);
+    range.least.store(least, std::memory_order_relaxed);
+    range.greatest.store(greatest, std::memory_order_relaxed);
+    range.known.store(true, std::memory_order_release);
+  }
+  return {range.least.load(std::memory_order_relaxed), range.greatest.load(std::memory_order_relaxed)};
 }
 
 }  // namespace
@@ -64,6 +85,7 @@ void StreamBox::release() {
 
 std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority) {
   make_current(device);
+  const auto [least, greatest] = priority_range(device);
   auto box = std::make_shared<StreamBox>();
   box->device = device;
   check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
@@ -74,10 +96,11 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
     std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
     owned_streams().boxes[box->handle] = box;
   }
-  if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS &&
-      drv().cuStreamGetPriority(box->handle, &box->priority) == CUDA_SUCCESS &&
-      drv().cuStreamGetFlags(box->handle, &box->flags) == CUDA_SUCCESS)
-    box->info_known = true;
+  // The flags are what was asked for, and the priority is clamped into the device's range as the driver clamps it:
+  // only the id needs asking.
+  box->priority = std::min(std::max(priority, greatest), least);
+  box->flags = flags;
+  if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS) box->info_known = true;
   return box;
 }
 

@@ -121,11 +121,13 @@ export class Stream {
   get id(): bigint {
     return this.#facts()[1];
   }
-  /** The effective priority as the driver reports it (cuStreamGetPriority), after clamping. */
+  /** The effective priority: for a created stream the one asked for, clamped into the device's
+   * `streamPriorityRange` as cuStreamCreateWithPriority clamps it; for a borrowed one, cuStreamGetPriority. */
   get priority(): number {
     return this.#facts()[2];
   }
-  /** Whether the stream does not synchronize with the legacy default stream (cuStreamGetFlags). */
+  /** Whether the stream does not synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING: as created,
+   * or cuStreamGetFlags for a borrowed stream). */
   get nonBlocking(): boolean {
     return this.#facts()[3];
   }
