@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
 import { repositoryRoot } from '../support/gpu.js';
 
@@ -74,6 +75,35 @@ test('every Note that is cited is defined, in code ("Note [name]:") or in a docu
   const undefinedNotes = [...cited].filter(([name]) => !defined.has(name)).map(([name, file]) => `Note [${name}], cited in ${file}`);
   assert.deepEqual(undefinedNotes, []);
   assert.ok(defined.size >= 10, `only ${defined.size} Notes found`);
+});
+
+/** Copies the library's prepack makes of root files (gitignored); their originals are the ones checked. */
+const packCopies = ['packages/cuda-stream-pool/README.md', 'packages/cuda-stream-pool/CHANGELOG.md', 'packages/cuda-stream-pool/docs/'];
+
+test('every link in the Markdown files to a file of the repository names one that exists: relative links, and links to the repository\'s main branch on GitHub', sources, async () => {
+  // The link parser is the one that checks packed tarballs in CI, so both read links alike.
+  const links = (await import(pathToFileURL(path.join(repositoryRoot, 'scripts', 'packed-links.mjs')).href)) as {
+    markdownLinks(markdown: string): string[];
+    relativeLinkPath(target: string): string | null;
+  };
+  const repository = JSON.parse(readFileSync(path.join(repositoryRoot, 'packages', 'cuda-stream-pool', 'package.json'), 'utf8')).repository.url as string;
+  const onGitHub = new RegExp(`^${repository.replace(/^git\+/, '').replace(/\.git$/, '').replace(/[.]/g, '\\.')}/(?:blob|tree)/main/([^#?]+)`);
+  const markdown = files().filter((file) => file.endsWith('.md') && !packCopies.some((copy) => file.startsWith(copy)));
+  assert.ok(markdown.length >= 10, `found only ${markdown.length} Markdown files`);
+  const broken: string[] = [];
+  let checked = 0;
+  for (const file of markdown) {
+    for (const target of links.markdownLinks(readFileSync(path.join(repositoryRoot, file), 'utf8'))) {
+      const relative = links.relativeLinkPath(target);
+      const onMain = onGitHub.exec(target)?.[1];
+      const named = relative !== null ? path.join(path.dirname(file), relative) : onMain === undefined ? undefined : decodeURIComponent(onMain);
+      if (named === undefined) continue;
+      checked += 1;
+      if (!existsSync(path.join(repositoryRoot, named))) broken.push(`${file}: ${target}`);
+    }
+  }
+  assert.deepEqual(broken, []);
+  assert.ok(checked >= 50, `checked only ${checked} links`);
 });
 
 // ---- no import cycles ----
