@@ -265,6 +265,7 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   };
   const fieldCases: [string[], RegExp][] = [
     [[broken('device.json', (r) => (r.environment.device = null))], /device\.json .*: environment\.device is null, not an object\.$/m],
+    [[broken('date.json', (r) => (r.environment.date = 5))], /environment\.date is 5, not a string/],
     [[broken('per-device.json', (r) => (r.modes[0].perDevice = [null]))], /modes\[0\]\.perDevice\[0\] is null, not an object/],
     [[broken('speedup.json', (r) => (r.modes[1].speedupOverLegacy = 'x'))], /modes\[1\]\.speedupOverLegacy is "x", not a number/],
     [[broken('tasks.json', (r) => (r.parameters.tasks = 'many'))], /parameters\.tasks is "many", not a number/],

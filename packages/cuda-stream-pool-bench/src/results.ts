@@ -129,7 +129,7 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
   const at = fieldPath(issue.path);
   switch (issue.code) {
     case 'invalid_type': {
-      if (typeof issue.input === 'number') return `${at} is beyond the range of a float64 (read as ${issue.input}), not a finite number`;
+      if (typeof issue.input === 'number' && !Number.isFinite(issue.input)) return `${at} is beyond the range of a float64 (read as ${issue.input}), not a finite number`;
       const expected =
         issue.expected === 'int' ? 'an integer' : issue.expected === 'tuple' || issue.expected === 'array' ? 'an array' : issue.expected === 'object' ? 'an object' : `a ${issue.expected}`;
       return `${at} is ${shown(issue.input)}, not ${expected}`;
