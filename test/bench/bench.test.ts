@@ -1,10 +1,16 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
+import { environmentRows } from '#bench/environment.js';
 import { fmaf, fmaSteps, ulpDistance } from '#bench/fmaf.js';
+import { libraryVersion, packageVersion } from '#bench/package.js';
 import { sampleIndices } from '#bench/reference.js';
+import { formatReport } from '#bench/report.js';
 import { timelineHtml, TIMELINE_SCHEMA } from '#bench/timeline.js';
-import { PHASES, quantile } from '#bench/results.js';
+import { parseBenchResults, PHASES, quantile } from '#bench/results.js';
+import { repositoryRoot } from '../support/gpu.js';
 import { syntheticResults } from './support/synthetic-results.js';
 
 const f32 = (x: number) => Math.fround(x);
@@ -57,6 +63,26 @@ test('quantile interpolates between neighbours of the sorted values', () => {
   assert.equal(quantile([1, 2, 3, 4], 0.5), 2.5);
   assert.equal(quantile([5], 0.99), 5);
   assert.ok(Number.isNaN(quantile([], 0.5)));
+});
+
+test('the environment names the library\'s version beside the benchmark\'s; a file saved before the library\'s was recorded still reads', () => {
+  const version = (name: string) => (JSON.parse(readFileSync(path.join(repositoryRoot, 'packages', name, 'package.json'), 'utf8')) as { version: string }).version;
+  assert.equal(libraryVersion(), version('cuda-stream-pool'));
+  assert.equal(packageVersion(), version('cuda-stream-pool-bench'));
+
+  const result = syntheticResults({ tasks: 2, modes: ['pool'] });
+  result.environment.libraryVersion = '9.8.7';
+  result.environment.packageVersion = '1.2.3';
+  const rows = new Map(environmentRows(parseBenchResults(JSON.stringify(result), 'new.json').environment));
+  assert.equal(rows.get('cuda-stream-pool'), '9.8.7');
+  assert.equal(rows.get('cuda-stream-pool-bench'), '1.2.3');
+
+  delete result.environment.libraryVersion;
+  const older = parseBenchResults(JSON.stringify(result), 'older.json');
+  assert.equal(older.environment.libraryVersion, undefined);
+  assert.equal(new Map(environmentRows(older.environment)).get('cuda-stream-pool'), 'not recorded');
+  assert.match(formatReport(older), /│ cuda-stream-pool +│ not recorded +│/);
+  assert.match(formatReport(older), /│ cuda-stream-pool-bench +│ 1\.2\.3 +│/);
 });
 
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {

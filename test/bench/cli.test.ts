@@ -193,6 +193,10 @@ test(`report renders a saved run without a GPU: the tables, the timeline page an
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /vs legacy.*vs native/);
   for (const mode of fixture.result.modes) assert.match(r.stdout, new RegExp(`│ ${mode.mode} +│`));
+  // The committed real run predates environment.libraryVersion: the report says so rather than failing.
+  const { libraryVersion = 'not recorded', packageVersion } = fixture.result.environment;
+  assert.match(r.stdout, new RegExp(`│ cuda-stream-pool +│ ${libraryVersion.replaceAll('.', '\\.')} +│`));
+  assert.match(r.stdout, new RegExp(`│ cuda-stream-pool-bench +│ ${packageVersion.replaceAll('.', '\\.')} +│`));
   assert.match(r.stdout, /timeline written to .*page\.html\ntrace written to .*trace\.json\n$/);
   const html = readFileSync(path.join(dir, 'page.html'), 'utf8');
   const tasks = fixture.result.modes.map((m) => m.lastRunTasks?.length ?? 0);
@@ -266,6 +270,7 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   const fieldCases: [string[], RegExp][] = [
     [[broken('device.json', (r) => (r.environment.device = null))], /device\.json .*: environment\.device is null, not an object\.$/m],
     [[broken('date.json', (r) => (r.environment.date = 5))], /environment\.date is 5, not a string/],
+    [[broken('library.json', (r) => (r.environment.libraryVersion = 2))], /environment\.libraryVersion is 2, not a string/],
     [[broken('per-device.json', (r) => (r.modes[0].perDevice = [null]))], /modes\[0\]\.perDevice\[0\] is null, not an object/],
     [[broken('speedup.json', (r) => (r.modes[1].speedupOverLegacy = 'x'))], /modes\[1\]\.speedupOverLegacy is "x", not a number/],
     [[broken('tasks.json', (r) => (r.parameters.tasks = 'many'))], /parameters\.tasks is "many", not a number/],
@@ -393,6 +398,9 @@ test('bench --tasks 8 --json prints results whose values are finite and positive
   assert.equal(result.schema, 'cuda-stream-pool/bench/2');
   assert.match(result.environment.device.name, /\S/);
   assert.equal(result.environment.node, process.version);
+  const version = (name: string) => JSON.parse(readFileSync(path.join(repositoryRoot, 'packages', name, 'package.json'), 'utf8')).version;
+  assert.equal(result.environment.libraryVersion, version('cuda-stream-pool'));
+  assert.equal(result.environment.packageVersion, version('cuda-stream-pool-bench'));
   assert.deepEqual(result.modes.map((m: { mode: string }) => m.mode), MODES);
   for (const [at, value] of [...numbers(result.modes, 'modes'), ...numbers(result.phasesAloneMs, 'phasesAloneMs'), ['overlapBoundMs', result.overlapBoundMs] as [string, number]])
     assert.ok(Number.isFinite(value) && value > 0, `${at} is ${value}`);

@@ -1,9 +1,9 @@
-// What every benchmark prints with its results: the device, the driver, Node.js and the package, so that a figure can be
-// traced to the machine it came from.
+// What every benchmark prints with its results: the device, the driver, Node.js, the library and this package, so that
+// a figure can be traced to the machine and the code it came from.
 import os from 'node:os';
 
 import { cuda, type Device } from 'cuda-stream-pool';
-import { packageVersion } from './package.js';
+import { libraryVersion, packageVersion } from './package.js';
 import type { Environment } from './schema.js';
 
 /** The environment of `device` in this process. */
@@ -12,6 +12,7 @@ export function describeEnvironment(device: Device): Environment {
   return {
     date: new Date().toISOString(),
     packageVersion: packageVersion(),
+    libraryVersion: libraryVersion(),
     node: process.version,
     os: `${os.platform()} ${os.release()} ${os.arch()}`,
     cpu: `${cpus[0]?.model.trim() ?? 'unknown'} (${cpus.length} logical CPUs)`,
@@ -35,7 +36,8 @@ export function environmentRows(environment: Environment): [string, string][] {
     ['device', `${d.ordinal}: ${d.name} (compute ${d.computeCapability}, ${d.multiprocessorCount} SMs, ${(d.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB, ${d.asyncEngineCount} copy engine${d.asyncEngineCount === 1 ? '' : 's'})`],
     ['driver', environment.driverVersion === null ? 'unknown' : `CUDA ${environment.driverVersion}`],
     ['node', environment.node],
-    ['cuda-stream-pool', environment.packageVersion],
+    ['cuda-stream-pool', environment.libraryVersion ?? 'not recorded'],
+    ['cuda-stream-pool-bench', environment.packageVersion],
     ['os', environment.os],
     ['cpu', environment.cpu],
   ];

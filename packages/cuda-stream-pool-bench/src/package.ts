@@ -16,6 +16,16 @@ export function packageVersion(): string {
   }
 }
 
+/** The version of cuda-stream-pool, the library this package runs: the copy it imports, from the package.json that
+ * the library exports; 'unknown' when it cannot be read. */
+export function libraryVersion(): string {
+  try {
+    return (createRequire(import.meta.url)('cuda-stream-pool/package.json') as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** The file URL of the library's entry point as this package resolves it, for scripts that worker threads evaluate
  * (they import the same copy of the library as this thread). */
 export function libraryUrl(): string {

@@ -65,8 +65,12 @@ const deviceDescriptionSchema = z.object({
 export const environmentSchema = z.object({
   /** When the results were taken, ISO 8601. */
   date: z.string(),
-  /** The package version, from package.json. */
+  /** The version of cuda-stream-pool-bench (the benchmark), from its package.json. Before 0.2.0 the benchmark was
+   * part of the library, so a file saved by 0.1.x holds the library's version here. */
   packageVersion: z.string(),
+  /** The version of cuda-stream-pool (the library it measured), from its package.json. `bench` writes it; results
+   * saved before it was recorded lack it, and still read. */
+  libraryVersion: z.string().optional(),
   /** `process.version`, for example 'v20.19.0'. */
   node: z.string(),
   /** `${os.platform()} ${os.release()} ${os.arch()}`. */

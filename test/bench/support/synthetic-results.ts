@@ -99,6 +99,7 @@ export function syntheticResults(options: SyntheticOptions): BenchResult {
     environment: {
       date: '2026-12-01T00:00:00.000Z',
       packageVersion: '0.1.0',
+      libraryVersion: '0.1.0',
       node: process.version,
       os: 'synthetic',
       cpu: 'synthetic',
