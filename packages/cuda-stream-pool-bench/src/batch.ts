@@ -7,7 +7,7 @@ import type { Mode } from './modes.js';
 import { runNativeBatch } from './native-mode.js';
 import { freePartitions, preparePartitions } from './partitions.js';
 import type { InputSpec } from './reference.js';
-import { enqueue, Slot, verify, type TaskContext, type TaskRecord } from './task.js';
+import { enqueue, Slot, verify, type BatchResult, type TaskContext, type TaskRecord } from './task.js';
 
 /** Measured tasks between two progress reports of a run (each report to a worker's parent is a message). */
 const PROGRESS_EVERY = 64;
@@ -27,17 +27,6 @@ export interface BatchSetup {
   sharedPool?: SharedStreamPool;
   /** 0 for the main thread, 1.. for workers. */
   thread: number;
-}
-
-/** The outcome of one run of a batch. */
-export interface BatchResult {
-  records: TaskRecord[];
-  /** Host wall-clock times (ms since the epoch, sub-ms precision, comparable across threads) of the first task's
-   * start and the last task's verified end. */
-  startEpochMs: number;
-  endEpochMs: number;
-  /** Host wall-clock time at which the timing origin was recorded; aligns the threads' timelines. */
-  originEpochMs: number;
 }
 
 /** Host wall-clock time in ms since the epoch with sub-millisecond precision, comparable between threads. */

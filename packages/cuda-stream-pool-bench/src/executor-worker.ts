@@ -3,8 +3,9 @@
 // other side of the messages.
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { BatchThread, type BatchResult, type BatchSetup } from './batch.js';
+import { BatchThread, type BatchSetup } from './batch.js';
 import type { Mode } from './modes.js';
+import type { BatchResult } from './task.js';
 
 /** Main thread → worker. */
 export type ToWorker = { kind: 'run'; mode: Mode; first: number; count: number; timed: boolean } | { kind: 'exit' };

@@ -4,7 +4,7 @@
 import { Worker } from 'node:worker_threads';
 
 import { Device, StreamPool } from 'cuda-stream-pool';
-import { BatchThread, type BatchResult, type BatchSetup } from './batch.js';
+import { BatchThread, type BatchSetup } from './batch.js';
 import { calibrate } from './calibrate.js';
 import { describeEnvironment } from './environment.js';
 import type { FromWorker, ToWorker } from './executor-worker.js';
@@ -14,7 +14,7 @@ import { computeReferences, FMA_A, FMA_B, MAX_PARTITIONS, sampleIndices, type In
 import type { Progress } from './progress.js';
 import { addSpeedups, overlapBoundMs, summarizeDevice, summarizeMode } from './results.js';
 import { BENCH_SCHEMA, type BenchResult } from './schema.js';
-import { ULP_TOLERANCE } from './task.js';
+import { ULP_TOLERANCE, type BatchResult } from './task.js';
 
 /** What `bench` was asked to do, already validated (src/cli/options.ts). */
 export interface ExecutorOptions {

@@ -13,9 +13,6 @@ import type { Slot, TaskContext } from './task.js';
  * The first is what runs here: a task then costs exactly one driver call on the host (cuGraphLaunch), while the second
  * adds a node update per task; the memory it costs is a few small executables per slot. */
 
-/** Each slot's executables, by partition index; made on the slot's first graph task. */
-const slotGraphs = new WeakMap<Slot, GraphExec[]>();
-
 /** Captures the task of `slot` for every partition on a private stream (capture needs an owned or leased stream). */
 async function captureSlot(ctx: TaskContext, slot: Slot): Promise<GraphExec[]> {
   const execs: GraphExec[] = [];
@@ -41,14 +38,10 @@ async function captureSlot(ctx: TaskContext, slot: Slot): Promise<GraphExec[]> {
 }
 
 /** The slot's executables, one per partition: captured by the slot's first graph task (a warm-up task, so before
- * timing), then looked up. */
+ * timing) and kept in `slot.graphs`, which {@link Slot.free} destroys. */
 export async function graphsOf(ctx: TaskContext, slot: Slot): Promise<GraphExec[]> {
-  let execs = slotGraphs.get(slot);
-  if (execs === undefined) {
-    execs = await captureSlot(ctx, slot);
-    slotGraphs.set(slot, execs);
-  }
-  return execs;
+  slot.graphs ??= await captureSlot(ctx, slot);
+  return slot.graphs;
 }
 
 /** Enqueues the task of `slot` on `partition` as one launch of its executable from `execs` ({@link graphsOf}) on
@@ -59,10 +52,4 @@ export function launchGraph(ctx: TaskContext, slot: Slot, stream: Stream, partit
   if (ctx.marks) copyInStart.record(stream);
   execs[partition.index]!.launch(stream);
   if (ctx.marks) for (const event of [kernelStart, copyOutStart, end]) event.record(stream);
-}
-
-/** Destroys the slot's executables (before its memory is freed). */
-export function destroySlotGraphs(slot: Slot): void {
-  for (const exec of slotGraphs.get(slot) ?? []) exec.destroy();
-  slotGraphs.delete(slot);
 }

@@ -2,10 +2,9 @@
 // slot, each on a stream of its own, completing with cuStreamSynchronize), on the same pinned partitions, slots,
 // kernel, verification sample and references as the library's modes. The baseline the other modes are compared with.
 import { benchAddon, type NativeTaskPlan } from './bench-addon.js';
-import type { BatchResult } from './batch.js';
 import { benchPtx, fmaGrid, FMA_BLOCK } from './kernels.js';
 import { FMA_A, FMA_B } from './reference.js';
-import { ULP_TOLERANCE, VerificationError, type Slot, type TaskContext, type TaskRecord } from './task.js';
+import { ULP_TOLERANCE, VerificationError, type BatchResult, type Slot, type TaskContext, type TaskRecord } from './task.js';
 
 /** Runs tasks `first` to `first + count - 1` natively, as BatchThread.run does in the other modes: resolves once every
  * task is verified, with the same records. `timed` false: a warm-up (never corrupted by the test hook).

@@ -3,9 +3,9 @@
 import type * as z from 'zod';
 
 import { summarize } from './harness.js';
-import type { BatchResult } from './batch.js';
 import type { Mode } from './modes.js';
 import { BENCH_SCHEMA, benchResultSchema, type BenchResult, type DeviceModeResult, type ModeResult, type PhaseTimes, type TaskPhaseTimes } from './schema.js';
+import type { BatchResult } from './task.js';
 
 /** The phases of a task in order, as the timeline and the phase table name them. */
 export const PHASES = ['copy-in', 'kernel', 'copy-out'] as const;

@@ -1,10 +1,10 @@
 // One executor task's parts: its slot (what it owns), its work (copy a partition in, run fma_steps, copy the result
-// out into the slot's pinned output) and the check of a sample against the CPU reference. The loop that runs tasks,
-// waits for them and records them is BatchThread.run (batch.ts). With a timeline, event timestamps mark each phase.
-import { DeviceBuffer, Event, PinnedBuffer, type Device, type Kernel, type Stream, type StreamPool } from 'cuda-stream-pool';
+// out into the slot's pinned output), the check of a sample against the CPU reference, and the records a run of tasks
+// yields. The loop that runs tasks, waits for them and records them is BatchThread.run (batch.ts). With a timeline,
+// event timestamps mark each phase.
+import { DeviceBuffer, Event, PinnedBuffer, type Device, type GraphExec, type Kernel, type Stream, type StreamPool } from 'cuda-stream-pool';
 import { ulpDistance } from './fmaf.js';
 import { fmaGrid, FMA_BLOCK } from './kernels.js';
-import { destroySlotGraphs } from './graph-task.js';
 import type { Mode } from './modes.js';
 import type { Partition } from './partitions.js';
 import { FMA_A, FMA_B } from './reference.js';
@@ -51,6 +51,17 @@ export interface TaskRecord {
   latencyMs: number;
 }
 
+/** The outcome of one run of a batch (BatchThread.run in batch.ts, or runNativeBatch in native-mode.ts). */
+export interface BatchResult {
+  records: TaskRecord[];
+  /** Host wall-clock times (ms since the epoch, sub-ms precision, comparable across threads) of the first task's
+   * start and the last task's verified end. */
+  startEpochMs: number;
+  endEpochMs: number;
+  /** Host wall-clock time at which the timing origin was recorded; aligns the threads' timelines. */
+  originEpochMs: number;
+}
+
 /** A task's output did not match the reference. The CLI prints the message and exits 1. */
 export class VerificationError extends Error {
   constructor(
@@ -71,7 +82,8 @@ export class VerificationError extends Error {
 }
 
 /** A task slot: what one task in flight owns, allocated before timing and reused by the slot's next task once the
- * previous one was verified: the device memory the task computes in, the pinned output, the timing events.
+ * previous one was verified: the device memory the task computes in, the pinned output, the timing events, and in
+ * `graph` mode the task's executables.
  *
  * Why device memory per slot and not per task: a stream-ordered allocation per task (DeviceBuffer.alloc on the task's
  * stream) measures the memory pool, not the streams: profiled on an H200, it took half the JS thread's time in pool
@@ -82,6 +94,9 @@ export class Slot {
   readonly output: PinnedBuffer;
   readonly view: Float32Array;
   readonly events: [Event, Event, Event, Event];
+  /** `graph` mode: the task captured once per partition, by partition index (graph-task.ts); destroyed by
+   * {@link Slot.free}. */
+  graphs: GraphExec[] | undefined;
 
   /** Allocates on `stream` (the thread's setup stream); the caller waits for it before the first task. */
   constructor(device: Device, elements: number, stream: Stream) {
@@ -104,9 +119,11 @@ export class Slot {
     this.view = this.output.view(Float32Array);
   }
 
-  /** Frees the memory (in stream order, after every stream that used it) and destroys the events. */
+  /** Destroys the executables (before the memory their nodes name), frees the memory (in stream order, after every
+   * stream that used it) and destroys the events. */
   free(): void {
-    destroySlotGraphs(this);
+    for (const exec of this.graphs ?? []) exec.destroy();
+    this.graphs = undefined;
     for (const event of this.events) event.destroy();
     this.buffer.free();
     this.output.free();
