@@ -1,7 +1,8 @@
 // The boundary between TypeScript and C++ is written on both sides; this keeps the two halves equal. Exports: each
 // concept file's Export table (src/binding/binding.h) against the NativeBinding interface (src/binding/binding.ts),
 // and each table row's argument kinds against how its C++ function reads `info`. Constants: each value shared by the
-// two sides is compared with the other side's, CUDA enum values with src/internal/cuda-driver.h. Plain file reading
+// two sides is compared with the other side's, CUDA enum values with src/internal/cuda-driver.h; a return convention
+// that a TS type cannot state (streamWait's negated capture status) is checked on both sides. Plain file reading
 // (the TypeScript compiler's parser for the .ts side), no GPU; the loaded addon's exports are compared too.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -292,6 +293,19 @@ test('CUDA enum values in TypeScript equal those of src/internal/cuda-driver.h',
   checkEnumTable('stream/capture.ts', 'CAPTURE_MODES', 'CUstreamCaptureMode', 'CU_STREAM_CAPTURE_MODE_');
   checkEnumTable('binding/binding.ts', 'CAPTURE_STATUS', 'CUstreamCaptureStatus', 'CU_STREAM_CAPTURE_STATUS_');
   assert.equal(tsNumber('binding/binding.ts', 'NOT_READY'), driverValue('CUresult', 'CUDA_ERROR_NOT_READY'), 'NOT_READY (src/binding/binding.ts) is not CUDA_ERROR_NOT_READY');
+});
+
+test('streamWait\'s negated capture status cannot be read as a CUresult: it negates capture_status, every CUresult is non-negative, every capturing status positive', sources, () => {
+  // The declared return type is a plain number, so the convention is checked here rather than by the compiler.
+  const body = cppBody('stream/completion.cc', 'stream_wait');
+  const negated = /if \(const int (\w+) = capture_status\(\*\w+\)\) return Napi::Number::New\(env, -\1\);/.exec(body);
+  assert.ok(negated, 'stream/completion.cc: stream_wait no longer returns the negated capture_status; update NativeBinding.streamWait and its callers');
+  const negative = [...driverEnum('CUresult')].filter(([, value]) => value < 0).map(([name]) => name);
+  assert.deepEqual(negative, [], 'a negative CUresult would read as a capture status in the result of streamWait');
+  const statuses = tsTable('binding/binding.ts', 'CAPTURE_STATUS');
+  assert.equal(statuses.get('none'), 0);
+  for (const [name, value] of statuses) if (name !== 'none') assert.ok(value > 0, `CAPTURE_STATUS.${name} is ${value}; negated, it must be below 0`);
+  assert.match(read('stream/completion.ts'), /native\.streamWait\(box, token\)[^;]*;\s*if \(status < 0\)[^\n]*-status/, 'stream/completion.ts: waitFor no longer reads a negative status as the negated capture status');
 });
 
 test('CU_STREAM_PER_THREAD is defined once on each side, with one value', sources, () => {

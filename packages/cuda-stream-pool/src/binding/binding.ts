@@ -81,7 +81,11 @@ export interface NativeBinding {
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
   streamShareHandle(box: Box): void;
-  /** 0 done; NOT_READY: marker queued, `token` reported later; -1/-2 capturing (active/invalidated); else a CUresult. */
+  /** The start of a stream's wait, in one call. Returns 0: the work is done, nothing registered; NOT_READY: a marker
+   * is queued and `token` is reported once the work is done; -1 or -2: the stream is capturing, nothing queued (the
+   * negated CAPTURE_STATUS.active or .invalidated, so that no CUresult, none of which is negative, reads as one);
+   * another value: the CUresult of the failed work. `number` cannot say which values occur; test/cpu/contract.test.ts
+   * checks the convention on both sides. */
   streamWait(box: Box, token: number): number;
   /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
   streamLastTicket(box: Box): { address: bigint; value: number } | null;
