@@ -43,6 +43,7 @@
         "src/internal/poller.cc",
         "src/internal/landing.cc",
         "src/internal/gates.cc",
+        "src/internal/handle-table.cc",
         "src/internal/glibc-compat.cc"
       ]
     }

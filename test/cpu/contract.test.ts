@@ -171,10 +171,10 @@ function cppBody(file: string, fn: string): string {
 
 const AS_KINDS: Record<string, string> = {
   Number: 'number', BigInt: 'bigint', Boolean: 'boolean', String: 'string', Function: 'function', Array: 'array',
-  Uint8Array: 'Uint8Array', ArrayBuffer: 'ArrayBuffer',
+  Uint8Array: 'Uint8Array', ArrayBuffer: 'ArrayBuffer', TypedArray: 'object',
 };
 const HELPER_KINDS: Record<string, string> = {
-  unwrap_box: 'box', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object',
+  unwrap_box: 'box', is_box: 'box', release_box: 'box', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object',
 };
 
 /** What `fn` reads from each argument index: kinds, plus 'undefined?' where it tests for undefined. */

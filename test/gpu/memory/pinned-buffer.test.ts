@@ -6,10 +6,12 @@ import { test } from 'node:test';
 import { cuda, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
 import { runChild } from '../../support/child.js';
+import { flushNursery } from '#library/binding/box-lifetime.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
 async function settle(): Promise<void> {
+  flushNursery(); // forgotten objects become collectable now, not at the nursery's next flush
   for (let i = 0; i < 3; i++) {
     gc?.();
     await new Promise((resolve) => setImmediate(resolve));

@@ -6,12 +6,65 @@
 
 namespace csp {
 
+HandleTable& handle_table(napi_env env) {
+  void* data = nullptr;
+  napi_get_instance_data(env, &data);
+  return static_cast<AddonData*>(data)->handles;
+}
+
+namespace {
+
+// handleRelease(box, collected) -> whether the handle named a live box: its owner was collected (the
+// FinalizationRegistry's callback, collected = true), or a box JS held for a moment (a marker, a landing) is done.
+Napi::Value handle_release(const Napi::CallbackInfo& info) {
+  const double handle = info[0].As<Napi::Number>().DoubleValue();
+  const bool collected = info[1].As<Napi::Boolean>().Value();
+  return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.release(handle, collected));
+}
+
+// handleTrack(box) -> false when the box was released already, else true: its owner is now registered with the
+// FinalizationRegistry (Note [handle table]).
+Napi::Value handle_track(const Napi::CallbackInfo& info) {
+  const double handle = info[0].As<Napi::Number>().DoubleValue();
+  return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.track(handle));
+}
+
+// handleCount() -> this thread's live handles, for cuda.liveObjects().
+Napi::Value handle_count(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(AddonData::of(info.Env()).handles.live()));
+}
+
+// factScratch(scratch): Note [fact scratch]. The array is the binding module's for the thread's lifetime.
+Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
+  Napi::TypedArray array = info[0].As<Napi::TypedArray>();
+  if (array.TypedArrayType() != napi_biguint64_array || array.ElementLength() < kFactSlots)
+    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the fact scratch is a BigUint64Array of 4");
+  AddonData::of(info.Env()).facts = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
+  return info.Env().Undefined();
+}
+
+const Export kHandleExports[] = {
+    {"handleRelease", "number, boolean", entry<handle_release>},
+    {"handleTrack", "number", entry<handle_track>},
+    {"handleCount", "", entry<handle_count>},
+    {"factScratch", "object", entry<fact_scratch>},
+};
+
+}  // namespace
+
+uint64_t* fact_scratch(Napi::Env env) {
+  uint64_t* facts = AddonData::of(env).facts;
+  if (facts == nullptr) throw std::logic_error("the fact scratch was not set");
+  return facts;
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   static std::atomic<int> next_environment{1};
   auto* data = new AddonData();
   data->environment_id = next_environment++;
   env.SetInstanceData<AddonData>(data);
   exports.Set("environmentId", Napi::Number::New(env, data->environment_id));
+  export_all(env, exports, kHandleExports);
   register_device(env, exports);
   register_stream(env, exports);
   register_event(env, exports);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "binding/errors.h"
+#include "internal/handle-table.h"
 
 namespace csp {
 
@@ -19,9 +20,19 @@ struct AddonData {
   std::shared_ptr<Channel> channel;       // poller -> JS thread hand-off, created by completionInit
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
+  uint64_t* facts = nullptr;  // the environment's fact scratch (Note [fact scratch]), set by JS at load
+  // Last, so that it goes first at teardown, while the rest is still here for the forget actions it runs.
+  HandleTable handles;
 
   static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 };
+
+// Note [fact scratch]: facts a destroying call hands back to JS without making a JS object (a buffer's address, a
+// stream's handle and id) are written to a BigUint64Array of kFactSlots that the binding module made for its
+// thread, and read by the caller only when it still needs them. A result object or array per call cost more than
+// the call.
+constexpr size_t kFactSlots = 4;
+uint64_t* fact_scratch(Napi::Env env);
 
 // One function a concept file exports: its JS name, the kinds of the arguments JS passes it (comma-separated, each
 // one of number, bigint, boolean, string, box, box? (a box or undefined), object, array, function, Uint8Array,

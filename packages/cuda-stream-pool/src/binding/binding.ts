@@ -35,8 +35,9 @@ export interface CompletionStats {
   markersEnqueued: number;
 }
 
-/** An opaque, type-tagged native handle box (stream, event, module, kernel, ...). */
-export type Box = { readonly __box: unique symbol };
+/** A native handle box (stream, event, module, kernel, ...) as JS holds it: a number naming a slot of this thread's
+ * handle table, checked on every use (Note [handle table] in src/internal/handle-table.h). Opaque to TypeScript. */
+export type Box = number & { readonly __box: unique symbol };
 
 /** One thread's handle on a pool's process-wide state (pool/pool.cc). `device` is -1 and `streams` empty for
  * shared words without streams; `owner` is the creating environment's id. */
@@ -155,6 +156,12 @@ export interface NativeBinding {
 
   // device-buffer.cc, pinned-buffer.cc, copy.cc, staging.cc, memory-pool.cc: stream-ordered device buffers, the pinned-block
   // cache, copies, fills, staged pageable copies, the default memory pool.
+  // binding.cc: the handle table (Note [handle table]) and the fact scratch (Note [fact scratch]).
+  handleRelease(box: number, collected: boolean): boolean;
+  handleTrack(box: number): boolean;
+  handleCount(): number;
+  factScratch(scratch: BigUint64Array): void;
+
   deviceBufferAlloc(stream: Box, bytes: number): Box;
   deviceBufferPointer(buffer: Box): bigint;
   deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
@@ -255,6 +262,8 @@ function unavailableBinding(reason: string): NativeBinding {
   const known: Partial<NativeBinding> = {
     environmentId: 0,
     setErrorFactory: () => {},
+    factScratch: () => {},
+    handleCount: () => 0,
     completionInit: () => {},
     completionRef: () => {},
     completionUnref: () => {},
@@ -280,6 +289,11 @@ function unavailableBinding(reason: string): NativeBinding {
  * touches the driver; the driver opens on first use. */
 export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFailure!);
 native.setErrorFactory(makeNativeError);
+
+/** Facts a destroying call leaves for this thread (Note [fact scratch] in src/binding/binding.h): after
+ * `deviceBufferFree`, [0] is the address; after `streamDestroy`, [handle, id, priority as int64, flags]. */
+export const facts = new BigUint64Array(4);
+native.factScratch(facts);
 
 // Values shared with the C++ side, each checked against it by test/cpu/contract.test.ts.
 

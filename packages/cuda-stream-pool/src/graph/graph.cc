@@ -203,6 +203,7 @@ Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
 // flight. Idempotent.
 Napi::Value graph_destroy(const Napi::CallbackInfo& info) {
   unwrap_box<GraphBox>(info[0])->retire();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 
@@ -272,6 +273,7 @@ Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
 // already queued still complete). Idempotent.
 Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
   unwrap_box<GraphExecBox>(info[0])->retire();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 

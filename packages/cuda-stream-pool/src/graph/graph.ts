@@ -3,6 +3,7 @@
 import { types } from 'node:util';
 
 import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import type { Device } from '../device/device.js';
 import { DestroyedError } from '../binding/errors.js';
@@ -124,6 +125,7 @@ export class Graph {
 
   private constructor(token: symbol, box: Box, record: CaptureRecord, device: Device) {
     checkConstruction(token, 'Graph', 'stream.endCapture() or Graph.capture()');
+    adopt(this, box);
     this.#box = box;
     this.#held = record.held;
     const launches = launchedKernels(record);
@@ -243,6 +245,7 @@ export class GraphExec {
 
   private constructor(token: symbol, box: Box, graph: Graph, parts: GraphParts) {
     checkConstruction(token, 'GraphExec', 'graph.instantiate()');
+    adopt(this, box);
     this.#box = box;
     this.device = graph.device;
     lockFields(this, ['device']);

@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "binding/errors.h"
+#include "internal/handle-table.h"
 #include "internal/never-throws.h"
 
 namespace csp {
@@ -124,24 +125,38 @@ class Use {
   bool queues_work_ = true;
 };
 
-// An External carrying one shared_ptr to a box, type-tagged so that a wrong object cannot be unwrapped.
+// A new slot of the calling environment's handle table holding `box`; returns its handle for JS (Note [handle
+// table]). `forget` runs if the slot is released while the box is live (its JS owner was collected, or the thread
+// exits).
 template <class B>
-Napi::External<std::shared_ptr<B>> wrap_box(Napi::Env env, std::shared_ptr<B> box) {
-  auto holder = std::make_unique<std::shared_ptr<B>>(std::move(box));
-  // Fails in a worker being terminated; the holder (and with it the box, when it was the last) then goes at once.
-  auto external = Napi::External<std::shared_ptr<B>>::New(
-      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<B>* h) { delete h; });
-  holder.release();  // the finalizer owns it now
-  external.TypeTag(&B::kTag);
-  return external;
+Napi::Value wrap_box(Napi::Env env, std::shared_ptr<B> box, ForgetAction forget = nullptr) {
+  return Napi::Number::New(env, handle_table(env).insert(std::move(box), &B::kTag, forget));
 }
 
+// The box a handle from wrap_box names. A value that is no handle of this kind is a TypeError (nothing of the
+// library's passes one); a handle whose slot was released is a DestroyedError naming the kind.
 template <class B>
 std::shared_ptr<B> unwrap_box(const Napi::Value& value) {
-  if (!value.IsExternal() || !value.As<Napi::Object>().CheckTypeTag(&B::kTag))
-    throw Napi::TypeError::New(value.Env(), std::string("cuda-stream-pool internal: expected a ") + B::kName +
-                                                " handle box");
-  return *value.As<Napi::External<std::shared_ptr<B>>>().Data();
+  HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
+  const std::shared_ptr<void>* found = nullptr;
+  if (value.IsNumber()) found = handle_table(value.Env()).find(value.As<Napi::Number>().DoubleValue(), &B::kTag, miss);
+  if (found != nullptr) return std::static_pointer_cast<B>(*found);
+  if (miss == HandleTable::Miss::kReleased) throw Destroyed{B::kName, "use"};
+  throw Napi::TypeError::New(value.Env(), std::string("cuda-stream-pool internal: expected a ") + B::kName +
+                                              (miss == HandleTable::Miss::kWrongKind ? " handle, got a handle of another kind"
+                                                                                     : " handle made in this thread"));
+}
+
+// Whether `value` is a live handle of kind B, without throwing.
+template <class B>
+bool is_box(const Napi::Value& value) {
+  HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
+  return value.IsNumber() && handle_table(value.Env()).find(value.As<Napi::Number>().DoubleValue(), &B::kTag, miss) != nullptr;
+}
+
+// Releases the slot `value` names, if any (the object was destroyed); the box lives on while native code holds it.
+inline void release_box(const Napi::Value& value) {
+  if (value.IsNumber()) handle_table(value.Env()).release(value.As<Napi::Number>().DoubleValue(), false);
 }
 
 // A bigint outside the 64-bit range is an error, never wrapped onto another value (which could name a real object).

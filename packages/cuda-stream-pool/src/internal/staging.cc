@@ -445,10 +445,13 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   return wrap_box(env, std::move(landing));
 }
 
-// copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done).
+// copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done); once
+// they have, the handle is released (JS asks no more).
 Napi::Value copy_landed(const Napi::CallbackInfo& info) {
   auto landing = unwrap_box<Landing>(info[0]);
-  return Napi::Boolean::New(info.Env(), settle_landing(info.Env(), *landing));
+  const bool landed = settle_landing(info.Env(), *landing);
+  if (landed) release_box(info[0]);
+  return Napi::Boolean::New(info.Env(), landed);
 }
 
 // stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes }: the cap per device, the staging allocated on every

@@ -1,6 +1,7 @@
 // Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
 // every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
 import { native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox } from '../stream/stream.js';
@@ -89,6 +90,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   /** @internal (from {@link Module.getFunction}) */
   constructor(token: symbol, box: Box, module: Module, name: string, signature: readonly ParamType[]) {
     checkConstruction(token, 'Kernel', 'module.getFunction(name, signature)');
+    adopt(this, box);
     this.#box = box;
     this.#module = module;
     this.name = name;

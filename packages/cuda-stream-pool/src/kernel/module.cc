@@ -125,6 +125,7 @@ Napi::Value module_load(const Napi::CallbackInfo& info) {
 // moduleUnload(box): cuModuleUnload once calls in flight are done; idempotent; never throws after a fault.
 Napi::Value module_unload(const Napi::CallbackInfo& info) {
   unwrap_box<ModuleBox>(info[0])->destroy();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 

@@ -3,6 +3,7 @@
 import { types } from 'node:util';
 
 import { native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { privateState, register } from '../internal/handles.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
@@ -55,6 +56,7 @@ export class Module {
 
   private constructor(token: symbol, box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
     checkConstruction(token, 'Module', 'Module.load() or Program.compile()');
+    adopt(this, box);
     this.#box = box;
     this.device = device;
     this.ptx = ptx;

@@ -228,20 +228,13 @@ DeviceBufferBox::~DeviceBufferBox() {
 
 namespace {
 
-// The owner's External: like wrap_box, but its finalizer frees a forgotten buffer in stream order.
+// The owner's handle: releasing it while the buffer is live (its DeviceBuffer was collected, or the thread exits)
+// frees the memory in stream order.
 Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
-  // When the External cannot be made (a worker being terminated), the holder goes at once and the box's destructor
-  // frees the buffer.
-  auto holder = std::make_unique<std::shared_ptr<DeviceBufferBox>>(std::move(box));
-  auto external = Napi::External<std::shared_ptr<DeviceBufferBox>>::New(
-      env, holder.get(), [](Napi::BasicEnv, std::shared_ptr<DeviceBufferBox>* h) {
-        // Runs on: the owner's JS thread, during GC or environment teardown. No JS; never throws.
-        never_throws("DeviceBuffer finalizer", [&] { free_memory(**h, nullptr, (*h)->owner_environment, nullptr); });
-        delete h;
-      });
-  holder.release();
-  external.TypeTag(&DeviceBufferBox::kTag);
-  return external;
+  return wrap_box(env, std::move(box), [](void* forgotten) {
+    auto& buffer = *static_cast<DeviceBufferBox*>(forgotten);
+    free_memory(buffer, nullptr, buffer.owner_environment, nullptr);
+  });
 }
 
 // deviceBufferAlloc(stream, bytes) -> box: stream-ordered on the stream, from the device's default pool. The address
@@ -276,15 +269,18 @@ Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
 }
 
 // deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined.
-// Never throws after a sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
+// The buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
+// sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
+  fact_scratch(env)[0] = static_cast<uint64_t>(buffer->ptr);
   std::shared_ptr<StreamBox> target = info[1].IsUndefined() ? nullptr : unwrap_box<StreamBox>(info[1]);
   std::shared_ptr<EventBox> marker;
   if (info[2].As<Napi::Boolean>().Value() && device_fault(buffer->device) == CUDA_SUCCESS)
     marker = create_event(buffer->device, CU_EVENT_DISABLE_TIMING, false);
   FreeOutcome out = free_memory(*buffer, target, environment_of(env), marker ? marker->handle : nullptr);
+  release_box(info[0]);  // after the free: a live box's release would free it as forgotten
   if (out.failure != CUDA_SUCCESS && device_fault(buffer->device) == CUDA_SUCCESS)
     check(out.failure, out.call, buffer->device,
           [&] { return std::string(device_text(buffer->device) + ", freeing " + std::to_string(buffer->bytes) + " bytes"); });

@@ -1,6 +1,7 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
 // streams delay the free (Note [buffer uses] in memory/device-buffer.cc).
-import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, facts, native, type Box } from '../binding/binding.js';
+import { adopt, releaseBox } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
@@ -141,7 +142,7 @@ export class DeviceBuffer {
   }
   /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed (still readable after). */
   get ptr(): bigint {
-    return (this.#ptr ??= native.deviceBufferPointer(this.#box) + BigInt(this.#offset));
+    return (this.#ptr ??= this.#parent ? this.#parent.ptr + BigInt(this.#offset) : native.deviceBufferPointer(this.#box));
   }
   /** The device that holds the memory. */
   get device(): Device {
@@ -222,7 +223,9 @@ export class DeviceBuffer {
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
-    return new DeviceBuffer(internalConstruction, box, byteLength, undefined, stream.device, stream, false);
+    const buffer = new DeviceBuffer(internalConstruction, box, byteLength, undefined, stream.device, stream, false);
+    adopt(buffer, box);
+    return buffer;
   }
 
   /** Allocates a buffer of `source.byteLength` bytes on `options.stream` (default: `currentStream(device)`) and
@@ -355,7 +358,9 @@ export class DeviceBuffer {
     const stream = o.stream ?? currentStream(device);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
-    return new DeviceBuffer(internalConstruction, box, bytes, realPtr, device, stream, true);
+    const view = new DeviceBuffer(internalConstruction, box, bytes, realPtr, device, stream, true);
+    adopt(view, box);
+    return view;
   }
 
   /** The stream `free()` uses by default: the allocation stream (a borrowed view: its attach stream). */
@@ -424,7 +429,11 @@ export class DeviceBuffer {
     const freeStream = o.stream ?? this.#stream;
     if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
-    native.deviceBufferFree(this.#box, target, false);
+    try {
+      native.deviceBufferFree(this.#box, target, false);
+    } finally {
+      this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
+    }
   }
 
   /** Same as `free()`. */
@@ -440,8 +449,13 @@ export class DeviceBuffer {
     if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const marker = native.deviceBufferFree(this.#box, undefined, true);
+    this.#ptr ??= facts[0]!;
     if (!marker) return;
-    await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
+    try {
+      await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
+    } finally {
+      releaseBox(marker);
+    }
   }
 
   /** A structured-cloneable handle for another thread's {@link DeviceBuffer.attach}; creates nothing. The buffer is

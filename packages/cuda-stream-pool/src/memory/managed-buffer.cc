@@ -1,8 +1,8 @@
 // Managed (unified) memory: cuMemAllocManaged, visible to the host as an external ArrayBuffer and to the device by
 // its address; prefetch, advice and stream-ordered copies. Runs on: the JS thread that calls (every function).
 //
-// Note [managed lifetime]: the memory belongs to its box, which the wrapper's External and the ArrayBuffer's finalizer
-// both hold. free() detaches the ArrayBuffer (so no view can read freed memory) and retires the box (Note [handle
+// Note [managed lifetime]: the memory belongs to its box, which the wrapper's handle (until free()) and the
+// ArrayBuffer's finalizer both hold. free() detaches the ArrayBuffer (so no view can read freed memory) and retires the box (Note [handle
 // guard]: no new call may use the address); once no call is in flight the address goes to the device's synchronizer,
 // which calls cuMemFree only after all work queued on the device so far is done (Note [device synchronizer]). A
 // forgotten buffer is freed the same way when the last reference goes.
@@ -95,6 +95,7 @@ Napi::Value managed_free(const Napi::CallbackInfo& info) {
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
   box->retire();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 
@@ -140,7 +141,7 @@ Napi::Value managed_copy(const Napi::CallbackInfo& info) {
   const size_t other_offset = to_size(info[4]);
   const bool to_managed = info[5].As<Napi::Boolean>().Value();
   const size_t bytes = to_size(info[6]);
-  const bool other_is_device = info[3].As<Napi::Object>().CheckTypeTag(&DeviceBufferBox::kTag);
+  const bool other_is_device = is_box<DeviceBufferBox>(info[3]);
   std::shared_ptr<DeviceBufferBox> device_buffer;
   std::shared_ptr<ManagedBox> managed_other;
   std::optional<Use<DeviceBufferBox>> use_device;

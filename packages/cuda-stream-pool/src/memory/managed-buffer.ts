@@ -1,6 +1,7 @@
 // Managed (unified) memory: one allocation that both the host (as an ArrayBuffer) and the device (by its address)
 // use, migrated by the driver on demand or by prefetch. See Note [managed lifetime] in memory/managed-buffer.cc.
 import { native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { requireCuda } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
@@ -93,6 +94,7 @@ export class ManagedBuffer {
 
   private constructor(token: symbol, box: Box, ptr: bigint, buffer: ArrayBuffer, device: Device) {
     checkConstruction(token, 'ManagedBuffer', 'ManagedBuffer.alloc()');
+    adopt(this, box);
     this.#box = box;
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);

@@ -290,6 +290,7 @@ Napi::Value pinned_free(const Napi::CallbackInfo& info) {
   box->free();
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 

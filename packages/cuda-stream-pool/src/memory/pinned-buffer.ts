@@ -3,6 +3,7 @@
 import { types } from 'node:util';
 
 import { native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { driverState } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { privateState, register } from '../internal/handles.js';
@@ -103,6 +104,7 @@ export class PinnedBuffer {
 
   private constructor(token: symbol, box: Box, buffer: ArrayBuffer) {
     checkConstruction(token, 'PinnedBuffer', 'PinnedBuffer.alloc()');
+    adopt(buffer, box); // copies find the box through the ArrayBuffer, which may outlive this wrapper
     this.#record = { box, freed: false };
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);

@@ -22,6 +22,7 @@
  * (`stats().maxConnections`). A pool of 32 gives distinct streams, not 32 independent queues.
  */
 import { native, type Box, type PoolDescription } from '../binding/binding.js';
+import { adopt, releaseBox } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
@@ -154,10 +155,12 @@ export class StreamPool {
     }
     const { description, device, owner } = opened;
     const boxes = description.streams;
+    // This object's collection releases this thread's handle on the pool (the last one destroys a forgotten pool)
+    // and on its streams; each pool stream and lease view keeps it reachable (their `owner`).
+    adopt(this, description.handle);
+    for (const box of boxes) adopt(this, box);
     let streams: Stream[];
     try {
-      // Each pool stream and lease view keeps this handle alive (its `owner`): the native handle's finalizer
-      // destroys a forgotten pool, which must not happen while one of its streams is still reachable.
       streams = boxes.map((box) => wrapStream(box, device, 'pool', undefined, this));
     } catch (error) {
       // The pool was destroyed by its owner between attach and here.
@@ -426,7 +429,9 @@ export class StreamPool {
     const cached = handles.get(description.id)?.deref();
     let pool: StreamPool;
     if (cached !== undefined && !cached.destroyed) {
-      pool = cached; // attached in this thread through share(); the extra native handle is collected
+      pool = cached; // attached in this thread through share(): the extra native handle goes at once
+      releaseBox(description.handle);
+      for (const box of description.streams) releaseBox(box);
     } else {
       opening = { description, device: d, owner: false };
       pool = new StreamPool();

@@ -4,6 +4,7 @@
 import { types } from 'node:util';
 
 import { native, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
@@ -229,7 +230,9 @@ function queueCopy(stream: StreamFacts, sb: Box, d: Operand, s: Operand, dst: un
   const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, s.base + srcOffset);
   landingQueued();
   const pending = stillPending(d.memory);
-  pending.push({ start, end: start + byteLength, flag, streamId: stream.id });
+  const entry = { start, end: start + byteLength, flag, streamId: stream.id };
+  adopt(entry, flag); // copyLanded() releases it once landed; this, if the array is collected before anyone asks
+  pending.push(entry);
   pendingDestinations.set(d.memory, pending);
 }
 

@@ -90,8 +90,10 @@ Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ms);
 }
 
+// eventDestroy(box): destroys the event once no call is in flight, and releases the handle.
 Napi::Value event_destroy(const Napi::CallbackInfo& info) {
   unwrap_box<EventBox>(info[0])->destroy();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 

@@ -1,5 +1,6 @@
 // CUDA events: markers recorded on a stream, for ordering between streams and for timing.
 import { native, NOT_READY, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
@@ -56,6 +57,7 @@ export class Event {
 
   private constructor(token: symbol, box: Box, device: Device, timing: boolean) {
     checkConstruction(token, 'Event', 'Event.create() or stream.recordEvent()');
+    adopt(this, box);
     this.#box = box;
     this.#device = device;
     this.#timing = timing;

@@ -234,8 +234,18 @@ Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
 }
 
 // streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
+// streamDestroy(box): destroys an owned stream (retires a borrowed wrapper's box) and releases the handle; the
+// stream's handle, id, priority and flags are left in the fact scratch (Note [fact scratch]) when the native layer
+// knows them, for a wrapper that never read them.
 Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<StreamBox>(info[0])->destroy();
+  auto box = unwrap_box<StreamBox>(info[0]);
+  uint64_t* facts = fact_scratch(info.Env());
+  facts[0] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle));
+  facts[1] = box->id;
+  facts[2] = static_cast<uint64_t>(static_cast<int64_t>(box->priority));
+  facts[3] = box->flags;
+  box->destroy();
+  release_box(info[0]);
   return info.Env().Undefined();
 }
 

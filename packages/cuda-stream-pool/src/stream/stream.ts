@@ -1,6 +1,7 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
 // See Note [handle guard] in internal/box.h for why destroy is safe across threads.
-import { CU_STREAM_PER_THREAD, native, NOT_READY, type Box } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type Box } from '../binding/binding.js';
+import { adopt } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitFor, waitSignal } from './completion.js';
@@ -111,7 +112,7 @@ export class Stream {
    * them no longer share one completion ticket (each wait enqueues its own marker, which is correct whatever else
    * queues work on the stream). */
   get handle(): bigint {
-    if (!this.#handleShared) {
+    if (!this.#handleShared && this.#retired === undefined) {
       this.#handleShared = true;
       native.streamShareHandle(this.#box);
     }
@@ -140,6 +141,7 @@ export class Stream {
    * facts the native layer does not hold (a borrowed one) must happen now, while the stream is alive. */
   private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
     checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
+    if (kind === 'owned' || kind === 'borrowed') adopt(this, box); // a pool's streams are the pool's
     this.#box = box;
     this.#kind = kind;
     this.#device = device;
@@ -432,6 +434,8 @@ export class Stream {
     this.#retired = 'was destroyed';
     abandonCapture(this.#box);
     native.streamDestroy(this.#box);
+    // The native layer released the box: the facts a later read needs come from what the destroy left.
+    if (this.#info === undefined && facts[1] !== 0n) this.#info = [facts[0]!, facts[1]!, Number(BigInt.asIntN(64, facts[2]!)), (facts[3]! & 1n) !== 0n];
   }
 
   /** Same as {@link Stream.destroy}. */
