@@ -68,8 +68,10 @@ export interface NativeBinding {
   claimEnvironmentWarning(): boolean;
 
   // synchronizer.cc: device-wide waits on a native thread per device.
-  deviceSynchronize(ordinal: number): Promise<void>;
-  deviceSynchronizeSync(ordinal: number): void;
+  /** Resolve and return 0, or a fault of another device that the work waited on (waitError in stream/completion.ts
+   * reads it); the device's own failures reject and throw. */
+  deviceSynchronize(ordinal: number): Promise<number>;
+  deviceSynchronizeSync(ordinal: number): number;
   deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
 
   // managed-buffer.cc: managed (unified) memory.
@@ -93,7 +95,8 @@ export interface NativeBinding {
   /** [handle, id, priority, nonBlocking] as the driver reports them. */
   streamInfo(stream: Box): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
   streamStatus(stream: Box): number;
-  streamSynchronize(stream: Box): void;
+  /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
+  streamSynchronize(stream: Box): number;
   streamWaitEvent(stream: Box, event: Box): void;
   /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
   streamWaitStream(stream: Box, other: Box): void;
@@ -117,7 +120,8 @@ export interface NativeBinding {
   /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
   eventRecord(event: Box, stream: Box): number;
   eventStatus(event: Box): number;
-  eventSynchronize(event: Box): void;
+  /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
+  eventSynchronize(event: Box): number;
   eventElapsed(start: Box, end: Box): number;
   eventDestroy(event: Box): void;
 

@@ -1,5 +1,5 @@
 // A CUDA device and its primary context (retained once per process, made current by every native entry point).
-import { landPending } from '../stream/completion.js';
+import { landPending, waitError } from '../stream/completion.js';
 import { native } from '../binding/binding.js';
 import { driverState, requireCuda } from '../binding/cuda.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateOptions, validateSignal } from '../internal/validate.js';
@@ -112,7 +112,10 @@ export class Device {
     let done: Promise<void>;
     try {
       // This thread's copies into JS arrays land before the wait settles (another thread's land on that thread).
-      done = native.deviceSynchronize(this.ordinal).then(landPending);
+      done = native.deviceSynchronize(this.ordinal).then((status) => {
+        if (status !== 0) throw waitError(status, 'cuCtxSynchronize', `device ${this.ordinal}`);
+        landPending();
+      });
     } catch (error) {
       return Promise.reject(error);
     }
@@ -131,7 +134,8 @@ export class Device {
    * graph capture is open on the device in any thread (without calling the driver). Wraps: cuCtxSynchronize.
    * Thread-safety: any thread. */
   synchronizeSync(): void {
-    native.deviceSynchronizeSync(this.ordinal);
+    const status = native.deviceSynchronizeSync(this.ordinal);
+    if (status !== 0) throw waitError(status, 'cuCtxSynchronize', `device ${this.ordinal}`);
     landPending(); // this thread's copies into JS arrays land before the work is reported done
   }
 

@@ -24,7 +24,9 @@
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.
-// Entering a box is not a lock: it never waits. Each mutex is an OrderedMutex with its level (lock-order.h), and
+// Entering a box is not a lock: it never waits. Nor are the cross-device dependency sets (atomics only); asking a
+// device about its fault for them is a driver call, made with no lock held (Note [cross-device dependencies] in
+// internal/device-faults.h). Each mutex is an OrderedMutex with its level (lock-order.h), and
 // CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
 #pragma once
 #include <napi.h>

@@ -43,6 +43,8 @@ bool settle_landing(Napi::Env env, Landing& landing) {
   CUresult result = CUDA_SUCCESS;
   if (landing.marker_done.load(std::memory_order_acquire)) {
     result = landing.marker_result.load(std::memory_order_relaxed);
+  } else if (landing.poller_decides) {
+    return false;
   } else {
     if (CUresult fault = device_fault(landing.marker.device)) {
       result = fault;

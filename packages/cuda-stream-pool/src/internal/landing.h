@@ -26,6 +26,9 @@ struct Landing {
   std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
   std::atomic<CUresult> marker_result{CUDA_SUCCESS};  // what the poller saw; stored before marker_done
   std::atomic<bool> finished{false};     // copied or dropped
+  // Its stream waited on other devices' work: only the poller, which asks those devices, may find the copy done
+  // (Note [cross-device dependencies] in internal/device-faults.h). Set before the poller sees the landing.
+  bool poller_decides = false;
   // An event marker goes back to its pool only when both the poller and the landing's finisher are done with it: a
   // recycled event could be recorded again and make a finished copy look pending.
   std::atomic<int> marker_holders{2};

@@ -89,6 +89,33 @@ class Engine {
 
   CUresult status(Wait& wait) {
     if (CUresult fault = device_fault(wait.device)) return fault;
+    if (!wait.dependencies.devices) return own_status(wait);
+    // Note [cross-device dependencies]: a fault of a device its work waited on fails it, found while it is pending or
+    // asked for once its own work is done.
+    if (const DependencyFault known = dependency_fault(wait.dependencies.devices, false); known.code)
+      return fail_by_dependency(wait, known);
+    const CUresult result = own_status(wait);
+    if (result != CUDA_SUCCESS) return result;
+    wait.marker_done = true;
+    if (const DependencyFault found = dependency_fault(wait.dependencies.devices, true); found.code)
+      return fail_by_dependency(wait, found);
+    // A landing's snapshot was taken after its marker was queued, so it proves nothing about later records.
+    if (!wait.landing) dependencies_of(wait).clear(wait.dependencies, wait.event ? -1 : wait.stream->device);
+    return CUDA_SUCCESS;
+  }
+
+  static CUresult fail_by_dependency(Wait& wait, const DependencyFault& fault) {
+    wait.dependency_fault = fault.device;
+    return fault.code;
+  }
+
+  // The set the wait's snapshot came from: its event's, or its stream's (kept on the stream's owner).
+  static DeviceDependencies& dependencies_of(Wait& wait) {
+    return wait.event ? wait.event->dependencies : wait.stream->owner().dependencies;
+  }
+
+  // Whether the wait's own marker (or job) is done, on its own device.
+  CUresult own_status(Wait& wait) {
     if (wait.ticket_lost) return CUDA_SUCCESS;
     if (wait.poll) return wait.poll();
     if (wait.event) {
@@ -115,11 +142,13 @@ class Engine {
     // The stream is let go before its environment hears of the wait: a destroyed stream is then released (and counted
     // gone) by the time the awaiting code runs.
     wait->let_go_of_stream();
+    // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
+    const bool marker_done = result == CUDA_SUCCESS || wait->marker_done;
     if (wait->landing) {
       wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
-      if (result == CUDA_SUCCESS) drop_marker(*wait->landing);
-    } else if (wait->marker.event && result == CUDA_SUCCESS) {
+      if (marker_done) drop_marker(*wait->landing);
+    } else if (wait->marker.event && marker_done) {
       put_event_marker(wait->device, wait->marker.event);
     }
     // After a fault an event is never reused (its context is lost).
@@ -129,7 +158,7 @@ class Engine {
       delete wait;
       return;
     }
-    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr});
+    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault});
     // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
     if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
       release_staging(*wait->landing);
@@ -182,21 +211,12 @@ class Engine {
     delete wait;
   }
 
-  // Asks the driver whether any device with pending waits has a sticky fault (then check_quiet records it), and
-  // about the streams of late tickets.
+  // Asks the driver whether any device with pending waits, or whose work they waited on, has a sticky fault (then
+  // check_quiet records it), and about the streams of late tickets.
   void probe(const std::vector<Wait*>& pending) {
-    bool seen[kMaxDevices] = {};
-    for (Wait* wait : pending) {
-      const int device = wait->device;
-      if (seen[device] || device_fault(device) != CUDA_SUCCESS) continue;
-      seen[device] = true;
-      try {
-        make_current(device);
-        check_quiet(drv().cuStreamQuery(library_stream(device)), device);
-      } catch (...) {
-        // no context or no stream: nothing to ask; the waits' own markers still report
-      }
-    }
+    uint64_t devices = 0;
+    for (Wait* wait : pending) devices |= device_bit(wait->device) | wait->dependencies.devices;
+    for (; devices; devices &= devices - 1) ask_fault(__builtin_ctzll(devices));
     for (Wait* wait : pending)
       if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait);
   }

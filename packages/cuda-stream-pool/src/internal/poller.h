@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "internal/device-faults.h"
 #include "internal/markers.h"
 
 namespace csp {
@@ -33,6 +34,11 @@ struct Wait {
   bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
   std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
   std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
+  // The other devices its work waited on (Note [cross-device dependencies] in internal/device-faults.h), the device
+  // whose fault failed it, and whether its marker was done all the same (its event can go back to the pool).
+  DependencySnapshot dependencies;
+  int dependency_fault = -1;
+  bool marker_done = false;
 
   void let_go_of_stream();  // leaves the stream's box if the wait holds it; the last one out releases the handle
   ~Wait() { let_go_of_stream(); }

@@ -25,6 +25,7 @@
 #include "stream/capture.h"
 #include "binding/errors.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
 #include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/lock-order.h"
@@ -37,6 +38,7 @@ struct Request {
   Napi::Promise::Deferred deferred;
   int device;
   CUresult result = CUDA_SUCCESS;
+  int dependency = -1;  // the device whose fault `result` is, when not `device`'s own
 };
 
 struct ManagedFree {
@@ -79,8 +81,9 @@ void deliver_now(Napi::Env env, Delivery* raw) {
   if (owner.pending == 0) owner.tsfn.Unref(env);
   for (auto& request : requests) {
     try {
-      if (request->result == CUDA_SUCCESS) {
-        request->deferred.Resolve(env.Undefined());
+      if (request->result == CUDA_SUCCESS || request->dependency >= 0) {
+        // 0, or a wait_result that device.ts turns into the error naming the other device.
+        request->deferred.Resolve(Napi::Number::New(env, wait_result(request->result, request->dependency)));
         continue;
       }
       try {
@@ -112,6 +115,16 @@ CUresult synchronize_device(int device) {
     return CUDA_ERROR_NOT_INITIALIZED;
   }
   return check_quiet(drv().cuCtxSynchronize(), device);
+}
+
+// After a clean cuCtxSynchronize of `device`: a fault of a device that its streams' work waited on (`devices`, read
+// before the synchronize), which the synchronize may not have seen (Note [cross-device dependencies]). Leaves the
+// device's context current.
+DependencyFault synchronized_dependencies(int device, uint64_t devices) {
+  if (!devices) return {};
+  const DependencyFault fault = dependency_fault(devices, true);
+  make_current_quiet(device);
+  return fault;
 }
 
 void free_now(int device, const ManagedFree& memory) {
@@ -150,17 +163,27 @@ void serve(std::shared_ptr<Synchronizers> owner, int device) {
     // Requests are refused with the driver's own code, without calling it; frees go to the capture guard, which
     // makes them once the captures end (Note [capture guard]).
     CUresult result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    int dependency = -1;
     {
       DeviceWideCall call(device);
       if (call.allowed()) {
+        const uint64_t dependencies = device_dependencies(device);
         result = synchronize_device(device);
+        if (result == CUDA_SUCCESS) {
+          const DependencyFault fault = synchronized_dependencies(device, dependencies);
+          result = fault.code;
+          dependency = fault.device;
+        }
         // After a fault the context is unusable and the driver reclaims everything with it; freeing is harmless.
         for (const ManagedFree& memory : frees) free_now(device, memory);
       } else if (!frees.empty()) {
         free_after_device_work(device, std::move(frees));
       }
     }
-    for (Request* request : delivery->requests) request->result = result;
+    for (Request* request : delivery->requests) {
+      request->result = result;
+      request->dependency = dependency;
+    }
     lock.lock();
     if (delivery->requests.empty()) continue;
     if (s.open && s.tsfn.NonBlockingCall(delivery.get(), deliver) == napi_ok) {
@@ -188,7 +211,8 @@ void start_if_needed(const std::shared_ptr<Synchronizers>& owner, int device) {
   owner->wake.notify_all();
 }
 
-// deviceSynchronize(ordinal) -> Promise<void>: settles once all work queued on the device so far is done.
+// deviceSynchronize(ordinal) -> Promise<number>: settles once all work queued on the device so far is done; resolves
+// 0, or a wait_result for a fault of a device that its work waited on.
 Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int device = info[0].As<Napi::Number>().Int32Value();
@@ -212,7 +236,8 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-// deviceSynchronizeSync(ordinal): cuCtxSynchronize on the calling thread (blocks it).
+// deviceSynchronizeSync(ordinal) -> 0, or a wait_result for a fault of a device that its work waited on:
+// cuCtxSynchronize on the calling thread (blocks it).
 Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
@@ -220,8 +245,9 @@ Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   if (!call.allowed())
     throw CudaFailure{CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize",
                       "device " + std::to_string(device) + ": a stream of the device is capturing a graph (in some thread)"};
+  const uint64_t dependencies = device_dependencies(device);
   check(drv().cuCtxSynchronize(), "cuCtxSynchronize", device, "device " + std::to_string(device));
-  return info.Env().Undefined();
+  return Napi::Number::New(info.Env(), wait_result(synchronized_dependencies(device, dependencies)));
 }
 
 // deviceMemoryInfo(ordinal) -> { freeBytes, totalBytes } (cuMemGetInfo in the device's primary context).

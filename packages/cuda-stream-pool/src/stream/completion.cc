@@ -8,6 +8,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
 #include "internal/landing.h"
 #include "internal/loader.h"
 #include "internal/markers.h"
@@ -66,7 +67,7 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
         continue;
       }
       tokens.Set(count, Napi::Number::New(env, item.token));
-      results.Set(count, Napi::Number::New(env, item.result));
+      results.Set(count, Napi::Number::New(env, wait_result(item.result, item.dependency)));
       count++;
     }
     channel.wakeups++;
@@ -154,9 +155,12 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
 // is done. The caller holds the stream's use and made its context current.
 void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
   channel_of(env);  // throws unless completionInit ran: a wait without a channel would never be reported
+  // Taken before the marker: what was recorded by then is queued before it (Note [cross-device dependencies]).
+  const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(env, token, stream->device);
   wait->marker = marker;
+  wait->dependencies = dependencies;
   hold_stream(*wait, std::move(stream));
   submit_wait(wait);
 }
@@ -172,14 +176,21 @@ Napi::Value stream_notify(const Napi::CallbackInfo& info) {
 
 // streamWait(streamBox, token) -> 0: the stream's work is done, nothing registered; CUDA_ERROR_NOT_READY: a marker is
 // queued and dispatch reports `token` once the work is done; -1 or -2: the stream is capturing (active, invalidated),
-// nothing queued; another CUresult: the work failed. One call for the whole start of `await stream.synchronize()`.
+// nothing queued; another CUresult (or a wait_result for a fault of a device its work waited on): the work failed.
+// One call for the whole start of `await stream.synchronize()`.
 Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_box<StreamBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   if (const int capturing = capture_status(*stream)) return Napi::Number::New(env, -capturing);
+  const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   const CUresult status = query_stream(*stream);
+  if (status == CUDA_SUCCESS && dependencies.devices) {
+    const DependencyFault fault = settle_dependencies(stream->owner().dependencies, dependencies, stream->device);
+    make_current_quiet(stream->device);
+    return Napi::Number::New(env, wait_result(fault));
+  }
   if (status != CUDA_ERROR_NOT_READY) return Napi::Number::New(env, status);
   // The query may have answered from the ticket without touching the driver; a new marker needs the context.
   make_current(stream->device);
@@ -209,6 +220,7 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   const double token = info[1].As<Napi::Number>().DoubleValue();
   if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
   Wait* wait = new_wait(env, token, event->device);
+  wait->dependencies = event->dependencies.snapshot();
   wait->event = std::move(event);
   submit_wait(wait);
   return env.Undefined();
@@ -262,6 +274,10 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   Channel& channel = channel_of(env);
   Wait* wait = new_wait(env, 0, landing->marker.device);
   wait->marker = landing->marker;
+  // Taken after the marker, so the poller asks these devices but never clears them (Note [cross-device
+  // dependencies]): the stream's own waits do.
+  wait->dependencies = stream->owner().dependencies.snapshot();
+  landing->poller_decides = wait->dependencies.devices != 0;
   hold_stream(*wait, std::move(stream));
   wait->poll = landing->poll;
   wait->landing = landing;

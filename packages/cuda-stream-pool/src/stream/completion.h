@@ -26,7 +26,9 @@
 //  - Faults. A faulted stream never writes its ticket. While waits are pending, the poller asks the driver every
 //    10 ms whether each of their devices has a sticky fault (cuStreamQuery on the device's library stream, which
 //    reports it), so every pending wait on a faulted device fails within that time; the waits hold their stream
-//    or event box, so a wait whose stream, event or pool was destroyed after it began settles all the same.
+//    or event box, so a wait whose stream, event or pool was destroyed after it began settles all the same. The
+//    devices a wait's work waited on are asked too, and once more before it is reported done (Note [cross-device
+//    dependencies] in internal/device-faults.h).
 //  - Delivery. Finished waits go to the mailbox of the environment (main thread or worker) that made them; the
 //    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
 //    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
@@ -69,6 +71,7 @@ struct Ready {
   CUresult result;
   std::shared_ptr<Landing> landing;
   std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
+  int dependency = -1;  // the device whose fault `result` is, when not the wait's own (wait_result, device-faults.h)
 };
 
 struct Channel {

@@ -18,6 +18,15 @@ let nextToken = 1;
 // Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
 let landingsPending = 0;
 
+/** The CudaError for a failed wait's result, as the native side reports it: a CUresult, or, for a sticky fault of
+ * another device whose work the waited work waited on, that CUresult plus (device + 1) * 65536 (`wait_result` in
+ * internal/device-faults.h; Note [cross-device dependencies] there). The error then names that device. @internal */
+export function waitError(result: number, call: string, detail: string): Error {
+  if (result < 0x10000) return native.cudaError(result, call, detail);
+  const device = Math.floor(result / 0x10000) - 1;
+  return native.cudaError(result % 0x10000, call, `${detail} (waiting on device ${device}, which faulted)`);
+}
+
 function settle(token: number, result: number | unknown): void {
   const waiter = waiters.get(token);
   if (!waiter) return; // already settled by an abort
@@ -25,11 +34,11 @@ function settle(token: number, result: number | unknown): void {
   if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
   if (waiters.size === 0) native.completionUnref();
   if (result === 0) waiter.resolve();
-  else if (typeof result === 'number') waiter.reject(native.cudaError(result, waiter.call, waiter.detail()));
+  else if (typeof result === 'number') waiter.reject(waitError(result, waiter.call, waiter.detail()));
   else waiter.reject(result);
 }
 
-// Runs on this thread once per batch of finished waits (results: 0, or the CUresult that failed them).
+// Runs on this thread once per batch of finished waits (results: 0, or what failed them, as waitError reads it).
 native.completionInit((tokens: number[], results: number[]) => {
   landingsPending = native.completionFlush();
   for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
@@ -75,7 +84,7 @@ export function waitFor(
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
       if (kind === 'stream') native.streamNotify(box, token);
       else native.eventNotify(box, token);
-    } else if (status !== NOT_READY) return Promise.reject(native.cudaError(status, call, describe()));
+    } else if (status !== NOT_READY) return Promise.reject(waitError(status, call, describe()));
     else if (kind === 'event') native.eventNotify(box, token);
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };

@@ -5,6 +5,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
 
@@ -69,6 +70,8 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   }
   note_use_after_work(*dst, stream, environment);
   if (src != dst) note_use_after_work(*src, stream, environment);
+  // Reading another device's memory depends on that device's work (Note [cross-device dependencies]).
+  if (src->device != stream->device) stream->owner().dependencies.add(device_bit(src->device), stream->device);
   return env.Undefined();
 }
 

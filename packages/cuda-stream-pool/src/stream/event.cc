@@ -53,28 +53,49 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   make_current(event->device);
   check(drv().cuEventRecord(event->handle, stream->handle), "cuEventRecord", event->device,
         [&] { return std::string("device " + std::to_string(event->device)); });
+  // The event stands for its stream's work so far, and so for what that work waited on.
+  const uint64_t dependencies = stream->owner().dependencies.devices();
+  if (dependencies || event->dependencies.devices()) event->dependencies.replace(dependencies);
   // The stream's capture state, which the caller needs next: one call instead of two on the hot path.
   return Napi::Number::New(info.Env(), capture_status(*stream));
 }
 
-// eventStatus(box) -> 0 complete, 600 pending, another CUresult on failure; never throws a CUDA error.
+// eventStatus(box) -> 0 complete, 600 pending, another CUresult on failure, a wait_result for a fault of a device
+// the recorded work waited on; never throws a CUDA error.
 Napi::Value event_status(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   Use<EventBox> use(*event, "Event", "query");
   make_current(event->device);
+  const DependencySnapshot seen = event->dependencies.snapshot();
   CUresult r = drv().cuEventQuery(event->handle);
   check_quiet(r, event->device);
-  return Napi::Number::New(info.Env(), r);
+  if (r != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), r);
+  const DependencyFault fault = settle_dependencies(event->dependencies, seen, -1);
+  make_current_quiet(event->device);
+  return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
-// eventSynchronize(box): blocks the calling thread until the recorded work is done.
+// eventSynchronize(box) -> 0, or a wait_result for a fault of a device the recorded work waited on: blocks the
+// calling thread until the recorded work is done. Throws CudaFailure when it failed on its own device.
 Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   Use<EventBox> use(*event, "Event", "synchronizeSync");
   make_current(event->device);
+  const DependencySnapshot seen = event->dependencies.snapshot();
+  if (seen.devices) {
+    // Polled, as streamSynchronize is (Note [cross-device dependencies] in internal/device-faults.h).
+    const DependencyFault fault = poll_until_done(
+        [&] { return make_current_quiet(event->device) ? drv().cuEventQuery(event->handle) : CUDA_ERROR_INVALID_CONTEXT; },
+        seen.devices);
+    make_current(event->device);
+    if (fault.code != CUDA_SUCCESS) return Napi::Number::New(info.Env(), wait_result(fault));
+  }
   check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
         [&] { return std::string("device " + std::to_string(event->device)); });
-  return info.Env().Undefined();
+  if (!seen.devices) return Napi::Number::New(info.Env(), 0);
+  const DependencyFault fault = settle_dependencies(event->dependencies, seen, -1);
+  make_current_quiet(event->device);
+  return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
 // eventElapsed(start, end) -> milliseconds; NOT_READY is thrown here as a CudaError (the one place).

@@ -1,6 +1,7 @@
 // Event boxes: a CUevent shared by the wrappers that use it. See Note [handle guard] in box.h.
 #pragma once
 #include "internal/box.h"
+#include "internal/device-faults.h"
 
 namespace csp {
 
@@ -9,6 +10,8 @@ struct EventBox : Box {
   static constexpr const char* kName = "Event";
   CUevent handle = nullptr;
   bool counted = true;  // user-visible events count in live().events; internal ones do not
+  // Its stream's dependencies at its last record (Note [cross-device dependencies] in internal/device-faults.h).
+  DeviceDependencies dependencies;
   ~EventBox() override;
   // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.

@@ -3,7 +3,7 @@ import { native, NOT_READY, type Box } from '../binding/binding.js';
 import { adopt } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
-import { landPending, waitFor, waitSignal } from './completion.js';
+import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 // Type-only: Event.record(stream: Stream) names the class that sits above this file (the cycle test allows it).
 import type { Stream, WaitOptions } from './stream.js';
 import { privateState, register, streams } from '../internal/handles.js';
@@ -119,7 +119,7 @@ export class Event {
       return true;
     }
     if (status === NOT_READY) return false;
-    throw native.cudaError(status, 'cuEventQuery', `device ${this.device.ordinal}`);
+    throw waitError(status, 'cuEventQuery', `device ${this.device.ordinal}`);
   }
 
   /** Resolves once the recorded work is done, without blocking the event loop: the library's poller thread queries
@@ -144,7 +144,8 @@ export class Event {
    * {@link Event.synchronize}. Copies into JS arrays queued by this thread before the record have landed when it
    * returns. Wraps: cuEventSynchronize. */
   synchronizeSync(): void {
-    native.eventSynchronize(this.#waitable('synchronizeSync'));
+    const status = native.eventSynchronize(this.#waitable('synchronizeSync'));
+    if (status !== 0) throw waitError(status, 'cuEventSynchronize', `device ${this.device.ordinal}`);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
 

@@ -55,6 +55,7 @@ std::pair<int, int> priority_range(int device) {
 
 StreamBox::~StreamBox() {
   retire();
+  dependencies.forget(device);
   never_throws("releasing a stream's ticket slot", [&] { release_ticket(ticket); });
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
@@ -107,6 +108,12 @@ std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priorit
 namespace {
 
 std::string describe(const StreamBox& box) { return "device " + std::to_string(box.device); }
+
+// Work queued on `box` waited on `devices` (and on what they waited on): Note [cross-device dependencies]. Called
+// after the work is queued.
+void depends_on(StreamBox& box, uint64_t devices) {
+  if (devices) box.owner().dependencies.add(devices, box.device);
+}
 
 // streamCreate(device, nonBlocking, priority) -> box
 Napi::Value stream_create(const Napi::CallbackInfo& info) {
@@ -170,21 +177,42 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// streamStatus(box) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure; never throws a CUDA error,
-// so the poll behind every wait can use it. Throws DestroyedError for a destroyed box.
+// streamStatus(box) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure, a wait_result for a fault of a
+// device its work waited on; never throws a CUDA error, so the poll behind every wait can use it. Throws
+// DestroyedError for a destroyed box.
 Napi::Value stream_status(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
-  return Napi::Number::New(info.Env(), query_stream(*box));
+  const DependencySnapshot seen = box->owner().dependencies.snapshot();
+  const CUresult status = query_stream(*box);
+  if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);
+  const DependencyFault fault = settle_dependencies(box->owner().dependencies, seen, box->device);
+  make_current_quiet(box->device);
+  return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
-// streamSynchronize(box): blocks the calling thread until the stream's work is done.
+// streamSynchronize(box) -> 0, or a wait_result for a fault of a device its work waited on: blocks the calling
+// thread until the stream's work is done. Throws CudaFailure when the work failed on its own device.
 Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
   make_current(box->device);
+  DeviceDependencies& dependencies = box->owner().dependencies;
+  const DependencySnapshot seen = dependencies.snapshot();
+  if (seen.devices) {
+    // Polled: once a device it waited on faults, cuStreamSynchronize would never return (Note [cross-device
+    // dependencies]).
+    const DependencyFault fault = poll_until_done(
+        [&] { return make_current_quiet(box->device) ? drv().cuStreamQuery(box->handle) : CUDA_ERROR_INVALID_CONTEXT; },
+        seen.devices);
+    make_current(box->device);
+    if (fault.code != CUDA_SUCCESS) return Napi::Number::New(info.Env(), wait_result(fault));
+  }
   check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
-  return info.Env().Undefined();
+  if (!seen.devices) return Napi::Number::New(info.Env(), 0);
+  const DependencyFault fault = settle_dependencies(dependencies, seen, box->device);
+  make_current_quiet(box->device);
+  return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
 // streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work; the event may belong
@@ -196,6 +224,7 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   Use<EventBox> use_event(*event, "Event", "waitEvent");
   make_current(box->device);
   check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, [&] { return std::string(describe(*box)); });
+  depends_on(*box, (event->device != box->device ? device_bit(event->device) : 0) | event->dependencies.devices());
   return info.Env().Undefined();
 }
 
@@ -225,6 +254,7 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   Use<StreamBox> use(*box, "Stream", "waitStream");
   make_current(box->device);
   check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
+  depends_on(*box, (other_device != box->device ? device_bit(other_device) : 0) | other->owner().dependencies.devices());
   return info.Env().Undefined();
 }
 

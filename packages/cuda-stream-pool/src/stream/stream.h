@@ -1,6 +1,7 @@
 // Stream boxes: a CUstream shared by every wrapper and thread that uses it. See Note [handle guard] in box.h.
 #pragma once
 #include "internal/box.h"
+#include "internal/device-faults.h"
 #include "internal/lock-order.h"
 
 #include <atomic>
@@ -71,6 +72,9 @@ struct StreamBox : Box {
     return box->lender ? box->lender : box;
   }
   bool shares_tickets() const { return owned && !handle_shared.load(std::memory_order_relaxed); }
+  // The other devices whose work the stream's queued work waited on (Note [cross-device dependencies] in
+  // internal/device-faults.h); kept on owner(), which names the driver stream, whichever wrapper queued the work.
+  DeviceDependencies dependencies;
   // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
   // that a wrapper made later, in any thread, needs no driver call: those calls fail while the stream captures.
   bool info_known = false;

@@ -4,7 +4,7 @@ import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type Box } from '../bin
 import { adopt } from '../binding/box-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
-import { landPending, waitFor, waitSignal } from './completion.js';
+import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import { Event, events } from './event.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { copyOnStream, fillOnStream, type CopyOptions, type FillOptions } from './copy.js';
@@ -231,7 +231,7 @@ export class Stream {
       return true;
     }
     if (status === NOT_READY) return false;
-    throw native.cudaError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
+    throw waitError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
   }
 
   /** Resolves once all work queued on the stream so far is done, without blocking the event loop. Settles at once
@@ -239,7 +239,8 @@ export class Stream {
    * (a ticket written by cuStreamWriteValue64 into mapped pinned memory, or a pooled event on devices without stream
    * memory operations and on the legacy stream), which the library's poller thread watches; finished waits wake
    * this thread in batches. Rejects with {@link CudaError} when the work failed (within about 10 ms of a sticky
-   * device fault), with `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph,
+   * device fault, also of another device whose work this stream waited on: see {@link Stream.waitEvent}), with
+   * `signal.reason` when aborted, with {@link CaptureError} while the stream is capturing a graph,
    * and with {@link DestroyedError} when called after destroy. A stream destroyed while the wait is pending still
    * settles: when its queued work completes, or with the fault.
    * Thread-safety: any thread. Wraps: cuStreamQuery, cuStreamWriteValue64 (or cuEventRecord). */
@@ -272,13 +273,16 @@ export class Stream {
   synchronizeSync(): void {
     const box = this.#use('synchronizeSync');
     requireNotCapturing(box, this, 'stream.synchronizeSync()');
-    native.streamSynchronize(box);
+    const status = native.streamSynchronize(box);
+    if (status !== 0) throw waitError(status, 'cuStreamSynchronize', `device ${this.device.ordinal}, stream ${this.id}`);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks
    * neither this stream's earlier work nor any thread. The event may belong to another device: work on this device
-   * then waits for work on that one, in the GPUs' own order (no host round trip).
+   * then waits for work on that one, in the GPUs' own order (no host round trip). Until a wait on this stream
+   * completes cleanly, a sticky fault of that device (or of a device the event's work waited on) makes this stream's
+   * waits reject with it: the work after this wait could not have run correctly.
    * A never-recorded event is complete, so nothing waits. An event recorded on a capturing stream forks this stream
    * into that capture (see {@link Stream.beginCapture}).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Event; {@link DestroyedError} when the stream or the event was
@@ -292,7 +296,8 @@ export class Stream {
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. `other` may
-   * be a stream of another device: work on this device then waits for work on that one, in the GPUs' own order.
+   * be a stream of another device: work on this device then waits for work on that one, in the GPUs' own order, and
+   * a sticky fault there reaches this stream's waits as with {@link Stream.waitEvent}.
    * When `other` is capturing a graph, this stream joins the capture (a fork; waiting the other way round joins it
    * back). Records an event on `other` (in its device's context) and waits on it: the calling thread keeps one such
    * event per device of `other`, recorded again on every call and destroyed when the thread ends (an internal event:
@@ -329,7 +334,9 @@ export class Stream {
    * peer access to the source's or the other way round ({@link Device.enablePeerAccess}) the bytes go directly over
    * NVLink or PCIe; otherwise the driver stages them through host memory, which is correct but slower (`bench micro`
    * shows both). Both buffers count the copy as a use on this stream, so freeing either one waits for it, whichever
-   * device the stream is on. Every other operand must be on the stream's device.
+   * device the stream is on. A source on another device makes this stream depend on that device's work: a sticky
+   * fault there reaches this stream's waits as with {@link Stream.waitEvent}. Every other operand must be on the
+   * stream's device.
    * Wraps: cuMemcpyDtoDAsync, cuMemcpyPeerAsync (between devices), cuMemcpyHtoDAsync, cuMemcpyDtoHAsync.
    * Thread-safety: any thread that has the operands. */
   copy(dst: CopyOperand, src: CopyOperand, options?: CopyOptions): void {
