@@ -43,20 +43,7 @@ const QUEUES_WORK = new Set([
 
 // Cases left out, each with why: a workload (or '*'), an entry point, a thread key (or '*'), an action (or '*'), and
 // a call number (or every call).
-const EXCLUDED: readonly { workload: string; entry: string; thread: string; action: Action | '*'; call?: number; why: string }[] = [
-  // Open, between the simulated driver and the library: work queued on device 1 (its stream's wait on device 0, the
-  // peer copy) faults device 1; device 0's stream waits on device 1's event, which the simulated driver then releases
-  // (on a GPU it would never complete), so device 0 copies bytes that were never written, and its wait, on a healthy
-  // device, resolves: wrong bytes without an error.
-  ...['cuStreamWaitEvent', 'cuMemcpyPeerAsync'].map((entry) => ({
-    workload: 'devices',
-    entry,
-    thread: 'main/1',
-    action: 'fault' as const,
-    call: 1,
-    why: 'a fault on device 1 lets device 0 read unwritten bytes through a cross-device wait, without an error',
-  })),
-];
+const EXCLUDED: readonly { workload: string; entry: string; thread: string; action: Action | '*'; call?: number; why: string }[] = [];
 
 // Whether EXCLUDED leaves out these cases: every call when `call` is not given, else that call.
 function excluded(workload: Workload, entry: string, thread: string, action: Action, call?: number): boolean {
