@@ -7,8 +7,8 @@
  * (`'cuStreamSynchronize'`); `sticky` is true for errors that leave the device's context unusable for the rest of
  * the process (illegal address, launch failure, ...): then `device.healthy` is false and every later wait on that
  * device rejects with such an error. Work of another device that waited on the faulted device's work rejects with
- * the same error, its message saying `(waiting on device N, which faulted)`; its own device stays healthy. `CUDA_ERROR_NOT_READY` is never thrown as an error, except by
- * {@link Event.elapsedMs}. */
+ * the same error, its message saying `(waiting on device N, which faulted)`; its own device stays healthy.
+ * `CUDA_ERROR_NOT_READY` is never thrown as an error, except by {@link Event.elapsedMs}. */
 export class CudaError extends Error {
   /** Always `'CudaError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CudaError';
