@@ -21,6 +21,7 @@ import {
 } from 'cuda-stream-pool';
 import { gpu, repositoryRoot, testKernels } from '../../support/gpu.js';
 import { startWorker } from '../../support/worker.js';
+import { flushNursery } from '#library/binding/box-lifetime.js';
 
 const N = 4096; // elements (u32) per buffer
 const BYTES = 4 * N;
@@ -360,6 +361,7 @@ test('a graph keeps its device buffer and pinned memory alive after they are dro
     exec = graph.instantiate();
     graph.destroy();
   })();
+  flushNursery(); // forgotten objects become collectable now, not at the nursery's next flush
   for (let i = 0; i < 10; i++) {
     gc();
     await new Promise((resolve) => setImmediate(resolve));

@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads';
 
 import { cuda, CudaError, currentStream, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
+import { flushNursery } from '#library/binding/box-lifetime.js';
 
 const workerUrl = new URL('../../workers/memory-worker.js', import.meta.url);
 const ONE = 0x3f800000; // 1.0f
@@ -295,6 +296,7 @@ test('forgotten buffers are freed by their finalizers and deviceBytes returns', 
     for (let i = 0; i < 100; i++) stream.fill(DeviceBuffer.alloc(65536, { stream }), 1);
   })();
   assert.equal(cuda.liveObjects().deviceBytes, before + 100 * 65536);
+  flushNursery(); // forgotten objects become collectable now, not at the nursery's next flush
   for (let i = 0; i < 40 && cuda.liveObjects().deviceBytes > before; i++) {
     gc();
     await new Promise((resolve) => setImmediate(resolve));

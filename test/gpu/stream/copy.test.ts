@@ -7,12 +7,14 @@ import { test } from 'node:test';
 import { DestroyedError, DeviceBuffer, Event, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { copyOnStream, fillOnStream } from '#library/stream/copy.js';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
+import { flushNursery } from '#library/binding/box-lifetime.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 const fakeStream = {} as Stream;
 
 /** Resolves after pending immediates (where ArrayBuffer finalizers run) and a GC. */
 async function collectGarbage(): Promise<void> {
+  flushNursery(); // forgotten objects become collectable now, not at the nursery's next flush
   for (let i = 0; i < 3; i++) {
     gc?.();
     await new Promise((resolve) => setImmediate(resolve));

@@ -7,6 +7,7 @@ import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, Event, Stream, S
 import { gpu, MS, overlaps, testKernels } from '../../support/gpu.js';
 import { Stamps } from '../../support/stamps.js';
 import { runChild } from '../../support/child.js';
+import { flushNursery } from '#library/binding/box-lifetime.js';
 
 const workerUrl = new URL('../../workers/stream-worker.js', import.meta.url);
 
@@ -411,6 +412,7 @@ test('forgotten streams and events are destroyed by their finalizers', gpu, asyn
   })();
   assert.equal(cuda.liveObjects().streams, before.streams + 100);
   assert.equal(cuda.liveObjects().events, before.events + 100);
+  flushNursery(); // forgotten objects become collectable now, not at the nursery's next flush
   for (let i = 0; i < 20 && cuda.liveObjects().streams > before.streams; i++) {
     gc();
     await new Promise((resolve) => setImmediate(resolve));
