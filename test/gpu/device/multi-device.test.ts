@@ -259,3 +259,16 @@ test('DeviceBuffer.alloc() with a stream of device 1 and no device allocates on 
   assert.equal(buffer.device, Device.get(1));
   assert.throws(() => DeviceBuffer.alloc(256, { stream, device: 0 }), { code: 'ERR_INVALID_ARG_VALUE', message: '"options.stream" is on device 1, but "options.device" is device 0.' });
 });
+
+test('Stream.fromHandle() of a library stream on device 1 takes its device when none is given and refuses another', two, () => {
+  const owner = Stream.create({ device: 1 });
+  const wrapper = Stream.fromHandle(owner.handle);
+  assert.equal(wrapper.device.ordinal, 1);
+  assert.equal(wrapper.id, owner.id);
+  assert.throws(() => Stream.fromHandle(owner.handle, 0), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: /"device" is device 0, but the handle is of a stream this library created on device 1/,
+  });
+  owner.destroy();
+  assert.throws(() => wrapper.query(), { name: 'DestroyedError' }, 'tied to the library stream, not a foreign handle');
+});

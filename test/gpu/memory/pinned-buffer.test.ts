@@ -26,6 +26,11 @@ test('PinnedBuffer.alloc() accepts 1 to 2**32 - 1 bytes and says so', () => {
       message: `"byteLength" must be an integer from 1 to 4294967295; received ${bad} (number).`,
     });
   assert.throws(() => PinnedBuffer.alloc('8' as never), { code: 'ERR_INVALID_ARG_TYPE' });
+  for (const options of [{ device: 1 }, 'x', 5])
+    assert.throws(() => (PinnedBuffer.alloc as (bytes: number, options: unknown) => PinnedBuffer)(16, options), {
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: /^"options" is not taken: PinnedBuffer.alloc\(\) has only byteLength/,
+    });
 });
 
 test('without a driver the pinned cache is empty: cacheInfo() reports 0 bytes and trimCache() releases 0', async () => {

@@ -83,6 +83,8 @@ export interface NativeBinding {
 
   streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
   streamBorrow(device: number, handle: bigint): Box;
+  /** The device of the live library stream with this handle, or -1. */
+  streamOwnerDevice(handle: bigint): number;
   streamShareHandle(box: Box): void;
   /** The start of a stream's wait, in one call. Returns 0: the work is done, nothing registered; NOT_READY: a marker
    * is queued and `token` is reported once the work is done; -1 or -2: the stream is capturing, nothing queued (the

@@ -7,7 +7,7 @@ import { adopt } from '../binding/box-lifetime.js';
 import { driverState } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { privateState, register } from '../internal/handles.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, outOfRange, validateInteger } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger } from '../internal/validate.js';
 
 /** The largest PinnedBuffer: 2**32 - 1 bytes, the largest typed array Node 20 can make. */
 const MAX_PINNED_BYTES = 2 ** 32 - 1;
@@ -120,12 +120,15 @@ export class PinnedBuffer {
   /** Takes `byteLength` bytes of pinned host memory from the library's cache; allocates new pinned memory
    * (cuMemHostAlloc, slow: about 47 ms for 64 MiB on an H200) only when no idle block fits.
    * @param byteLength - an integer from 1 to 2**32 - 1 (the largest typed array Node 20 can make).
-   * @throws `RangeError` ERR_OUT_OF_RANGE for a bad size; {@link CudaUnavailableError} without a GPU;
+   * @throws `RangeError` ERR_OUT_OF_RANGE for a bad size; `TypeError` ERR_INVALID_ARG_VALUE for a second argument; {@link CudaUnavailableError} without a GPU;
    * {@link CudaError} CUDA_ERROR_OUT_OF_MEMORY when the system cannot pin that much.
    * Wraps: cuMemHostAlloc (CU_MEMHOSTALLOC_PORTABLE: usable with every device). Thread-safety: any thread.
    * Lifetime: owned; `free()` or `using`; the ArrayBuffer's finalizer returns forgotten memory to the cache. */
-  static alloc(byteLength: number): PinnedBuffer {
+  static alloc(byteLength: number, ...rest: never[]): PinnedBuffer {
     validateInteger(byteLength, 'byteLength', 1, MAX_PINNED_BYTES);
+    // It takes no options: one given (a device, as ManagedBuffer.alloc takes) is refused, not silently ignored.
+    if (rest.length > 0 && rest[0] !== undefined)
+      throw invalidValue('options', 'is not taken: PinnedBuffer.alloc() has only byteLength (pinned blocks are portable: usable with every device).');
     const { box, buffer } = native.pinnedAlloc(byteLength);
     return new PinnedBuffer(internalConstruction, box, buffer);
   }

@@ -471,7 +471,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
   end(lease: StreamLease<S>, slot: number, view: S | undefined): void {
     if (view !== undefined) {
       if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
-      this.#slots.retire(view, 'belongs to a StreamLease that was released');
+      // A lease ended by its pool's end says so: its holder released nothing.
+      this.#slots.retire(view, this.#detached === undefined ? 'belongs to a StreamLease that was released' : `belongs to a StreamPool that ${this.#detached}`);
     }
     if (this.#young[slot] === lease) this.#young[slot] = undefined;
     else this.#reclaimer.unregister(lease);

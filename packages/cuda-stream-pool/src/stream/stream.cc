@@ -130,6 +130,19 @@ Napi::Value stream_share_handle(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// streamOwnerDevice(handle: bigint) -> the device of the live library stream with this handle, or -1 for a handle the
+// library does not own (Note [borrowed library streams]).
+Napi::Value stream_owner_device(const Napi::CallbackInfo& info) {
+  const auto handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[0])));
+  std::shared_ptr<StreamBox> owner;
+  {
+    std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
+    auto it = owned_streams().boxes.find(handle);
+    if (it != owned_streams().boxes.end()) owner = it->second.lock();
+  }
+  return Napi::Number::New(info.Env(), owner && !owner->Box::retired() ? owner->device : -1);
+}
+
 // streamBorrow(device, handle: bigint) -> box that never destroys the driver stream
 Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
@@ -285,6 +298,7 @@ Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
 const Export kStreamExports[] = {
     {"streamCreate", "number, boolean, number", entry<stream_create>},
     {"streamBorrow", "number, bigint", entry<stream_borrow>},
+    {"streamOwnerDevice", "bigint", entry<stream_owner_device>},
     {"streamShareHandle", "box", entry<stream_share_handle>},
     {"streamInfo", "box", entry<stream_info>},
     {"streamStatus", "box", entry<stream_status>},

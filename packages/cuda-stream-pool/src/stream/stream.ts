@@ -206,17 +206,24 @@ export class Stream {
   /** Wraps a stream created elsewhere (another CUDA library). Borrowed: the caller keeps the stream alive until
    * this wrapper is destroyed and every use of it is done; `destroy()` never destroys the driver stream.
    * The handle is trusted: the driver gives no way to check it, so it must belong to `device`. A handle of a stream
-   * this library owns (`Stream.create()` or a pool's, made in any thread, on `device`) is tied to that stream instead:
-   * once it is destroyed, this wrapper's calls throw {@link DestroyedError}, and buffers it used are freed after that
-   * stream's last work.
+   * this library owns (`Stream.create()` or a pool's, made in any thread) is tied to that stream instead: once it is
+   * destroyed, this wrapper's calls throw {@link DestroyedError}, and buffers it used are freed after that stream's
+   * last work.
    * @param handle - a `CUstream` as a bigint; 0n is rejected (use {@link Stream.legacy}).
-   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-bigint, ERR_INVALID_ARG_VALUE for 0n. */
+   * @param device - the stream's device. @defaultValue the device of the library's stream when the handle is one,
+   * else device 0
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-bigint, ERR_INVALID_ARG_VALUE for 0n, or for a `device` other
+   * than that of the library's stream the handle belongs to. */
   static fromHandle(handle: bigint, device?: Device | number): Stream {
     if (typeof handle !== 'bigint') throw invalidType('handle', 'a bigint', handle, typeof handle === 'number' ? 'Pass BigInt(value).' : '');
     if (handle === 0n) throw invalidValue('handle', 'must not be 0n: 0 is ambiguous; use Stream.legacy() or Stream.perThread().');
     if (handle < 0n || handle >= 2n ** 64n) throw invalidValue('handle', `must be a CUstream value from 1n to 2n ** 64n - 1n; received ${handle}n.`);
-    const d = resolveDevice(device, 'device');
-    return new Stream(internalConstruction, native.streamBorrow(d.ordinal, handle), d, 'borrowed');
+    const d = device === undefined ? undefined : resolveDevice(device, 'device');
+    const owner = native.streamOwnerDevice(handle);
+    if (owner >= 0 && d !== undefined && d.ordinal !== owner)
+      throw invalidValue('device', `is device ${d.ordinal}, but the handle is of a stream this library created on device ${owner}; pass ${owner} or leave it out.`);
+    const on = d ?? (owner >= 0 ? Device.get(owner) : resolveDevice(undefined, 'device'));
+    return new Stream(internalConstruction, native.streamBorrow(on.ordinal, handle), on, 'borrowed');
   }
 
   /** True when all work queued so far is done; false while any is pending. Never blocks.
