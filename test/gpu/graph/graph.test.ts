@@ -509,3 +509,28 @@ test('beginCapture() on a shared getStream() stream is refused with a hint to le
     owned.endCapture().destroy();
   }
 });
+
+test('freeing a buffer that a capturing stream used is a CaptureError that changes nothing; after the capture the free works', gpu, async () => {
+  using a = Stream.create();
+  using b = Stream.create();
+  const buffer = DeviceBuffer.alloc(64, { stream: a });
+  a.fill(buffer, 7);
+  b.waitStream(a);
+  using pinned = PinnedBuffer.alloc(64);
+  b.beginCapture();
+  b.copy(pinned, buffer);
+  for (const free of [() => buffer.free(), () => buffer.free({ stream: a })])
+    assert.throws(free, (error: unknown) => error instanceof CaptureError && error.operation === 'DeviceBuffer.free()' && error.streamId === b.id);
+  await assert.rejects(buffer[Symbol.asyncDispose](), (error: unknown) => error instanceof CaptureError && error.streamId === b.id);
+  assert.equal(buffer.freed, false);
+  const graph = b.endCapture();
+  using exec = graph.instantiate();
+  graph.destroy();
+  exec.launch(b);
+  await b.synchronize();
+  assert.deepEqual(pinned.bytes, new Uint8Array(64).fill(7), 'the capture was not harmed');
+  const before = cuda.liveObjects().deviceBytes;
+  buffer.free();
+  assert.equal(buffer.freed, true);
+  assert.equal(cuda.liveObjects().deviceBytes, before - 64);
+});

@@ -170,7 +170,9 @@ export interface NativeBinding {
 
   deviceBufferAlloc(stream: Box, bytes: number): Box;
   deviceBufferPointer(buffer: Box): bigint;
-  deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | undefined;
+  /** The completion marker (wantMarker), else undefined; or, refused because a stream that used the buffer is
+   * capturing, that stream's capture status negated (-1, -2), with its id in `facts[1]`. */
+  deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | -1 | -2 | undefined;
   deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
   deviceBufferShare(buffer: Box): bigint;
   /** Undefined for an id that share() never gave. */

@@ -268,13 +268,30 @@ Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(unwrap_box<DeviceBufferBox>(info[0])->ptr));
 }
 
-// deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined.
-// The buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
+// deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined;
+// or, refusing the free while a stream that used the buffer is capturing, that stream's capture status negated. The
+// buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
 // sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
-  fact_scratch(env)[0] = static_cast<uint64_t>(buffer->ptr);
+  uint64_t* facts = fact_scratch(env);
+  facts[0] = static_cast<uint64_t>(buffer->ptr);
+  // A use on a stream that is capturing: the free would record an event into that capture and make another stream
+  // wait on it, which the driver refuses with an isolation error that invalidates the capture. Refused before
+  // anything changes (Note [capture safety] in stream/capture.ts): -status, the stream's id in the fact scratch.
+  if (!buffer->retired()) {
+    std::lock_guard<OrderedMutex> lock(buffer->uses_mutex);
+    for (BufferUse& use : buffer->uses) {
+      TryUse alive(*use.stream);
+      if (!alive.alive()) continue;
+      if (const int status = capture_status(*use.stream)) {
+        facts[1] = use.stream->info_known ? use.stream->id : 0;
+        make_current_quiet(buffer->device);  // the capture check may have visited another device's context
+        return Napi::Number::New(env, -status);
+      }
+    }
+  }
   std::shared_ptr<StreamBox> target = info[1].IsUndefined() ? nullptr : unwrap_box<StreamBox>(info[1]);
   std::shared_ptr<EventBox> marker;
   if (info[2].As<Napi::Boolean>().Value() && device_fault(buffer->device) == CUDA_SUCCESS)

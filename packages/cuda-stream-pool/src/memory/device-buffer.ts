@@ -8,7 +8,7 @@ import { waitFor } from '../stream/completion.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamBox, streamHandle } from '../stream/stream.js';
 import { deviceBuffers, register, streams } from '../internal/handles.js';
-import { noteCaptured, requireNotCapturing } from '../stream/capture.js';
+import { captureRefusal, noteCaptured, requireNotCapturing } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
@@ -429,11 +429,20 @@ export class DeviceBuffer {
     const freeStream = o.stream ?? this.#stream;
     if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
+    let refused = 0;
     try {
-      native.deviceBufferFree(this.#box, target, false);
+      refused = DeviceBuffer.#refusal(native.deviceBufferFree(this.#box, target, false));
     } finally {
-      this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
+      if (refused !== 0) this.#freed = undefined;
+      else this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
     }
+    if (refused !== 0) throw captureRefusal(refused, facts[1]!, 'DeviceBuffer.free()');
+  }
+
+  /** The capture status (1 or 2) of a stream that used the buffer, when the native free refused because that stream
+   * is capturing (it returns the status negated); else 0. */
+  static #refusal(result: Box | number | undefined): number {
+    return typeof result === 'number' && result < 0 ? -result : 0;
   }
 
   /** Same as `free()`. */
@@ -448,9 +457,15 @@ export class DeviceBuffer {
     if (this.#borrowed || this.#parent) return this.free();
     if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
-    const marker = native.deviceBufferFree(this.#box, undefined, true);
+    const result = native.deviceBufferFree(this.#box, undefined, true);
+    const refused = DeviceBuffer.#refusal(result);
+    if (refused !== 0) {
+      this.#freed = undefined;
+      throw captureRefusal(refused, facts[1]!, 'DeviceBuffer.free()');
+    }
     this.#ptr ??= facts[0]!;
-    if (!marker) return;
+    if (result === undefined) return;
+    const marker = result as Box;
     try {
       await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
     } finally {
