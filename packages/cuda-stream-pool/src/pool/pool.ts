@@ -96,8 +96,9 @@ let opening: { description: PoolDescription; device: Device; owner: boolean } | 
  * other threads. Once the creating thread is gone (a worker that exited), the last of those objects to detach
  * destroys the pool and its streams at once. A pool no thread can reach any more (no StreamPool object, stream or
  * lease of it) is destroyed by a finalizer; keep the owner alive until workers have attached. A lease that neither
- * its holder nor anything else can reach (the lease and its stream) goes back to the pool after a garbage
- * collection (`stats().leasesReclaimed`).
+ * its holder nor anything else can reach (the lease and its stream) goes back to the pool at the first garbage
+ * collection once it has been held 250 ms (`stats().leasesReclaimed`); a younger forgotten lease waits until then,
+ * so a thread that forgets a lease and at once waits for every stream may end as a program waiting for itself.
  *
  * Thread-safety: every method is safe against concurrent calls from any thread sharing the pool, including a
  * concurrent `destroy()`. A StreamPool object, its leases and its stream wrappers belong to one thread; other
