@@ -321,7 +321,9 @@ struct ThreadCalls {
 };
 
 std::mutex threads_mutex;
-std::vector<ThreadCalls*> all_threads;  // every thread that called the driver, by first call; never freed
+// Containers that stream threads may still touch while exit() runs static destructors live on the heap and are never
+// destroyed: a process that exits with simulated work running must not crash in the simulator.
+std::vector<ThreadCalls*>& all_threads = *new std::vector<ThreadCalls*>();  // by first call; never freed
 
 // SIMULATED_DRIVER_COUNTS=<file>: at exit, the calls of each thread (as the rules name it) of each entry point, as
 // JSON: {"main/1": {"cuInit": 1, ...}, "csp-poller/1": {...}}. The fault sweep reads it to pick the calls to fail.
@@ -361,7 +363,7 @@ bool counting() {
 }
 
 ThreadCalls& thread_calls() {
-  static std::unordered_map<std::string, int> seen;
+  static auto& seen = *new std::unordered_map<std::string, int>();  // never destroyed, as `blocks`
   thread_local ThreadCalls* calls = nullptr;
   if (!calls) {
     calls = new ThreadCalls;
@@ -483,7 +485,7 @@ thread_local Device* current = nullptr;
 
 // Contexts made with cuCtxCreate beside the primary ones (under handles_mutex): a device of their own, with no work
 // of the library's, so work on its streams queued while one is current is refused as under any other context.
-std::unordered_set<Device*> foreign_contexts;
+std::unordered_set<Device*>& foreign_contexts = *new std::unordered_set<Device*>();
 
 // Every completed operation and every fault wakes the blocking waits, which then check what they wait for.
 std::mutex progress_mutex;
@@ -540,8 +542,8 @@ struct Block {
 };
 
 std::mutex memory_mutex;
-std::map<uintptr_t, Block> blocks;  // by base address, freed ones included while quarantined
-std::deque<uintptr_t> quarantine;
+std::map<uintptr_t, Block>& blocks = *new std::map<uintptr_t, Block>();  // by base address, freed ones included while quarantined
+std::deque<uintptr_t>& quarantine = *new std::deque<uintptr_t>();
 size_t quarantined_bytes = 0;
 constexpr size_t kQuarantineBytes = 256u << 20;
 constexpr size_t kDeviceBytes = 16ull << 30;  // each device's memory
@@ -554,8 +556,8 @@ struct MemoryPool {
   size_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
 };
 std::vector<MemoryPool>& memory_pools() {
-  static std::vector<MemoryPool> pools(device_count());
-  return pools;
+  static auto* pools = new std::vector<MemoryPool>(device_count());  // never destroyed, as `blocks`
+  return *pools;
 }
 
 size_t whole_pages(size_t size) { return std::max<size_t>((size + 4095) / 4096 * 4096, 4096); }
@@ -829,7 +831,7 @@ struct Stream {
 };
 
 std::mutex handles_mutex;
-std::unordered_set<const void*> live_handles;
+std::unordered_set<const void*>& live_handles = *new std::unordered_set<const void*>();
 
 // Ends a handle's life; false, with `complaint` on stderr, when it was not alive (destroyed, or never made).
 bool forget(const void* handle, const char* complaint) {
