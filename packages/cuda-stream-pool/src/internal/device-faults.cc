@@ -146,4 +146,21 @@ DependencyFault poll_until_done(const std::function<CUresult()>& query, uint64_t
   }
 }
 
+DependencyFault synchronize_with_dependencies(DeviceDependencies& set, int device, int home,
+                                              const std::function<CUresult()>& query, const std::function<void()>& block) {
+  const DependencySnapshot seen = set.snapshot();
+  if (seen.devices) {
+    // Polled: once a device the work waited on faults, the driver's blocking wait would never return (Note
+    // [cross-device dependencies]).
+    const DependencyFault fault = poll_until_done(query, seen.devices);
+    make_current(device);
+    if (fault.code != CUDA_SUCCESS) return fault;
+  }
+  block();
+  if (!seen.devices) return {};
+  const DependencyFault fault = settle_dependencies(set, seen, home);
+  make_current_quiet(device);
+  return fault;
+}
+
 }  // namespace csp

@@ -96,6 +96,13 @@ DependencyFault settle_dependencies(DeviceDependencies& set, const DependencySna
 // NOT_READY (the caller then learns the outcome in its usual way).
 DependencyFault poll_until_done(const std::function<CUresult()>& query, uint64_t devices);
 
+// A blocking wait on `device`'s work that may have waited on other devices (streamSynchronize, eventSynchronize):
+// polled with `query` while `set` holds devices (poll_until_done), then `block`, the driver's own wait (it throws
+// CudaFailure when the work failed on `device`), then the devices asked (settle_dependencies with `home`). Returns the
+// fault of a device the work waited on, or none. `device`'s context is current on return.
+DependencyFault synchronize_with_dependencies(DeviceDependencies& set, int device, int home,
+                                              const std::function<CUresult()>& query, const std::function<void()>& block);
+
 // A wait's result as JS receives it: the CUresult, or, when the fault is another device's that the work waited on,
 // that CUresult plus (device + 1) * 65536 (waitError in stream/completion.ts decodes it).
 inline double wait_result(CUresult code, int dependency) {

@@ -81,20 +81,13 @@ Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   Use<EventBox> use(*event, "Event", "synchronizeSync");
   make_current(event->device);
-  const DependencySnapshot seen = event->dependencies.snapshot();
-  if (seen.devices) {
-    // Polled, as streamSynchronize is (Note [cross-device dependencies] in internal/device-faults.h).
-    const DependencyFault fault = poll_until_done(
-        [&] { return make_current_quiet(event->device) ? drv().cuEventQuery(event->handle) : CUDA_ERROR_INVALID_CONTEXT; },
-        seen.devices);
-    make_current(event->device);
-    if (fault.code != CUDA_SUCCESS) return Napi::Number::New(info.Env(), wait_result(fault));
-  }
-  check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
-        [&] { return std::string("device " + std::to_string(event->device)); });
-  if (!seen.devices) return Napi::Number::New(info.Env(), 0);
-  const DependencyFault fault = settle_dependencies(event->dependencies, seen, -1);
-  make_current_quiet(event->device);
+  const DependencyFault fault = synchronize_with_dependencies(
+      event->dependencies, event->device, -1,
+      [&] { return make_current_quiet(event->device) ? drv().cuEventQuery(event->handle) : CUDA_ERROR_INVALID_CONTEXT; },
+      [&] {
+        check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
+              [&] { return std::string("device " + std::to_string(event->device)); });
+      });
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 

@@ -210,21 +210,10 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
   make_current(box->device);
-  DeviceDependencies& dependencies = box->owner().dependencies;
-  const DependencySnapshot seen = dependencies.snapshot();
-  if (seen.devices) {
-    // Polled: once a device it waited on faults, cuStreamSynchronize would never return (Note [cross-device
-    // dependencies]).
-    const DependencyFault fault = poll_until_done(
-        [&] { return make_current_quiet(box->device) ? drv().cuStreamQuery(box->handle) : CUDA_ERROR_INVALID_CONTEXT; },
-        seen.devices);
-    make_current(box->device);
-    if (fault.code != CUDA_SUCCESS) return Napi::Number::New(info.Env(), wait_result(fault));
-  }
-  check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); });
-  if (!seen.devices) return Napi::Number::New(info.Env(), 0);
-  const DependencyFault fault = settle_dependencies(dependencies, seen, box->device);
-  make_current_quiet(box->device);
+  const DependencyFault fault = synchronize_with_dependencies(
+      box->owner().dependencies, box->device, box->device,
+      [&] { return make_current_quiet(box->device) ? drv().cuStreamQuery(box->handle) : CUDA_ERROR_INVALID_CONTEXT; },
+      [&] { check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); }); });
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
