@@ -44,6 +44,7 @@
         "src/internal/landing.cc",
         "src/internal/gates.cc",
         "src/internal/handle-table.cc",
+        "src/internal/submission.cc",
         "src/internal/glibc-compat.cc"
       ]
     }

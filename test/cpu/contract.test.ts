@@ -139,11 +139,11 @@ function cppExports(): { rows: Row[]; values: string[] } {
     for (const table of text.matchAll(/const Export (\w+)\[\] = \{([\s\S]*?)\n\};/g)) {
       const body = table[2]!.replace(/\/\/[^\n]*/g, '');
       let rest = body;
-      for (const row of body.matchAll(/\{\s*"(\w+)",\s*"([^"]*)",\s*(?:entry|plain)<(\w+)(?:<[^<>]*>)?>\s*\}/g)) {
+      for (const row of body.matchAll(/\{\s*"(\w+)",\s*"([^"]*)",\s*(?:entry|unordered|plain)<(\w+)(?:<[^<>]*>)?>\s*\}/g)) {
         rows.push({ name: row[1]!, kinds: row[2]!.split(',').map((k) => k.trim()).filter((k) => k !== ''), fn: row[3]!, file });
         rest = rest.replace(row[0], '');
       }
-      assert.match(rest, /^[\s,]*$/, `${file}: ${table[1]} has rows that are not {"name", "kinds", entry<function>}: ${rest.trim()}`);
+      assert.match(rest, /^[\s,]*$/, `${file}: ${table[1]} has rows that are not {"name", "kinds", entry<function>} (or unordered<function>, plain<function>): ${rest.trim()}`);
     }
     for (const set of blankComments(text).matchAll(/exports\.Set\(/g)) {
       const name = /^exports\.Set\("(\w+)",\s*Napi::(Number|String|Boolean)::New/.exec(text.slice(set.index!));

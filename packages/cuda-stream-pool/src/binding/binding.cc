@@ -3,8 +3,12 @@
 #include <atomic>
 
 #include "binding/binding.h"
+#include "internal/submission.h"
 
 namespace csp {
+
+AddonData::AddonData() = default;
+AddonData::~AddonData() = default;
 
 HandleTable& handle_table(napi_env env) {
   void* data = nullptr;
@@ -44,10 +48,10 @@ Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
 }
 
 const Export kHandleExports[] = {
-    {"handleRelease", "number, boolean", entry<handle_release>},
-    {"handleTrack", "number", entry<handle_track>},
-    {"handleCount", "", entry<handle_count>},
-    {"factScratch", "object", entry<fact_scratch>},
+    {"handleRelease", "number, boolean", unordered<handle_release>},
+    {"handleTrack", "number", unordered<handle_track>},
+    {"handleCount", "", unordered<handle_count>},
+    {"factScratch", "object", unordered<fact_scratch>},
 };
 
 }  // namespace
@@ -80,6 +84,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_synchronizer(env, exports);
   register_managed(env, exports);
   register_graph(env, exports);
+  register_submission(env, exports);
   return exports;
 }
 

@@ -13,6 +13,7 @@
 namespace csp {
 
 struct Channel;        // completion.h
+class Submitter;       // internal/submission.h
 struct Synchronizers;  // synchronizer.h
 
 struct AddonData {
@@ -21,8 +22,12 @@ struct AddonData {
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
   uint64_t* facts = nullptr;  // the environment's fact scratch (Note [fact scratch]), set by JS at load
-  // Last, so that it goes first at teardown, while the rest is still here for the forget actions it runs.
   HandleTable handles;
+  // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
+  std::unique_ptr<Submitter> submitter;  // deferred mode only, made on first record (internal/submission.h)
+
+  AddonData();
+  ~AddonData();
 
   static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 };
@@ -44,10 +49,17 @@ struct Export {
   Napi::Function (*make)(Napi::Env env, const char* name, void* data);
 };
 
-// Wraps an N-API callback so that CudaFailure/Destroyed/Unavailable reach JS as their public classes.
-template <Napi::Value (*F)(const Napi::CallbackInfo&)>
+// Waits until everything the environment recorded was issued (Note [deferred submission] in
+// internal/submission.h); nothing to do in direct mode.
+void issue_recorded(Napi::Env env);
+
+// Wraps an N-API callback so that CudaFailure/Destroyed/Unavailable reach JS as their public classes. `Ordered`: the
+// call first waits until everything this environment recorded was issued (every call but the recording ones and
+// pure bookkeeping, Note [deferred submission]).
+template <Napi::Value (*F)(const Napi::CallbackInfo&), bool Ordered = true>
 Napi::Value js_entry(const Napi::CallbackInfo& info) {
   try {
+    if (Ordered) issue_recorded(info.Env());
     return F(info);
   } catch (const Napi::Error&) {
     throw;
@@ -60,6 +72,12 @@ Napi::Value js_entry(const Napi::CallbackInfo& info) {
 template <Napi::Value (*F)(const Napi::CallbackInfo&)>
 Napi::Function entry(Napi::Env env, const char* name, void* data) {
   return Napi::Function::New<js_entry<F>>(env, name, data);
+}
+
+// A function that records stream-ordered work (or makes no driver call): it does not wait for recorded work first.
+template <Napi::Value (*F)(const Napi::CallbackInfo&)>
+Napi::Function unordered(Napi::Env env, const char* name, void* data) {
+  return Napi::Function::New<js_entry<F, false>>(env, name, data);
 }
 
 // A function that must run without js_entry (it registers or builds the error factory's errors itself).
@@ -100,5 +118,6 @@ void register_nvrtc(Napi::Env env, Napi::Object exports);
 void register_synchronizer(Napi::Env env, Napi::Object exports);
 void register_managed(Napi::Env env, Napi::Object exports);
 void register_graph(Napi::Env env, Napi::Object exports);
+void register_submission(Napi::Env env, Napi::Object exports);
 
 }  // namespace csp

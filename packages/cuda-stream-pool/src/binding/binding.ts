@@ -35,6 +35,30 @@ export interface CompletionStats {
   markersEnqueued: number;
 }
 
+/**
+ * How this thread's stream-ordered calls reach the driver, and its submission thread's counters (see
+ * `cuda.submission()`). Counters only grow.
+ */
+export interface SubmissionStats {
+  /** `deferred`: operations on the library's own streams are recorded and issued by a native submission thread
+   * (`CUDA_STREAM_POOL_SUBMISSION=deferred`); `direct`: every call reaches the driver from the calling thread. */
+  mode: 'direct' | 'deferred';
+  /** Operations this thread recorded. */
+  recorded: number;
+  /** Of those, how many its submission thread issued or dropped. */
+  issued: number;
+  /** Operations dropped because an earlier one on their stream had failed and no wait had reported it yet. */
+  dropped: number;
+  /** Operations whose driver call failed (each errored its stream). */
+  failed: number;
+  /** How often the submission thread parked with nothing to do. */
+  parks: number;
+  /** Records that waited for room in a full queue. */
+  waitsForRoom: number;
+  /** Calls that waited for recorded operations to be issued first (a query, a blocking wait, a free, `cuda.flush()`). */
+  flushWaits: number;
+}
+
 /** A native handle box (stream, event, module, kernel, ...) as JS holds it: a number naming a slot of this thread's
  * handle table, checked on every use (Note [handle table] in src/internal/handle-table.h). Opaque to TypeScript. */
 export type Box = number & { readonly __box: unique symbol };
@@ -99,6 +123,8 @@ export interface NativeBinding {
   streamStatus(stream: Box): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
   streamSynchronize(stream: Box): number;
+  /** Throws, once, the CudaError of recorded work on the stream that failed (deferred submission); else nothing. */
+  streamThrowFailure(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;
   /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
   streamWaitStream(stream: Box, other: Box): void;
@@ -127,7 +153,11 @@ export interface NativeBinding {
   eventElapsed(start: Box, end: Box): number;
   eventDestroy(event: Box): void;
 
-  completionInit(dispatch: (tokens: number[], results: number[]) => void): void;
+  /** results[i]: 0, a CUresult (or a wait_result), or the CudaError of recorded work that failed. */
+  completionInit(dispatch: (tokens: number[], results: (number | Error)[]) => void): void;
+  /** Issues everything this thread recorded (deferred submission); nothing in direct mode. */
+  submissionFlush(): void;
+  submissionStats(): SubmissionStats;
   completionFlush(): number;
   completionStats(): CompletionStats;
   completionMarker(device: number): 'ticket' | 'event';
@@ -281,6 +311,8 @@ function unavailableBinding(reason: string): NativeBinding {
     claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
+    submissionFlush: () => {},
+    submissionStats: () => ({ mode: 'direct', recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {

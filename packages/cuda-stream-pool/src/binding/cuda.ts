@@ -1,5 +1,5 @@
 // Process-wide facts about the CUDA driver: whether it can be used, why not, its version, live-object counts.
-import { native } from './binding.js';
+import { native, type SubmissionStats } from './binding.js';
 import { CudaUnavailableError } from './errors.js';
 
 let state: ReturnType<typeof native.driverState> | undefined;
@@ -71,6 +71,23 @@ export const cuda = {
   get driverVersionString(): string | undefined {
     const version = driverState().driverVersion;
     return version === undefined ? undefined : `${Math.floor(version / 1000)}.${Math.floor((version % 1000) / 10)}`;
+  },
+  /**
+   * Issues to the driver every operation this thread recorded, and returns once they are issued (not done: await a
+   * stream or event for that). Only deferred submission (`CUDA_STREAM_POOL_SUBMISSION=deferred`) records; there, a
+   * copy, fill, launch, event record or stream wait on a stream the library created is queued for the thread's
+   * submission thread. Call it before handing a raw handle or pointer to code that calls the driver itself (another
+   * library), so that its calls come after yours. Every other call of this library that reads or changes driver state
+   * does this first by itself. In direct mode it does nothing. Never throws once the native addon loaded.
+   * Source: the library's deferred submission (a queue per thread, issued in order by one native thread).
+   */
+  flush(): void {
+    native.submissionFlush();
+  },
+  /** This thread's submission mode and its submission thread's counters ({@link SubmissionStats}). Never opens the
+   * driver; never throws. */
+  submission(): SubmissionStats {
+    return native.submissionStats();
   },
   /** Counts of live objects, process-wide across threads. Never opens the driver. */
   liveObjects(): LiveObjects {

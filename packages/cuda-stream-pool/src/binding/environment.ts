@@ -24,14 +24,19 @@ const settings: readonly Setting[] = [
     takes: `a whole number of bytes from ${STAGING_CHUNK_BYTES} (one staging chunk) to 2**53, in digits; the cap stays 67108864 (64 MiB)`,
   },
   {
+    name: 'CUDA_STREAM_POOL_SUBMISSION',
+    accepts: (value) => value === 'direct' || value === 'deferred',
+    takes: '`deferred` (a native thread per JS thread issues the stream-ordered calls it records) or `direct` (the default: every call goes to the driver from the calling thread)',
+  },
+  {
     name: 'CUDA_STREAM_POOL_CHECK_LOCK_ORDER',
     accepts: (value) => value === '0' || value === '1',
     takes: '`1` (abort on a native mutex taken out of order) or `0`',
   },
   {
     name: 'CUDA_STREAM_POOL_FAIL_THREAD_START',
-    accepts: (value) => ['csp-poller', 'csp-synchronize', 'csp-deferred'].includes(value),
-    takes: 'the name of a library thread whose start is to fail (a test seam): csp-poller, csp-synchronize or csp-deferred',
+    accepts: (value) => ['csp-poller', 'csp-synchronize', 'csp-deferred', 'csp-submit'].includes(value),
+    takes: 'the name of a library thread whose start is to fail (a test seam): csp-poller, csp-synchronize, csp-deferred or csp-submit',
   },
 ];
 

@@ -26,23 +26,27 @@ void require_driver() {
   if (!state.available) throw Unavailable{state.unavailable_reason};
 }
 
+Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& f) {
+  Napi::Function factory = AddonData::of(env).error_factory.Value();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (load_driver().driver_version) {
+    drv().cuGetErrorName(f.code, &name);
+    drv().cuGetErrorString(f.code, &text);
+  }
+  return factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code),
+                       Napi::String::New(env, name ? name : "CUDA_ERROR_UNKNOWN"),
+                       Napi::String::New(env, text ? text : "unknown error"), Napi::String::New(env, f.call),
+                       Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
+}
+
 void rethrow_as_js(Napi::Env env) {
-  AddonData& addon = AddonData::of(env);
-  Napi::Function factory = addon.error_factory.Value();
+  Napi::Function factory = AddonData::of(env).error_factory.Value();
   Napi::Value error;
   try {
     throw;
   } catch (const CudaFailure& f) {
-    const char* name = nullptr;
-    const char* text = nullptr;
-    if (load_driver().driver_version) {
-      drv().cuGetErrorName(f.code, &name);
-      drv().cuGetErrorString(f.code, &text);
-    }
-    error = factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code),
-                          Napi::String::New(env, name ? name : "CUDA_ERROR_UNKNOWN"),
-                          Napi::String::New(env, text ? text : "unknown error"), Napi::String::New(env, f.call),
-                          Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
+    error = cuda_error_value(env, f);
   } catch (const Destroyed& d) {
     error = factory.Call(
         {Napi::String::New(env, "destroyed"), Napi::String::New(env, d.resource), Napi::String::New(env, d.method)});

@@ -44,6 +44,9 @@ CUresult check_quiet(CUresult code, int device);
 // Throws Unavailable unless the driver loaded and has devices.
 void require_driver();
 
+// The JS CudaError for `failure`, made through the factory that JS registered at load, without throwing it.
+Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& failure);
+
 // Converts the exceptions above into JS errors through the factory that JS registered at load.
 [[noreturn]] void rethrow_as_js(Napi::Env env);
 

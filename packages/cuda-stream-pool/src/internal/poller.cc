@@ -158,7 +158,7 @@ class Engine {
       delete wait;
       return;
     }
-    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault});
+    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault, nullptr});
     // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
     if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
       release_staging(*wait->landing);
@@ -183,7 +183,7 @@ class Engine {
     // Asked first, or again after a busy answer.
     wait.late_probe = std::make_shared<LateProbe>();
     wait.late_probe->device = wait.device;
-    post(*wait.channel, Ready{0, CUDA_SUCCESS, nullptr, wait.late_probe});
+    post(*wait.channel, Ready{0, CUDA_SUCCESS, nullptr, wait.late_probe, -1, nullptr});
   }
 
   // A ticket still not landed after two probes (10 to 20 ms) while its stream reports all its work done was lost (a

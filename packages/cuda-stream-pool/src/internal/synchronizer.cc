@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "binding/binding.h"
+#include "internal/submission.h"
 #include "stream/capture.h"
 #include "binding/errors.h"
 #include "internal/context.h"
@@ -217,6 +218,7 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);  // an unusable device fails here, synchronously
+  if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);  // recorded work that failed
   auto owner = synchronizers_of(env);
   auto request = std::make_unique<Request>(Request{Napi::Promise::Deferred::New(env), device});
   Napi::Promise promise = request->deferred.Promise();
@@ -241,6 +243,7 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
 Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
+  if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);  // recorded work that failed
   DeviceWideCall call(device);  // see serve()
   if (!call.allowed())
     throw CudaFailure{CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize",

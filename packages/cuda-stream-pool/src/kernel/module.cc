@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <array>
+
 #include "binding/binding.h"
+#include "internal/submission.h"
 #include "stream/capture.h"
 #include "binding/errors.h"
 #include "internal/context.h"
@@ -41,6 +44,9 @@ struct KernelBox {
   std::shared_ptr<ModuleBox> module;
   CUfunction handle = nullptr;
   std::string name;
+  // The kernel's launch limits as the driver reported them, read on the first recorded launch (Note [deferred
+  // submission]); -1 until then, and again after setMaxDynamicSharedMemBytes changed one.
+  std::atomic<int> max_threads{-1}, max_dynamic_shared{-1};
 };
 const napi_type_tag KernelBox::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
 
@@ -249,6 +255,7 @@ Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+  kernel->max_dynamic_shared.store(-1, std::memory_order_relaxed);
   if (r == CUDA_SUCCESS) return info.Env().Undefined();
   std::string detail = describe(*kernel) + ", " + std::to_string(bytes) + " bytes of dynamic shared memory";
   int optin = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
@@ -286,6 +293,65 @@ std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, cons
 // own size from the start of its slot and copies the values before it returns, so the slots can be reused.
 constexpr unsigned kInlineParams = 32;
 
+// A launch whose shape the driver would refuse, refused now with the error the driver gives (CUDA_ERROR_INVALID_VALUE
+// from cuLaunchKernel, with launch_detail): a recorded launch is issued later, and validation stays synchronous.
+// The device's dimension limits and the kernel's attributes are read once and cached.
+void check_launch_shape(KernelBox& kernel, const StreamBox& stream, const unsigned (&grid)[3],
+                        const unsigned (&block)[3], unsigned shared) {
+  const int device = kernel.module->device;
+  static std::atomic<int> limits[kMaxDevices][6] = {};  // block x, y, z, grid x, y, z; 0 until read
+  auto limit = [&](int index, CUdevice_attribute attribute) {
+    int value = limits[device][index].load(std::memory_order_relaxed);
+    if (value == 0) {
+      CUdevice handle = 0;
+      check(drv().cuDeviceGet(&handle, device), "cuDeviceGet", device);
+      check(drv().cuDeviceGetAttribute(&value, attribute, handle), "cuDeviceGetAttribute", device);
+      limits[device][index].store(value, std::memory_order_relaxed);
+    }
+    return static_cast<unsigned>(value);
+  };
+  auto attribute = [&](std::atomic<int>& cached, CUfunction_attribute which) {
+    int value = cached.load(std::memory_order_relaxed);
+    if (value < 0) {
+      check(drv().cuFuncGetAttribute(&value, which, kernel.handle), "cuFuncGetAttribute", device);
+      cached.store(value, std::memory_order_relaxed);
+    }
+    return static_cast<unsigned long long>(value);
+  };
+  const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
+  const bool refused = block[0] > limit(0, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X) ||
+                       block[1] > limit(1, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y) ||
+                       block[2] > limit(2, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z) ||
+                       grid[0] > limit(3, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X) ||
+                       grid[1] > limit(4, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y) ||
+                       grid[2] > limit(5, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z) ||
+                       threads > attribute(kernel.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) ||
+                       shared > attribute(kernel.max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  if (refused) check(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel", device, launch_detail(kernel, stream, grid, block, shared));
+}
+
+// The driver call of kernelLaunch, by the calling thread or the submission thread: `slots` holds one slot per argument.
+void issue_launch(const KernelBox& kernel, const StreamBox& stream, const unsigned* grid, const unsigned* block,
+                  unsigned shared, uint8_t* slots, size_t slot_bytes) {
+  const size_t count = slot_bytes / kKernelArgSlotBytes;
+  void* inline_pointers[kInlineParams];
+  std::vector<void*> heap_pointers;
+  void** pointers = inline_pointers;
+  if (count > kInlineParams) {
+    heap_pointers.resize(count);
+    pointers = heap_pointers.data();
+  }
+  for (size_t i = 0; i < count; i++) pointers[i] = slots + kKernelArgSlotBytes * i;
+  const int device = kernel.module->device;
+  make_current(device);
+  CUresult r = drv().cuLaunchKernel(kernel.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                    stream.handle, count ? pointers : nullptr, nullptr);
+  if (r != CUDA_SUCCESS) {
+    const unsigned grid_copy[3] = {grid[0], grid[1], grid[2]}, block_copy[3] = {block[0], block[1], block[2]};
+    check(r, "cuLaunchKernel", device, launch_detail(kernel, stream, grid_copy, block_copy, shared));
+  }
+}
+
 // kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
 // Every value is already validated by kernel/module.ts; params holds one slot per argument.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
@@ -298,22 +364,25 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
                              info[7].As<Napi::Number>().Uint32Value()};
   unsigned shared = info[8].As<Napi::Number>().Uint32Value();
   auto params = info[9].As<Napi::Uint8Array>();
-  size_t count = params.ByteLength() / kKernelArgSlotBytes;
-  void* inline_pointers[kInlineParams];
-  std::vector<void*> heap_pointers;
-  void** pointers = inline_pointers;
-  if (count > kInlineParams) {
-    heap_pointers.resize(count);
-    pointers = heap_pointers.data();
-  }
-  for (size_t i = 0; i < count; i++) pointers[i] = params.Data() + kKernelArgSlotBytes * i;
   Use<ModuleBox> use(*kernel->module, "Module", "kernel.launch");
   Use<StreamBox> use_stream(*stream, "Stream", "kernel.launch");
-  int device = kernel->module->device;
-  make_current(device);
-  CUresult r = drv().cuLaunchKernel(kernel->handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                                    stream->handle, count ? pointers : nullptr, nullptr);
-  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", device, launch_detail(*kernel, *stream, grid, block, shared));
+  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+    make_current(kernel->module->device);
+    check_launch_shape(*kernel, *stream, grid, block, shared);
+    // The argument slots are copied: JS reuses its packing buffer for the next launch.
+    record_operation(*submitter, stream,
+                     [k = kernel, m = Held<ModuleBox>(kernel->module, "Module", "kernel.launch"),
+                      s = Held<StreamBox>(stream, "Stream", "kernel.launch"),
+                      slots = std::vector<uint8_t>(params.Data(), params.Data() + params.ByteLength()),
+                      grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
+                      block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared](const FailurePointer& failure) mutable {
+                       if (failure) return false;
+                       issue_launch(*k, *s, grid.data(), block.data(), shared, slots.data(), slots.size());
+                       return true;
+                     });
+    return info.Env().Undefined();
+  }
+  issue_launch(*kernel, *stream, grid, block, shared, params.Data(), params.ByteLength());
   return info.Env().Undefined();
 }
 
@@ -349,7 +418,7 @@ const Export kModuleExports[] = {
     {"kernelAttributes", "box", entry<kernel_attributes>},
     {"kernelMaxPotentialBlockSize", "box, number, number", entry<kernel_max_potential_block_size>},
     {"kernelSetMaxDynamicSharedMemBytes", "box, number", entry<kernel_set_max_dynamic_shared>},
-    {"kernelLaunch", "box, box, number, number, number, number, number, number, number, Uint8Array", entry<kernel_launch>},
+    {"kernelLaunch", "box, box, number, number, number, number, number, number, number, Uint8Array", unordered<kernel_launch>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {

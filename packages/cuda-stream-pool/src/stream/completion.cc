@@ -14,6 +14,7 @@
 #include "internal/markers.h"
 #include "internal/never-throws.h"
 #include "internal/poller.h"
+#include "internal/submission.h"
 #include "internal/tickets.h"
 #include "stream/event.h"
 #include "stream/stream.h"
@@ -67,7 +68,10 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
         continue;
       }
       tokens.Set(count, Napi::Number::New(env, item.token));
-      results.Set(count, Napi::Number::New(env, wait_result(item.result, item.dependency)));
+      if (item.failure)
+        results.Set(count, cuda_error_value(env, *item.failure));
+      else
+        results.Set(count, Napi::Number::New(env, wait_result(item.result, item.dependency)));
       count++;
     }
     channel.wakeups++;
@@ -103,9 +107,9 @@ bool post(Channel& channel, Ready item) {
 
 namespace {
 
-Wait* new_wait(Napi::Env env, double token, int device) {
+Wait* new_wait(std::shared_ptr<Channel> channel, double token, int device) {
   auto* wait = new Wait();
-  wait->channel = AddonData::of(env).channel;
+  wait->channel = std::move(channel);
   wait->token = token;
   wait->device = device;
   return wait;
@@ -153,12 +157,19 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
 
 // Queues a wait marker on `stream` and has the poller report `token` to this environment once the work queued so far
 // is done. The caller holds the stream's use and made its context current.
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token);
+
 void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
   channel_of(env);  // throws unless completionInit ran: a wait without a channel would never be reported
+  watch_stream_on(AddonData::of(env).channel, std::move(stream), token);
+}
+
+// As watch_stream, for `channel`'s environment, from any thread (the submission thread).
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token) {
   // Taken before the marker: what was recorded by then is queued before it (Note [cross-device dependencies]).
   const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
-  Wait* wait = new_wait(env, token, stream->device);
+  Wait* wait = new_wait(std::move(channel), token, stream->device);
   wait->marker = marker;
   wait->dependencies = dependencies;
   hold_stream(*wait, std::move(stream));
@@ -183,6 +194,38 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
+  if (Submitter* submitter = recording_for(env, *stream); submitter && !submitter->drained()) {
+    // Work of this thread may still be recorded: the marker follows it in the queue.
+    channel_of(env);  // throws unless completionInit ran
+    std::shared_ptr<Channel> shared = AddonData::of(env).channel;
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
+                         const FailurePointer& failure) {
+                       if (failure) {
+                         // This wait reports the failure; the stream takes work again.
+                         if (FailurePointer taken = s->owner().failure.take())
+                           post(*channel, Ready{token, taken->code, nullptr, nullptr, -1, taken});
+                         else
+                           post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, failure});
+                         return true;
+                       }
+                       // A marker that cannot be queued fails its wait (never a wait left pending for good).
+                       try {
+                         make_current(s->device);
+                         watch_stream_on(channel, s.pointer(), token);
+                       } catch (const CudaFailure& refused) {
+                         post(*channel, Ready{token, refused.code, nullptr, nullptr, -1,
+                                              std::make_shared<const CudaFailure>(refused)});
+                       } catch (const std::exception& error) {
+                         post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1,
+                                              std::make_shared<const CudaFailure>(CudaFailure{
+                                                  CUDA_ERROR_UNKNOWN, "synchronize", error.what()})});
+                       }
+                       return true;
+                     });
+    return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
+  }
+  throw_stream_failure(*stream);
   if (const int capturing = capture_status(*stream)) return Napi::Number::New(env, -capturing);
   const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   const CUresult status = query_stream(*stream);
@@ -219,7 +262,7 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
-  Wait* wait = new_wait(env, token, event->device);
+  Wait* wait = new_wait(AddonData::of(env).channel, token, event->device);
   wait->dependencies = event->dependencies.snapshot();
   wait->event = std::move(event);
   submit_wait(wait);
@@ -272,7 +315,7 @@ Napi::Value completion_set_marker(const Napi::CallbackInfo& info) {
 
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream) {
   Channel& channel = channel_of(env);
-  Wait* wait = new_wait(env, 0, landing->marker.device);
+  Wait* wait = new_wait(AddonData::of(env).channel, 0, landing->marker.device);
   wait->marker = landing->marker;
   // Taken after the marker, so the poller asks these devices but never clears them (Note [cross-device
   // dependencies]): the stream's own waits do.
@@ -290,14 +333,14 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kCompletionExports[] = {
     {"completionInit", "function", entry<completion_init>},
-    {"completionRef", "", entry<completion_ref>},
-    {"completionUnref", "", entry<completion_unref>},
-    {"completionFlush", "", entry<completion_flush>},
-    {"completionStats", "", entry<completion_stats>},
+    {"completionRef", "", unordered<completion_ref>},
+    {"completionUnref", "", unordered<completion_unref>},
+    {"completionFlush", "", unordered<completion_flush>},
+    {"completionStats", "", unordered<completion_stats>},
     {"completionMarker", "number", entry<completion_marker>},
     {"completionSetMarker", "number, string", entry<completion_set_marker>},
     {"streamLastTicket", "box", entry<stream_last_ticket>},
-    {"streamWait", "box, number", entry<stream_wait>},
+    {"streamWait", "box, number", unordered<stream_wait>},
     {"streamNotify", "box, number", entry<stream_notify>},
     {"eventNotify", "box, number", entry<event_notify>},
 };

@@ -49,6 +49,7 @@
 #include <memory>
 #include <vector>
 
+#include "binding/errors.h"
 #include "internal/lock-order.h"
 
 namespace csp {
@@ -72,6 +73,7 @@ struct Ready {
   std::shared_ptr<Landing> landing;
   std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
   int dependency = -1;  // the device whose fault `result` is, when not the wait's own (wait_result, device-faults.h)
+  std::shared_ptr<const CudaFailure> failure;  // recorded work that failed (Note [deferred submission]): the error
 };
 
 struct Channel {

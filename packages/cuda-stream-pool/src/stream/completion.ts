@@ -39,7 +39,7 @@ function settle(token: number, result: number | unknown): void {
 }
 
 // Runs on this thread once per batch of finished waits (results: 0, or what failed them, as waitError reads it).
-native.completionInit((tokens: number[], results: number[]) => {
+native.completionInit((tokens: number[], results: (number | Error)[]) => {
   landingsPending = native.completionFlush();
   for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
 });

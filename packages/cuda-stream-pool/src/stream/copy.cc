@@ -8,6 +8,7 @@
 #include "internal/device-faults.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
+#include "internal/submission.h"
 
 namespace csp {
 
@@ -31,6 +32,49 @@ void check_span(const char* what, size_t offset, size_t bytes, size_t size, Napi
 
 namespace {
 
+// The driver call of copyDeviceToDevice, made by the calling thread or the submission thread.
+void issue_device_copy(const std::shared_ptr<StreamBox>& stream, CUdeviceptr to, int to_device, CUdeviceptr from,
+                       int from_device, size_t bytes) {
+  make_current(stream->device);
+  if (to_device == from_device) {
+    check(drv().cuMemcpyDtoDAsync(to, from, bytes, stream->handle), "cuMemcpyDtoDAsync", stream->device,
+          [&] { return std::string(copy_text(*stream, bytes)); });
+    return;
+  }
+  // Between devices, in the order of a stream of either one: direct where peer access is enabled, else staged by the
+  // driver through host memory (Note [peer access] in device.cc).
+  check(drv().cuMemcpyPeerAsync(to, primary_context(to_device), from, primary_context(from_device), bytes, stream->handle),
+        "cuMemcpyPeerAsync", stream->device, [&] {
+          return copy_text(*stream, bytes) + " from device " + std::to_string(from_device) + " to device " +
+                 std::to_string(to_device);
+        });
+}
+
+// The driver calls of a pinned copy: the copy, then the fence that keeps the pinned block from reuse until it is done.
+template <bool ToDevice>
+void issue_pinned_copy(const std::shared_ptr<StreamBox>& stream, PinnedBox& pinned, CUdeviceptr device_ptr, char* host,
+                       size_t bytes) {
+  make_current(stream->device);
+  if (ToDevice)
+    check(drv().cuMemcpyHtoDAsync(device_ptr, host, bytes, stream->handle), "cuMemcpyHtoDAsync", stream->device,
+          [&] { return std::string(copy_text(*stream, bytes)); });
+  else
+    check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
+          [&] { return std::string(copy_text(*stream, bytes)); });
+  fence_pinned(pinned, stream);
+}
+
+// The driver call of memoryFill.
+void issue_fill(const std::shared_ptr<StreamBox>& stream, CUdeviceptr at, uint32_t value, size_t count, int element) {
+  make_current(stream->device);
+  if (element == 4)
+    check(drv().cuMemsetD32Async(at, value, count, stream->handle), "cuMemsetD32Async", stream->device,
+          [&] { return std::string(copy_text(*stream, count * 4)); });
+  else
+    check(drv().cuMemsetD8Async(at, static_cast<unsigned char>(value), count, stream->handle), "cuMemsetD8Async",
+          stream->device, [&] { return std::string(copy_text(*stream, count)); });
+}
+
 // copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes): the buffers may be on two devices, the stream on
 // either of them. The uses are noted on the stream whatever device it is on, so each buffer's free waits for it
 // (Note [buffer uses] in device-buffer.cc).
@@ -49,25 +93,21 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   check_span("source", src_offset, bytes, src->bytes, env);
   const int environment = environment_of(env);
+  Submitter* submitter = recording_for(env, *stream);
+  make_current(stream->device);
   note_use_before_work(*dst, stream, environment);
   if (src != dst) note_use_before_work(*src, stream, environment);
-  if (dst->device == src->device) {
-    make_current(stream->device);
-    check(drv().cuMemcpyDtoDAsync(dst->ptr + dst_offset, src->ptr + src_offset, bytes, stream->handle),
-          "cuMemcpyDtoDAsync", stream->device, [&] { return std::string(copy_text(*stream, bytes)); });
-  } else {
-    // Between devices, in the order of a stream of either one: direct where peer access is enabled, else staged
-    // by the driver through host memory (Note [peer access] in device.cc).
-    const CUcontext dst_context = primary_context(dst->device);
-    const CUcontext src_context = primary_context(src->device);
-    make_current(stream->device);
-    check(drv().cuMemcpyPeerAsync(dst->ptr + dst_offset, dst_context, src->ptr + src_offset, src_context, bytes,
-                                  stream->handle),
-          "cuMemcpyPeerAsync", stream->device, [&] {
-            return copy_text(*stream, bytes) + " from device " + std::to_string(src->device) + " to device " +
-                   std::to_string(dst->device);
-          });
-  }
+  const CUdeviceptr to = dst->ptr + dst_offset, from = src->ptr + src_offset;
+  if (submitter)
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "copy"), d = Held<DeviceBufferBox>(dst, "DeviceBuffer", "copy"),
+                      f = Held<DeviceBufferBox>(src, "DeviceBuffer", "copy"), to, from, bytes](const FailurePointer& failure) {
+                       if (failure) return false;
+                       issue_device_copy(s.pointer(), to, d->device, from, f->device, bytes);
+                       return true;
+                     });
+  else
+    issue_device_copy(stream, to, dst->device, from, src->device, bytes);
   note_use_after_work(*dst, stream, environment);
   if (src != dst) note_use_after_work(*src, stream, environment);
   // Reading another device's memory depends on that device's work (Note [cross-device dependencies]).
@@ -96,18 +136,22 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
     check_span("destination", pinned_offset, bytes, pinned->bytes, env);
     check_span("source", device_offset, bytes, device->bytes, env);
   }
-  make_current(stream->device);
   const int environment = environment_of(env);
+  Submitter* submitter = recording_for(env, *stream);
+  make_current(stream->device);
   note_use_before_work(*device, stream, environment);
   CUdeviceptr device_ptr = device->ptr + device_offset;
   char* host = static_cast<char*>(pinned->data) + pinned_offset;
-  if (ToDevice)
-    check(drv().cuMemcpyHtoDAsync(device_ptr, host, bytes, stream->handle), "cuMemcpyHtoDAsync", stream->device,
-          [&] { return std::string(copy_text(*stream, bytes)); });
+  if (submitter)
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "copy"), d = Held<DeviceBufferBox>(device, "DeviceBuffer", "copy"),
+                      p = Held<PinnedBox>(pinned, "PinnedBuffer", "copy"), device_ptr, host, bytes](const FailurePointer& failure) {
+                       if (failure) return false;
+                       issue_pinned_copy<ToDevice>(s.pointer(), *p, device_ptr, host, bytes);
+                       return true;
+                     });
   else
-    check(drv().cuMemcpyDtoHAsync(host, device_ptr, bytes, stream->handle), "cuMemcpyDtoHAsync", stream->device,
-          [&] { return std::string(copy_text(*stream, bytes)); });
-  fence_pinned(*pinned, stream);
+    issue_pinned_copy<ToDevice>(stream, *pinned, device_ptr, host, bytes);
   note_use_after_work(*device, stream, environment);
   return env.Undefined();
 }
@@ -126,15 +170,21 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   // count * element could wrap: compared in elements first.
   if (count > dst->bytes / static_cast<size_t>(element)) check_span("destination", offset, dst->bytes + 1, dst->bytes, env);
   check_span("destination", offset, count * static_cast<size_t>(element), dst->bytes, env);
-  make_current(stream->device);
   const int environment = environment_of(env);
+  Submitter* submitter = recording_for(env, *stream);
+  make_current(stream->device);
   note_use_before_work(*dst, stream, environment);
-  if (element == 4)
-    check(drv().cuMemsetD32Async(dst->ptr + offset, value, count, stream->handle), "cuMemsetD32Async",
-          stream->device, [&] { return std::string(copy_text(*stream, count * 4)); });
+  const CUdeviceptr at = dst->ptr + offset;
+  if (submitter)
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "fill"), d = Held<DeviceBufferBox>(dst, "DeviceBuffer", "fill"), at,
+                      value, count, element](const FailurePointer& failure) {
+                       if (failure) return false;
+                       issue_fill(s.pointer(), at, value, count, element);
+                       return true;
+                     });
   else
-    check(drv().cuMemsetD8Async(dst->ptr + offset, static_cast<unsigned char>(value), count, stream->handle),
-          "cuMemsetD8Async", stream->device, [&] { return std::string(copy_text(*stream, count)); });
+    issue_fill(stream, at, value, count, element);
   note_use_after_work(*dst, stream, environment);
   return env.Undefined();
 }
@@ -143,10 +193,10 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kCopyExports[] = {
-    {"copyDeviceToDevice", "box, box, number, box, number, number", entry<copy_device_to_device>},
-    {"copyPinnedToDevice", "box, box, number, box, number, number", entry<copy_pinned<true>>},
-    {"copyDeviceToPinned", "box, box, number, box, number, number", entry<copy_pinned<false>>},
-    {"memoryFill", "box, box, number, number, number, number", entry<memory_fill>},
+    {"copyDeviceToDevice", "box, box, number, box, number, number", unordered<copy_device_to_device>},
+    {"copyPinnedToDevice", "box, box, number, box, number, number", unordered<copy_pinned<true>>},
+    {"copyDeviceToPinned", "box, box, number, box, number, number", unordered<copy_pinned<false>>},
+    {"memoryFill", "box, box, number, number, number, number", unordered<memory_fill>},
 };
 
 void register_copy(Napi::Env env, Napi::Object exports) {

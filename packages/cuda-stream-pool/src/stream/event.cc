@@ -7,6 +7,9 @@
 #include "internal/loader.h"
 #include "stream/stream.h"
 
+#include <chrono>
+#include <thread>
+
 namespace csp {
 
 const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002ULL};
@@ -34,7 +37,31 @@ std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted)
   return box;
 }
 
+void await_records(EventBox& event, uint64_t recorded) {
+  if (event.records_issued.load(std::memory_order_acquire) >= recorded) return;
+  const auto start = std::chrono::steady_clock::now();
+  while (event.records_issued.load(std::memory_order_acquire) < recorded) {
+    if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(100))
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void throw_event_failure(EventBox& event) {
+  if (!deferred_mode()) return;
+  await_records(event, event.records_recorded.load(std::memory_order_acquire));
+  if (FailurePointer failure = event.failure.peek()) throw CudaFailure(*failure);
+}
+
 namespace {
+
+// The driver call of eventRecord, by the calling thread or the submission thread.
+void issue_event_record(EventBox& event, StreamBox& stream) {
+  make_current(event.device);
+  check(drv().cuEventRecord(event.handle, stream.handle), "cuEventRecord", event.device,
+        [&] { return std::string("device " + std::to_string(event.device)); });
+}
 
 // eventCreate(device, timing, blockingSync) -> box
 Napi::Value event_create(const Napi::CallbackInfo& info) {
@@ -50,9 +77,30 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[1]);
   Use<EventBox> use(*event, "Event", "record");
   Use<StreamBox> use_stream(*stream, "Stream", "recordEvent");
-  make_current(event->device);
-  check(drv().cuEventRecord(event->handle, stream->handle), "cuEventRecord", event->device,
-        [&] { return std::string("device " + std::to_string(event->device)); });
+  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+    make_current(event->device);  // as a direct call leaves it
+    event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
+    record_operation(*submitter, stream,
+                     [e = Held<EventBox>(event, "Event", "record"), s = Held<StreamBox>(stream, "Stream", "recordEvent")](
+                         const FailurePointer& failure) {
+                       // Counted whatever happens, so that no wait on the event waits for good.
+                       struct Count {
+                         EventBox& event;
+                         ~Count() { event.records_issued.fetch_add(1, std::memory_order_acq_rel); }
+                       } count{*e};
+                       if (failure) {
+                         e->failure.clear();
+                         e->failure.record(failure);  // the event now stands for failed work
+                         return false;
+                       }
+                       issue_event_record(*e, *s);
+                       e->failure.clear();
+                       return true;
+                     });
+  } else {
+    issue_event_record(*event, *stream);
+    if (deferred_mode()) event->failure.clear();
+  }
   // The event stands for its stream's work so far, and so for what that work waited on.
   const uint64_t dependencies = stream->owner().dependencies.devices();
   if (dependencies || event->dependencies.devices()) event->dependencies.replace(dependencies);
@@ -65,6 +113,7 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
 Napi::Value event_status(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   Use<EventBox> use(*event, "Event", "query");
+  throw_event_failure(*event);
   make_current(event->device);
   const DependencySnapshot seen = event->dependencies.snapshot();
   CUresult r = drv().cuEventQuery(event->handle);
@@ -80,6 +129,7 @@ Napi::Value event_status(const Napi::CallbackInfo& info) {
 Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[0]);
   Use<EventBox> use(*event, "Event", "synchronizeSync");
+  throw_event_failure(*event);
   make_current(event->device);
   const DependencyFault fault = synchronize_with_dependencies(
       event->dependencies, event->device, -1,
@@ -97,6 +147,8 @@ Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
   auto end = unwrap_box<EventBox>(info[1]);
   Use<EventBox> use_start(*start, "Event", "elapsedMs");
   Use<EventBox> use_end(*end, "Event", "elapsedMs");
+  throw_event_failure(*start);
+  throw_event_failure(*end);
   make_current(start->device);
   float ms = 0;
   check(drv().cuEventElapsedTime(&ms, start->handle, end->handle), "cuEventElapsedTime", start->device,
@@ -116,7 +168,7 @@ Napi::Value event_destroy(const Napi::CallbackInfo& info) {
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kEventExports[] = {
     {"eventCreate", "number, boolean, boolean", entry<event_create>},
-    {"eventRecord", "box, box", entry<event_record>},
+    {"eventRecord", "box, box", unordered<event_record>},
     {"eventStatus", "box", entry<event_status>},
     {"eventSynchronize", "box", entry<event_synchronize>},
     {"eventElapsed", "box, box", entry<event_elapsed>},

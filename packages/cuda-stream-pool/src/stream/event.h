@@ -2,6 +2,7 @@
 #pragma once
 #include "internal/box.h"
 #include "internal/device-faults.h"
+#include "internal/submission.h"
 
 namespace csp {
 
@@ -12,6 +13,11 @@ struct EventBox : Box {
   bool counted = true;  // user-visible events count in live().events; internal ones do not
   // Its stream's dependencies at its last record (Note [cross-device dependencies] in internal/device-faults.h).
   DeviceDependencies dependencies;
+  // Deferred submission (Note [deferred submission] in internal/submission.h): the failure its last record carries
+  // (the record was dropped because its stream had failed), and its records counted when recorded and when issued,
+  // so that a wait on it from any thread waits for the records made before it.
+  FailureSlot failure;
+  std::atomic<uint64_t> records_recorded{0}, records_issued{0};
   ~EventBox() override;
   // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.
@@ -20,6 +26,14 @@ struct EventBox : Box {
  protected:
   void release() override;
 };
+
+// Waits until the event's records counted up to `recorded` were issued by their submitters (Note [deferred
+// submission] in internal/submission.h). Any thread; yields, then sleeps in short steps.
+void await_records(EventBox& event, uint64_t recorded);
+
+// In deferred mode, waits for the records recorded so far to be issued, then throws the failure the event carries
+// (its last record was dropped after a failure of its stream's recorded work). The caller holds a use.
+void throw_event_failure(EventBox& event);
 
 // Creates an event on `device` with CU_EVENT_* flags. Throws CudaFailure.
 std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted);

@@ -196,6 +196,7 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
 Napi::Value stream_status(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
+  if (FailurePointer failure = box->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
   const DependencySnapshot seen = box->owner().dependencies.snapshot();
   const CUresult status = query_stream(*box);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);
@@ -209,12 +210,28 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
 Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
+  throw_stream_failure(*box);
   make_current(box->device);
   const DependencyFault fault = synchronize_with_dependencies(
       box->owner().dependencies, box->device, box->device,
       [&] { return make_current_quiet(box->device) ? drv().cuStreamQuery(box->handle) : CUDA_ERROR_INVALID_CONTEXT; },
       [&] { check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); }); });
   return Napi::Number::New(info.Env(), wait_result(fault));
+}
+
+// The driver call of streamWaitEvent, by the calling thread or the submission thread.
+void issue_stream_wait_event(StreamBox& stream, EventBox& event) {
+  make_current(stream.device);
+  check(drv().cuStreamWaitEvent(stream.handle, event.handle, 0), "cuStreamWaitEvent", stream.device,
+        [&] { return std::string(describe(stream)); });
+}
+
+// streamThrowFailure(box): throws, once, the CudaError of recorded work on the stream that failed (Note [deferred
+// submission] in internal/submission.h); nothing when none did. After streamStatus reported a failure.
+Napi::Value stream_throw_failure(const Napi::CallbackInfo& info) {
+  auto box = unwrap_box<StreamBox>(info[0]);
+  throw_stream_failure(*box);
+  return info.Env().Undefined();
 }
 
 // streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work; the event may belong
@@ -224,8 +241,24 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
   auto event = unwrap_box<EventBox>(info[1]);
   Use<StreamBox> use(*box, "Stream", "waitEvent");
   Use<EventBox> use_event(*event, "Event", "waitEvent");
-  make_current(box->device);
-  check(drv().cuStreamWaitEvent(box->handle, event->handle, 0), "cuStreamWaitEvent", box->device, [&] { return std::string(describe(*box)); });
+  if (Submitter* submitter = recording_for(info.Env(), *box)) {
+    make_current(box->device);  // as a direct call leaves it
+    // Waits for the records of the event made before this call, by any thread, to be issued first.
+    const uint64_t recorded = event->records_recorded.load(std::memory_order_acquire);
+    record_operation(*submitter, box,
+                     [s = Held<StreamBox>(box, "Stream", "waitEvent"), e = Held<EventBox>(event, "Event", "waitEvent"),
+                      recorded](const FailurePointer& failure) {
+                       if (failure) return false;
+                       await_records(*e, recorded);
+                       // Work after a wait on failed work fails too: it must not read what was never written.
+                       if (FailurePointer carried = e->failure.peek()) throw CudaFailure(*carried);
+                       issue_stream_wait_event(*s, *e);
+                       return true;
+                     });
+  } else {
+    if (deferred_mode()) throw_event_failure(*event);
+    issue_stream_wait_event(*box, *event);
+  }
   depends_on(*box, (event->device != box->device ? device_bit(event->device) : 0) | event->dependencies.devices());
   return info.Env().Undefined();
 }
@@ -292,7 +325,8 @@ const Export kStreamExports[] = {
     {"streamInfo", "box", entry<stream_info>},
     {"streamStatus", "box", entry<stream_status>},
     {"streamSynchronize", "box", entry<stream_synchronize>},
-    {"streamWaitEvent", "box, box", entry<stream_wait_event>},
+    {"streamThrowFailure", "box", entry<stream_throw_failure>},
+    {"streamWaitEvent", "box, box", unordered<stream_wait_event>},
     {"streamDestroy", "box", entry<stream_destroy>},
 };
 // These two share the environment's waitStream events (their info.Data()).

@@ -3,6 +3,7 @@
 #include "internal/box.h"
 #include "internal/device-faults.h"
 #include "internal/lock-order.h"
+#include "internal/submission.h"
 
 #include <atomic>
 
@@ -77,6 +78,9 @@ struct StreamBox : Box {
   DeviceDependencies dependencies;
   // What the driver reported when the library created the stream (cuStreamGetId, cuStreamGetPriority, flags), so
   // that a wrapper made later, in any thread, needs no driver call: those calls fail while the stream captures.
+  // The first failure of work recorded on the stream that no wait has reported (Note [deferred submission] in
+  // internal/submission.h); kept on owner().
+  FailureSlot failure;
   bool info_known = false;
   unsigned long long id = 0;
   int priority = 0;

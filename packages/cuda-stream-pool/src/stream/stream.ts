@@ -238,6 +238,7 @@ export class Stream {
       return true;
     }
     if (status === NOT_READY) return false;
+    native.streamThrowFailure(box); // recorded work that failed reports its own call
     throw waitError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
   }
 

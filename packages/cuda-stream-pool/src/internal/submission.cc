@@ -1,0 +1,213 @@
+// Deferred submission: each environment's submitter and its thread. See Note [deferred submission] in submission.h.
+#include "internal/submission.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "binding/binding.h"
+#include "device/device.h"
+#include "stream/stream.h"
+
+namespace csp {
+
+FailurePointer FailureSlot::peek() const {
+  if (!set()) return nullptr;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  return failure_;
+}
+
+void FailureSlot::record(FailurePointer failure) {
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  if (failure_) return;
+  failure_ = std::move(failure);
+  set_.store(true, std::memory_order_release);
+}
+
+FailurePointer FailureSlot::take() {
+  if (!set()) return nullptr;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  set_.store(false, std::memory_order_release);
+  return std::move(failure_);
+}
+
+void FailureSlot::clear() { take(); }
+
+bool deferred_mode() {
+  static const bool deferred = [] {
+    const char* value = std::getenv("CUDA_STREAM_POOL_SUBMISSION");
+    return value && std::strcmp(value, "deferred") == 0;
+  }();
+  return deferred;
+}
+
+namespace {
+
+FailureSlot device_failures[kMaxDevices];
+
+// How long the thread looks for more work after a batch before it parks: long enough to span the gap between two
+// calls of a JS loop that records (a few microseconds), short enough that an idle process uses no CPU.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+}  // namespace
+
+Submitter::Submitter() {
+  thread_ = start_thread("csp-submit", [this] { run(); });
+  started_ = true;
+}
+
+Submitter::~Submitter() {
+  {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    closing_ = true;
+    work_.notify_one();
+  }
+  if (started_) pthread_join(thread_, nullptr);
+}
+
+void Submitter::record(std::unique_ptr<Operation> operation) {
+  std::unique_lock<OrderedMutex> lock(mutex_);
+  if (queue_.size() >= kQueueLimit) {
+    waits_for_room_++;
+    waiting_ = true;
+    done_.wait(lock, [&] { return queue_.size() < kQueueLimit; });
+    waiting_ = false;
+  }
+  queue_.push_back(std::move(operation));
+  recorded_++;
+  published_.store(recorded_, std::memory_order_release);
+  if (parked_) work_.notify_one();
+}
+
+void Submitter::flush() {
+  if (drained()) return;
+  std::unique_lock<OrderedMutex> lock(mutex_);
+  flush_waits_++;
+  waiting_ = true;
+  if (parked_) work_.notify_one();
+  done_.wait(lock, [&] { return issued_.load(std::memory_order_acquire) == recorded_; });
+  waiting_ = false;
+}
+
+SubmissionCounters Submitter::counters() const {
+  SubmissionCounters out;
+  out.recorded = static_cast<double>(recorded_);
+  out.issued = static_cast<double>(issued_.load(std::memory_order_acquire));
+  out.dropped = static_cast<double>(dropped_.load(std::memory_order_relaxed));
+  out.failed = static_cast<double>(failed_.load(std::memory_order_relaxed));
+  out.parks = parks_;
+  out.waits_for_room = waits_for_room_;
+  out.flush_waits = flush_waits_;
+  return out;
+}
+
+void Submitter::run() {
+  std::vector<std::unique_ptr<Operation>> batch;
+  uint64_t taken = 0;  // operations taken from the queue so far
+  std::unique_lock<OrderedMutex> lock(mutex_);
+  for (;;) {
+    if (queue_.empty() && !closing_) {
+      // Spin a little without the lock, then park.
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      while (published_.load(std::memory_order_acquire) == taken && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
+      if (queue_.empty() && !closing_) {
+        parks_++;
+        parked_ = true;
+        work_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        parked_ = false;
+      }
+    }
+    if (queue_.empty() && closing_) return;
+    batch.swap(queue_);
+    taken += batch.size();
+    if (waiting_) done_.notify_all();  // room again
+    lock.unlock();
+    for (auto& operation : batch) {
+      never_throws("issuing a recorded operation", [&] {
+        StreamBox& owner = operation->stream->owner();
+        try {
+          if (!operation->issue(owner.failure.peek())) dropped_.fetch_add(1, std::memory_order_relaxed);
+        } catch (const CudaFailure& failure) {
+          failed_.fetch_add(1, std::memory_order_relaxed);
+          auto shared = std::make_shared<const CudaFailure>(failure);
+          owner.failure.record(shared);
+          device_failures[owner.device].record(std::move(shared));
+        }
+      });
+      operation.reset();  // its entries leave now: a destroy() waiting on them releases the handle here
+      issued_.fetch_add(1, std::memory_order_release);
+    }
+    batch.clear();
+    lock.lock();
+    if (waiting_) done_.notify_all();
+  }
+}
+
+Submitter* submitter_of(Napi::Env env) {
+  if (!deferred_mode()) return nullptr;
+  AddonData& addon = AddonData::of(env);
+  if (!addon.submitter) addon.submitter = std::make_unique<Submitter>();
+  return addon.submitter.get();
+}
+
+void issue_recorded(Napi::Env env) {
+  if (!deferred_mode()) return;
+  Submitter* submitter = AddonData::of(env).submitter.get();
+  if (submitter) submitter->flush();
+}
+
+Submitter* recording_for(Napi::Env env, StreamBox& stream) {
+  if (!deferred_mode()) return nullptr;
+  if (!stream.owned || stream.lender || stream.capturing.load(std::memory_order_acquire)) {
+    issue_recorded(env);
+    return nullptr;
+  }
+  return submitter_of(env);
+}
+
+void throw_stream_failure(StreamBox& stream) {
+  if (FailurePointer failure = stream.owner().failure.take()) throw CudaFailure(*failure);
+}
+
+namespace {
+
+// submissionFlush(): issues everything this environment recorded (js_entry's ordering does the work).
+Napi::Value submission_flush(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
+
+// submissionStats() -> { mode, recorded, issued, dropped, failed, parks, waitsForRoom, flushWaits } of this
+// environment's submitter (zeros before its first record, and in direct mode).
+Napi::Value submission_stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Submitter* submitter = deferred_mode() ? AddonData::of(env).submitter.get() : nullptr;
+  const SubmissionCounters c = submitter ? submitter->counters() : SubmissionCounters{};
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("mode", deferred_mode() ? "deferred" : "direct");
+  out.Set("recorded", c.recorded);
+  out.Set("issued", c.issued);
+  out.Set("dropped", c.dropped);
+  out.Set("failed", c.failed);
+  out.Set("parks", c.parks);
+  out.Set("waitsForRoom", c.waits_for_room);
+  out.Set("flushWaits", c.flush_waits);
+  return out;
+}
+
+const Export kSubmissionExports[] = {
+    {"submissionFlush", "", entry<submission_flush>},
+    {"submissionStats", "", unordered<submission_stats>},
+};
+
+}  // namespace
+
+void register_submission(Napi::Env env, Napi::Object exports) { export_all(env, exports, kSubmissionExports); }
+
+FailurePointer take_device_failure(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return device_failures[device].take();
+}
+
+}  // namespace csp

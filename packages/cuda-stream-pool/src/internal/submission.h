@@ -1,0 +1,189 @@
+// Deferred submission: the JS thread records stream-ordered operations, a native submission thread issues their
+// driver calls. See Note [deferred submission].
+//
+// Note [deferred submission]:
+//  - Mode. CUDA_STREAM_POOL_SUBMISSION=deferred turns it on for the process; `direct` (the default) keeps every
+//    driver call on the calling JS thread. Each environment (main thread or worker) then has one Submitter: a queue
+//    of operations and one native thread, named "csp-submit", that issues them in the order they were recorded.
+//  - Which calls record. Copies between device and pinned memory, fills, kernel launches, event records, stream
+//    waits on events, and the completion marker of an awaited synchronize(), when their stream is owned by the
+//    library (created by it, or a pool's) and not capturing. The legacy and per-thread default streams and borrowed
+//    streams keep the direct path: their meaning depends on the thread that makes the call. A stream that captures
+//    keeps it too, so that its capture records what the calling thread asked for, in order.
+//  - Program order. Every other native call of the environment first waits until everything the environment
+//    recorded was issued (js_entry calls issue_recorded; `recorded<F>` and `bookkeeping<F>` exports skip it): a
+//    query, a blocking wait, an allocation or free, a handle export, a destroy, a capture's begin and end, a direct
+//    copy. So whatever reads or changes driver state sees the recorded work issued before it, and `cuda.flush()`
+//    is that wait on its own.
+//  - Across threads. An event record counts itself on the event when it is recorded and again when it was issued;
+//    a stream wait on the event, issued by any environment's submitter, and a host wait on the event first wait
+//    until the records recorded before them were issued, so "record in one worker, post, wait in another" orders
+//    work as direct calls do.
+//  - Validation stays synchronous: types, ranges, destroyed objects and capture rules are checked when the call is
+//    made, with the errors of direct mode. What only the driver can refuse makes the stream errored (its
+//    FailureSlot): later recorded operations on it are dropped until a wait reports the failure; the next wait on
+//    the stream rejects with the CudaError of the call that failed (naming the kernel, the stream), and an event
+//    recorded after the failure carries it to every stream and host wait on that event. A sticky fault also stays
+//    device-wide, as in direct mode; device.synchronize() reports a failure of recorded work on its device once.
+//  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
+//    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
+//    it (retire_and_wait). Environment teardown issues what is left, then joins the thread.
+//  - Room. At most kQueueLimit operations wait to be issued; recording more waits for room (counted).
+//  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
+//  - Locks: the queue's mutex and a FailureSlot's mutex are leaves; no driver call is made under either.
+#pragma once
+#include <napi.h>
+#include "internal/cuda-driver.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <pthread.h>
+#include <vector>
+
+#include "binding/errors.h"
+#include "internal/lock-order.h"
+#include "internal/native-thread.h"
+
+namespace csp {
+
+struct StreamBox;
+
+using FailurePointer = std::shared_ptr<const CudaFailure>;
+
+// The first failure of a stream's (or an event's) recorded work that no wait has reported yet. Any thread.
+class FailureSlot {
+ public:
+  bool set() const { return set_.load(std::memory_order_acquire); }
+  FailurePointer peek() const;
+  // Keeps the first failure until it is taken.
+  void record(FailurePointer failure);
+  // The failure, now cleared (null when none).
+  FailurePointer take();
+  void clear();
+
+ private:
+  std::atomic<bool> set_{false};
+  mutable OrderedMutex mutex_{LockLevel::kLeaf, "deferred failure"};
+  FailurePointer failure_;
+};
+
+// Whether this process records stream-ordered operations (CUDA_STREAM_POOL_SUBMISSION=deferred). Read once.
+bool deferred_mode();
+
+// An entry of a box, held by a recorded operation until it was issued or dropped (Note [handle guard] in box.h).
+// `counts_work`: the operation queues work on the box's stream (a completion marker does not; StreamBox::submissions).
+template <class B>
+class Held {
+ public:
+  Held(std::shared_ptr<B> box, const char* resource, const char* method, bool counts_work = true)
+      : box_(std::move(box)), counts_work_(counts_work) {
+    if (!box_->enter()) {
+      box_.reset();
+      throw Destroyed{resource, method};
+    }
+  }
+  Held(Held&& other) noexcept : box_(std::move(other.box_)), counts_work_(other.counts_work_) {}
+  Held& operator=(Held&&) = delete;
+  Held(const Held&) = delete;
+  ~Held() {
+    if (!box_) return;
+    if (counts_work_)
+      box_->leave_after_work();
+    else
+      box_->leave();
+  }
+  B* operator->() const { return box_.get(); }
+  B& operator*() const { return *box_; }
+  const std::shared_ptr<B>& pointer() const { return box_; }
+
+ private:
+  std::shared_ptr<B> box_;
+  bool counts_work_;
+};
+
+// One recorded operation: its driver calls, made later by the submission thread.
+struct Operation {
+  virtual ~Operation() = default;
+  // Makes the driver calls. `failure` is the stream's unreported failure, when it has one: most operations are then
+  // dropped (return false). Throws CudaFailure, which errors the stream.
+  virtual bool issue(const FailurePointer& failure) = 0;
+  std::shared_ptr<StreamBox> stream;  // the stream whose FailureSlot it reads and writes
+};
+
+template <class F>
+struct OperationOf final : Operation {
+  explicit OperationOf(F&& body) : body(std::move(body)) {}
+  bool issue(const FailurePointer& failure) override { return body(failure); }
+  F body;
+};
+
+// Counters of an environment's submitter, for submissionStats().
+struct SubmissionCounters {
+  double recorded = 0, issued = 0, dropped = 0, failed = 0, parks = 0, waits_for_room = 0, flush_waits = 0;
+};
+
+class Submitter {
+ public:
+  static constexpr size_t kQueueLimit = 4096;
+  Submitter();
+  // Issues what is still queued, then joins the thread.
+  ~Submitter();
+  Submitter(const Submitter&) = delete;
+  Submitter& operator=(const Submitter&) = delete;
+
+  // Queues `operation` after everything recorded before; waits for room when kQueueLimit are queued. JS thread.
+  void record(std::unique_ptr<Operation> operation);
+  // Returns once everything recorded so far was issued (or dropped). JS thread.
+  void flush();
+  // Whether everything recorded was issued. JS thread.
+  bool drained() const { return issued_.load(std::memory_order_acquire) == recorded_; }
+  SubmissionCounters counters() const;
+
+ private:
+  void run();
+
+  OrderedMutex mutex_{LockLevel::kLeaf, "submission queue"};
+  Condition work_;  // the thread waits here for operations
+  Condition done_;  // the JS thread waits here for issue progress (flush, room)
+  std::vector<std::unique_ptr<Operation>> queue_;
+  uint64_t recorded_ = 0;  // JS thread only
+  std::atomic<uint64_t> published_{0};  // recorded_, for the thread's spin without the lock
+  std::atomic<uint64_t> issued_{0};
+  std::atomic<uint64_t> dropped_{0}, failed_{0};
+  bool parked_ = false;
+  bool waiting_ = false;  // the JS thread waits on done_
+  bool closing_ = false;
+  double parks_ = 0, waits_for_room_ = 0, flush_waits_ = 0;  // parks_ under mutex_; the others JS thread
+  pthread_t thread_{};
+  bool started_ = false;
+};
+
+// The environment's submitter in deferred mode, else null.
+Submitter* submitter_of(Napi::Env env);
+
+// Waits until everything this environment recorded was issued; nothing to do in direct mode. JS thread.
+void issue_recorded(Napi::Env env);
+
+// The submitter that records an operation on `stream`, or null when the operation goes directly to the driver (direct
+// mode, a borrowed or capturing stream). A null return has first issued everything recorded (program order). The
+// caller holds a use of the stream.
+Submitter* recording_for(Napi::Env env, StreamBox& stream);
+
+// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`. Body captures Held entries of the boxes it
+// names. Throws Destroyed when the stream was destroyed meanwhile.
+template <class F>
+void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body) {
+  auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
+  operation->stream = stream;
+  submitter.record(std::move(operation));
+}
+
+// Reports a deferred failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now cleared,
+// when the stream has one. Any thread.
+void throw_stream_failure(StreamBox& stream);
+
+// A failure of recorded work on `device` not yet reported by device.synchronize(); taken (cleared). Any thread.
+FailurePointer take_device_failure(int device);
+
+}  // namespace csp
