@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const BYTES = 64 << 10;
-const FAULT = 'cuMemsetD8Async:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS'; // the one fill, device 1's
+const FAULT = `cuMemsetD8Async@${issuer}:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS`; // the one fill, device 1's
 
 // Device 1 fills `b` (the fill faults device 1); device 0 waits on that work as `how` says, copies `b` into `c` and
 // `c` into `out`; then `wait` settles. Prints what the wait gave, whether `out` took the copy, and the devices' health.
@@ -117,7 +117,7 @@ test('a dependency ends with a clean wait: device 1 faulting later leaves device
      const synchronized = await Device.get(0).synchronize().then(() => 'resolved', (e) => e.code);
      console.log(JSON.stringify({ first, later, synchronized, healthy: [Device.get(0).healthy, Device.get(1).healthy] }));
      process.exit(0);`,
-    { devices: 2, fail: 'cuMemsetD8Async:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS', operationDelayUs: 500 },
+    { devices: 2, fail: `cuMemsetD8Async@${issuer}:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: 500 },
   );
   assert.deepEqual(result, { first: [7, 7, 7, 7], later: '5', synchronized: 'resolved', healthy: [true, false] });
 });

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
 
@@ -24,7 +24,7 @@ test('a launch that faults the device: its wait, a wait on another stream and ev
      let later = 'created';
      try { Stream.create(); } catch (e) { later = e.code; }
      console.log(JSON.stringify({ codes, ms, healthy: Device.get(0).healthy, freed, later }));`,
-    { fail: 'cuLaunchKernel:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS', operationDelayUs: 2000 },
+    { fail: `cuLaunchKernel@${issuer}:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: 2000 },
   );
   assert.deepEqual(result.codes, ['CUDA_ERROR_ILLEGAL_ADDRESS', 'CUDA_ERROR_ILLEGAL_ADDRESS']);
   assert.ok(result.ms < 2 + 100 + 100, `the waits took ${result.ms} ms`); // the fault comes after one 2 ms operation

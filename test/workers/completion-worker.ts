@@ -4,7 +4,7 @@
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { completionStats, Stream } from 'cuda-stream-pool';
+import { completionStats, cuda, Stream } from 'cuda-stream-pool';
 import { MS, spinBehindGate, testKernels } from '../support/gpu.js';
 
 const { spin } = await testKernels();
@@ -39,6 +39,7 @@ if (mode === 'batch') {
     spin.launch({ grid: 1, block: 1, stream }, 300n * MS, 0n);
     void stream.synchronize();
   }
+  cuda.flush(); // with deferred submission, the waits reach the poller once their markers are issued
   parentPort!.postMessage({ pending: completionStats().processPending });
   process.exit(0);
 }
