@@ -40,31 +40,34 @@ Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& f) {
                        Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
 }
 
-void rethrow_as_js(Napi::Env env) {
+Napi::Value js_error_of(Napi::Env env, std::exception_ptr failure) {
   Napi::Function factory = AddonData::of(env).error_factory.Value();
-  Napi::Value error;
   try {
-    throw;
+    std::rethrow_exception(failure);
   } catch (const CudaFailure& f) {
-    error = cuda_error_value(env, f);
+    return cuda_error_value(env, f);
   } catch (const Destroyed& d) {
-    error = factory.Call(
+    return factory.Call(
         {Napi::String::New(env, "destroyed"), Napi::String::New(env, d.resource), Napi::String::New(env, d.method)});
   } catch (const Unavailable& u) {
-    error = factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason),
-                          Napi::String::New(env, u.component)});
+    return factory.Call({Napi::String::New(env, "unavailable"), Napi::String::New(env, u.reason),
+                         Napi::String::New(env, u.component)});
   } catch (const std::bad_alloc&) {
-    throw Napi::Error::New(env, "cuda-stream-pool: out of host memory");
+    return Napi::Error::New(env, "cuda-stream-pool: out of host memory").Value();
   } catch (const std::system_error& e) {
     // As Node's own system errors: the errno name in `code` (a thread that could not start: EAGAIN).
     Napi::Error system = Napi::Error::New(env, e.what());
     const int number = e.code().value();
     system.Set("code", number == EAGAIN ? "EAGAIN" : number == ENOMEM ? "ENOMEM" : number == EPERM ? "EPERM" : "ERR_SYSTEM");
     system.Set("errno", Napi::Number::New(env, -number));
-    throw system;
+    return system.Value();
   } catch (const std::exception& e) {
-    throw Napi::Error::New(env, std::string("cuda-stream-pool internal error: ") + e.what());
+    return Napi::Error::New(env, std::string("cuda-stream-pool internal error: ") + e.what()).Value();
   }
+}
+
+void rethrow_as_js(Napi::Env env) {
+  Napi::Value error = js_error_of(env, std::current_exception());
   throw Napi::Error(env, error);
 }
 

@@ -4,6 +4,7 @@
 #include <napi.h>
 #include "internal/cuda-driver.h"
 
+#include <exception>
 #include <string>
 #include <type_traits>
 
@@ -46,6 +47,9 @@ void require_driver();
 
 // The JS CudaError for `failure`, made through the factory that JS registered at load, without throwing it.
 Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& failure);
+
+// The JS error for `failure` (one of the exceptions above, or a system error, or any std::exception), not thrown.
+Napi::Value js_error_of(Napi::Env env, std::exception_ptr failure);
 
 // Converts the exceptions above into JS errors through the factory that JS registered at load.
 [[noreturn]] void rethrow_as_js(Napi::Env env);

@@ -69,7 +69,7 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
       }
       tokens.Set(count, Napi::Number::New(env, item.token));
       if (item.failure)
-        results.Set(count, cuda_error_value(env, *item.failure));
+        results.Set(count, js_error_of(env, item.failure));
       else
         results.Set(count, Napi::Number::New(env, wait_result(item.result, item.dependency)));
       count++;
@@ -203,23 +203,17 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                          const FailurePointer& failure) {
                        if (failure) {
                          // This wait reports the failure; the stream takes work again.
-                         if (FailurePointer taken = s->owner().failure.take())
-                           post(*channel, Ready{token, taken->code, nullptr, nullptr, -1, taken});
-                         else
-                           post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, failure});
+                         FailurePointer taken = s->owner().failure.take();
+                         const CudaFailure& reported = taken ? *taken : *failure;
+                         post(*channel, Ready{token, reported.code, nullptr, nullptr, -1, std::make_exception_ptr(reported)});
                          return true;
                        }
-                       // A marker that cannot be queued fails its wait (never a wait left pending for good).
+                       // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.
                        try {
                          make_current(s->device);
                          watch_stream_on(channel, s.pointer(), token);
-                       } catch (const CudaFailure& refused) {
-                         post(*channel, Ready{token, refused.code, nullptr, nullptr, -1,
-                                              std::make_shared<const CudaFailure>(refused)});
-                       } catch (const std::exception& error) {
-                         post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1,
-                                              std::make_shared<const CudaFailure>(CudaFailure{
-                                                  CUDA_ERROR_UNKNOWN, "synchronize", error.what()})});
+                       } catch (...) {
+                         post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1, std::current_exception()});
                        }
                        return true;
                      });

@@ -73,7 +73,8 @@ struct Ready {
   std::shared_ptr<Landing> landing;
   std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
   int dependency = -1;  // the device whose fault `result` is, when not the wait's own (wait_result, device-faults.h)
-  std::shared_ptr<const CudaFailure> failure;  // recorded work that failed (Note [deferred submission]): the error
+  std::exception_ptr failure;  // recorded work that failed, or a marker that could not be queued for it (Note
+                               // [deferred submission]): the error the wait rejects with
 };
 
 struct Channel {

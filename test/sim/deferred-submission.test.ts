@@ -1,0 +1,193 @@
+// Deferred submission (CUDA_STREAM_POOL_SUBMISSION=deferred) on the simulated driver, whatever mode the suite runs in:
+// recorded operations are issued in program order, what only the driver refuses reaches the next wait (naming the
+// call and the kernel) and travels through events, what JS can check is still refused at the call, and destroy, exit
+// and worker termination with operations queued leave nothing behind.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson, type SimulatedOptions } from '../support/simulated-driver.js';
+
+const deferred = (options: SimulatedOptions = {}): SimulatedOptions => ({
+  ...options,
+  env: { ...options.env, CUDA_STREAM_POOL_SUBMISSION: 'deferred' },
+});
+
+const load = `
+  import { readFileSync } from 'node:fs';
+  import { cuda, Device, DeviceBuffer, Event, Module, PinnedBuffer, Stream } from 'cuda-stream-pool';
+  const tests = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+  const bench = await Module.load(readFileSync('packages/cuda-stream-pool-bench/kernels/bench.ptx', 'utf8'));
+  const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+  const fma = bench.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']);`;
+
+test('deferred: 2,000 rounds of copy in, a kernel reading it and copy out on 8 streams give every round its bytes', needsCompiler, async () => {
+  const result = await simulatedJson<{ wrong: number; first: string; mode: string; recorded: number; issued: number }>(
+    `${load}
+     const rounds = 2000, elements = 64, streams = Array.from({ length: 8 }, () => Stream.create());
+     const buffers = streams.map((stream) => DeviceBuffer.alloc(elements * 4, { stream }));
+     const input = PinnedBuffer.alloc(rounds * elements * 4), output = PinnedBuffer.alloc(rounds * elements * 4);
+     const inView = input.view(Float32Array), outView = output.view(Float32Array);
+     for (let r = 0; r < rounds; r++) {
+       const s = r % 8, stream = streams[s], at = r * elements * 4;
+       for (let e = 0; e < elements; e++) inView[r * elements + e] = r + e;
+       stream.copy(buffers[s], input, { srcOffset: at, byteLength: elements * 4 });
+       fma.launch({ grid: 1, block: 64, stream }, buffers[s], elements, 1, 1, 1); // x * 1 + 1
+       stream.copy(output, buffers[s], { dstOffset: at, byteLength: elements * 4 });
+     }
+     await Promise.all(streams.map((stream) => stream.synchronize()));
+     let wrong = 0, first = '';
+     for (let r = 0; r < rounds; r++)
+       for (let e = 0; e < elements; e++)
+         if (outView[r * elements + e] !== r + e + 1) { wrong++; first ||= 'round ' + r + ' element ' + e + ': ' + outView[r * elements + e]; }
+     const { mode, recorded, issued } = cuda.submission();
+     console.log(JSON.stringify({ wrong, first, mode, recorded, issued }));`,
+    deferred({ operationDelayUs: 1 }),
+  );
+  assert.equal(result.mode, 'deferred');
+  assert.deepEqual({ wrong: result.wrong, first: result.first }, { wrong: 0, first: '' });
+  assert.ok(result.recorded >= 6000, `${result.recorded} operations recorded`);
+  assert.equal(result.issued, result.recorded);
+});
+
+test('deferred: a launch the driver refuses rejects the next wait naming the kernel; later work is dropped until then, and the stream works again after', needsCompiler, async () => {
+  const result = await simulatedJson<{ name: string; call: string; message: string; dropped: number; untouched: boolean; after: number[]; device: string; deviceAgain: string }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(64 * 4, { stream });
+     const out = PinnedBuffer.alloc(64 * 4);
+     out.view(Uint32Array).fill(0xaa);
+     fill.launch({ grid: 1, block: 64, stream }, words, 1, 64);
+     fill.launch({ grid: 1, block: 64, stream }, words, 2, 64); // refused by the driver when issued
+     stream.copy(out, words); // dropped: it would copy what the refused launch never wrote
+     let error;
+     try { await stream.synchronize(); } catch (e) { error = e; }
+     const { dropped } = cuda.submission();
+     const untouched = out.view(Uint32Array).every((v) => v === 0xaa);
+     fill.launch({ grid: 1, block: 64, stream }, words, 3, 64);
+     stream.copy(out, words);
+     await stream.synchronize();
+     const device = await Device.get(0).synchronize().then(() => 'resolved', (e) => e.call);
+     const deviceAgain = await Device.get(0).synchronize().then(() => 'resolved', (e) => e.call);
+     console.log(JSON.stringify({ name: error?.name, call: error?.call, message: error?.message, dropped, untouched, after: [...new Set(out.view(Uint32Array))], device, deviceAgain }));`,
+    deferred({ fail: 'cuLaunchKernel@csp-submit:2=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 200 }),
+  );
+  assert.equal(result.name, 'CudaError');
+  assert.equal(result.call, 'cuLaunchKernel');
+  assert.match(result.message, /kernel "fill_u32" with grid \[1, 1, 1\], block \[64, 1, 1\]/);
+  assert.equal(result.dropped, 1, 'the copy after the refused launch');
+  assert.equal(result.untouched, true, 'the copy after the refused launch never ran');
+  assert.deepEqual(result.after, [3]);
+  // device.synchronize() reports the failure of recorded work on its device once, as its own wait.
+  assert.deepEqual([result.device, result.deviceAgain], ['cuLaunchKernel', 'resolved']);
+});
+
+test('deferred: an event recorded after a refused launch carries the failure to the stream that waits on it and to host waits', needsCompiler, async () => {
+  const result = await simulatedJson<{ waiter: string; event: string; untouched: boolean }>(
+    `${load}
+     const [a, b] = [Stream.create(), Stream.create()];
+     const words = DeviceBuffer.alloc(64 * 4, { stream: a });
+     const out = PinnedBuffer.alloc(64 * 4);
+     out.view(Uint32Array).fill(0xaa);
+     await a.synchronize();
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 5, 64); // refused when issued
+     const done = Event.create().record(a); // dropped: stands for failed work
+     b.waitEvent(done);
+     b.copy(out, words); // must not read what a never wrote
+     const waiter = await b.synchronize().then(() => 'resolved', (e) => e.call);
+     const event = await done.synchronize().then(() => 'resolved', (e) => e.call);
+     await a.synchronize().catch(() => {});
+     console.log(JSON.stringify({ waiter, event, untouched: out.view(Uint32Array).every((v) => v === 0xaa) }));`,
+    deferred({ fail: 'cuLaunchKernel@csp-submit:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 200 }),
+  );
+  assert.deepEqual(result, { waiter: 'cuLaunchKernel', event: 'cuLaunchKernel', untouched: true });
+});
+
+test('deferred: what JS can check is refused at the call, before anything is recorded', needsCompiler, async () => {
+  const result = await simulatedJson<{ threads: string; shared: string; destroyed: string; recorded: number }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(64 * 4, { stream });
+     const refusal = (f) => { try { f(); return 'accepted'; } catch (e) { return e.name + ' ' + (e.code ?? '') + ' ' + e.message; } };
+     const threads = refusal(() => fill.launch({ grid: 1, block: 4096, stream }, words, 1, 64));
+     const shared = refusal(() => fill.launch({ grid: 1, block: 64, stream, dynamicSharedMemBytes: 64 * 1024 }, words, 1, 64));
+     const gone = Stream.create();
+     gone.destroy();
+     const destroyed = refusal(() => fill.launch({ grid: 1, block: 64, stream: gone }, words, 1, 64));
+     console.log(JSON.stringify({ threads, shared, destroyed, recorded: cuda.submission().recorded }));`,
+    deferred(),
+  );
+  assert.match(result.threads, /^CudaError CUDA_ERROR_INVALID_VALUE .*block \[4096, 1, 1\] \(4096 threads\).*at most 1024 threads per block/);
+  assert.match(result.shared, /^CudaError CUDA_ERROR_INVALID_VALUE .*65536 bytes of dynamic shared memory/);
+  assert.match(result.destroyed, /^DestroyedError /);
+  assert.equal(result.recorded, 0);
+});
+
+test('deferred: cuda.flush() and reading stream.handle issue everything recorded before them', needsCompiler, async () => {
+  const result = await simulatedJson<{ afterFlush: boolean; afterHandle: boolean; recorded: number }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(4096, { stream });
+     for (let i = 0; i < 500; i++) stream.fill(words, i & 255);
+     cuda.flush();
+     let s = cuda.submission();
+     const afterFlush = s.issued === s.recorded;
+     for (let i = 0; i < 500; i++) stream.fill(words, i & 255);
+     void stream.handle;
+     s = cuda.submission();
+     console.log(JSON.stringify({ afterFlush, afterHandle: s.issued === s.recorded, recorded: s.recorded }));
+     await stream.synchronize();`,
+    deferred({ operationDelayUs: 1 }),
+  );
+  assert.deepEqual(result, { afterFlush: true, afterHandle: true, recorded: 1000 });
+});
+
+test('deferred: destroy(), free() and process.exit() with operations queued leave no live objects and no bad access', needsCompiler, async () => {
+  const result = await simulatedJson<{ live: Record<string, unknown> }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(4096, { stream });
+     const pinned = PinnedBuffer.alloc(4096);
+     for (let i = 0; i < 300; i++) { stream.fill(words, i & 255); stream.copy(pinned, words); }
+     stream.destroy();
+     words.free();
+     pinned.free();
+     const other = Stream.create();
+     const more = DeviceBuffer.alloc(4096, { stream: other });
+     for (let i = 0; i < 300; i++) other.fill(more, i & 255);
+     await Device.get(0).synchronize();
+     more.free();
+     other.destroy();
+     const { streams, deviceBytes } = cuda.liveObjects();
+     console.log(JSON.stringify({ live: { streams, deviceBytes } }));
+     const last = Stream.create();
+     const kept = DeviceBuffer.alloc(4096, { stream: last });
+     for (let i = 0; i < 300; i++) last.fill(kept, i & 255);
+     process.exit(0); // with fills still queued`,
+    deferred({ operationDelayUs: 20 }),
+  );
+  assert.deepEqual(result.live, { streams: 0, deviceBytes: 0 });
+});
+
+test('deferred: a worker terminated with operations queued leaves the process working', needsCompiler, async () => {
+  const result = await simulatedJson<{ exit: number; after: number[] }>(
+    `${load}
+     import { Worker } from 'node:worker_threads';
+     const worker = new Worker(\`
+       import { parentPort } from 'node:worker_threads';
+       import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+       const stream = Stream.create();
+       const words = DeviceBuffer.alloc(4096, { stream });
+       for (let i = 0; i < 2000; i++) stream.fill(words, i & 255);
+       parentPort.postMessage('queued');
+       setInterval(() => {}, 1000);\`, { eval: true });
+     await new Promise((resolve) => worker.once('message', resolve));
+     const exit = await worker.terminate();
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(16, { stream });
+     fill.launch({ grid: 1, block: 4, stream }, words, 9, 4);
+     const after = [...await words.toArray(Uint32Array, { stream })];
+     console.log(JSON.stringify({ exit, after }));`,
+    deferred({ operationDelayUs: 20 }),
+  );
+  assert.deepEqual(result, { exit: 1, after: [9, 9, 9, 9] });
+});
