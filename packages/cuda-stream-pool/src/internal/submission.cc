@@ -68,6 +68,13 @@ Submitter::~Submitter() {
 
 void Submitter::record(std::unique_ptr<Operation> operation) {
   std::unique_lock<OrderedMutex> lock(mutex_);
+  queue_.reserve(queue_.size() + 1);  // the one throw (out of memory) comes before anything is counted
+  struct Uncount {
+    Operation* operation;
+    ~Uncount() {
+      if (operation) operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  } uncount{operation.get()};
   if (queue_.size() >= kQueueLimit) {
     waits_for_room_++;
     waiting_ = true;
@@ -75,6 +82,7 @@ void Submitter::record(std::unique_ptr<Operation> operation) {
     waiting_ = false;
   }
   queue_.push_back(std::move(operation));
+  uncount.operation = nullptr;
   recorded_++;
   published_.store(recorded_, std::memory_order_release);
   if (parked_) work_.notify_one();
@@ -138,6 +146,7 @@ void Submitter::run() {
           device_failures[owner.device].record(std::move(shared));
         }
       });
+      operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
       operation.reset();  // its entries leave now: a destroy() waiting on them releases the handle here
       issued_.fetch_add(1, std::memory_order_release);
     }
@@ -168,6 +177,8 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream) {
   }
   return submitter_of(env);
 }
+
+void count_recorded(StreamBox& stream) { stream.owner().recorded_pending.fetch_add(1, std::memory_order_acq_rel); }
 
 void throw_stream_failure(StreamBox& stream) {
   if (FailurePointer failure = stream.owner().failure.take()) throw CudaFailure(*failure);

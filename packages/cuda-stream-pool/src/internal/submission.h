@@ -170,12 +170,16 @@ void issue_recorded(Napi::Env env);
 // caller holds a use of the stream.
 Submitter* recording_for(Napi::Env env, StreamBox& stream);
 
+// Counts an operation recorded on `stream` and not issued yet (StreamBox::recorded_pending, on its owner).
+void count_recorded(StreamBox& stream);
+
 // Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`. Body captures Held entries of the boxes it
 // names. Throws Destroyed when the stream was destroyed meanwhile.
 template <class F>
 void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body) {
   auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
   operation->stream = stream;
+  count_recorded(*stream);
   submitter.record(std::move(operation));
 }
 

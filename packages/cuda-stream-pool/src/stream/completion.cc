@@ -194,8 +194,9 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
-  if (Submitter* submitter = recording_for(env, *stream); submitter && !submitter->drained()) {
-    // Work of this thread may still be recorded: the marker follows it in the queue.
+  Submitter* submitter = recording_for(env, *stream);
+  if (submitter && stream->owner().recorded_pending.load(std::memory_order_acquire) != 0) {
+    // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.
     channel_of(env);  // throws unless completionInit ran
     std::shared_ptr<Channel> shared = AddonData::of(env).channel;
     record_operation(*submitter, stream,

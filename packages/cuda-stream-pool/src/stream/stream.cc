@@ -197,6 +197,8 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
   if (FailurePointer failure = box->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
+  // Work recorded on it and not issued yet (deferred submission) keeps it busy; no need to wait for the issue.
+  if (box->owner().recorded_pending.load(std::memory_order_acquire) != 0) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
   const DependencySnapshot seen = box->owner().dependencies.snapshot();
   const CUresult status = query_stream(*box);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);
@@ -323,7 +325,7 @@ const Export kStreamExports[] = {
     {"streamOwnerDevice", "bigint", entry<stream_owner_device>},
     {"streamShareHandle", "box", entry<stream_share_handle>},
     {"streamInfo", "box", entry<stream_info>},
-    {"streamStatus", "box", entry<stream_status>},
+    {"streamStatus", "box", unordered<stream_status>},
     {"streamSynchronize", "box", entry<stream_synchronize>},
     {"streamThrowFailure", "box", entry<stream_throw_failure>},
     {"streamWaitEvent", "box, box", unordered<stream_wait_event>},

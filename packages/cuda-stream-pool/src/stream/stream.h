@@ -81,6 +81,8 @@ struct StreamBox : Box {
   // The first failure of work recorded on the stream that no wait has reported (Note [deferred submission] in
   // internal/submission.h); kept on owner().
   FailureSlot failure;
+  // Operations recorded on the stream, by any thread, not issued yet: while there are any, the stream is busy.
+  std::atomic<uint32_t> recorded_pending{0};
   bool info_known = false;
   unsigned long long id = 0;
   int priority = 0;
