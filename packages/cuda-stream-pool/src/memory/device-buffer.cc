@@ -306,7 +306,8 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
 }
 
 // deviceBufferUse(box, stream, afterWork, method): the buffer is (or is about to be) used on the stream; Note [buffer
-// uses]. `method` names the caller in a DestroyedError.
+// uses]. `method` names the caller in a DestroyedError. Unordered (Note [deferred submission]): it only notes the use,
+// which a free reads after issuing what was recorded, and a per-thread stream it records on is never recorded on.
 Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
@@ -365,7 +366,7 @@ const Export kDeviceBufferExports[] = {
     {"deviceBufferAlloc", "box, number", entry<device_buffer_alloc>},
     {"deviceBufferPointer", "box", entry<device_buffer_pointer>},
     {"deviceBufferFree", "box, box?, boolean", entry<device_buffer_free>},
-    {"deviceBufferUse", "box, box, boolean, string", entry<device_buffer_use>},
+    {"deviceBufferUse", "box, box, boolean, string", unordered<device_buffer_use>},
     {"deviceBufferShare", "box", entry<device_buffer_share>},
     {"deviceBufferAttach", "bigint", entry<device_buffer_attach>},
 };
