@@ -54,48 +54,51 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 
 Submitter::Submitter() {
   thread_ = start_thread("csp-submit", [this] { run(); });
-  started_ = true;
 }
 
 Submitter::~Submitter() {
-  {
-    std::lock_guard<OrderedMutex> lock(mutex_);
-    closing_ = true;
-    work_.notify_one();
-  }
-  if (started_) pthread_join(thread_, nullptr);
+  closing_.store(true, std::memory_order_seq_cst);
+  wake_thread();
+  pthread_join(thread_, nullptr);  // the thread issues everything recorded before it returns
+}
+
+void Submitter::wake_thread() {
+  if (!parked_.load(std::memory_order_seq_cst)) return;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  work_.notify_one();
+}
+
+void Submitter::wake_recorder() {
+  if (!waiting_.load(std::memory_order_seq_cst)) return;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  done_.notify_all();
 }
 
 void Submitter::record(std::unique_ptr<Operation> operation) {
-  std::unique_lock<OrderedMutex> lock(mutex_);
-  queue_.reserve(queue_.size() + 1);  // the one throw (out of memory) comes before anything is counted
-  struct Uncount {
-    Operation* operation;
-    ~Uncount() {
-      if (operation) operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
-    }
-  } uncount{operation.get()};
-  if (queue_.size() >= kQueueLimit) {
+  if (recorded_ - issued_.load(std::memory_order_acquire) >= kQueueLimit) {
     waits_for_room_++;
-    waiting_ = true;
-    done_.wait(lock, [&] { return queue_.size() < kQueueLimit; });
-    waiting_ = false;
+    std::unique_lock<OrderedMutex> lock(mutex_);
+    waiting_.store(true, std::memory_order_seq_cst);
+    done_.wait(lock, [&] { return recorded_ - issued_.load(std::memory_order_seq_cst) < kQueueLimit; });
+    waiting_.store(false, std::memory_order_relaxed);
   }
-  queue_.push_back(std::move(operation));
-  uncount.operation = nullptr;
+  ring_[recorded_ % kQueueLimit] = operation.release();
   recorded_++;
-  published_.store(recorded_, std::memory_order_release);
-  if (parked_) work_.notify_one();
+  published_.store(recorded_, std::memory_order_seq_cst);
+  wake_thread();
 }
 
 void Submitter::flush() {
   if (drained()) return;
-  std::unique_lock<OrderedMutex> lock(mutex_);
   flush_waits_++;
-  waiting_ = true;
-  if (parked_) work_.notify_one();
-  done_.wait(lock, [&] { return issued_.load(std::memory_order_acquire) == recorded_; });
-  waiting_ = false;
+  // The thread is issuing: a short spin usually sees it finish.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+  while (!drained() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  if (drained()) return;
+  std::unique_lock<OrderedMutex> lock(mutex_);
+  waiting_.store(true, std::memory_order_seq_cst);
+  done_.wait(lock, [&] { return issued_.load(std::memory_order_seq_cst) == recorded_; });
+  waiting_.store(false, std::memory_order_relaxed);
 }
 
 SubmissionCounters Submitter::counters() const {
@@ -104,37 +107,38 @@ SubmissionCounters Submitter::counters() const {
   out.issued = static_cast<double>(issued_.load(std::memory_order_acquire));
   out.dropped = static_cast<double>(dropped_.load(std::memory_order_relaxed));
   out.failed = static_cast<double>(failed_.load(std::memory_order_relaxed));
-  out.parks = parks_;
+  out.parks = parks_.load(std::memory_order_relaxed);
   out.waits_for_room = waits_for_room_;
   out.flush_waits = flush_waits_;
   return out;
 }
 
 void Submitter::run() {
-  std::vector<std::unique_ptr<Operation>> batch;
-  uint64_t taken = 0;  // operations taken from the queue so far
-  std::unique_lock<OrderedMutex> lock(mutex_);
+  uint64_t head = 0;
   for (;;) {
-    if (queue_.empty() && !closing_) {
-      // Spin a little without the lock, then park.
-      lock.unlock();
+    uint64_t tail = published_.load(std::memory_order_acquire);
+    if (head == tail) {
+      if (closing_.load(std::memory_order_acquire)) return;
+      // Spin a little, then park.
       const auto until = std::chrono::steady_clock::now() + kSpin;
-      while (published_.load(std::memory_order_acquire) == taken && std::chrono::steady_clock::now() < until)
+      while ((tail = published_.load(std::memory_order_acquire)) == head && !closing_.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
-      lock.lock();
-      if (queue_.empty() && !closing_) {
-        parks_++;
-        parked_ = true;
-        work_.wait(lock, [&] { return !queue_.empty() || closing_; });
-        parked_ = false;
+      if (head == tail) {
+        std::unique_lock<OrderedMutex> lock(mutex_);
+        parked_.store(true, std::memory_order_seq_cst);
+        if (published_.load(std::memory_order_seq_cst) == head && !closing_.load(std::memory_order_seq_cst)) {
+          parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          work_.wait(lock, [&] {
+            return published_.load(std::memory_order_seq_cst) != head || closing_.load(std::memory_order_seq_cst);
+          });
+        }
+        parked_.store(false, std::memory_order_relaxed);
+        continue;
       }
     }
-    if (queue_.empty() && closing_) return;
-    batch.swap(queue_);
-    taken += batch.size();
-    if (waiting_) done_.notify_all();  // room again
-    lock.unlock();
-    for (auto& operation : batch) {
+    for (; head < tail; head++) {
+      Operation* operation = ring_[head % kQueueLimit];
       never_throws("issuing a recorded operation", [&] {
         StreamBox& owner = operation->stream->owner();
         try {
@@ -147,12 +151,10 @@ void Submitter::run() {
         }
       });
       operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
-      operation.reset();  // its entries leave now: a destroy() waiting on them releases the handle here
-      issued_.fetch_add(1, std::memory_order_release);
+      delete operation;  // its entries leave now: a destroy() waiting on them releases the handle here
+      issued_.store(head + 1, std::memory_order_seq_cst);
+      wake_recorder();
     }
-    batch.clear();
-    lock.lock();
-    if (waiting_) done_.notify_all();
   }
 }
 

@@ -125,7 +125,7 @@ struct SubmissionCounters {
 
 class Submitter {
  public:
-  static constexpr size_t kQueueLimit = 4096;
+  static constexpr size_t kQueueLimit = 4096;  // a power of two: ring slots
   Submitter();
   // Issues what is still queued, then joins the thread.
   ~Submitter();
@@ -142,21 +142,29 @@ class Submitter {
 
  private:
   void run();
+  // Wakes the thread if it parked (after a publish); wakes the JS thread if it waits (after progress).
+  void wake_thread();
+  void wake_recorder();
 
-  OrderedMutex mutex_{LockLevel::kLeaf, "submission queue"};
-  Condition work_;  // the thread waits here for operations
-  Condition done_;  // the JS thread waits here for issue progress (flush, room)
-  std::vector<std::unique_ptr<Operation>> queue_;
-  uint64_t recorded_ = 0;  // JS thread only
-  std::atomic<uint64_t> published_{0};  // recorded_, for the thread's spin without the lock
+  // The ring: one producer (the JS thread) and one consumer (the thread), no lock on the way. `recorded_` counts
+  // what the JS thread published (its tail), `issued_` what the thread finished (its head); slot i % kQueueLimit
+  // holds operation i until it is issued.
+  Operation* ring_[kQueueLimit] = {};
+  uint64_t recorded_ = 0;                  // JS thread only
+  std::atomic<uint64_t> published_{0};     // recorded_, as the thread sees it
   std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> dropped_{0}, failed_{0};
-  bool parked_ = false;
-  bool waiting_ = false;  // the JS thread waits on done_
-  bool closing_ = false;
-  double parks_ = 0, waits_for_room_ = 0, flush_waits_ = 0;  // parks_ under mutex_; the others JS thread
+  // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
+  // so a publish or an issue never goes unseen by a side about to sleep.
+  OrderedMutex mutex_{LockLevel::kLeaf, "submission queue"};
+  Condition work_;  // the thread parks here
+  Condition done_;  // the JS thread waits here for issue progress (flush, room)
+  std::atomic<bool> parked_{false};
+  std::atomic<bool> waiting_{false};
+  std::atomic<bool> closing_{false};
+  std::atomic<double> parks_{0};
+  double waits_for_room_ = 0, flush_waits_ = 0;  // JS thread
   pthread_t thread_{};
-  bool started_ = false;
 };
 
 // The environment's submitter in deferred mode, else null.
