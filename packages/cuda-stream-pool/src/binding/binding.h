@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "binding/errors.h"
 #include "internal/handle-table.h"
@@ -24,7 +25,9 @@ struct AddonData {
   uint64_t* facts = nullptr;  // the environment's fact scratch (Note [fact scratch]), set by JS at load
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
-  std::unique_ptr<Submitter> submitter;  // deferred mode only, made on first record (internal/submission.h)
+  // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
+  // (internal/submission.h).
+  std::vector<std::unique_ptr<Submitter>> submitters;
 
   AddonData();
   ~AddonData();

@@ -43,6 +43,9 @@ export interface SubmissionStats {
   /** `deferred`: operations on the library's own streams are recorded and issued by a native submission thread
    * (`CUDA_STREAM_POOL_SUBMISSION=deferred`); `direct`: every call reaches the driver from the calling thread. */
   mode: 'direct' | 'deferred';
+  /** The thread's submission threads (`CUDA_STREAM_POOL_SUBMISSION_THREADS`, 1 to 8, default 2); each stream's
+   * operations go to one of them. 0 in direct mode. */
+  threads: number;
   /** Operations this thread recorded. */
   recorded: number;
   /** Of those, how many its submission thread issued or dropped. */
@@ -312,7 +315,7 @@ function unavailableBinding(reason: string): NativeBinding {
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
     submissionFlush: () => {},
-    submissionStats: () => ({ mode: 'direct', recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
+    submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {

@@ -29,6 +29,11 @@ const settings: readonly Setting[] = [
     takes: '`deferred` (a native thread per JS thread issues the stream-ordered calls it records) or `direct` (the default: every call goes to the driver from the calling thread)',
   },
   {
+    name: 'CUDA_STREAM_POOL_SUBMISSION_THREADS',
+    accepts: (value) => /^[1-8]$/.test(value),
+    takes: 'a whole number from 1 to 8: the submission threads of each JS thread in deferred mode; the default stays 2',
+  },
+  {
     name: 'CUDA_STREAM_POOL_CHECK_LOCK_ORDER',
     accepts: (value) => value === '0' || value === '1',
     takes: '`1` (abort on a native mutex taken out of order) or `0`',

@@ -158,18 +158,43 @@ void Submitter::run() {
   }
 }
 
-Submitter* submitter_of(Napi::Env env) {
-  if (!deferred_mode()) return nullptr;
-  AddonData& addon = AddonData::of(env);
-  if (!addon.submitter) addon.submitter = std::make_unique<Submitter>();
-  return addon.submitter.get();
+int submission_threads() {
+  static const int threads = [] {
+    const char* value = std::getenv("CUDA_STREAM_POOL_SUBMISSION_THREADS");
+    const int n = value ? std::atoi(value) : 0;
+    return n >= 1 && n <= 8 ? n : 2;
+  }();
+  return threads;
 }
 
 void issue_recorded(Napi::Env env) {
   if (!deferred_mode()) return;
-  Submitter* submitter = AddonData::of(env).submitter.get();
-  if (submitter) submitter->flush();
+  for (auto& submitter : AddonData::of(env).submitters) submitter->flush();
 }
+
+namespace {
+
+// The environment's submitter for the stream's shard; the threads start on the first record. Throws
+// std::system_error when a thread cannot start (none is kept then).
+Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
+  auto& submitters = AddonData::of(env).submitters;
+  if (submitters.empty()) {
+    std::vector<std::unique_ptr<Submitter>> made;
+    for (int i = 0; i < submission_threads(); i++) made.push_back(std::make_unique<Submitter>());
+    submitters = std::move(made);
+  }
+  StreamBox& owner = stream.owner();
+  int shard = owner.shard.load(std::memory_order_relaxed);
+  if (shard < 0) {
+    static std::atomic<unsigned> next{0};
+    int expected = -1;
+    shard = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(submission_threads()));
+    if (!owner.shard.compare_exchange_strong(expected, shard, std::memory_order_relaxed)) shard = expected;
+  }
+  return *submitters[static_cast<size_t>(shard)];
+}
+
+}  // namespace
 
 Submitter* recording_for(Napi::Env env, StreamBox& stream) {
   if (!deferred_mode()) return nullptr;
@@ -177,7 +202,7 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream) {
     issue_recorded(env);
     return nullptr;
   }
-  return submitter_of(env);
+  return &submitter_for(env, stream);
 }
 
 void count_recorded(StreamBox& stream) { stream.owner().recorded_pending.fetch_add(1, std::memory_order_acq_rel); }
@@ -191,14 +216,25 @@ namespace {
 // submissionFlush(): issues everything this environment recorded (js_entry's ordering does the work).
 Napi::Value submission_flush(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
 
-// submissionStats() -> { mode, recorded, issued, dropped, failed, parks, waitsForRoom, flushWaits } of this
-// environment's submitter (zeros before its first record, and in direct mode).
+// submissionStats() -> { mode, threads, recorded, issued, dropped, failed, parks, waitsForRoom, flushWaits } of this
+// environment's submission threads, summed (zeros before its first record, and in direct mode).
 Napi::Value submission_stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Submitter* submitter = deferred_mode() ? AddonData::of(env).submitter.get() : nullptr;
-  const SubmissionCounters c = submitter ? submitter->counters() : SubmissionCounters{};
+  SubmissionCounters c;
+  if (deferred_mode())
+    for (auto& submitter : AddonData::of(env).submitters) {
+      const SubmissionCounters one = submitter->counters();
+      c.recorded += one.recorded;
+      c.issued += one.issued;
+      c.dropped += one.dropped;
+      c.failed += one.failed;
+      c.parks += one.parks;
+      c.waits_for_room += one.waits_for_room;
+      c.flush_waits += one.flush_waits;
+    }
   Napi::Object out = Napi::Object::New(env);
   out.Set("mode", deferred_mode() ? "deferred" : "direct");
+  out.Set("threads", deferred_mode() ? submission_threads() : 0);
   out.Set("recorded", c.recorded);
   out.Set("issued", c.issued);
   out.Set("dropped", c.dropped);

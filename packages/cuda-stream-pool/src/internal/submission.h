@@ -4,7 +4,11 @@
 // Note [deferred submission]:
 //  - Mode. CUDA_STREAM_POOL_SUBMISSION=deferred turns it on for the process; `direct` (the default) keeps every
 //    driver call on the calling JS thread. Each environment (main thread or worker) then has one Submitter: a queue
-//    of operations and one native thread, named "csp-submit", that issues them in the order they were recorded.
+//    queue of operations and a native thread, named "csp-submit", that issues them in the order they were recorded,
+//    for each of CUDA_STREAM_POOL_SUBMISSION_THREADS shards (default 2: one thread issuing about 10 us of driver
+//    calls per small task tops out near 100,000 tasks/s). A stream belongs to one shard, given on its first record
+//    (round-robin, process-wide), so its operations keep their order; what orders work across streams (events)
+//    is kept across shards as across threads, below.
 //  - Which calls record. Copies between device and pinned memory, fills, kernel launches, event records, stream
 //    waits on events, and the completion marker of an awaited synchronize(), when their stream is owned by the
 //    library (created by it, or a pool's) and not capturing. The legacy and per-thread default streams and borrowed
@@ -167,8 +171,9 @@ class Submitter {
   pthread_t thread_{};
 };
 
-// The environment's submitter in deferred mode, else null.
-Submitter* submitter_of(Napi::Env env);
+// How many submission threads each environment has in deferred mode (CUDA_STREAM_POOL_SUBMISSION_THREADS, 1 to 8,
+// default 2). Read once.
+int submission_threads();
 
 // Waits until everything this environment recorded was issued; nothing to do in direct mode. JS thread.
 void issue_recorded(Napi::Env env);

@@ -83,6 +83,8 @@ struct StreamBox : Box {
   FailureSlot failure;
   // Operations recorded on the stream, by any thread, not issued yet: while there are any, the stream is busy.
   std::atomic<uint32_t> recorded_pending{0};
+  // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
+  std::atomic<int> shard{-1};
   bool info_known = false;
   unsigned long long id = 0;
   int priority = 0;
