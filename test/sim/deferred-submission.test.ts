@@ -192,3 +192,18 @@ test('deferred: a worker terminated with operations queued leaves the process wo
   );
   assert.deepEqual(result, { exit: 1, after: [9, 9, 9, 9] });
 });
+
+test('deferred: without a submission thread, the call that would record throws EAGAIN each time and nothing is left queued', needsCompiler, async () => {
+  const result = await simulatedJson<{ first: string; second: string; recorded: number; query: boolean }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(4096, { stream });
+     await stream.synchronize();
+     const attempt = () => { try { stream.fill(words, 1); return 'recorded'; } catch (e) { return e.code + ': ' + e.message; } };
+     const first = attempt(), second = attempt();
+     console.log(JSON.stringify({ first, second, recorded: cuda.submission().recorded, query: stream.query() }));`,
+    deferred({ env: { CUDA_STREAM_POOL_FAIL_THREAD_START: 'csp-submit' } }),
+  );
+  const refused = 'EAGAIN: cuda-stream-pool could not start a submission thread, so this thread cannot record stream work (CUDA_STREAM_POOL_SUBMISSION=deferred): Resource temporarily unavailable';
+  assert.deepEqual(result, { first: refused, second: refused, recorded: 0, query: true });
+});

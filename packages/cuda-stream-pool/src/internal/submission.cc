@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "binding/binding.h"
@@ -180,7 +181,12 @@ Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
   auto& submitters = AddonData::of(env).submitters;
   if (submitters.empty()) {
     std::vector<std::unique_ptr<Submitter>> made;
-    for (int i = 0; i < submission_threads(); i++) made.push_back(std::make_unique<Submitter>());
+    try {
+      for (int i = 0; i < submission_threads(); i++) made.push_back(std::make_unique<Submitter>());
+    } catch (const std::system_error& e) {
+      throw std::system_error(e.code(), "cuda-stream-pool could not start a submission thread, so this thread cannot "
+                                        "record stream work (CUDA_STREAM_POOL_SUBMISSION=deferred)");
+    }
     submitters = std::move(made);
   }
   StreamBox& owner = stream.owner();

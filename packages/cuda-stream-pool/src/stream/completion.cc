@@ -194,8 +194,10 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
-  Submitter* submitter = recording_for(env, *stream);
-  if (submitter && stream->owner().recorded_pending.load(std::memory_order_acquire) != 0) {
+  Submitter* submitter = nullptr;
+  if (deferred_mode() && stream->owner().recorded_pending.load(std::memory_order_acquire) != 0)
+    submitter = recording_for(env, *stream);
+  if (submitter) {
     // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.
     channel_of(env);  // throws unless completionInit ran
     std::shared_ptr<Channel> shared = AddonData::of(env).channel;
