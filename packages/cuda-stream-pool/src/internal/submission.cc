@@ -1,7 +1,9 @@
 // Deferred submission: each environment's submitter and its thread. See Note [deferred submission] in submission.h.
 #include "internal/submission.h"
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -53,11 +55,59 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 
 }  // namespace
 
+namespace {
+
+// Exit. process.exit() and the end of the main thread run exit() without tearing the environment down, so submission
+// threads may still be issuing while static destructors and the driver's own exit handlers run. An exit handler,
+// registered after the driver's (so it runs first), stops every submission thread between two operations and waits
+// for the one in flight; what is still queued is left (the process is ending).
+std::atomic<bool> exiting{false};
+
+struct LiveSubmitters {
+  std::mutex mutex;
+  std::vector<const std::atomic<bool>*> in_operation;  // each live submitter's flag
+};
+
+LiveSubmitters& live_submitters() {
+  static auto* live = new LiveSubmitters();  // never destroyed: the exit handler reads it
+  return *live;
+}
+
+void stop_submitters_at_exit() {
+  exiting.store(true, std::memory_order_seq_cst);
+  LiveSubmitters& live = live_submitters();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (const std::atomic<bool>* busy : live.in_operation)
+    while (busy->load(std::memory_order_seq_cst)) std::this_thread::yield();
+}
+
+}  // namespace
+
 Submitter::Submitter() {
-  thread_ = start_thread("csp-submit", [this] { run(); });
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(stop_submitters_at_exit); });
+  {
+    LiveSubmitters& live = live_submitters();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.in_operation.push_back(&in_operation_);
+  }
+  try {
+    thread_ = start_thread("csp-submit", [this] { run(); });
+  } catch (...) {
+    forget();
+    throw;
+  }
+}
+
+void Submitter::forget() {
+  LiveSubmitters& live = live_submitters();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  auto& flags = live.in_operation;
+  flags.erase(std::remove(flags.begin(), flags.end(), &in_operation_), flags.end());
 }
 
 Submitter::~Submitter() {
+  forget();
   closing_.store(true, std::memory_order_seq_cst);
   wake_thread();
   pthread_join(thread_, nullptr);  // the thread issues everything recorded before it returns
@@ -139,6 +189,11 @@ void Submitter::run() {
       }
     }
     for (; head < tail; head++) {
+      in_operation_.store(true, std::memory_order_seq_cst);
+      if (exiting.load(std::memory_order_seq_cst)) {
+        in_operation_.store(false, std::memory_order_seq_cst);
+        return;
+      }
       Operation* operation = ring_[head % kQueueLimit];
       never_throws("issuing a recorded operation", [&] {
         StreamBox& owner = operation->stream->owner();
@@ -153,6 +208,7 @@ void Submitter::run() {
       });
       operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
       delete operation;  // its entries leave now: a destroy() waiting on them releases the handle here
+      in_operation_.store(false, std::memory_order_seq_cst);
       issued_.store(head + 1, std::memory_order_seq_cst);
       wake_recorder();
     }

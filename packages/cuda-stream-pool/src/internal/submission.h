@@ -34,6 +34,8 @@
 //    it (retire_and_wait). Environment teardown issues what is left, then joins the thread.
 //  - Room. At most kQueueLimit operations wait to be issued; recording more waits for room (counted).
 //  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
+//  - Exit. exit() (process.exit(), the main thread's end) tears no environment down: an exit handler stops the
+//    submission threads between two operations before the driver's exit handlers and static destructors run.
 //  - Locks: the queue's mutex and a FailureSlot's mutex are leaves; no driver call is made under either.
 #pragma once
 #include <napi.h>
@@ -149,6 +151,7 @@ class Submitter {
   // Wakes the thread if it parked (after a publish); wakes the JS thread if it waits (after progress).
   void wake_thread();
   void wake_recorder();
+  void forget();  // leaves the exit handler's list
 
   // The ring: one producer (the JS thread) and one consumer (the thread), no lock on the way. `recorded_` counts
   // what the JS thread published (its tail), `issued_` what the thread finished (its head); slot i % kQueueLimit
@@ -166,6 +169,7 @@ class Submitter {
   std::atomic<bool> parked_{false};
   std::atomic<bool> waiting_{false};
   std::atomic<bool> closing_{false};
+  std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
   std::atomic<double> parks_{0};
   double waits_for_room_ = 0, flush_waits_ = 0;  // JS thread
   pthread_t thread_{};
