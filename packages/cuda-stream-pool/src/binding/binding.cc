@@ -23,6 +23,9 @@ namespace {
 Napi::Value handle_release(const Napi::CallbackInfo& info) {
   const double handle = info[0].As<Napi::Number>().DoubleValue();
   const bool collected = info[1].As<Napi::Boolean>().Value();
+  // A collected owner's box is freed now (its forget action): after the work recorded with it was issued, since a
+  // kernel argument's buffer is not held by the recorded launch (Note [deferred submission]).
+  if (collected) issue_recorded(info.Env());
   return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.release(handle, collected));
 }
 

@@ -31,7 +31,9 @@
 //    device-wide, as in direct mode; device.synchronize() reports a failure of recorded work on its device once.
 //  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
 //    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
-//    it (retire_and_wait). Environment teardown issues what is left, then joins the thread.
+//    it (retire_and_wait). A kernel's arguments are only addresses: a buffer used as one is freed by free() (an
+//    ordered call) or, when its owner was collected, by handleRelease, which issues what was recorded first.
+//    Environment teardown issues what is left, then joins the threads.
 //  - Room. At most kQueueLimit operations wait to be issued; recording more waits for room (counted).
 //  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
 //  - Exit. exit() (process.exit(), the main thread's end) tears no environment down: an exit handler stops the
