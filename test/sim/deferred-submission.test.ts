@@ -207,3 +207,47 @@ test('deferred: without a submission thread, the call that would record throws E
   const refused = 'EAGAIN: cuda-stream-pool could not start a submission thread, so this thread cannot record stream work (CUDA_STREAM_POOL_SUBMISSION=deferred): Resource temporarily unavailable';
   assert.deepEqual(result, { first: refused, second: refused, recorded: 0, query: true });
 });
+
+test('deferred: a stream that waits on an event waits for the record made before the wait, not for a later one on another submission thread', needsCompiler, async () => {
+  const result = await simulatedJson<{ wrong: number }>(
+    `${load}
+     const streams = Array.from({ length: 6 }, () => Stream.create());
+     const n = 4096, buffer = DeviceBuffer.alloc(n * 4, { stream: streams[0] }), out = PinnedBuffer.alloc(n * 4), event = Event.create();
+     await streams[0].synchronize();
+     let wrong = 0;
+     for (let r = 1; r <= 60; r++) {
+       const [s1, s2, s3] = [streams[r % 6], streams[(r + 1) % 6], streams[(r + 2) % 6]];
+       for (let i = 0; i < 10; i++) fill.launch({ grid: n / 256, block: 256, stream: s1 }, buffer, r * 100 + i, n);
+       event.record(s1);
+       s2.waitEvent(event); // waits for s1's fills
+       event.record(s3); // then the event moves on, to an idle stream
+       s2.copy(out, buffer);
+       await s2.synchronize();
+       if (out.view(Uint32Array)[n - 1] !== r * 100 + 9) wrong++;
+       await s1.synchronize();
+     }
+     console.log(JSON.stringify({ wrong }));`,
+    deferred({ operationDelayUs: 30, env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '4' } }),
+  );
+  assert.deepEqual(result, { wrong: 0 });
+});
+
+test('deferred: every wait issued after a failure on a shared stream rejects, so a task whose work was dropped is told', needsCompiler, async () => {
+  const result = await simulatedJson<{ a: string; b: string; after: string; threads: number }>(
+    `${load}
+     const stream = Stream.create();
+     const [bufferA, bufferB] = [DeviceBuffer.alloc(1024, { stream }), DeviceBuffer.alloc(1024, { stream })];
+     const out = PinnedBuffer.alloc(1024);
+     fill.launch({ grid: 1, block: 256, stream }, bufferA, 11, 256); // task A: refused when issued
+     fill.launch({ grid: 1, block: 256, stream }, bufferB, 22, 256); // task B: dropped
+     stream.copy(out, bufferB);
+     const [a, b] = await Promise.all([stream.synchronize(), stream.synchronize()].map((p) => p.then(() => 'resolved', (e) => e.call)));
+     fill.launch({ grid: 1, block: 256, stream }, bufferB, 33, 256); // runs: the failure was reported
+     stream.copy(out, bufferB);
+     await stream.synchronize();
+     console.log(JSON.stringify({ a, b, after: String(out.view(Uint32Array)[0]), threads: cuda.submission().threads }));`,
+    deferred({ fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 100, env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '08' } }),
+  );
+  // '08' is not one of the values the variable takes (one digit from 1 to 8): the default, 2.
+  assert.deepEqual(result, { a: 'cuLaunchKernel', b: 'cuLaunchKernel', after: '33', threads: 2 });
+});

@@ -40,7 +40,7 @@ export interface CompletionStats {
  * `cuda.submission()`). Counters only grow.
  */
 export interface SubmissionStats {
-  /** `deferred`: operations on the library's own streams are recorded and issued by a native submission thread
+  /** `deferred`: operations on the library's own streams are recorded and issued by native submission threads
    * (`CUDA_STREAM_POOL_SUBMISSION=deferred`); `direct`: every call reaches the driver from the calling thread. */
   mode: 'direct' | 'deferred';
   /** The thread's submission threads (`CUDA_STREAM_POOL_SUBMISSION_THREADS`, 1 to 8, default 2); each stream's
@@ -48,17 +48,19 @@ export interface SubmissionStats {
   threads: number;
   /** Operations this thread recorded. */
   recorded: number;
-  /** Of those, how many its submission thread issued or dropped. */
+  /** Of those, how many its submission threads issued or dropped. */
   issued: number;
   /** Operations dropped because an earlier one on their stream had failed and no wait had reported it yet. */
   dropped: number;
-  /** Operations whose driver call failed (each errored its stream). */
+  /** Operations that errored their stream: their driver call failed, or (a stream wait) the event they wait on
+   * carries a failure. */
   failed: number;
-  /** How often the submission thread parked with nothing to do. */
+  /** How often the submission threads parked with nothing to do. */
   parks: number;
   /** Records that waited for room in a full queue. */
   waitsForRoom: number;
-  /** Calls that waited for recorded operations to be issued first (a query, a blocking wait, a free, `cuda.flush()`). */
+  /** Waits for a submission thread to issue what was recorded, by calls that need it first (a query, a blocking
+   * wait, a free, `cuda.flush()`; one per submission thread that had work left). */
   flushWaits: number;
 }
 

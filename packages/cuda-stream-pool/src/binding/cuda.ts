@@ -75,17 +75,19 @@ export const cuda = {
   /**
    * Issues to the driver every operation this thread recorded, and returns once they are issued (not done: await a
    * stream or event for that). Only deferred submission (`CUDA_STREAM_POOL_SUBMISSION=deferred`) records; there, a
-   * copy, fill, launch, event record or stream wait on a stream the library created is queued for the thread's
-   * submission thread. Call it before handing a raw handle or pointer to code that calls the driver itself (another
-   * library), so that its calls come after yours. Every other call of this library that reads or changes driver state
-   * does this first by itself. In direct mode it does nothing. Never throws once the native addon loaded.
-   * Source: the library's deferred submission (a queue per thread, issued in order by one native thread).
+   * copy, fill, launch, event record or stream wait on a stream the library created is queued for one of the
+   * thread's submission threads (`CUDA_STREAM_POOL_SUBMISSION_THREADS`, default 2). Call it before handing a raw
+   * handle or a buffer's address to code that calls the driver itself (another library), so that its calls come
+   * after yours. Every other call of this library that reads or changes driver state does this first by itself. In
+   * direct mode it does nothing. Never throws once the native addon loaded.
+   * Source: the library's deferred submission (a queue per submission thread; each stream's operations issued in
+   * the order they were recorded).
    */
   flush(): void {
     native.submissionFlush();
   },
-  /** This thread's submission mode and its submission thread's counters ({@link SubmissionStats}). Never opens the
-   * driver; never throws. */
+  /** This thread's submission mode and the counters of its submission threads, summed ({@link SubmissionStats}).
+   * Never opens the driver; never throws. */
   submission(): SubmissionStats {
     return native.submissionStats();
   },

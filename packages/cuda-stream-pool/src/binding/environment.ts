@@ -26,7 +26,7 @@ const settings: readonly Setting[] = [
   {
     name: 'CUDA_STREAM_POOL_SUBMISSION',
     accepts: (value) => value === 'direct' || value === 'deferred',
-    takes: '`deferred` (a native thread per JS thread issues the stream-ordered calls it records) or `direct` (the default: every call goes to the driver from the calling thread)',
+    takes: '`deferred` (native submission threads issue the stream-ordered calls each JS thread records) or `direct` (the default: every call goes to the driver from the calling thread)',
   },
   {
     name: 'CUDA_STREAM_POOL_SUBMISSION_THREADS',

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "binding/binding.h"
+#include "internal/submission.h"
 #include "internal/box.h"
 #include "stream/capture.h"
 #include "internal/context.h"
@@ -213,6 +214,8 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[1]);
   Use<GraphExecBox> use(*exec, "GraphExec", "launch");
   Use<StreamBox> use_stream(*stream, "Stream", "graphExec.launch");
+  // A graph is not recorded: on a stream whose recorded work failed it would read what was never written.
+  if (deferred_mode()) throw_stream_failure(*stream);
   make_current(stream->device);
   check(drv().cuGraphLaunch(exec->handle, stream->handle), "cuGraphLaunch", stream->device, where(*stream));
   return info.Env().Undefined();

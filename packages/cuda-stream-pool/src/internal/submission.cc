@@ -25,17 +25,45 @@ void FailureSlot::record(FailurePointer failure) {
   std::lock_guard<OrderedMutex> lock(mutex_);
   if (failure_) return;
   failure_ = std::move(failure);
+  reported_.store(false, std::memory_order_relaxed);
   set_.store(true, std::memory_order_release);
 }
 
-FailurePointer FailureSlot::take() {
+FailurePointer FailureSlot::report() {
   if (!set()) return nullptr;
   std::lock_guard<OrderedMutex> lock(mutex_);
-  set_.store(false, std::memory_order_release);
-  return std::move(failure_);
+  if (failure_) reported_.store(true, std::memory_order_release);
+  return failure_;
 }
 
-void FailureSlot::clear() { take(); }
+bool FailureSlot::clear_if_reported() {
+  if (!set() || !reported_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  if (!reported_.load(std::memory_order_relaxed)) return false;
+  failure_.reset();
+  reported_.store(false, std::memory_order_relaxed);
+  set_.store(false, std::memory_order_release);
+  return true;
+}
+
+void FailureSlot::clear() {
+  if (!set()) return;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  failure_.reset();
+  reported_.store(false, std::memory_order_relaxed);
+  set_.store(false, std::memory_order_release);
+}
+
+void await_count(const std::atomic<uint64_t>& counter, uint64_t target) {
+  if (counter.load(std::memory_order_acquire) >= target) return;
+  const auto start = std::chrono::steady_clock::now();
+  while (counter.load(std::memory_order_acquire) < target) {
+    if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(100))
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
 
 bool deferred_mode() {
   static const bool deferred = [] {
@@ -198,7 +226,10 @@ void Submitter::run() {
       never_throws("issuing a recorded operation", [&] {
         StreamBox& owner = operation->stream->owner();
         try {
-          if (!operation->issue(owner.failure.peek())) dropped_.fetch_add(1, std::memory_order_relaxed);
+          // Work after a reported failure runs again; a wait's marker reports instead.
+          FailurePointer failure = owner.failure.peek();
+          if (failure && !operation->reports && owner.failure.clear_if_reported()) failure = nullptr;
+          if (!operation->issue(failure)) dropped_.fetch_add(1, std::memory_order_relaxed);
         } catch (const CudaFailure& failure) {
           failed_.fetch_add(1, std::memory_order_relaxed);
           auto shared = std::make_shared<const CudaFailure>(failure);
@@ -217,9 +248,10 @@ void Submitter::run() {
 
 int submission_threads() {
   static const int threads = [] {
+    // One digit from 1 to 8, as the JS side's warning checks; anything else is the default.
     const char* value = std::getenv("CUDA_STREAM_POOL_SUBMISSION_THREADS");
-    const int n = value ? std::atoi(value) : 0;
-    return n >= 1 && n <= 8 ? n : 2;
+    if (value && value[0] >= '1' && value[0] <= '8' && value[1] == '\0') return value[0] - '0';
+    return 2;
   }();
   return threads;
 }
@@ -270,7 +302,7 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream) {
 void count_recorded(StreamBox& stream) { stream.owner().recorded_pending.fetch_add(1, std::memory_order_acq_rel); }
 
 void throw_stream_failure(StreamBox& stream) {
-  if (FailurePointer failure = stream.owner().failure.take()) throw CudaFailure(*failure);
+  if (FailurePointer failure = stream.owner().failure.report()) throw CudaFailure(*failure);
 }
 
 namespace {
@@ -318,7 +350,9 @@ void register_submission(Napi::Env env, Napi::Object exports) { export_all(env, 
 
 FailurePointer take_device_failure(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  return device_failures[device].take();
+  FailurePointer failure = device_failures[device].peek();
+  if (failure) device_failures[device].clear();
+  return failure;
 }
 
 }  // namespace csp

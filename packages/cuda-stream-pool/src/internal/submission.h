@@ -20,9 +20,10 @@
 //    copy. So whatever reads or changes driver state sees the recorded work issued before it, and `cuda.flush()`
 //    is that wait on its own.
 //  - Across threads. An event record counts itself on the event when it is recorded and again when it was issued;
-//    a stream wait on the event, issued by any environment's submitter, and a host wait on the event first wait
-//    until the records recorded before them were issued, so "record in one worker, post, wait in another" orders
-//    work as direct calls do.
+//    a stream wait on the event, issued by any submission thread of any environment, and a host wait on the event
+//    first wait until the records recorded before them were issued. Records of one event are issued in the order
+//    they were made, each after the stream waits recorded before it, so a wait never sees a later record than its
+//    own: "record, then wait on another stream or in another thread" orders work as direct calls do.
 //  - Validation stays synchronous: types, ranges, destroyed objects and capture rules are checked when the call is
 //    made, with the errors of direct mode. What only the driver can refuse makes the stream errored (its
 //    FailureSlot): later recorded operations on it are dropped until a wait reports the failure; the next wait on
@@ -59,19 +60,24 @@ struct StreamBox;
 
 using FailurePointer = std::shared_ptr<const CudaFailure>;
 
-// The first failure of a stream's (or an event's) recorded work that no wait has reported yet. Any thread.
+// The first failure of a stream's (or an event's) recorded work that no wait has reported yet. Every wait issued while
+// it is set reports it (each covers the dropped work); the stream's first operation after a report clears it, and
+// runs. Any thread.
 class FailureSlot {
  public:
   bool set() const { return set_.load(std::memory_order_acquire); }
   FailurePointer peek() const;
-  // Keeps the first failure until it is taken.
+  // Keeps the first failure until it is cleared.
   void record(FailurePointer failure);
-  // The failure, now cleared (null when none).
-  FailurePointer take();
+  // The failure, marked reported (null when none).
+  FailurePointer report();
+  // Clears a failure that a wait has reported; true when it did (the caller's operation then runs).
+  bool clear_if_reported();
   void clear();
 
  private:
   std::atomic<bool> set_{false};
+  std::atomic<bool> reported_{false};
   mutable OrderedMutex mutex_{LockLevel::kLeaf, "deferred failure"};
   FailurePointer failure_;
 };
@@ -117,6 +123,7 @@ struct Operation {
   // dropped (return false). Throws CudaFailure, which errors the stream.
   virtual bool issue(const FailurePointer& failure) = 0;
   std::shared_ptr<StreamBox> stream;  // the stream whose FailureSlot it reads and writes
+  bool reports = false;               // a wait's marker: it reports a failure instead of clearing it
 };
 
 template <class F>
@@ -192,18 +199,23 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream);
 // Counts an operation recorded on `stream` and not issued yet (StreamBox::recorded_pending, on its owner).
 void count_recorded(StreamBox& stream);
 
-// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`. Body captures Held entries of the boxes it
+// Waits until `counter` reaches `target` (another submission thread's progress). Any thread; yields, then sleeps in
+// short steps.
+void await_count(const std::atomic<uint64_t>& counter, uint64_t target);
+
+// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`; `reports`: a wait's marker. Body captures Held entries of the boxes it
 // names. Throws Destroyed when the stream was destroyed meanwhile.
 template <class F>
-void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body) {
+void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body, bool reports = false) {
   auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
   operation->stream = stream;
+  operation->reports = reports;
   count_recorded(*stream);
   submitter.record(std::move(operation));
 }
 
-// Reports a deferred failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now cleared,
-// when the stream has one. Any thread.
+// Reports a deferred failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now marked
+// reported, when the stream has one. Any thread.
 void throw_stream_failure(StreamBox& stream);
 
 // A failure of recorded work on `device` not yet reported by device.synchronize(); taken (cleared). Any thread.

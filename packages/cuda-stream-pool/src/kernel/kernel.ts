@@ -20,7 +20,8 @@ export interface LaunchOptions {
    * current GPUs) are checked by the driver. */
   grid: Dim3;
   /** Threads per block: each dimension an integer from 1. The driver checks the product against the kernel's
-   * `attributes.maxThreadsPerBlock` (at most 1024) and each dimension against the device (1024, 1024, 64). */
+   * `attributes.maxThreadsPerBlock` (at most 1024) and each dimension against the device (1024, 1024, 64); with
+   * deferred submission the library makes the same checks at the call, with the same error. */
   block: Dim3;
   /** Dynamic shared memory per block in bytes, from 0 to 2**32 - 1; above 48 KiB only after
    * {@link Kernel.setMaxDynamicSharedMemBytes}. @defaultValue 0 */

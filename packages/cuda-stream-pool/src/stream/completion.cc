@@ -205,10 +205,9 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                      [s = Held<StreamBox>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
                          const FailurePointer& failure) {
                        if (failure) {
-                         // This wait reports the failure; the stream takes work again.
-                         FailurePointer taken = s->owner().failure.take();
-                         const CudaFailure& reported = taken ? *taken : *failure;
-                         post(*channel, Ready{token, reported.code, nullptr, nullptr, -1, std::make_exception_ptr(reported)});
+                         // This wait reports the failure; the stream's next operation runs again.
+                         s->owner().failure.report();
+                         post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(*failure)});
                          return true;
                        }
                        // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.
@@ -219,7 +218,8 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                          post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1, std::current_exception()});
                        }
                        return true;
-                     });
+                     },
+                     true);
     return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
   }
   throw_stream_failure(*stream);

@@ -37,16 +37,7 @@ std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted)
   return box;
 }
 
-void await_records(EventBox& event, uint64_t recorded) {
-  if (event.records_issued.load(std::memory_order_acquire) >= recorded) return;
-  const auto start = std::chrono::steady_clock::now();
-  while (event.records_issued.load(std::memory_order_acquire) < recorded) {
-    if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(100))
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
+void await_records(EventBox& event, uint64_t recorded) { await_count(event.records_issued, recorded); }
 
 void throw_event_failure(EventBox& event) {
   if (!deferred_mode()) return;
@@ -79,10 +70,14 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "recordEvent");
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
     make_current(event->device);  // as a direct call leaves it
-    event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
     record_operation(*submitter, stream,
-                     [e = Held<EventBox>(event, "Event", "record"), s = Held<StreamBox>(stream, "Stream", "recordEvent")](
-                         const FailurePointer& failure) {
+                     [e = Held<EventBox>(event, "Event", "record"), s = Held<StreamBox>(stream, "Stream", "recordEvent"),
+                      earlier, waits](const FailurePointer& failure) {
+                       // Records are issued in the order they were made, each after the waits on the one before.
+                       await_count(e->records_issued, earlier);
+                       await_count(e->waits_issued, waits);
                        // Counted whatever happens, so that no wait on the event waits for good.
                        struct Count {
                          EventBox& event;
@@ -98,6 +93,7 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
                        return true;
                      });
   } else {
+    if (deferred_mode()) await_count(event->waits_issued, event->waits_recorded.load(std::memory_order_acquire));
     issue_event_record(*event, *stream);
     if (deferred_mode()) event->failure.clear();
   }

@@ -18,6 +18,9 @@ struct EventBox : Box {
   // so that a wait on it from any thread waits for the records made before it.
   FailureSlot failure;
   std::atomic<uint64_t> records_recorded{0}, records_issued{0};
+  // Stream waits on it recorded and issued: a later record is issued only after the waits recorded before it, so a
+  // wait issued by another submission thread never sees the event's next record instead of its own.
+  std::atomic<uint64_t> waits_recorded{0}, waits_issued{0};
   ~EventBox() override;
   // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.

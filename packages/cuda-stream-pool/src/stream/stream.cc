@@ -247,9 +247,15 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
     make_current(box->device);  // as a direct call leaves it
     // Waits for the records of the event made before this call, by any thread, to be issued first.
     const uint64_t recorded = event->records_recorded.load(std::memory_order_acquire);
+    event->waits_recorded.fetch_add(1, std::memory_order_acq_rel);
     record_operation(*submitter, box,
                      [s = Held<StreamBox>(box, "Stream", "waitEvent"), e = Held<EventBox>(event, "Event", "waitEvent"),
                       recorded](const FailurePointer& failure) {
+                       // Counted whatever happens: the event's next record waits for it.
+                       struct Count {
+                         EventBox& event;
+                         ~Count() { event.waits_issued.fetch_add(1, std::memory_order_acq_rel); }
+                       } count{*e};
                        if (failure) return false;
                        await_records(*e, recorded);
                        // Work after a wait on failed work fails too: it must not read what was never written.
