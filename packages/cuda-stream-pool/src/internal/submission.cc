@@ -15,6 +15,11 @@
 
 namespace csp {
 
+namespace {
+// Set by the exit handler (below): the submission threads stop.
+std::atomic<bool> exiting{false};
+}  // namespace
+
 FailurePointer FailureSlot::peek() const {
   if (!set()) return nullptr;
   std::lock_guard<OrderedMutex> lock(mutex_);
@@ -57,7 +62,8 @@ void FailureSlot::clear() {
 void await_count(const std::atomic<uint64_t>& counter, uint64_t target) {
   if (counter.load(std::memory_order_acquire) >= target) return;
   const auto start = std::chrono::steady_clock::now();
-  while (counter.load(std::memory_order_acquire) < target) {
+  // At exit the other submission threads have stopped: waiting for them would hold up the exit handler for good.
+  while (counter.load(std::memory_order_acquire) < target && !exiting.load(std::memory_order_acquire)) {
     if (std::chrono::steady_clock::now() - start < std::chrono::microseconds(100))
       std::this_thread::yield();
     else
@@ -88,8 +94,7 @@ namespace {
 // Exit. process.exit() and the end of the main thread run exit() without tearing the environment down, so submission
 // threads may still be issuing while static destructors and the driver's own exit handlers run. An exit handler,
 // registered after the driver's (so it runs first), stops every submission thread between two operations and waits
-// for the one in flight; what is still queued is left (the process is ending).
-std::atomic<bool> exiting{false};
+// for the one in flight; what is still queued is left (the process is ending). `exiting` is declared at the top.
 
 struct LiveSubmitters {
   std::mutex mutex;
