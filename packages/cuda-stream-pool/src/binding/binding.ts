@@ -128,7 +128,8 @@ export interface NativeBinding {
   streamStatus(stream: Box): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
   streamSynchronize(stream: Box): number;
-  /** Throws, once, the CudaError of recorded work on the stream that failed (deferred submission); else nothing. */
+  /** Throws the CudaError of recorded work on the stream that failed (deferred submission), marking it reported; else
+   * nothing. */
   streamThrowFailure(stream: Box): void;
   streamWaitEvent(stream: Box, event: Box): void;
   /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */

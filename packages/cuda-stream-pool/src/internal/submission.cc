@@ -16,8 +16,37 @@
 namespace csp {
 
 namespace {
-// Set by the exit handler (below): the submission threads stop.
+
+// Exit. process.exit() and the end of the main thread run exit() without tearing the environment down, so submission
+// threads may still be issuing while static destructors and the driver's own exit handlers run. An exit handler,
+// registered after the driver's (so it runs first), sets `exiting`, which stops every submission thread between two
+// operations, and waits for the one in flight; what is still queued is left (the process is ending).
 std::atomic<bool> exiting{false};
+
+struct LiveSubmitters {
+  std::mutex mutex;
+  std::vector<const std::atomic<bool>*> in_operation;  // each live submitter's flag
+};
+
+LiveSubmitters& live_submitters() {
+  static auto* live = new LiveSubmitters();  // never destroyed: the exit handler reads it
+  return *live;
+}
+
+void stop_submitters_at_exit() {
+  exiting.store(true, std::memory_order_seq_cst);
+  LiveSubmitters& live = live_submitters();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (const std::atomic<bool>* busy : live.in_operation)
+    while (busy->load(std::memory_order_seq_cst)) std::this_thread::yield();
+}
+
+FailureSlot device_failures[kMaxDevices];
+
+// How long the thread looks for more work after a batch before it parks: long enough to span the gap between two
+// calls of a JS loop that records (a few microseconds), short enough that an idle process uses no CPU.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
 }  // namespace
 
 FailurePointer FailureSlot::peek() const {
@@ -41,22 +70,24 @@ FailurePointer FailureSlot::report() {
   return failure_;
 }
 
+FailurePointer FailureSlot::reset_locked() {
+  reported_.store(false, std::memory_order_relaxed);
+  set_.store(false, std::memory_order_release);
+  return std::move(failure_);
+}
+
 bool FailureSlot::clear_if_reported() {
   if (!set() || !reported_.load(std::memory_order_acquire)) return false;
   std::lock_guard<OrderedMutex> lock(mutex_);
   if (!reported_.load(std::memory_order_relaxed)) return false;
-  failure_.reset();
-  reported_.store(false, std::memory_order_relaxed);
-  set_.store(false, std::memory_order_release);
+  reset_locked();
   return true;
 }
 
-void FailureSlot::clear() {
-  if (!set()) return;
+FailurePointer FailureSlot::take() {
+  if (!set()) return nullptr;
   std::lock_guard<OrderedMutex> lock(mutex_);
-  failure_.reset();
-  reported_.store(false, std::memory_order_relaxed);
-  set_.store(false, std::memory_order_release);
+  return reset_locked();
 }
 
 void await_count(const std::atomic<uint64_t>& counter, uint64_t target) {
@@ -78,43 +109,6 @@ bool deferred_mode() {
   }();
   return deferred;
 }
-
-namespace {
-
-FailureSlot device_failures[kMaxDevices];
-
-// How long the thread looks for more work after a batch before it parks: long enough to span the gap between two
-// calls of a JS loop that records (a few microseconds), short enough that an idle process uses no CPU.
-constexpr auto kSpin = std::chrono::microseconds(50);
-
-}  // namespace
-
-namespace {
-
-// Exit. process.exit() and the end of the main thread run exit() without tearing the environment down, so submission
-// threads may still be issuing while static destructors and the driver's own exit handlers run. An exit handler,
-// registered after the driver's (so it runs first), stops every submission thread between two operations and waits
-// for the one in flight; what is still queued is left (the process is ending). `exiting` is declared at the top.
-
-struct LiveSubmitters {
-  std::mutex mutex;
-  std::vector<const std::atomic<bool>*> in_operation;  // each live submitter's flag
-};
-
-LiveSubmitters& live_submitters() {
-  static auto* live = new LiveSubmitters();  // never destroyed: the exit handler reads it
-  return *live;
-}
-
-void stop_submitters_at_exit() {
-  exiting.store(true, std::memory_order_seq_cst);
-  LiveSubmitters& live = live_submitters();
-  std::lock_guard<std::mutex> lock(live.mutex);
-  for (const std::atomic<bool>* busy : live.in_operation)
-    while (busy->load(std::memory_order_seq_cst)) std::this_thread::yield();
-}
-
-}  // namespace
 
 Submitter::Submitter() {
   static std::once_flag registered;
@@ -355,9 +349,7 @@ void register_submission(Napi::Env env, Napi::Object exports) { export_all(env, 
 
 FailurePointer take_device_failure(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  FailurePointer failure = device_failures[device].peek();
-  if (failure) device_failures[device].clear();
-  return failure;
+  return device_failures[device].take();
 }
 
 }  // namespace csp

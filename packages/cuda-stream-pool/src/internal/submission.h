@@ -1,11 +1,11 @@
-// Deferred submission: the JS thread records stream-ordered operations, a native submission thread issues their
+// Deferred submission: the JS thread records stream-ordered operations, native submission threads issue their
 // driver calls. See Note [deferred submission].
 //
 // Note [deferred submission]:
 //  - Mode. CUDA_STREAM_POOL_SUBMISSION=deferred turns it on for the process; `direct` (the default) keeps every
-//    driver call on the calling JS thread. Each environment (main thread or worker) then has one Submitter: a queue
-//    queue of operations and a native thread, named "csp-submit", that issues them in the order they were recorded,
-//    for each of CUDA_STREAM_POOL_SUBMISSION_THREADS shards (default 2: one thread issuing about 10 us of driver
+//    driver call on the calling JS thread. Each environment (main thread or worker) then has one Submitter, a queue
+//    of operations and a native thread named "csp-submit" that issues them in the order they were recorded, for
+//    each of CUDA_STREAM_POOL_SUBMISSION_THREADS shards (default 2: one thread issuing about 10 us of driver
 //    calls per small task tops out near 100,000 tasks/s). A stream belongs to one shard, given on its first record
 //    (round-robin, process-wide), so its operations keep their order; what orders work across streams (events)
 //    is kept across shards as across threads, below.
@@ -15,7 +15,8 @@
 //    streams keep the direct path: their meaning depends on the thread that makes the call. A stream that captures
 //    keeps it too, so that its capture records what the calling thread asked for, in order.
 //  - Program order. Every other native call of the environment first waits until everything the environment
-//    recorded was issued (js_entry calls issue_recorded; `recorded<F>` and `bookkeeping<F>` exports skip it): a
+//    recorded was issued (js_entry calls issue_recorded; exports made with `unordered<F>`, the recording calls and
+//    bookkeeping that no recorded work depends on, skip it): a
 //    query, a blocking wait, an allocation or free, a handle export, a destroy, a capture's begin and end, a direct
 //    copy. So whatever reads or changes driver state sees the recorded work issued before it, and `cuda.flush()`
 //    is that wait on its own.
@@ -26,10 +27,11 @@
 //    own: "record, then wait on another stream or in another thread" orders work as direct calls do.
 //  - Validation stays synchronous: types, ranges, destroyed objects and capture rules are checked when the call is
 //    made, with the errors of direct mode. What only the driver can refuse makes the stream errored (its
-//    FailureSlot): later recorded operations on it are dropped until a wait reports the failure; the next wait on
-//    the stream rejects with the CudaError of the call that failed (naming the kernel, the stream), and an event
-//    recorded after the failure carries it to every stream and host wait on that event. A sticky fault also stays
-//    device-wide, as in direct mode; device.synchronize() reports a failure of recorded work on its device once.
+//    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
+//    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
+//    and runs; an event recorded after the failure carries it to every stream and host wait on that event, and a
+//    graph launch on the stream throws it. A sticky fault also stays device-wide, as in direct mode;
+//    device.synchronize() reports a failure of recorded work on its device once.
 //  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
 //    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
 //    it (retire_and_wait). A kernel's arguments are only addresses: a buffer used as one is freed by free() (an
@@ -73,9 +75,12 @@ class FailureSlot {
   FailurePointer report();
   // Clears a failure that a wait has reported; true when it did (the caller's operation then runs).
   bool clear_if_reported();
-  void clear();
+  // The failure, now cleared (null when none).
+  FailurePointer take();
+  void clear() { take(); }
 
  private:
+  FailurePointer reset_locked();  // under mutex_
   std::atomic<bool> set_{false};
   std::atomic<bool> reported_{false};
   mutable OrderedMutex mutex_{LockLevel::kLeaf, "deferred failure"};
@@ -203,8 +208,15 @@ void count_recorded(StreamBox& stream);
 // short steps.
 void await_count(const std::atomic<uint64_t>& counter, uint64_t target);
 
-// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`; `reports`: a wait's marker. Body captures Held entries of the boxes it
-// names. Throws Destroyed when the stream was destroyed meanwhile.
+// Adds one to `counter` when it goes out of scope: a recorded operation counts itself issued (an event's records and
+// waits) however it ends, dropped or failed, so that nothing waiting for the count waits for good.
+struct CountWhenDone {
+  std::atomic<uint64_t>& counter;
+  ~CountWhenDone() { counter.fetch_add(1, std::memory_order_acq_rel); }
+};
+
+// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`; `reports`: a wait's marker. The body
+// captures Held entries of the boxes it names. Throws Destroyed when the stream was destroyed meanwhile.
 template <class F>
 void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body, bool reports = false) {
   auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));

@@ -269,9 +269,9 @@ Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
 
 // The context of a failed launch: the kernel, the launch shape, the stream, and the kernel's own limits (read only
 // now, on the failure path), so that "invalid argument" says which limit was crossed.
-std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, const unsigned (&grid)[3],
-                          const unsigned (&block)[3], unsigned shared) {
-  auto dims = [](const unsigned (&d)[3]) {
+std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, const unsigned* grid, const unsigned* block,
+                          unsigned shared) {
+  auto dims = [](const unsigned* d) {
     return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
   };
   std::string detail = "kernel \"" + kernel.name + "\" with grid " + dims(grid) + ", block " + dims(block) + " (" +
@@ -346,10 +346,7 @@ void issue_launch(const KernelBox& kernel, const StreamBox& stream, const unsign
   make_current(device);
   CUresult r = drv().cuLaunchKernel(kernel.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
                                     stream.handle, count ? pointers : nullptr, nullptr);
-  if (r != CUDA_SUCCESS) {
-    const unsigned grid_copy[3] = {grid[0], grid[1], grid[2]}, block_copy[3] = {block[0], block[1], block[2]};
-    check(r, "cuLaunchKernel", device, launch_detail(kernel, stream, grid_copy, block_copy, shared));
-  }
+  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", device, launch_detail(kernel, stream, grid, block, shared));
 }
 
 // kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)

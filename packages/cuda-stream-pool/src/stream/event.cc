@@ -7,9 +7,6 @@
 #include "internal/loader.h"
 #include "stream/stream.h"
 
-#include <chrono>
-#include <thread>
-
 namespace csp {
 
 const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002ULL};
@@ -37,11 +34,9 @@ std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted)
   return box;
 }
 
-void await_records(EventBox& event, uint64_t recorded) { await_count(event.records_issued, recorded); }
-
 void throw_event_failure(EventBox& event) {
   if (!deferred_mode()) return;
-  await_records(event, event.records_recorded.load(std::memory_order_acquire));
+  await_count(event.records_issued, event.records_recorded.load(std::memory_order_acquire));
   if (FailurePointer failure = event.failure.peek()) throw CudaFailure(*failure);
 }
 
@@ -78,11 +73,7 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
                        // Records are issued in the order they were made, each after the waits on the one before.
                        await_count(e->records_issued, earlier);
                        await_count(e->waits_issued, waits);
-                       // Counted whatever happens, so that no wait on the event waits for good.
-                       struct Count {
-                         EventBox& event;
-                         ~Count() { event.records_issued.fetch_add(1, std::memory_order_acq_rel); }
-                       } count{*e};
+                       CountWhenDone issued{e->records_issued};
                        if (failure) {
                          e->failure.clear();
                          e->failure.record(failure);  // the event now stands for failed work

@@ -30,10 +30,6 @@ struct EventBox : Box {
   void release() override;
 };
 
-// Waits until the event's records counted up to `recorded` were issued by their submitters (Note [deferred
-// submission] in internal/submission.h). Any thread; yields, then sleeps in short steps.
-void await_records(EventBox& event, uint64_t recorded);
-
 // In deferred mode, waits for the records recorded so far to be issued, then throws the failure the event carries
 // (its last record was dropped after a failure of its stream's recorded work). The caller holds a use.
 void throw_event_failure(EventBox& event);

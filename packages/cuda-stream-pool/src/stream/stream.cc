@@ -228,8 +228,8 @@ void issue_stream_wait_event(StreamBox& stream, EventBox& event) {
         [&] { return std::string(describe(stream)); });
 }
 
-// streamThrowFailure(box): throws, once, the CudaError of recorded work on the stream that failed (Note [deferred
-// submission] in internal/submission.h); nothing when none did. After streamStatus reported a failure.
+// streamThrowFailure(box): throws the CudaError of recorded work on the stream that failed, marking it reported (Note
+// [deferred submission] in internal/submission.h); nothing when none did. After streamStatus reported a failure.
 Napi::Value stream_throw_failure(const Napi::CallbackInfo& info) {
   auto box = unwrap_box<StreamBox>(info[0]);
   throw_stream_failure(*box);
@@ -251,20 +251,16 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
     record_operation(*submitter, box,
                      [s = Held<StreamBox>(box, "Stream", "waitEvent"), e = Held<EventBox>(event, "Event", "waitEvent"),
                       recorded](const FailurePointer& failure) {
-                       // Counted whatever happens: the event's next record waits for it.
-                       struct Count {
-                         EventBox& event;
-                         ~Count() { event.waits_issued.fetch_add(1, std::memory_order_acq_rel); }
-                       } count{*e};
+                       CountWhenDone issued{e->waits_issued};  // the event's next record waits for it
                        if (failure) return false;
-                       await_records(*e, recorded);
+                       await_count(e->records_issued, recorded);
                        // Work after a wait on failed work fails too: it must not read what was never written.
                        if (FailurePointer carried = e->failure.peek()) throw CudaFailure(*carried);
                        issue_stream_wait_event(*s, *e);
                        return true;
                      });
   } else {
-    if (deferred_mode()) throw_event_failure(*event);
+    throw_event_failure(*event);
     issue_stream_wait_event(*box, *event);
   }
   depends_on(*box, (event->device != box->device ? device_bit(event->device) : 0) | event->dependencies.devices());
