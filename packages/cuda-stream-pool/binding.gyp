@@ -35,6 +35,7 @@
         "src/internal/context.cc",
         "src/internal/synchronizer.cc",
         "src/internal/staging.cc",
+        "src/internal/copy-threads.cc",
         "src/internal/device-faults.cc",
         "src/internal/live-counters.cc",
         "src/internal/markers.cc",

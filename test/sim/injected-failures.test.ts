@@ -52,14 +52,15 @@ for (const [what, fail, copy] of [
   ['a host-to-device copy through staging whose completion marker fails', 'cuStreamWriteValue64:1=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, new Uint8Array(65536).fill(7))'],
   ['a device-to-host copy through staging whose completion marker fails', 'cuStreamWriteValue64:1=CUDA_ERROR_UNKNOWN', 'busy.copy(new Uint8Array(65536), buffer, { byteLength: 65536 })'],
   ['a copy from a PinnedBuffer whose fence fails', `cuEventRecord@${issuer}:1=CUDA_ERROR_UNKNOWN`, 'busy.copy(buffer, pinned)'],
-  ['a staged copy in four pieces whose third piece fails', 'cuMemcpyHtoDAsync:3=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, new Uint8Array(1 << 20).fill(7))'],
+  // 7 MiB: device copies of 2, 2, 2 and 1 MiB (neighbouring chunks of one slab, at most 2 MiB a copy)
+  ['a staged copy in four parts whose third part fails', 'cuMemcpyHtoDAsync:3=CUDA_ERROR_UNKNOWN', 'busy.copy(buffer, new Uint8Array(7 << 20).fill(7))'],
 ] as const) {
   test(`${what}: the buffer's free waits for what was queued`, needsCompiler, async () => {
     const result = await simulatedJson<{ code: string }>(
       `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
        const home = Stream.create();
        const busy = Stream.create();
-       const buffer = DeviceBuffer.alloc(1 << 20, { stream: home });
+       const buffer = DeviceBuffer.alloc(8 << 20, { stream: home });
        const pinned = PinnedBuffer.alloc(65536);
        const other = DeviceBuffer.alloc(4096, { stream: busy });
        await home.synchronize();

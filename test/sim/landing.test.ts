@@ -8,15 +8,15 @@ import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 // Fills a device buffer with a known pattern, queues a copy of it into a fresh array, waits by `wait`, and reports
 // whether the array held the pattern right after the wait, over several trials.
-const landingAfter = (wait: string) => `
+const landingAfter = (wait: string, bytes = 4096) => `
   import { Device, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
   const stream = Stream.create();
   const device = Device.get(0);
-  const buffer = DeviceBuffer.alloc(4096, { stream });
+  const buffer = DeviceBuffer.alloc(${bytes}, { stream });
   const landed = [];
   for (let trial = 0; trial < 10; trial++) {
     stream.fill(buffer, 0x01010101 * (trial + 1), { elementSize: 4 });
-    const destination = new Uint8Array(4096);
+    const destination = new Uint8Array(${bytes});
     stream.copy(destination, buffer);
     const event = Event.create();
     event.record(stream);
@@ -42,7 +42,76 @@ for (const [name, wait] of [
     const landed = await simulatedJson<boolean[]>(landingAfter(wait), { operationDelayUs: 300 });
     assert.deepEqual(landed, Array(10).fill(true));
   });
+  // 5 MiB: three device copies, each with its own marker, landed part by part.
+  test(`a staged device-to-host copy in parts has landed when ${name} reports the work done`, needsCompiler, async () => {
+    const landed = await simulatedJson<boolean[]>(landingAfter(wait, 5 << 20), { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '2000' } });
+    assert.deepEqual(landed, Array(10).fill(true));
+  });
 }
+
+test('a large device-to-host copy lands in parts while the rest of it is still copying', needsCompiler, async () => {
+  // At 1 GB/s each 2 MiB part takes about 2 ms on the copy engine: the first parts are landed before the last is done.
+  const result = await simulatedJson<{ right: boolean; parts: number; pending: number }>(
+    `import { DeviceBuffer, Stream, completionStats } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const n = 16 << 20;
+     const buffer = DeviceBuffer.alloc(n, { stream });
+     stream.fill(buffer, 0x5a);
+     const destination = new Uint8Array(n);
+     stream.copy(destination, buffer);
+     await stream.synchronize();
+     const stats = completionStats();
+     console.log(JSON.stringify({ right: destination.every((v) => v === 0x5a), parts: stats.partLandings, pending: stats.landingsPending }));`,
+    { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1000' } },
+  );
+  assert.equal(result.right, true);
+  assert.equal(result.pending, 0);
+  assert.ok(result.parts >= 2, `${result.parts} part landings`);
+});
+
+test('a copy in parts whose third part faults: the wait rejects, the destination holds a landed prefix and nothing else', needsCompiler, async () => {
+  const result = await simulatedJson<{ error: string; prefix: number; rest: number[]; head: number[] }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const n = 8 << 20;
+     const b = DeviceBuffer.alloc(n, { stream });
+     stream.fill(b, 0x22);
+     const destination = new Uint8Array(n).fill(0x33);
+     let error;
+     try { stream.copy(destination, b); } catch (e) { error = e.code; }
+     error ??= await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     const prefix = destination.indexOf(0x33) < 0 ? n : destination.indexOf(0x33);
+     console.log(JSON.stringify({ error, prefix, rest: [...new Set(destination.subarray(prefix))], head: [...new Set(destination.subarray(0, prefix))] }));`,
+    { fail: 'cuMemcpyDtoHAsync:3=fault:CUDA_ERROR_ILLEGAL_ADDRESS', env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1000' } },
+  );
+  assert.equal(result.error, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.ok(result.prefix % (2 << 20) === 0 && result.prefix <= 4 << 20, `landed prefix ${result.prefix}`);
+  assert.deepEqual(result.rest, [0x33]);
+  assert.deepEqual(result.head, result.prefix ? [0x22] : []);
+});
+
+test('a destination transferred after its first parts landed keeps them; the rest never arrives; the wait settles', needsCompiler, async () => {
+  const result = await simulatedJson<{ settled: string; prefix: number; rest: number[]; head: number[] }>(
+    `import { DeviceBuffer, Stream, completionStats } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const n = 16 << 20;
+     const b = DeviceBuffer.alloc(n, { stream });
+     stream.fill(b, 0x22);
+     await stream.synchronize();
+     const destination = new Uint8Array(n).fill(0x33);
+     stream.copy(destination, b);
+     while (completionStats().partLandings === 0) await new Promise((resolve) => setImmediate(resolve));
+     const moved = new Uint8Array(structuredClone(destination.buffer, { transfer: [destination.buffer] }));
+     const settled = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     const prefix = moved.indexOf(0x33) < 0 ? n : moved.indexOf(0x33);
+     console.log(JSON.stringify({ settled, prefix, rest: [...new Set(moved.subarray(prefix))], head: [...new Set(moved.subarray(0, prefix))] }));`,
+    { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1000' } },
+  );
+  assert.equal(result.settled, 'resolved');
+  assert.ok(result.prefix > 0 && result.prefix < 16 << 20 && result.prefix % (2 << 20) === 0, `landed prefix ${result.prefix}`);
+  assert.deepEqual(result.head, [0x22]);
+  assert.deepEqual(result.rest, [0x33]);
+});
 
 test('a staged device-to-host copy whose copy faulted leaves the destination as it was, not stale staging bytes', needsCompiler, async () => {
   // The first copy fills a staging chunk with 0x11s; the second reuses that chunk and its copy faults.

@@ -149,20 +149,22 @@ Napi::Value launch_loop(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ns);
 }
 
-// copyLoop(device, iterations, toDevice, pinned: Uint8Array, bytes) -> { enqueueNs, totalNs }: `iterations`
-// cuMemcpyHtoDAsync (or cuMemcpyDtoHAsync) of `bytes` between the pinned memory `pinned` (a PinnedBuffer's bytes,
-// page-locked by the library) and device memory of its own, on a stream of its own, after one untimed warm-up copy.
+// copyLoop(device, iterations, toDevice, host: Uint8Array, bytes) -> { enqueueNs, totalNs }: `iterations`
+// cuMemcpyHtoDAsync (or cuMemcpyDtoHAsync) of `bytes` between `host` and device memory of its own, on a stream of its
+// own, after one untimed warm-up copy. `host` is a PinnedBuffer's bytes (page-locked by the library), or a plain
+// array: pageable memory, which the driver stages itself, blocking the thread until each copy has read (or written)
+// it.
 // enqueueNs: per copy, the calls alone; totalNs: from the first call until the stream is idle.
 Napi::Value copy_loop(const Napi::CallbackInfo& info) {
   int device = device_of(info);
   int64_t iterations = iterations_of(info);
   bool to_device = info[2].As<Napi::Boolean>().Value();
-  auto pinned = info[3].As<Napi::Uint8Array>();
+  auto host_array = info[3].As<Napi::Uint8Array>();
   size_t bytes = static_cast<size_t>(info[4].As<Napi::Number>().Int64Value());
   Scratch scratch(device);
   CUstream stream = scratch.stream();
   CUdeviceptr memory = scratch.allocation(bytes);
-  void* host = pinned.Data();
+  void* host = host_array.Data();
   auto copy = [&] {
     if (to_device)
       check(drv().cuMemcpyHtoDAsync(memory, host, bytes, stream), "cuMemcpyHtoDAsync", device);

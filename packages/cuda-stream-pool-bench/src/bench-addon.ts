@@ -91,9 +91,10 @@ export interface BenchBinding {
   /** cuLaunchKernel (grid 1, block 1) of the benchmark kernel `name` on the raw stream `stream`, its arguments packed
    * in slots of `slotBytes` as kernel.launch() packs them; the stream is synchronized before and after. */
   launchLoop(device: number, iterations: number, ptx: string, name: string, stream: bigint, params: Uint8Array, slotBytes: number): number;
-  /** `iterations` copies of `bytes` between `pinned` and device memory of its own: ns per copy for the calls alone,
-   * and ns in all until the stream is idle. */
-  copyLoop(device: number, iterations: number, toDevice: boolean, pinned: Uint8Array, bytes: number): { enqueueNs: number; totalNs: number };
+  /** `iterations` copies of `bytes` between `host` and device memory of its own: ns per copy for the calls alone,
+   * and ns in all until the stream is idle. `host`: a PinnedBuffer's bytes, or a plain array (pageable memory, which
+   * the driver stages itself, blocking the thread for each copy). */
+  copyLoop(device: number, iterations: number, toDevice: boolean, host: Uint8Array, bytes: number): { enqueueNs: number; totalNs: number };
   /** cuMemAllocFromPoolAsync (default pool) + cuMemFreeAsync of `bytes`. */
   allocFreeLoop(device: number, iterations: number, bytes: number): number;
   /** cuGraphLaunch of a 3-node graph (copy `bytes` pinned -> device, empty_kernel, copy back), launched back to back;

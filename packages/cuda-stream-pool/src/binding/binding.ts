@@ -20,6 +20,9 @@ export interface CompletionStats {
   largestBatch: number;
   /** Staged device-to-host copies of this thread not landed yet. */
   landingsPending: number;
+  /** Parts of large staged device-to-host copies landed by this thread while the rest of their copy was still
+   * running (each landing moves everything that reached staging since the last). */
+  partLandings: number;
   /** Waits of every thread that the poller still watches. */
   processPending: number;
   /** How often the poller thread parked (slept with nothing pending) since the process started. */
@@ -217,7 +220,7 @@ export interface NativeBinding {
   pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
-  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number; copyThreads: number };
   copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
   copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
   copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
@@ -316,10 +319,10 @@ function unavailableBinding(reason: string): NativeBinding {
     callbackFailures: () => ({ count: 0, last: undefined }),
     claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
-    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0 }),
+    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

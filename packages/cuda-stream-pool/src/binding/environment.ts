@@ -24,6 +24,11 @@ const settings: readonly Setting[] = [
     takes: `a whole number of bytes from ${STAGING_CHUNK_BYTES} (one staging chunk) to 2**53, in digits; the cap stays 67108864 (64 MiB)`,
   },
   {
+    name: 'CUDA_STREAM_POOL_COPY_THREADS',
+    accepts: (value) => /^\d{1,2}$/.test(value) && Number(value) <= 15,
+    takes: 'a whole number from 0 to 15: the native threads that share the memcpy of large copies of pageable memory; the default stays the hardware threads less one, at most 7',
+  },
+  {
     name: 'CUDA_STREAM_POOL_SUBMISSION',
     accepts: (value) => value === 'direct' || value === 'deferred',
     takes: '`deferred` (native submission threads issue the stream-ordered calls each JS thread records) or `direct` (the default: every call goes to the driver from the calling thread)',
@@ -40,8 +45,8 @@ const settings: readonly Setting[] = [
   },
   {
     name: 'CUDA_STREAM_POOL_FAIL_THREAD_START',
-    accepts: (value) => ['csp-poller', 'csp-synchronize', 'csp-deferred', 'csp-submit'].includes(value),
-    takes: 'the name of a library thread whose start is to fail (a test seam): csp-poller, csp-synchronize, csp-deferred or csp-submit',
+    accepts: (value) => ['csp-poller', 'csp-synchronize', 'csp-deferred', 'csp-submit', 'csp-copy'].includes(value),
+    takes: 'the name of a library thread whose start is to fail (a test seam): csp-poller, csp-synchronize, csp-deferred, csp-submit or csp-copy',
   },
 ];
 

@@ -16,25 +16,53 @@ void drop_marker(Landing& landing) {
   if (landing.marker_holders.fetch_sub(1, std::memory_order_acq_rel) == 1) return_marker(landing.marker);
 }
 
+namespace {
+
+// The destination's memory, or null when its buffer was detached or transferred (or is not the copy's size).
+void* destination_memory(Napi::Env env, Landing& landing) {
+  napi_value value = nullptr;
+  if (!landing.destination || napi_get_reference_value(env, landing.destination, &value) != napi_ok || !value) return nullptr;
+  napi_typedarray_type type;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_value buffer = nullptr;
+  size_t offset = 0;
+  bool detached = true;
+  if (napi_get_typedarray_info(env, value, &type, &length, &data, &buffer, &offset) != napi_ok ||
+      napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok || detached || length != landing.bytes)
+    return nullptr;
+  return data;
+}
+
+// Lands bytes [landed_bytes, to) when the destination is still there.
+void land_up_to(Napi::Env env, Landing& landing, size_t to) {
+  const size_t from = landing.landed_bytes.load(std::memory_order_relaxed);
+  if (to <= from || !landing.copy_out) return;
+  if (void* data = destination_memory(env, landing)) landing.copy_out(data, from, to);
+  landing.landed_bytes.store(to, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 void finish_landing(Napi::Env env, Landing& landing, bool copy) {
   if (landing.finished.exchange(true)) return;
-  napi_value value = nullptr;
-  if (copy && napi_get_reference_value(env, landing.destination, &value) == napi_ok && value) {
-    napi_typedarray_type type;
-    size_t length = 0;
-    void* data = nullptr;
-    napi_value buffer = nullptr;
-    size_t offset = 0;
-    bool detached = true;
-    if (napi_get_typedarray_info(env, value, &type, &length, &data, &buffer, &offset) == napi_ok &&
-        napi_is_detached_arraybuffer(env, buffer, &detached) == napi_ok && !detached && data &&
-        length == landing.bytes && landing.copy_out)
-      landing.copy_out(data);
-  }
-  napi_delete_reference(env, landing.destination);
+  if (copy) land_up_to(env, landing, landing.bytes);
+  if (landing.destination) napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
   release_staging(landing);
   drop_marker(landing);
+}
+
+bool claim_part(Landing& landing) {
+  if (landing.poller_decides) return false;
+  if (landing.ready_bytes.load(std::memory_order_acquire) <= landing.landed_bytes.load(std::memory_order_relaxed)) return false;
+  return !landing.part_posted.exchange(true, std::memory_order_acq_rel);
+}
+
+void land_part(Napi::Env env, Landing& landing) {
+  landing.part_posted.store(false, std::memory_order_release);
+  if (landing.finished.load(std::memory_order_acquire) || landing.poller_decides) return;
+  land_up_to(env, landing, landing.ready_bytes.load(std::memory_order_acquire));
 }
 
 bool settle_landing(Napi::Env env, Landing& landing) {
@@ -50,7 +78,10 @@ bool settle_landing(Napi::Env env, Landing& landing) {
       result = fault;
     } else if (landing.poll) {
       result = landing.poll();
-      if (result == CUDA_ERROR_NOT_READY) return false;
+      if (result == CUDA_ERROR_NOT_READY) {
+        land_up_to(env, landing, landing.ready_bytes.load(std::memory_order_acquire));
+        return false;
+      }
     } else {
       if (landing.marker.event && !make_current_quiet(landing.marker.device)) return false;
       result = marker_status(landing.marker);

@@ -19,13 +19,20 @@ struct Landing {
   static constexpr const char* kName = "copy landing";
   Marker marker;                       // done when the bytes are in staging, unless `poll` is set
   std::function<CUresult()> poll;      // instead of the marker: SUCCESS, NOT_READY or the failure (any thread)
-  std::function<void(void*)> copy_out;  // staging -> the destination's memory (`bytes` bytes), on its JS thread
+  // Staging -> the destination's memory, bytes [from, to) of the copy (the destination's data pointer is the copy's
+  // byte 0), on its JS thread.
+  std::function<void(void* destination, size_t from, size_t to)> copy_out;
   std::function<void()> release;        // gives the staging back; runs once, on any thread
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
   std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
   std::atomic<CUresult> marker_result{CUDA_SUCCESS};  // what the poller saw; stored before marker_done
   std::atomic<bool> finished{false};     // copied or dropped
+  // A copy in parts (Note [staging]) lands each part once its bytes are in staging: `poll` advances ready_bytes, the
+  // poller posts a part landing to the JS thread (one at a time: part_posted), which lands up to ready_bytes.
+  std::atomic<size_t> ready_bytes{0};
+  std::atomic<size_t> landed_bytes{0};  // written by the JS thread only
+  std::atomic<bool> part_posted{false};
   // Its stream waited on other devices' work: only the poller, which asks those devices, may find the copy done
   // (Note [cross-device dependencies] in internal/device-faults.h). Set before the poller sees the landing.
   bool poller_decides = false;
@@ -45,5 +52,12 @@ void drop_marker(Landing& landing);
 
 // Copies staging into the destination array, unless its buffer was detached or transferred. JS thread.
 void finish_landing(Napi::Env env, Landing& landing, bool copy);
+
+// Whether the landing has bytes in staging that its JS thread has not landed yet, and no part landing is posted
+// for them; if so, marks one posted. The poller, before posting a part landing (Ready::part).
+bool claim_part(Landing& landing);
+
+// Lands the bytes in staging so far (a part landing), unless the destination was detached or transferred. JS thread.
+void land_part(Napi::Env env, Landing& landing);
 
 }  // namespace csp

@@ -243,6 +243,9 @@ class Engine {
         CUresult result = status(*wait);
         if (result == CUDA_ERROR_NOT_READY) {
           pending[kept++] = wait;
+          // A copy in parts: what is in staging lands now, on its thread, while the rest is copying.
+          if (wait->landing && wait->channel && claim_part(*wait->landing))
+            post(*wait->channel, Ready{0, CUDA_SUCCESS, wait->landing, nullptr, -1, nullptr, true});
         } else {
           complete(wait, result);
           progress = true;

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "binding/binding.h"
 #include "stream/completion.h"
 #include "internal/context.h"
+#include "internal/copy-threads.h"
 #include "internal/device-faults.h"
 #include "internal/gates.h"
 #include "internal/landing.h"
@@ -86,6 +88,8 @@ class Arena {
       free_.pop_back();
     }
     note_use_locked();
+    // In address order, so that neighbours in one slab make one device copy (device_runs).
+    std::sort(out.begin(), out.end(), [](const Chunk* a, const Chunk* b) { return a->data < b->data; });
     return out;
   }
 
@@ -235,6 +239,74 @@ struct StreamedCopy {
   }
 };
 
+// Copies of at least this many bytes share their memcpy with the copy threads (Note [copy threads]).
+constexpr size_t kParallelBytes = 1 * kMiB;
+// The most chunks one device copy spans: a large copy's device copies then start while the rest of it is still being
+// snapshotted (host to device), and its first parts land while the rest is still copying (device to host).
+constexpr size_t kRunChunks = 8;
+
+size_t piece_bytes(size_t piece, size_t bytes) { return std::min(kChunkBytes, bytes - piece * kChunkBytes); }
+
+// Runs copy_piece(k) for the `pieces` pieces of a copy of `bytes`, in parallel when it is large, with prefix_done as
+// copy_in_parallel has it.
+void copy_pieces(size_t pieces, size_t bytes, const std::function<void(size_t)>& copy_piece,
+                 const std::function<void(size_t)>& prefix_done = {}) {
+  if (bytes >= kParallelBytes) return copy_in_parallel(pieces, copy_piece, prefix_done);
+  for (size_t k = 0; k < pieces; k++) {
+    copy_piece(k);
+    if (prefix_done) prefix_done(k + 1);
+  }
+}
+
+// memcpy of `bytes` between contiguous ranges, in parallel when large.
+void copy_bytes(char* to, const char* from, size_t bytes) {
+  const size_t pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
+  copy_pieces(pieces, bytes, [&](size_t k) { std::memcpy(to + k * kChunkBytes, from + k * kChunkBytes, piece_bytes(k, bytes)); });
+}
+
+// The end of the device copy that starts at piece `first`: up to kRunChunks neighbouring chunks (one slab's memory in
+// a row), among the `ready` pieces whose bytes are in place. `first` when the run may still grow: its last chunk is
+// the last ready one and the next piece's chunk follows it.
+size_t run_end(const std::vector<Chunk*>& chunks, size_t first, size_t ready) {
+  auto follows = [&](size_t k) { return chunks[k]->data == chunks[k - 1]->data + kChunkBytes; };
+  size_t end = first + 1;
+  while (end < ready && end - first < kRunChunks && follows(end)) end++;
+  if (end < ready || end - first == kRunChunks || end == chunks.size() || !follows(end)) return end;
+  return first;
+}
+
+// The bytes of pieces [first, end) of a copy of `bytes`.
+size_t span_bytes(size_t first, size_t end, size_t bytes) { return std::min(end * kChunkBytes, bytes) - first * kChunkBytes; }
+
+// The device-to-host parts of a staged copy that fit the free chunks: a marker after each device copy, so that each
+// part lands once its bytes are in staging (Landing::ready_bytes). Polled by the poller and the landing's JS thread.
+struct StagedParts {
+  OrderedMutex mutex{LockLevel::kStreamMarker, "staged copy parts"};
+  int device = 0;
+  std::vector<Marker> markers;  // after each device copy
+  std::vector<size_t> ends;     // the bytes in staging once the marker of the same index is done
+  size_t done = 0;              // markers seen done (and given back)
+
+  // SUCCESS once every part is in staging, NOT_READY before (`ready` then says how far), else the failure.
+  CUresult advance(std::atomic<size_t>& ready) {
+    std::lock_guard<OrderedMutex> lock(mutex);
+    if (CUresult fault = device_fault(device)) return fault;
+    if (done < markers.size() && markers[done].event && !make_current_quiet(device)) return CUDA_ERROR_NOT_READY;
+    while (done < markers.size()) {
+      CUresult r = marker_status(markers[done]);
+      if (r != CUDA_SUCCESS) return r;
+      return_marker(markers[done]);
+      ready.store(ends[done], std::memory_order_release);
+      done++;
+    }
+    return CUDA_SUCCESS;
+  }
+
+  ~StagedParts() {
+    for (size_t k = done; k < markers.size(); k++) return_marker(markers[k]);
+  }
+};
+
 // Takes chunks for `pieces` pieces: all of them when free (the copy is not streamed), else what is free, else one busy
 // chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such a chunk is never
 // written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned block.
@@ -316,14 +388,22 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   SharedMarker& first_wait = staging.first_wait;
   std::vector<Chunk*>& chunks = staging.chunks;
   if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
+    // The snapshot and the device copies overlap: each run of chunks is queued once its bytes are in.
     size_t queued = 0;
-    try {
-      for (; queued < pieces; queued++) {
-        const size_t offset = queued * kChunkBytes, length = std::min(kChunkBytes, bytes - offset);
-        std::memcpy(chunks[queued]->data, data + offset, length);
-        check(drv().cuMemcpyHtoDAsync(target + offset, chunks[queued]->data, length, stream->handle),
+    auto queue_ready = [&](size_t ready) {
+      while (queued < ready) {
+        const size_t end = run_end(chunks, queued, ready);
+        if (end == queued) return;  // the run grows with the next pieces
+        check(drv().cuMemcpyHtoDAsync(target + queued * kChunkBytes, chunks[queued]->data, span_bytes(queued, end, bytes),
+                                      stream->handle),
               "cuMemcpyHtoDAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+        queued = end;
       }
+    };
+    try {
+      copy_pieces(
+          pieces, bytes,
+          [&](size_t k) { std::memcpy(chunks[k]->data, data + k * kChunkBytes, piece_bytes(k, bytes)); }, queue_ready);
       arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork)));
     } catch (...) {
       // Chunks whose copy may be queued are not reused; the others go back.
@@ -337,7 +417,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     copy->device = device;
     copy->bytes = bytes;
     copy->host.reset(new char[bytes]);
-    std::memcpy(copy->host.get(), data, bytes);  // the source as it is now
+    copy_bytes(copy->host.get(), data, bytes);  // the source as it is now
     copy->chunks = std::move(chunks);
     copy->first_wait = first_wait;
     queue_streamed(*copy, *stream, target);
@@ -383,24 +463,40 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   SharedMarker& first_wait = staging.first_wait;
   std::vector<Chunk*>& chunks = staging.chunks;
   if (chunks.size() == pieces && !first_wait) {  // every piece has a free chunk: no streaming
+    // One device copy per run of neighbouring chunks, each followed by a marker when there are several, so that
+    // the first parts land while the rest is still copying.
+    auto parts = std::make_shared<StagedParts>();
+    parts->device = device;
     size_t queued = 0;
     try {
-      for (; queued < pieces; queued++) {
-        const size_t offset = queued * kChunkBytes, length = std::min(kChunkBytes, bytes - offset);
-        check(drv().cuMemcpyDtoHAsync(chunks[queued]->data, from + offset, length, stream->handle),
+      while (queued < pieces) {
+        const size_t end = run_end(chunks, queued, pieces);
+        check(drv().cuMemcpyDtoHAsync(chunks[queued]->data, from + queued * kChunkBytes, span_bytes(queued, end, bytes),
+                                      stream->handle),
               "cuMemcpyDtoHAsync", device, [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
+        queued = end;
+        if (queued == pieces && parts->markers.empty()) break;  // one part: the landing's own marker
+        parts->markers.push_back(enqueue_marker(*stream, MarkerUse::kAfterOwnWork));
+        parts->ends.push_back(std::min(queued * kChunkBytes, bytes));
       }
-      landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
+      if (parts->markers.empty()) landing->marker = enqueue_marker(*stream, MarkerUse::kAfterOwnWork);
     } catch (...) {
       arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
                         SharedMarker());
       throw;
     }
-    landing->copy_out = [chunks, bytes](void* out) {
-      for (size_t k = 0; k < chunks.size(); k++) {
-        const size_t offset = k * kChunkBytes;
-        std::memcpy(static_cast<char*>(out) + offset, chunks[k]->data, std::min(kChunkBytes, bytes - offset));
-      }
+    if (!parts->markers.empty()) {
+      landing->marker.device = device;
+      Landing* self = landing.get();  // the poll is the landing's own: it never outlives it
+      landing->poll = [parts, self] { return parts->advance(self->ready_bytes); };
+    }
+    landing->copy_out = [chunks, bytes](void* out, size_t from_byte, size_t to_byte) {
+      const size_t first = from_byte / kChunkBytes, end = (to_byte + kChunkBytes - 1) / kChunkBytes;
+      copy_pieces(end - first, to_byte - from_byte, [&](size_t i) {
+        const size_t k = first + i;
+        const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
+        std::memcpy(static_cast<char*>(out) + begin, chunks[k]->data + (begin - k * kChunkBytes), finish - begin);
+      });
     };
     landing->release = [chunks, device] { arena(device).put(chunks, SharedMarker()); };  // landed: the GPU is done
   } else if (!chunks.empty()) {
@@ -415,7 +511,9 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     copy->advance();
     landing->marker.device = device;
     landing->poll = [streamed] { return streamed->advance(); };
-    landing->copy_out = [streamed](void* out) { std::memcpy(out, streamed->host.get(), streamed->bytes); };
+    landing->copy_out = [streamed](void* out, size_t from_byte, size_t to_byte) {
+      copy_bytes(static_cast<char*>(out) + from_byte, streamed->host.get() + from_byte, to_byte - from_byte);
+    };
   } else {
     auto block = std::make_shared<PinnedBlock>(bytes, device);
     check(drv().cuMemcpyDtoHAsync(block->data(), from, bytes, stream->handle), "cuMemcpyDtoHAsync", device,
@@ -427,7 +525,9 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
       throw;
     }
     void* memory = block->data();
-    landing->copy_out = [memory, bytes](void* out) { std::memcpy(out, memory, bytes); };
+    landing->copy_out = [memory](void* out, size_t from_byte, size_t to_byte) {
+      copy_bytes(static_cast<char*>(out) + from_byte, static_cast<const char*>(memory) + from_byte, to_byte - from_byte);
+    };
     landing->release = [block]() mutable { block.reset(); };  // landed: back to the cache with no fence
   }
   if (napi_create_reference(env, destination, 1, &landing->destination) != napi_ok) {
@@ -454,8 +554,8 @@ Napi::Value copy_landed(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), landed);
 }
 
-// stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes }: the cap per device, the staging allocated on every
-// device, and the most staging in use at once on any one device.
+// stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes, copyThreads }: the cap per device, the staging allocated
+// on every device, the most staging in use at once on any one device, and the copy threads running.
 Napi::Value staging_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   size_t allocated = 0, high_water = 0;
@@ -467,6 +567,7 @@ Napi::Value staging_info(const Napi::CallbackInfo& info) {
   out.Set("capBytes", static_cast<double>(staging_cap()));
   out.Set("allocatedBytes", static_cast<double>(allocated));
   out.Set("highWaterBytes", static_cast<double>(high_water));
+  out.Set("copyThreads", copy_threads_running());
   return out;
 }
 

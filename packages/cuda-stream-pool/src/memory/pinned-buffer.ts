@@ -38,6 +38,10 @@ export interface PinnedCacheInfo {
     allocatedBytes: number;
     /** The most staging in use at once on one device since the process started, in bytes. */
     highWaterBytes: number;
+    /** The native threads that share the memcpy of large staged copies with the calling thread (`csp-copy`), running
+     * now: 0 until the first copy of at least 1 MiB, then `CUDA_STREAM_POOL_COPY_THREADS` (default: the machine's
+     * hardware threads less one, at most 7), fewer if some could not start. */
+    copyThreads: number;
   };
 }
 

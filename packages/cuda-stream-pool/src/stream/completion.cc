@@ -63,6 +63,11 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
         item.probe->state.store(idle ? LateProbe::kIdle : LateProbe::kBusy, std::memory_order_release);
         continue;
       }
+      if (item.landing && item.part) {
+        land_part(env, *item.landing);
+        channel.part_landings++;
+        continue;
+      }
       if (item.landing) {
         finish_landing(env, *item.landing, item.result == CUDA_SUCCESS);
         continue;
@@ -136,8 +141,8 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
       channel->tsfn.Release();
       dropped.swap(channel->ready);
     }
-    for (Ready& item : dropped)
-      if (item.landing && !item.landing->finished.exchange(true)) {
+    for (Ready& item : dropped)  // a part landing's copy is not done: its staging goes back when the poller sees it done
+      if (item.landing && !item.part && !item.landing->finished.exchange(true)) {
         release_staging(*item.landing);
         drop_marker(*item.landing);
       }
@@ -281,6 +286,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("delivered", channel.delivered);
   out.Set("largestBatch", channel.largest_batch);
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));
+  out.Set("partLandings", channel.part_landings);
   out.Set("processPending", poller_pending());
   out.Set("pollerParks", poller_parks());
   out.Set("lostTickets", poller_lost_tickets());

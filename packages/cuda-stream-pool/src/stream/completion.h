@@ -75,6 +75,7 @@ struct Ready {
   int dependency = -1;  // the device whose fault `result` is, when not the wait's own (wait_result, device-faults.h)
   std::exception_ptr failure;  // recorded work that failed, or a marker that could not be queued for it (Note
                                // [deferred submission]): the error the wait rejects with
+  bool part = false;  // `landing` has parts in staging to land now; it is not finished (Note [staging])
 };
 
 struct Channel {
@@ -85,7 +86,7 @@ struct Channel {
   Napi::ThreadSafeFunction tsfn;
   // JS thread only:
   std::vector<std::shared_ptr<Landing>> landings;
-  double wakeups = 0, delivered = 0, largest_batch = 0;
+  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0;
 };
 
 // Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.
