@@ -21,7 +21,9 @@
 //    access finds it. Stream-ordered frees return blocks to their device's memory pool, which reuses them, bytes and
 //    all, for later stream-ordered allocations (oldest first); reserved and used bytes are counted, trimmed by
 //    cuMemPoolTrimTo and, at synchronizing calls, down to the release threshold.
-//    A copy of pageable host memory is synchronous, as the real driver's is.
+//    A copy of pageable host memory is synchronous, as the real driver's is. Pinned allocations are carved one after
+//    another from one region, so neighbours touch as the driver's often do; a copy running from one into the next is
+//    refused (CUDA_ERROR_INVALID_VALUE), as the driver refuses it.
 //  - Sticky faults: once a device faults, its queued work is dropped and every call on it returns the fault.
 //  - Handles of destroyed streams and events are refused (CUDA_ERROR_INVALID_HANDLE, and a line on stderr).
 //  - Peer access: cuCtxEnablePeerAccess and the memory pools' access lists are recorded and reported; copies between
@@ -66,6 +68,7 @@
 //   SIMULATED_DRIVER_COUNTS=<file>: at exit, each thread's calls of each entry point, counted as the rules count
 //   them, are written to <file> as JSON ({"main/1": {"cuInit": 1, ...}, "csp-poller/1": {...}}).
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -539,6 +542,7 @@ struct Block {
   const char* freed_by;
   size_t capacity = 0;  // what was allocated (whole pages)
   bool pooled = false;  // a stream-ordered allocation: its free returns it to the device's pool
+  bool carved = false;  // pinned memory, carved from the pinned region: never given to free()
 };
 
 std::mutex memory_mutex;
@@ -562,13 +566,29 @@ std::vector<MemoryPool>& memory_pools() {
 
 size_t whole_pages(size_t size) { return std::max<size_t>((size + 4095) / 4096 * 4096, 4096); }
 
+// Pinned memory is carved from one reserved region, downwards (as mmap places mappings), so that allocations made one
+// after another are neighbours, the later one below, as the driver's often are: a copy that runs from one pinned allocation into the next is refused at the
+// call (CUDA_ERROR_INVALID_VALUE), as the driver refuses it. Null once the region is used up.
+void* carve_pinned(size_t capacity) {
+  static constexpr size_t kRegionBytes = size_t{64} << 30;  // address space only: pages are touched when used
+  static char* region = [] {
+    void* p = mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  }();
+  static std::atomic<size_t> used{0};
+  if (!region) return nullptr;
+  const size_t offset = used.fetch_add(capacity) + capacity;
+  return offset <= kRegionBytes ? region + kRegionBytes - offset : nullptr;
+}
+
 void* allocate(size_t size, Kind kind, int device) {
   const size_t capacity = whole_pages(size);
-  void* p = std::aligned_alloc(4096, capacity);
+  void* p = kind == Kind::kPinned ? carve_pinned(capacity) : std::aligned_alloc(4096, capacity);
   if (!p) return nullptr;
   std::memset(p, kind == Kind::kDevice ? 0xa5 : 0, capacity);
   std::lock_guard<std::mutex> lock(memory_mutex);
   blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), size, kind, device, true, nullptr, capacity};
+  blocks[reinterpret_cast<uintptr_t>(p)].carved = kind == Kind::kPinned;
   return p;
 }
 
@@ -581,7 +601,10 @@ void quarantine_block(uintptr_t base) {
     auto old = blocks.find(quarantine.front());
     quarantine.pop_front();
     quarantined_bytes -= old->second.capacity;
-    std::free(reinterpret_cast<void*>(old->first));
+    if (old->second.carved)
+      madvise(reinterpret_cast<void*>(old->first), old->second.capacity, MADV_DONTNEED);  // its pages go back
+    else
+      std::free(reinterpret_cast<void*>(old->first));
     blocks.erase(old);
   }
 }
@@ -677,7 +700,11 @@ CUresult check_at_call(const Range& r) {
   if (r.bytes == 0) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(memory_mutex);
   Block* b = find_block(r.address, r.bytes);
-  if (r.access == Access::kHost) return CUDA_SUCCESS;
+  if (r.access == Access::kHost) {
+    // Host memory that starts in a pinned allocation must end in it; otherwise it is pageable, unknown to the driver.
+    Block* first = find_block(r.address, 1);
+    return !b && first && first->live && first->kind == Kind::kPinned ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  }
   return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

@@ -23,6 +23,9 @@ export interface CompletionStats {
   /** Parts of large staged device-to-host copies landed by this thread while the rest of their copy was still
    * running (each landing moves everything that reached staging since the last). */
   partLandings: number;
+  /** The longest time this thread spent landing one staged copy (or one part of it) into its JS array, in
+   * nanoseconds: the longest pause a landing gave the event loop. */
+  longestLandingNs: number;
   /** Waits of every thread that the poller still watches. */
   processPending: number;
   /** How often the poller thread parked (slept with nothing pending) since the process started. */
@@ -322,7 +325,7 @@ function unavailableBinding(reason: string): NativeBinding {
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

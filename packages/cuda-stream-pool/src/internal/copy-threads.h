@@ -5,8 +5,8 @@
 // memcpy is split into pieces that a small process-wide pool of native threads named "csp-copy" copies together
 // with the calling thread, which waits, copying pieces itself, until the last piece is done. No JS runs meanwhile,
 // so the JS memory cannot be detached or changed under the copy.
-//  - The pool starts on first use and never ends; its threads park on a condition variable when no copy needs them
-//    (no CPU when idle). CUDA_STREAM_POOL_COPY_THREADS sets how many (0 to 15); the default is one less than the
+//  - The pool starts on first use and never ends; its threads spin for 500 us after their last piece (copies made one
+//    after another find them awake), then park on a condition variable (no CPU when idle). CUDA_STREAM_POOL_COPY_THREADS sets how many (0 to 15); the default is one less than the
 //    machine's hardware threads, at most 7. A thread that cannot start leaves its share to the caller: never a
 //    lost or failed copy, only a slower one.
 //  - Several copies (of several JS threads) can run at once: each caller works on its own copy, and the pool's

@@ -1,6 +1,9 @@
 // Landings: staged device-to-host copies finished on their JS thread.
 #include "internal/landing.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "internal/context.h"
 #include "internal/device-faults.h"
 
@@ -34,11 +37,19 @@ void* destination_memory(Napi::Env env, Landing& landing) {
   return data;
 }
 
+// The longest landing made on this thread (one JS thread per environment), in nanoseconds.
+thread_local double longest_ns = 0;
+
 // Lands bytes [landed_bytes, to) when the destination is still there.
 void land_up_to(Napi::Env env, Landing& landing, size_t to) {
   const size_t from = landing.landed_bytes.load(std::memory_order_relaxed);
   if (to <= from || !landing.copy_out) return;
-  if (void* data = destination_memory(env, landing)) landing.copy_out(data, from, to);
+  if (void* data = destination_memory(env, landing)) {
+    const auto start = std::chrono::steady_clock::now();
+    landing.copy_out(data, from, to);
+    longest_ns = std::max(longest_ns, static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                              std::chrono::steady_clock::now() - start).count()));
+  }
   landing.landed_bytes.store(to, std::memory_order_relaxed);
 }
 
@@ -52,6 +63,8 @@ void finish_landing(Napi::Env env, Landing& landing, bool copy) {
   release_staging(landing);
   drop_marker(landing);
 }
+
+double longest_landing_ns() { return longest_ns; }
 
 bool claim_part(Landing& landing) {
   if (landing.poller_decides) return false;

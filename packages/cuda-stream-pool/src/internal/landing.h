@@ -57,6 +57,10 @@ void finish_landing(Napi::Env env, Landing& landing, bool copy);
 // for them; if so, marks one posted. The poller, before posting a part landing (Ready::part).
 bool claim_part(Landing& landing);
 
+// The longest time one landing (a whole copy or a part) took on the calling thread, in nanoseconds: how long the
+// event loop paused for it.
+double longest_landing_ns();
+
 // Lands the bytes in staging so far (a part landing), unless the destination was detached or transferred. JS thread.
 void land_part(Napi::Env env, Landing& landing);
 

@@ -48,6 +48,15 @@ inline pthread_t start_thread(const char* name, std::function<void()> body) {
   return thread;
 }
 
+// A hint to the core that this thread spins.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // Starts `body` on a new thread named `name` that nobody joins.
 inline void start_detached_thread(const char* name, std::function<void()> body) {
   pthread_detach(start_thread(name, std::move(body)));

@@ -25,15 +25,6 @@ namespace csp {
 
 namespace {
 
-// A hint to the core that this thread spins.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 class Engine {
  public:
   // Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot

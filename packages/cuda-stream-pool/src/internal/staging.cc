@@ -56,6 +56,7 @@ SharedMarker share_marker(const Marker& marker) {
 
 struct Chunk {
   char* data = nullptr;
+  const char* slab = nullptr;  // the pinned allocation it is part of: one device copy never spans two
   SharedMarker last;  // queued after the chunk's last copy (busy chunks only)
 };
 
@@ -146,6 +147,7 @@ class Arena {
     for (size_t offset = 0; offset < slab; offset += kChunkBytes) {
       auto* chunk = new Chunk();
       chunk->data = static_cast<char*>(memory) + offset;
+      chunk->slab = static_cast<const char*>(memory);
       free_.push_back(chunk);
       allocated_ += kChunkBytes;
     }
@@ -264,11 +266,14 @@ void copy_bytes(char* to, const char* from, size_t bytes) {
   copy_pieces(pieces, bytes, [&](size_t k) { std::memcpy(to + k * kChunkBytes, from + k * kChunkBytes, piece_bytes(k, bytes)); });
 }
 
-// The end of the device copy that starts at piece `first`: up to kRunChunks neighbouring chunks (one slab's memory in
-// a row), among the `ready` pieces whose bytes are in place. `first` when the run may still grow: its last chunk is
-// the last ready one and the next piece's chunk follows it.
+// The end of the device copy that starts at piece `first`: up to kRunChunks neighbouring chunks of one slab (two slabs
+// may be neighbours in memory, but a copy may not span two allocations), among the `ready` pieces whose bytes are in
+// place. `first` when the run may still grow: its last chunk is the last ready one and the next piece's chunk
+// follows it.
 size_t run_end(const std::vector<Chunk*>& chunks, size_t first, size_t ready) {
-  auto follows = [&](size_t k) { return chunks[k]->data == chunks[k - 1]->data + kChunkBytes; };
+  auto follows = [&](size_t k) {
+    return chunks[k]->slab == chunks[k - 1]->slab && chunks[k]->data == chunks[k - 1]->data + kChunkBytes;
+  };
   size_t end = first + 1;
   while (end < ready && end - first < kRunChunks && follows(end)) end++;
   if (end < ready || end - first == kRunChunks || end == chunks.size() || !follows(end)) return end;

@@ -287,6 +287,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("largestBatch", channel.largest_batch);
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));
   out.Set("partLandings", channel.part_landings);
+  out.Set("longestLandingNs", longest_landing_ns());
   out.Set("processPending", poller_pending());
   out.Set("pollerParks", poller_parks());
   out.Set("lostTickets", poller_lost_tickets());
