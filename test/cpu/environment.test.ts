@@ -16,23 +16,26 @@ test('unknown values warn once per process, naming each variable and what it tak
   const result = await runChild(importWithWorker, {
     CUDA_STREAM_POOL_COMPLETION: 'events',
     CUDA_STREAM_POOL_STAGING_BYTES: '64MiB',
+    CUDA_STREAM_POOL_COPY_THREADS: '16',
     CUDA_STREAM_POOL_CHECK_LOCK_ORDER: 'yes',
     CUDA_STREAM_POOL_FAIL_THREAD_START: 'poller',
   });
   assert.equal(result.code, 0, result.stderr);
   assert.equal(result.stdout.trim(), 'done');
   const warnings = result.stderr.split('\n').filter((line) => line.includes('[CUDA_STREAM_POOL_ENVIRONMENT]'));
-  assert.equal(warnings.length, 4, result.stderr);
+  assert.equal(warnings.length, 5, result.stderr);
   assert.match(warnings[0]!, /CUDA_STREAM_POOL_COMPLETION="events" is ignored: it takes `event`/);
   assert.match(warnings[1]!, /CUDA_STREAM_POOL_STAGING_BYTES="64MiB" is ignored: it takes a whole number of bytes from 262144/);
-  assert.match(warnings[2]!, /CUDA_STREAM_POOL_CHECK_LOCK_ORDER="yes" is ignored: it takes `1`/);
-  assert.match(warnings[3]!, /CUDA_STREAM_POOL_FAIL_THREAD_START="poller" is ignored: it takes the name of a library thread/);
+  assert.match(warnings[2]!, /CUDA_STREAM_POOL_COPY_THREADS="16" is ignored: it takes a whole number from 0 to 15/);
+  assert.match(warnings[3]!, /CUDA_STREAM_POOL_CHECK_LOCK_ORDER="yes" is ignored: it takes `1`/);
+  assert.match(warnings[4]!, /CUDA_STREAM_POOL_FAIL_THREAD_START="poller" is ignored: it takes the name of a library thread/);
 });
 
 test('values the library takes, and empty ones, warn about nothing', async () => {
   const result = await runChild(importWithWorker, {
     CUDA_STREAM_POOL_COMPLETION: 'event',
     CUDA_STREAM_POOL_STAGING_BYTES: '1048576',
+    CUDA_STREAM_POOL_COPY_THREADS: '15',
     CUDA_STREAM_POOL_CHECK_LOCK_ORDER: '',
   });
   assert.equal(result.code, 0, result.stderr);

@@ -4,10 +4,18 @@
 // Copies go through reusable pinned chunks of 256 KiB, at most CUDA_STREAM_POOL_STAGING_BYTES per device (default
 // 64 MiB), allocated in 8 MiB slabs when first needed and kept until the process exits. A chunk is reused once the
 // completion marker (Note [completion engine] in completion.h) queued after its last copy is done.
-//  - Host to device: the source is read at call time. Each piece goes into a free chunk and is copied by
-//    cuMemcpyHtoDAsync; one marker after the last piece frees the chunks.
+//  - Chunks taken together are in address order, and neighbours in one slab make one device copy, of at most 2 MiB
+//    (never across two slabs: the driver refuses a copy from one pinned allocation into the next, and places slabs
+//    side by side). The memcpy between the JS memory and the chunks of a copy of 1 MiB or more is shared with the
+//    copy threads (Note [copy threads] in copy-threads.h) while the calling thread waits.
+//  - Host to device: the source is read at call time. Each piece goes into a free chunk; each device copy
+//    (cuMemcpyHtoDAsync) is queued as soon as its chunks are filled, so the device copies overlap the snapshot. One
+//    marker after the last piece frees the chunks.
 //  - Device to host: each piece lands in a chunk; a landing then copies the chunks into the JS array on the thread
 //    that owns it (never another thread), after checking that the array's buffer was not detached or transferred.
+//    A copy of several device copies has a marker after each (StagedParts): the poller posts a part landing when
+//    new parts are in staging (one posted at a time, so each lands everything that arrived since the last), and the
+//    JS thread lands them while the rest is still copying. A part that landed stays, whatever happens to the rest.
 //  - Not enough free chunks (the cap is reached, or the copy is larger than the cap): the copy is streamed. It holds
 //    the chunks it could get (at least one, waiting for a busy one if need be) and queues every piece behind a gate
 //    that the stream waits on (cuStreamWaitValue64), followed by a marker. The poller opens each gate once the
