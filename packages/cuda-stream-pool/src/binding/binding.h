@@ -59,9 +59,23 @@ void issue_recorded(Napi::Env env);
 // Wraps an N-API callback so that CudaFailure/Destroyed/Unavailable reach JS as their public classes. `Ordered`: the
 // call first waits until everything this environment recorded was issued (every call but the recording ones and
 // pure bookkeeping, Note [deferred submission]).
+// Whether the calling thread is in an ordered call (js_entry with Ordered): its stream uses then also wait for the
+// operations other threads recorded on the stream (StreamBox::entered_for_use).
+extern thread_local bool in_ordered_call;
+
+// Whether this process records stream-ordered operations (CUDA_STREAM_POOL_SUBMISSION=deferred). Read once.
+bool deferred_mode();
+
 template <Napi::Value (*F)(const Napi::CallbackInfo&), bool Ordered = true>
 Napi::Value js_entry(const Napi::CallbackInfo& info) {
+  struct OrderedScope {
+    bool before = in_ordered_call;
+    OrderedScope() { in_ordered_call = Ordered; }
+    ~OrderedScope() { in_ordered_call = before; }
+  };
   try {
+    if (!deferred_mode()) return F(info);
+    OrderedScope scope;
     if (Ordered) issue_recorded(info.Env());
     return F(info);
   } catch (const Napi::Error&) {

@@ -64,6 +64,7 @@ struct Box {
 
   // As leave(), for a call that may have queued work (StreamBox counts it).
   void leave_after_work() { leave(); }
+  void entered_for_use() {}  // what a Use does after entering; a box kind may hide it with its own
 
   // Retires the box; the handle is released now if nothing is in flight, else by the last call to leave. True for
   // the call that retired it. Never blocks.
@@ -108,9 +109,11 @@ class Use {
  public:
   Use(B& box, const char* resource, const char* method) : box_(box) {
     if (!box.enter()) throw Destroyed{resource, method};
+    entered();
   }
   Use(B& box, const char* resource, const char* method, QueuesNoWork) : box_(box), queues_work_(false) {
     if (!box.enter()) throw Destroyed{resource, method};
+    entered();
   }
   ~Use() {
     if (queues_work_)
@@ -123,6 +126,15 @@ class Use {
   B* operator->() const { return &box_; }
 
  private:
+  // A box kind's step after entering (StreamBox::entered_for_use); most have none. Leaves the entry if it throws.
+  void entered() {
+    try {
+      box_.entered_for_use();
+    } catch (...) {
+      box_.leave();
+      throw;
+    }
+  }
   B& box_;
   bool queues_work_ = true;
 };

@@ -222,6 +222,8 @@ void Submitter::run() {
         return;
       }
       Operation* operation = ring_[head % kQueueLimit];
+      // After the operations recorded on its stream before it, by other threads too.
+      await_count(operation->stream->owner().operations_issued, operation->place);
       never_throws("issuing a recorded operation", [&] {
         StreamBox& owner = operation->stream->owner();
         try {
@@ -236,7 +238,7 @@ void Submitter::run() {
           device_failures[owner.device].record(std::move(shared));
         }
       });
-      operation->stream->owner().recorded_pending.fetch_sub(1, std::memory_order_acq_rel);
+      operation->stream->owner().operations_issued.fetch_add(1, std::memory_order_acq_rel);
       delete operation;  // its entries leave now: a destroy() waiting on them releases the handle here
       in_operation_.store(false, std::memory_order_seq_cst);
       issued_.store(head + 1, std::memory_order_seq_cst);
@@ -293,12 +295,26 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream) {
   if (!deferred_mode()) return nullptr;
   if (!stream.owned || stream.lender || stream.capturing.load(std::memory_order_acquire)) {
     issue_recorded(env);
+    await_issued(stream);  // what other threads recorded on it
     return nullptr;
   }
   return &submitter_for(env, stream);
 }
 
-void count_recorded(StreamBox& stream) { stream.owner().recorded_pending.fetch_add(1, std::memory_order_acq_rel); }
+uint64_t count_recorded(StreamBox& stream) {
+  return stream.owner().operations_recorded.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void await_issued(StreamBox& stream) {
+  StreamBox& owner = stream.owner();
+  await_count(owner.operations_issued, owner.operations_recorded.load(std::memory_order_acquire));
+}
+
+thread_local bool in_ordered_call = false;
+
+void StreamBox::entered_for_use() {
+  if (in_ordered_call && unissued()) await_issued(*this);
+}
 
 void throw_stream_failure(StreamBox& stream) {
   if (FailurePointer failure = stream.owner().failure.report()) throw CudaFailure(*failure);

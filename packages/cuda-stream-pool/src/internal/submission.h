@@ -20,7 +20,12 @@
 //    query, a blocking wait, an allocation or free, a handle export, a destroy, a capture's begin and end, a direct
 //    copy. So whatever reads or changes driver state sees the recorded work issued before it, and `cuda.flush()`
 //    is that wait on its own.
-//  - Across threads. An event record counts itself on the event when it is recorded and again when it was issued;
+//  - Across threads. Operations on one stream are issued in the order they were recorded, whichever threads recorded
+//    them (a pool's streams are shared): each has its place among the stream's operations, and waits until those
+//    before it were issued; a call that goes to the driver directly with the stream first waits until everything
+//    recorded on it was issued (StreamBox::entered_for_use). So "record on a pool stream in one worker, post a
+//    message, use the stream in another" keeps its order, as direct calls do.
+//    An event record counts itself on the event when it is recorded and again when it was issued;
 //    a stream wait on the event, issued by any submission thread of any environment, and a host wait on the event
 //    first wait until the records recorded before them were issued. Records of one event are issued in the order
 //    they were made, each after the stream waits recorded before it, so a wait never sees a later record than its
@@ -87,9 +92,6 @@ class FailureSlot {
   FailurePointer failure_;
 };
 
-// Whether this process records stream-ordered operations (CUDA_STREAM_POOL_SUBMISSION=deferred). Read once.
-bool deferred_mode();
-
 // An entry of a box, held by a recorded operation until it was issued or dropped (Note [handle guard] in box.h).
 // `counts_work`: the operation queues work on the box's stream (a completion marker does not; StreamBox::submissions).
 template <class B>
@@ -128,6 +130,7 @@ struct Operation {
   // dropped (return false). Throws CudaFailure, which errors the stream.
   virtual bool issue(const FailurePointer& failure) = 0;
   std::shared_ptr<StreamBox> stream;  // the stream whose FailureSlot it reads and writes
+  uint64_t place = 0;                 // among the operations recorded on the stream by every thread
   bool reports = false;               // a wait's marker: it reports a failure instead of clearing it
 };
 
@@ -201,8 +204,12 @@ void issue_recorded(Napi::Env env);
 // caller holds a use of the stream.
 Submitter* recording_for(Napi::Env env, StreamBox& stream);
 
-// Counts an operation recorded on `stream` and not issued yet (StreamBox::recorded_pending, on its owner).
-void count_recorded(StreamBox& stream);
+// Counts an operation recorded on `stream` (StreamBox::operations_recorded, on its owner); returns its place among
+// the stream's operations, which it is issued in.
+uint64_t count_recorded(StreamBox& stream);
+
+// Waits until every operation recorded on `stream` so far, by any thread, was issued (deferred mode). Any thread.
+void await_issued(StreamBox& stream);
 
 // Waits until `counter` reaches `target` (another submission thread's progress). Any thread; yields, then sleeps in
 // short steps.
@@ -222,7 +229,7 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
   auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
   operation->stream = stream;
   operation->reports = reports;
-  count_recorded(*stream);
+  operation->place = count_recorded(*stream);
   submitter.record(std::move(operation));
 }
 

@@ -200,7 +200,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   Submitter* submitter = nullptr;
-  if (deferred_mode() && stream->owner().recorded_pending.load(std::memory_order_acquire) != 0)
+  if (deferred_mode() && stream->owner().unissued())
     submitter = recording_for(env, *stream);
   if (submitter) {
     // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.

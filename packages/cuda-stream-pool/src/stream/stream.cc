@@ -198,7 +198,7 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
   Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
   if (FailurePointer failure = box->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
   // Work recorded on it and not issued yet (deferred submission) keeps it busy; no need to wait for the issue.
-  if (box->owner().recorded_pending.load(std::memory_order_acquire) != 0) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
+  if (box->owner().unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
   const DependencySnapshot seen = box->owner().dependencies.snapshot();
   const CUresult status = query_stream(*box);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);

@@ -81,8 +81,17 @@ struct StreamBox : Box {
   // The first failure of work recorded on the stream that no wait has reported (Note [deferred submission] in
   // internal/submission.h); kept on owner().
   FailureSlot failure;
-  // Operations recorded on the stream, by any thread, not issued yet: while there are any, the stream is busy.
-  std::atomic<uint32_t> recorded_pending{0};
+  // Operations recorded on the stream by any thread, and those of them issued; kept on owner(). Each operation is
+  // issued once every operation recorded on the stream before it, by any thread, was (Note [deferred submission]);
+  // while any is not, the stream is busy.
+  std::atomic<uint64_t> operations_recorded{0};
+  std::atomic<uint64_t> operations_issued{0};
+  bool unissued() const {
+    return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
+  }
+  // A call that goes to the driver directly (Use, in an ordered call) first waits until the operations other threads
+  // recorded on the stream were issued: "record in one thread, then use the stream in another" keeps its order.
+  void entered_for_use();
   // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
   std::atomic<int> shard{-1};
   bool info_known = false;
