@@ -41,3 +41,9 @@ test('values the library takes, and empty ones, warn about nothing', async () =>
   assert.equal(result.code, 0, result.stderr);
   assert.doesNotMatch(result.stderr, /CUDA_STREAM_POOL_ENVIRONMENT/);
 });
+
+test('a staging cap one past 2**53, which the native side refuses, is warned about too', async () => {
+  const result = await runChild(importWithWorker, { CUDA_STREAM_POOL_STAGING_BYTES: '9007199254740993' });
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stderr, /CUDA_STREAM_POOL_STAGING_BYTES="9007199254740993" is ignored/);
+});

@@ -153,3 +153,30 @@ test('a streamed device-to-host copy (larger than the staging cap) whose copy fa
   );
   assert.deepEqual(result, { error: 'CUDA_ERROR_ILLEGAL_ADDRESS', values: [0x33] });
 });
+
+test('a staged copy on a stream that waited on another device has landed when a blocking wait or a query reports the work done', needsCompiler, async () => {
+  const result = await simulatedJson<Record<string, number>>(
+    `import { Device, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+     const s0 = Stream.create({ device: 0 }), s1 = Stream.create({ device: 1 });
+     const buffer = DeviceBuffer.alloc(65536, { stream: s0 });
+     const missed = { 'stream.synchronizeSync()': 0, 'stream.query()': 0, 'device.synchronizeSync()': 0, 'await device.synchronize()': 0 };
+     for (let trial = 0; trial < 40; trial++) {
+       const how = Object.keys(missed)[trial % 4];
+       s0.fill(buffer, trial + 1);
+       const event = Event.create({ device: 1 });
+       event.record(s1);
+       s0.waitEvent(event); // the copy's stream now depends on device 1
+       const array = new Uint8Array(65536);
+       s0.copy(array, buffer);
+       if (how === 'stream.synchronizeSync()') s0.synchronizeSync();
+       else if (how === 'stream.query()') while (!s0.query());
+       else if (how === 'device.synchronizeSync()') Device.get(0).synchronizeSync();
+       else await Device.get(0).synchronize();
+       if (array[0] !== trial + 1 || array[65535] !== trial + 1) missed[how]++;
+       event.destroy();
+     }
+     console.log(JSON.stringify(missed));`,
+    { devices: 2, operationDelayUs: 300 },
+  );
+  assert.deepEqual(result, { 'stream.synchronizeSync()': 0, 'stream.query()': 0, 'device.synchronizeSync()': 0, 'await device.synchronize()': 0 });
+});

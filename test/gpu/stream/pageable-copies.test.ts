@@ -140,3 +140,35 @@ test('four workers copying 6 MiB both ways at once, sharing the copy threads and
   assert.equal(result.code, 0, result.stderr);
   assert.deepEqual(JSON.parse(result.stdout), [0, 0, 0, 0]);
 });
+
+test('a copy into the same bytes ordered after another wins, whichever one\'s completion is seen first', gpu, async () => {
+  // Each copy's landing is finished when its marker is seen done; the later copy's marker may be seen first. Same
+  // stream, and across streams through an event; each waited for in several ways.
+  const result = await runChild(`
+    import { Device, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+    const n = 5 * 1024 * 1024, tail = 4096;
+    const s1 = Stream.create(), s2 = Stream.create();
+    const a = DeviceBuffer.alloc(n, { stream: s1 }), b = DeviceBuffer.alloc(n, { stream: s1 });
+    s1.fill(a, 0xaa);
+    s1.fill(b, 0xbb);
+    await s1.synchronize();
+    const wrong = [];
+    for (let trial = 0; trial < 40; trial++) {
+      const array = new Uint8Array(n);
+      const across = trial % 2 === 1;
+      s1.copy(array, a);
+      const second = across ? s2 : s1;
+      if (across) { const event = Event.create(); event.record(s1); s2.waitEvent(event); event.destroy(); }
+      second.copy(array, b, { byteLength: tail, dstOffset: n - tail });
+      const how = ['await', 'sync', 'device'][trial % 3];
+      if (how === 'await') { await second.synchronize(); await s1.synchronize(); }
+      else if (how === 'sync') { second.synchronizeSync(); s1.synchronizeSync(); }
+      else await Device.get(0).synchronize();
+      if (array[n - tail] !== 0xbb || array[n - 1] !== 0xbb || array[n - tail - 1] !== 0xaa) wrong.push({ trial, across, how });
+    }
+    a.free(); b.free(); s1.destroy(); s2.destroy();
+    console.log(JSON.stringify(wrong));
+  `, { SIMULATED_DRIVER_COPY_BYTES_PER_US: '2000' }, 120_000);
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(JSON.parse(result.stdout), []);
+});

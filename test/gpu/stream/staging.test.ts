@@ -19,7 +19,7 @@ test('cacheInfo() reports the staging cap, what is allocated and the high-water 
 
 test('CUDA_STREAM_POOL_STAGING_BYTES: whole bytes rounded down to 256 KiB chunks; anything else keeps 64 MiB', async () => {
   const caps: Record<string, number> = {};
-  for (const value of ['1048576', '1000000', '-5', '1x', '4096', '']) {
+  for (const value of ['1048576', '1000000', '-5', '1x', '4096', '', '9007199254740993']) {
     const result = await runChild(
       `import { PinnedBuffer } from 'cuda-stream-pool'; console.log(PinnedBuffer.cacheInfo().staging.capBytes);`,
       { CUDA_STREAM_POOL_STAGING_BYTES: value, CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' },
@@ -27,7 +27,7 @@ test('CUDA_STREAM_POOL_STAGING_BYTES: whole bytes rounded down to 256 KiB chunks
     assert.equal(result.code, 0, result.stderr);
     caps[value] = Number(result.stdout.trim());
   }
-  assert.deepEqual(caps, { '1048576': MiB, '1000000': 786432, '-5': 64 * MiB, '1x': 64 * MiB, '4096': 64 * MiB, '': 64 * MiB });
+  assert.deepEqual(caps, { '1048576': MiB, '1000000': 786432, '-5': 64 * MiB, '1x': 64 * MiB, '4096': 64 * MiB, '': 64 * MiB, '9007199254740993': 64 * MiB });
 });
 
 test('with a 1 MiB cap, 5 MiB copies in both directions stream through the chunks and return every byte', gpu, async () => {

@@ -20,7 +20,7 @@ const settings: readonly Setting[] = [
   },
   {
     name: 'CUDA_STREAM_POOL_STAGING_BYTES',
-    accepts: (value) => /^\d+$/.test(value) && Number(value) >= STAGING_CHUNK_BYTES && Number(value) <= 2 ** 53,
+    accepts: (value) => /^\d+$/.test(value) && BigInt(value) >= BigInt(STAGING_CHUNK_BYTES) && BigInt(value) <= 2n ** 53n,
     takes: `a whole number of bytes from ${STAGING_CHUNK_BYTES} (one staging chunk) to 2**53, in digits; the cap stays 67108864 (64 MiB)`,
   },
   {

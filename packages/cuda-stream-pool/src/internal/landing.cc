@@ -40,10 +40,15 @@ void* destination_memory(Napi::Env env, Landing& landing) {
 // The longest landing made on this thread (one JS thread per environment), in nanoseconds.
 thread_local double longest_ns = 0;
 
-// Lands bytes [landed_bytes, to) when the destination is still there.
+// Lands bytes [landed_bytes, to) when the destination is still there, after the earlier landings into the same bytes
+// that are done: a copy ordered after another (same stream, or through an event) is done only if that one is, though
+// its marker may be seen done first.
 void land_up_to(Napi::Env env, Landing& landing, size_t to) {
   const size_t from = landing.landed_bytes.load(std::memory_order_relaxed);
   if (to <= from || !landing.copy_out) return;
+  std::vector<std::shared_ptr<Landing>> before;
+  before.swap(landing.before);
+  for (auto& earlier : before) settle_landing(env, *earlier);  // one still not done was not ordered before this
   if (void* data = destination_memory(env, landing)) {
     const auto start = std::chrono::steady_clock::now();
     landing.copy_out(data, from, to);
@@ -67,14 +72,14 @@ void finish_landing(Napi::Env env, Landing& landing, bool copy) {
 double longest_landing_ns() { return longest_ns; }
 
 bool claim_part(Landing& landing) {
-  if (landing.poller_decides) return false;
+  if (landing.dependency_devices) return false;
   if (landing.ready_bytes.load(std::memory_order_acquire) <= landing.landed_bytes.load(std::memory_order_relaxed)) return false;
   return !landing.part_posted.exchange(true, std::memory_order_acq_rel);
 }
 
 void land_part(Napi::Env env, Landing& landing) {
   landing.part_posted.store(false, std::memory_order_release);
-  if (landing.finished.load(std::memory_order_acquire) || landing.poller_decides) return;
+  if (landing.finished.load(std::memory_order_acquire) || landing.dependency_devices) return;
   land_up_to(env, landing, landing.ready_bytes.load(std::memory_order_acquire));
 }
 
@@ -84,15 +89,13 @@ bool settle_landing(Napi::Env env, Landing& landing) {
   CUresult result = CUDA_SUCCESS;
   if (landing.marker_done.load(std::memory_order_acquire)) {
     result = landing.marker_result.load(std::memory_order_relaxed);
-  } else if (landing.poller_decides) {
-    return false;
   } else {
     if (CUresult fault = device_fault(landing.marker.device)) {
       result = fault;
     } else if (landing.poll) {
       result = landing.poll();
       if (result == CUDA_ERROR_NOT_READY) {
-        land_up_to(env, landing, landing.ready_bytes.load(std::memory_order_acquire));
+        if (!landing.dependency_devices) land_up_to(env, landing, landing.ready_bytes.load(std::memory_order_acquire));
         return false;
       }
     } else {
@@ -100,6 +103,12 @@ bool settle_landing(Napi::Env env, Landing& landing) {
       result = marker_status(landing.marker);
       // Only done or a sticky fault settles it here; a query that failed otherwise is the poller's to judge.
       if (result != CUDA_SUCCESS && device_fault(landing.marker.device) == CUDA_SUCCESS) return false;
+    }
+    // Work that waited on other devices is done only if none of them faulted: asked now, as the poller asks before it
+    // reports such a wait done (Note [cross-device dependencies]).
+    if (result == CUDA_SUCCESS && landing.dependency_devices) {
+      const DependencyFault fault = dependency_fault(landing.dependency_devices, true);
+      if (fault.code) result = fault.code;
     }
   }
   finish_landing(env, landing, result == CUDA_SUCCESS);

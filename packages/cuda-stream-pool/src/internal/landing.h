@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "internal/markers.h"
 
@@ -33,13 +35,25 @@ struct Landing {
   std::atomic<size_t> ready_bytes{0};
   std::atomic<size_t> landed_bytes{0};  // written by the JS thread only
   std::atomic<bool> part_posted{false};
-  // Its stream waited on other devices' work: only the poller, which asks those devices, may find the copy done
-  // (Note [cross-device dependencies] in internal/device-faults.h). Set before the poller sees the landing.
-  bool poller_decides = false;
+  // The devices whose work its stream waited on (Note [cross-device dependencies] in internal/device-faults.h): the
+  // copy is done only once they are asked and none faulted, so it lands whole, never in parts. Set before the poller
+  // sees the landing.
+  uint64_t dependency_devices = 0;
+  // Where the destination's bytes were at the call, and the earlier landings of its thread, not finished then, into
+  // bytes that overlap them: those land first (a copy ordered after another into the same bytes wins, whichever
+  // marker is seen done first). JS thread only.
+  const char* destination_start = nullptr;
+  std::vector<std::shared_ptr<Landing>> before;
   // An event marker goes back to its pool only when both the poller and the landing's finisher are done with it: a
   // recycled event could be recorded again and make a finished copy look pending.
   std::atomic<int> marker_holders{2};
 };
+
+// Whether two landings' destinations share bytes.
+inline bool overlaps(const Landing& a, const Landing& b) {
+  return a.destination_start && b.destination_start && a.destination_start < b.destination_start + b.bytes &&
+         b.destination_start < a.destination_start + a.bytes;
+}
 
 // Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
 bool settle_landing(Napi::Env env, Landing& landing);

@@ -470,6 +470,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   const CUdeviceptr from = src->ptr + src_offset;
   auto landing = std::make_shared<Landing>();
   landing->bytes = bytes;
+  landing->destination_start = reinterpret_cast<const char*>(destination.Data());
   std::shared_ptr<StreamedCopy> streamed;  // when the copy does not fit the free chunks
   Staging staging = stage(bytes, device);
   const size_t pieces = staging.pieces;

@@ -324,7 +324,9 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   // Taken after the marker, so the poller asks these devices but never clears them (Note [cross-device
   // dependencies]): the stream's own waits do.
   wait->dependencies = stream->owner().dependencies.snapshot();
-  landing->poller_decides = wait->dependencies.devices != 0;
+  landing->dependency_devices = wait->dependencies.devices;
+  for (const auto& earlier : channel.landings)
+    if (!earlier->finished.load(std::memory_order_acquire) && overlaps(*earlier, *landing)) landing->before.push_back(earlier);
   hold_stream(*wait, std::move(stream));
   wait->poll = landing->poll;
   wait->landing = landing;
