@@ -108,6 +108,7 @@ bool settle_landing(Napi::Env env, Landing& landing) {
     // reports such a wait done (Note [cross-device dependencies]).
     if (result == CUDA_SUCCESS && landing.dependency_devices) {
       const DependencyFault fault = dependency_fault(landing.dependency_devices, true);
+      make_current_quiet(landing.marker.device);  // asking made the other devices' contexts current
       if (fault.code) result = fault.code;
     }
   }
