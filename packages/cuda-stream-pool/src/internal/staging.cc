@@ -97,7 +97,7 @@ class Arena {
       free_.pop_back();
     }
     note_use_locked();
-    // In address order, so that neighbours in one slab make one device copy (device_runs).
+    // In address order, so that neighbours in one slab make one device copy (run_end).
     std::sort(out.begin(), out.end(), [](const Chunk* a, const Chunk* b) { return a->data < b->data; });
     return out;
   }
