@@ -264,9 +264,11 @@ test('64 streams awaited at once while the main thread and two workers call sync
   }
   await Promise.all(waits);
   const counts = workers.map((w) => once(w, 'message'));
+  // Listening before stop: one worker can exit while the other's count is still on its way.
+  const exits = workers.map((w) => once(w, 'exit'));
   for (const w of workers) w.postMessage('stop');
   for (const [message] of await Promise.all(counts)) assert.ok((message as { count: number }).count > 0);
-  await Promise.all(workers.map((w) => once(w, 'exit')));
+  await Promise.all(exits);
   for (const s of [...streams, mine]) s.destroy();
 });
 

@@ -69,9 +69,12 @@ export const miscOperations: Operation[] = [
             if (!cuda.available || !Number.isSafeInteger(version) || version! < 11000 || text !== `${Math.floor(version! / 1000)}.${Math.floor((version! % 1000) / 10)}`)
               throw new SoakFailure(`cuda: available ${cuda.available}, driverVersion ${version}, driverVersionString ${text}`);
           } else if (which === 'memoryPool') {
+            // Each getter is its own driver read and other threads allocate in between, so used may pass the
+            // reserved bytes read a moment earlier: only each value's shape is checked here.
             const pool = Device.get(0).memoryPool;
-            if (!(pool.usedBytes >= 0 && pool.reservedBytes >= pool.usedBytes))
-              throw new SoakFailure(`memoryPool: used ${pool.usedBytes}, reserved ${pool.reservedBytes}`);
+            const [used, reserved] = [pool.usedBytes, pool.reservedBytes];
+            if (!(Number.isSafeInteger(used) && used >= 0 && Number.isSafeInteger(reserved) && reserved >= 0))
+              throw new SoakFailure(`memoryPool: used ${used}, reserved ${reserved}`);
           } else if (which === 'liveObjects') {
             const live = cuda.liveObjects();
             for (const [key, value] of Object.entries(live))
