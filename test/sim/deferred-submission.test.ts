@@ -78,8 +78,8 @@ test('deferred: a launch the driver refuses rejects the next wait naming the ker
   assert.equal(result.dropped, 1, 'the copy after the refused launch');
   assert.equal(result.untouched, true, 'the copy after the refused launch never ran');
   assert.deepEqual(result.after, [3]);
-  // device.synchronize() reports the failure of recorded work on its device once, as its own wait.
-  assert.deepEqual([result.device, result.deviceAgain], ['cuLaunchKernel', 'resolved']);
+  // The stream's wait reported the failure: device.synchronize() does not report it again.
+  assert.deepEqual([result.device, result.deviceAgain], ['resolved', 'resolved']);
 });
 
 test('deferred: an event recorded after a refused launch carries the failure to the stream that waits on it and to host waits', needsCompiler, async () => {
@@ -250,4 +250,54 @@ test('deferred: every wait issued after a failure on a shared stream rejects, so
   );
   // '08' is not one of the values the variable takes (one digit from 1 to 8): the default, 2.
   assert.deepEqual(result, { a: 'cuLaunchKernel', b: 'cuLaunchKernel', after: '33', threads: 2 });
+});
+
+test('deferred: waitStream() on a stream whose recorded work failed errors the waiting stream; once reported, it carries nothing', needsCompiler, async () => {
+  const result = await simulatedJson<{ waiter: string; producer: string; untouched: boolean; later: string; value: string }>(
+    `${load}
+     const [a, b] = [Stream.create(), Stream.create()];
+     const words = DeviceBuffer.alloc(64 * 4, { stream: a });
+     const out = PinnedBuffer.alloc(64 * 4);
+     out.view(Uint32Array).fill(0xaa);
+     await a.synchronize();
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 5, 64); // refused when issued
+     b.waitStream(a);
+     b.copy(out, words); // must not read what a never wrote
+     const waiter = await b.synchronize().then(() => 'resolved', (e) => e.call);
+     const producer = await a.synchronize().then(() => 'resolved', (e) => e.call);
+     const untouched = out.view(Uint32Array).every((v) => v === 0xaa);
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 7, 64); // runs: a's failure was reported
+     b.waitStream(a);
+     b.copy(out, words);
+     const later = await b.synchronize().then(() => 'resolved', (e) => e.call);
+     console.log(JSON.stringify({ waiter, producer, untouched, later, value: String(out.view(Uint32Array)[63]) }));`,
+    deferred({ fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 200 }),
+  );
+  assert.deepEqual(result, { waiter: 'cuLaunchKernel', producer: 'cuLaunchKernel', untouched: true, later: 'resolved', value: '7' });
+});
+
+test('deferred: device.synchronize() reports a failure no wait reported, once, and not one a stream wait reported, on either device', needsCompiler, async () => {
+  const result = await simulatedJson<{ unreported: string; again: string; viaOtherDevice: string; deviceOne: string; deviceZero: string }>(
+    `${load}
+     const [zero, one] = [Device.get(0), Device.get(1)];
+     const s0 = Stream.create({ device: zero }), s1 = Stream.create({ device: one });
+     const words = DeviceBuffer.alloc(64 * 4, { stream: s0 });
+     await s0.synchronize();
+     const call = (p) => p.then(() => 'resolved', (e) => e.call);
+     s0.fill(words, 5, { type: 'u32' }); // refused, never waited on by a stream wait
+     const unreported = await call(zero.synchronize());
+     const again = await call(zero.synchronize());
+     const other = DeviceBuffer.alloc(64 * 4, { stream: s1 });
+     await s1.synchronize();
+     await call(s0.synchronize()); // s0's failure is still set until a wait on it reports it
+     s1.fill(other, 5, { type: 'u32' }); // refused on device 1
+     s0.waitStream(s1);
+     const viaOtherDevice = await call(s0.synchronize()); // reported here, through device 0's stream
+     const deviceOne = await call(one.synchronize());
+     const deviceZero = await call(zero.synchronize());
+     await call(s1.synchronize());
+     console.log(JSON.stringify({ unreported, again, viaOtherDevice, deviceOne, deviceZero }));`,
+    deferred({ fail: 'cuMemsetD32Async@any:1=CUDA_ERROR_OUT_OF_MEMORY,cuMemsetD32Async@any:2=CUDA_ERROR_OUT_OF_MEMORY', operationDelayUs: 200, devices: 2 }),
+  );
+  assert.deepEqual(result, { unreported: 'cuMemsetD32Async', again: 'resolved', viaOtherDevice: 'cuMemsetD32Async', deviceOne: 'resolved', deviceZero: 'resolved' });
 });

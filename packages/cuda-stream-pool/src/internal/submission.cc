@@ -41,7 +41,32 @@ void stop_submitters_at_exit() {
     while (busy->load(std::memory_order_seq_cst)) std::this_thread::yield();
 }
 
-FailureSlot device_failures[kMaxDevices];
+// Failures of recorded work on one device that no wait has reported yet, oldest first.
+class UnreportedFailures {
+ public:
+  void add(FailurePointer failure) {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    if (failures_.size() < kKept) failures_.push_back(std::move(failure));
+  }
+  void forget(const FailurePointer& failure) {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    failures_.erase(std::remove(failures_.begin(), failures_.end(), failure), failures_.end());
+  }
+  FailurePointer take() {
+    std::lock_guard<OrderedMutex> lock(mutex_);
+    FailurePointer oldest = failures_.empty() ? nullptr : failures_.front();
+    failures_.clear();
+    return oldest;
+  }
+
+ private:
+  // Each failed stream keeps its first failure only, so the list stays short; the bound is for safety.
+  static constexpr size_t kKept = 64;
+  OrderedMutex mutex_{LockLevel::kLeaf, "unreported device failures"};
+  std::vector<FailurePointer> failures_;
+};
+
+UnreportedFailures device_failures[kMaxDevices];
 
 // How long the thread looks for more work after a batch before it parks: long enough to span the gap between two
 // calls of a JS loop that records (a few microseconds), short enough that an idle process uses no CPU.
@@ -55,12 +80,13 @@ FailurePointer FailureSlot::peek() const {
   return failure_;
 }
 
-void FailureSlot::record(FailurePointer failure) {
+bool FailureSlot::record(FailurePointer failure) {
   std::lock_guard<OrderedMutex> lock(mutex_);
-  if (failure_) return;
+  if (failure_) return false;
   failure_ = std::move(failure);
   reported_.store(false, std::memory_order_relaxed);
   set_.store(true, std::memory_order_release);
+  return true;
 }
 
 FailurePointer FailureSlot::report() {
@@ -234,8 +260,7 @@ void Submitter::run() {
         } catch (const CudaFailure& failure) {
           failed_.fetch_add(1, std::memory_order_relaxed);
           auto shared = std::make_shared<const CudaFailure>(failure);
-          owner.failure.record(shared);
-          device_failures[owner.device].record(std::move(shared));
+          if (owner.failure.record(shared)) device_failures[owner.device].add(std::move(shared));
         }
       });
       operation->stream->owner().operations_issued.fetch_add(1, std::memory_order_acq_rel);
@@ -317,7 +342,17 @@ void StreamBox::entered_for_use() {
 }
 
 void throw_stream_failure(StreamBox& stream) {
-  if (FailurePointer failure = stream.owner().failure.report()) throw CudaFailure(*failure);
+  if (FailurePointer failure = report_stream_failure(stream)) throw CudaFailure(*failure);
+}
+
+FailurePointer report_stream_failure(StreamBox& stream) {
+  FailurePointer failure = stream.owner().failure.report();
+  if (failure) failure_reported(failure);
+  return failure;
+}
+
+void failure_reported(const FailurePointer& failure) {
+  for (UnreportedFailures& failures : device_failures) failures.forget(failure);
 }
 
 namespace {

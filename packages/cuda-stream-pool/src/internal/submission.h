@@ -35,8 +35,9 @@
 //    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
 //    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
 //    and runs; an event recorded after the failure carries it to every stream and host wait on that event, and a
-//    graph launch on the stream throws it. A sticky fault also stays device-wide, as in direct mode;
-//    device.synchronize() reports a failure of recorded work on its device once.
+//    graph launch on the stream throws it; a waitStream() on an errored stream errors the waiting stream too. A
+//    sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once, the oldest failure
+//    of recorded work on its device that no wait has reported.
 //  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
 //    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
 //    it (retire_and_wait). A kernel's arguments are only addresses: a buffer used as one is freed by free() (an
@@ -74,8 +75,8 @@ class FailureSlot {
  public:
   bool set() const { return set_.load(std::memory_order_acquire); }
   FailurePointer peek() const;
-  // Keeps the first failure until it is cleared.
-  void record(FailurePointer failure);
+  // Keeps the first failure until it is cleared; false when one was kept already.
+  bool record(FailurePointer failure);
   // The failure, marked reported (null when none).
   FailurePointer report();
   // Clears a failure that a wait has reported; true when it did (the caller's operation then runs).
@@ -237,7 +238,16 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
 // reported, when the stream has one. Any thread.
 void throw_stream_failure(StreamBox& stream);
 
-// A failure of recorded work on `device` not yet reported by device.synchronize(); taken (cleared). Any thread.
+// The failure of `stream`'s (its owner's) recorded work, marked reported by a wait on the stream (null when none).
+// A failure reported once is not reported again by device.synchronize(). Any thread.
+FailurePointer report_stream_failure(StreamBox& stream);
+
+// Notes that a wait reported `failure` of recorded work: device.synchronize() does not report it again, on the device
+// of the stream that failed nor on a device whose streams waited on it.
+void failure_reported(const FailurePointer& failure);
+
+// The oldest failure of recorded work on `device` that no wait has reported; the device's list is cleared (a device
+// wait reports one failure once). Any thread.
 FailurePointer take_device_failure(int device);
 
 }  // namespace csp

@@ -291,6 +291,16 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
     check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", other_device, describe(*other));
   }
   Use<StreamBox> use(*box, "Stream", "waitStream");
+  // Recorded work of `other` that failed (deferred submission) errors this stream too, as a wait on a failed event
+  // does: work after the wait must not read what was never written. The record above was `other`'s next operation,
+  // so a failure a wait has already reported is cleared instead of carried.
+  if (other->owner().failure.set() && !other->owner().failure.clear_if_reported()) {
+    if (FailurePointer carried = other->owner().failure.peek()) {
+      box->owner().failure.clear_if_reported();  // this wait is the stream's next operation
+      box->owner().failure.record(std::move(carried));
+      return info.Env().Undefined();
+    }
+  }
   make_current(box->device);
   check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
   depends_on(*box, (other_device != box->device ? device_bit(other_device) : 0) | other->owner().dependencies.devices());
