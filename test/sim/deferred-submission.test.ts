@@ -301,3 +301,36 @@ test('deferred: device.synchronize() reports a failure no wait reported, once, a
   );
   assert.deepEqual(result, { unreported: 'cuMemsetD32Async', again: 'resolved', viaOtherDevice: 'cuMemsetD32Async', deviceOne: 'resolved', deviceZero: 'resolved' });
 });
+
+test('deferred: graph launches and prefetches are recorded; a launch the driver refuses is dropped with the work after it and rejects the next wait', needsCompiler, async () => {
+  const result = await simulatedJson<{ recordedByLaunch: number; recordedByPrefetch: number; call: string; untouched: boolean; after: number[]; prefetched: string }>(
+    `${load}
+     const { Graph, ManagedBuffer } = await import('cuda-stream-pool');
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(64 * 4, { stream });
+     const out = PinnedBuffer.alloc(64 * 4);
+     out.view(Uint32Array).fill(0xaa);
+     const graph = await Graph.capture(stream, (s) => fill.launch({ grid: 1, block: 64, stream: s }, words, 9, 64));
+     const exec = graph.instantiate();
+     await stream.synchronize();
+     let before = cuda.submission().recorded;
+     exec.launch(stream); // refused by the driver when issued: no throw here
+     const recordedByLaunch = cuda.submission().recorded - before;
+     stream.copy(out, words); // dropped
+     const call = await stream.synchronize().then(() => 'resolved', (e) => e.call);
+     const untouched = out.view(Uint32Array).every((v) => v === 0xaa);
+     exec.launch(stream);
+     stream.copy(out, words);
+     await stream.synchronize();
+     const after = [...new Set(out.view(Uint32Array))];
+     const managed = ManagedBuffer.alloc(4096);
+     before = cuda.submission().recorded;
+     managed.prefetch(Device.get(0), stream);
+     const recordedByPrefetch = cuda.submission().recorded - before;
+     const prefetched = await stream.synchronize().then(() => 'resolved', (e) => e.call);
+     managed.free(); exec.destroy(); graph.destroy();
+     console.log(JSON.stringify({ recordedByLaunch, recordedByPrefetch, call, untouched, after, prefetched }));`,
+    deferred({ fail: 'cuGraphLaunch@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 200 }),
+  );
+  assert.deepEqual(result, { recordedByLaunch: 1, recordedByPrefetch: 1, call: 'cuGraphLaunch', untouched: true, after: [9], prefetched: 'resolved' });
+});

@@ -214,9 +214,20 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
   auto stream = unwrap_box<StreamBox>(info[1]);
   Use<GraphExecBox> use(*exec, "GraphExec", "launch");
   Use<StreamBox> use_stream(*stream, "Stream", "graphExec.launch");
-  // A graph is not recorded: on a stream whose recorded work failed it would read what was never written.
-  if (deferred_mode()) throw_stream_failure(*stream);
   make_current(stream->device);
+  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+    // Issued later; on a stream whose recorded work failed it is dropped, as every recorded operation is. An update
+    // of the executable is an ordered call, so the launch runs the graph it was recorded with.
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "graphExec.launch"), e = Held<GraphExecBox>(exec, "GraphExec", "launch")](
+                         const FailurePointer& failure) {
+                       if (failure) return false;
+                       make_current(s->device);
+                       check(drv().cuGraphLaunch(e->handle, s->handle), "cuGraphLaunch", s->device, where(*s));
+                       return true;
+                     });
+    return info.Env().Undefined();
+  }
   check(drv().cuGraphLaunch(exec->handle, stream->handle), "cuGraphLaunch", stream->device, where(*stream));
   return info.Env().Undefined();
 }
@@ -303,7 +314,7 @@ const Export kGraphExports[] = {
     {"graphNodeCount", "box", entry<graph_node_count>},
     {"graphInstantiate", "box", entry<graph_instantiate>},
     {"graphDestroy", "box", entry<graph_destroy>},
-    {"graphExecLaunch", "box, box", entry<graph_exec_launch>},
+    {"graphExecLaunch", "box, box", unordered<graph_exec_launch>},
     {"graphExecUpdate", "box, box", entry<graph_exec_update>},
     {"graphExecSetKernelParams", "box, bigint, bigint, Uint8Array", entry<graph_exec_set_kernel_params>},
     {"graphExecDestroy", "box", entry<graph_exec_destroy>},

@@ -303,7 +303,8 @@ export class GraphExec {
    * records that stream as a use of the graph's device buffers, so they are not freed before it is done.
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for a non-Stream, ERR_INVALID_ARG_VALUE for a stream of another device;
    * {@link DestroyedError} after destroy, for a destroyed stream, or when a buffer, pinned memory or module the work
-   * uses was freed or unloaded; {@link CudaError} when the driver refuses. Wraps: cuGraphLaunch. */
+   * uses was freed or unloaded; {@link CudaError} when the driver refuses (with deferred submission the launch is
+   * recorded, and a refusal rejects the stream's next wait instead). Wraps: cuGraphLaunch. */
   launch(stream: Stream): void {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const box = this.#use('launch');

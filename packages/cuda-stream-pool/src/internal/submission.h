@@ -9,8 +9,9 @@
 //    calls per small task tops out near 100,000 tasks/s). A stream belongs to one shard, given on its first record
 //    (round-robin, process-wide), so its operations keep their order; what orders work across streams (events)
 //    is kept across shards as across threads, below.
-//  - Which calls record. Copies between device and pinned memory, fills, kernel launches, event records, stream
-//    waits on events, and the completion marker of an awaited synchronize(), when their stream is owned by the
+//  - Which calls record. Copies between device and pinned memory, fills, kernel launches, graph launches, prefetches
+//    of managed memory, event records, stream waits on events, and the completion marker of an awaited
+//    synchronize(), when their stream is owned by the
 //    library (created by it, or a pool's) and not capturing. The legacy and per-thread default streams and borrowed
 //    streams keep the direct path: their meaning depends on the thread that makes the call. A stream that captures
 //    keeps it too, so that its capture records what the calling thread asked for, in order.
@@ -35,7 +36,7 @@
 //    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
 //    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
 //    and runs; an event recorded after the failure carries it to every stream and host wait on that event, and a
-//    graph launch on the stream throws it; a waitStream() on an errored stream errors the waiting stream too. A
+//    waitStream() on an errored stream errors the waiting stream too. A
 //    sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once, the oldest failure
 //    of recorded work on its device that no wait has reported.
 //  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a

@@ -17,6 +17,7 @@
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "stream/stream.h"
+#include "internal/submission.h"
 #include "internal/synchronizer.h"
 
 namespace csp {
@@ -110,8 +111,22 @@ Napi::Value managed_prefetch(const Napi::CallbackInfo& info) {
   Use<StreamBox> use_stream(*stream, "Stream", "prefetch");
   check_span("prefetch", offset, bytes, box->bytes, info.Env());
   make_current(stream->device);
-  check(drv().cuMemPrefetchAsync(box->ptr + offset, bytes, processor(target, stream->device), stream->handle), "cuMemPrefetchAsync",
-        stream->device, span_text(*box, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
+  auto prefetch = [offset, bytes, target](ManagedBox& managed, StreamBox& on) {
+    check(drv().cuMemPrefetchAsync(managed.ptr + offset, bytes, processor(target, on.device), on.handle), "cuMemPrefetchAsync",
+          on.device, span_text(managed, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
+  };
+  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "prefetch"), m = Held<ManagedBox>(box, "ManagedBuffer", "prefetch"),
+                      prefetch](const FailurePointer& failure) {
+                       if (failure) return false;
+                       make_current(s->device);
+                       prefetch(*m, *s);
+                       return true;
+                     });
+    return info.Env().Undefined();
+  }
+  prefetch(*box, *stream);
   return info.Env().Undefined();
 }
 
@@ -177,7 +192,7 @@ Napi::Value managed_copy(const Napi::CallbackInfo& info) {
 const Export kManagedExports[] = {
     {"managedAlloc", "number, number", entry<managed_alloc>},
     {"managedFree", "box, ArrayBuffer", entry<managed_free>},
-    {"managedPrefetch", "box, number, number, number, box", entry<managed_prefetch>},
+    {"managedPrefetch", "box, number, number, number, box", unordered<managed_prefetch>},
     {"managedAdvise", "box, number, number, number, number", entry<managed_advise>},
     {"managedCopy", "box, box, number, box, number, boolean, number", entry<managed_copy>},
 };

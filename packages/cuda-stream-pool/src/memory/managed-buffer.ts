@@ -163,7 +163,8 @@ export class ManagedBuffer {
    * @param stream - must be on the buffer's device. @defaultValue {@link currentStream}(the buffer's device)
    * @throws `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a bad target or stream; {@link DestroyedError}
    * after free or for a destroyed stream; {@link CudaError} CUDA_ERROR_INVALID_DEVICE for a device target without
-   * concurrent managed access.
+   * concurrent managed access (with deferred submission the prefetch is recorded, and the driver's refusal rejects
+   * the stream's next wait instead).
    * Wraps: cuMemPrefetchAsync (the CUDA 12.0 entry point: a CUdevice target, CU_DEVICE_CPU for the host). */
   prefetch(target: Device | number | 'cpu', stream?: Stream): void {
     const to = target === 'cpu' ? CPU : resolveDevice(target as Device | number, 'target').ordinal;
