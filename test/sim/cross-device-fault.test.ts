@@ -8,6 +8,9 @@ import { test } from 'node:test';
 import { issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const BYTES = 64 << 10;
+// Each operation's delay: the JS thread makes its calls after the fill long before the fill runs and faults device 1,
+// even on a loaded machine (at 500 µs a call after the fill could meet the fault already and throw).
+const DELAY_US = 5000;
 const FAULT = `cuMemsetD8Async@${issuer}:1=fault:CUDA_ERROR_ILLEGAL_ADDRESS`; // the one fill, device 1's
 
 // Device 1 fills `b` (the fill faults device 1); device 0 waits on that work as `how` says, copies `b` into `c` and
@@ -49,7 +52,7 @@ for (const [name, wait] of waits) {
   test(`device 1 faults after device 0's stream waited on its work: ${name} rejects with device 1's fault, and the copy never lands`, needsCompiler, async () => {
     const result = await simulatedJson<{ result: string; code: string; sticky: boolean; message: string; untouched: boolean; healthy: boolean[] }>(
       program('waitStream', wait),
-      { devices: 2, fail: FAULT, operationDelayUs: 500 },
+      { devices: 2, fail: FAULT, operationDelayUs: DELAY_US },
     );
     assert.equal(result.result, 'CudaError', JSON.stringify(result));
     assert.equal(result.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
@@ -64,7 +67,7 @@ for (const how of ['waitEvent', 'peerCopyOnly'] as const) {
   test(`device 1 faults, and device 0's stream depends on its work through ${how === 'waitEvent' ? 'stream.waitEvent() of an event of device 1' : 'a peer copy that reads its memory'}: buffer.toArray() rejects`, needsCompiler, async () => {
     const result = await simulatedJson<{ result: string; code: string; message: string; untouched: boolean; healthy: boolean[] }>(
       program(how, 'c.toArray(Uint8Array, { stream: s0 }).then((bytes) => { if (bytes.every((v) => v === 7)) throw new Error("unwritten bytes"); })'),
-      { devices: 2, fail: FAULT, operationDelayUs: 500 },
+      { devices: 2, fail: FAULT, operationDelayUs: DELAY_US },
     );
     assert.equal(result.result, 'CudaError', JSON.stringify(result));
     assert.equal(result.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
@@ -94,7 +97,7 @@ test('a dependency reaches through another stream of the same device: waitStream
      }
      console.log(JSON.stringify(settled));
      process.exit(0);`,
-    { devices: 2, fail: FAULT, operationDelayUs: 500 },
+    { devices: 2, fail: FAULT, operationDelayUs: DELAY_US },
   );
   assert.equal(result.result, 'CudaError', JSON.stringify(result));
   assert.match(result.message, /\(waiting on device 1, which faulted\)/);
@@ -117,7 +120,7 @@ test('a dependency ends with a clean wait: device 1 faulting later leaves device
      const synchronized = await Device.get(0).synchronize().then(() => 'resolved', (e) => e.code);
      console.log(JSON.stringify({ first, later, synchronized, healthy: [Device.get(0).healthy, Device.get(1).healthy] }));
      process.exit(0);`,
-    { devices: 2, fail: `cuMemsetD8Async@${issuer}:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: 500 },
+    { devices: 2, fail: `cuMemsetD8Async@${issuer}:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: DELAY_US },
   );
   assert.deepEqual(result, { first: [7, 7, 7, 7], later: '5', synchronized: 'resolved', healthy: [true, false] });
 });
