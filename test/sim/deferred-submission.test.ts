@@ -20,6 +20,17 @@ const load = `
   const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
   const fma = bench.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']);`;
 
+// Streams a and b, 64 words on a, a pinned buffer of 0xaa bytes, and a fill of the words on a that the driver refuses
+// when it is issued (with a failure rule on cuLaunchKernel's first call).
+const refusedOnA = `${load}
+     const [a, b] = [Stream.create(), Stream.create()];
+     const words = DeviceBuffer.alloc(64 * 4, { stream: a });
+     const out = PinnedBuffer.alloc(64 * 4);
+     out.view(Uint32Array).fill(0xaa);
+     await a.synchronize();
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 5, 64); // refused when issued
+`;
+
 test('deferred: 2,000 rounds of copy in, a kernel reading it and copy out on 8 streams give every round its bytes', needsCompiler, async () => {
   const result = await simulatedJson<{ wrong: number; first: string; mode: string; threads: number; recorded: number; issued: number }>(
     `${load}
@@ -84,13 +95,7 @@ test('deferred: a launch the driver refuses rejects the next wait naming the ker
 
 test('deferred: an event recorded after a refused launch carries the failure to the stream that waits on it and to host waits', needsCompiler, async () => {
   const result = await simulatedJson<{ waiter: string; event: string; untouched: boolean }>(
-    `${load}
-     const [a, b] = [Stream.create(), Stream.create()];
-     const words = DeviceBuffer.alloc(64 * 4, { stream: a });
-     const out = PinnedBuffer.alloc(64 * 4);
-     out.view(Uint32Array).fill(0xaa);
-     await a.synchronize();
-     fill.launch({ grid: 1, block: 64, stream: a }, words, 5, 64); // refused when issued
+    `${refusedOnA}
      const done = Event.create().record(a); // dropped: stands for failed work
      b.waitEvent(done);
      b.copy(out, words); // must not read what a never wrote
@@ -254,13 +259,7 @@ test('deferred: every wait issued after a failure on a shared stream rejects, so
 
 test('deferred: waitStream() on a stream whose recorded work failed errors the waiting stream; once reported, it carries nothing', needsCompiler, async () => {
   const result = await simulatedJson<{ waiter: string; producer: string; untouched: boolean; later: string; value: string }>(
-    `${load}
-     const [a, b] = [Stream.create(), Stream.create()];
-     const words = DeviceBuffer.alloc(64 * 4, { stream: a });
-     const out = PinnedBuffer.alloc(64 * 4);
-     out.view(Uint32Array).fill(0xaa);
-     await a.synchronize();
-     fill.launch({ grid: 1, block: 64, stream: a }, words, 5, 64); // refused when issued
+    `${refusedOnA}
      b.waitStream(a);
      b.copy(out, words); // must not read what a never wrote
      const waiter = await b.synchronize().then(() => 'resolved', (e) => e.call);
