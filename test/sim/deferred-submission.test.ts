@@ -333,3 +333,66 @@ test('deferred: graph launches and prefetches are recorded; a launch the driver 
   );
   assert.deepEqual(result, { recordedByLaunch: 1, recordedByPrefetch: 1, call: 'cuGraphLaunch', untouched: true, after: [9], prefetched: 'resolved' });
 });
+
+test('deferred: a failure reported by any wait (device, event, a stream that waited) is reported once: every stream it reached runs again, and a direct stream is told at waitStream()', needsCompiler, async () => {
+  const result = await simulatedJson<Record<string, string>>(
+    `${refusedOnA}
+     const call = (p) => p.then(() => 'resolved', (e) => e.call);
+     const round = async (value) => {
+       fill.launch({ grid: 1, block: 64, stream: a }, words, value, 64);
+       a.copy(out, words);
+       await a.synchronize();
+       return String(out.view(Uint32Array)[0]);
+     };
+     const r = {};
+     r.device = await call(Device.get(0).synchronize()); // reports the refused fill
+     r.afterDevice = await round(6); // a runs again
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 7, 64); // refused too
+     const done = Event.create().record(a);
+     b.waitEvent(done);
+     r.waiter = await call(b.synchronize()); // reported through the event's waiter
+     r.deviceAfterWaiter = await call(Device.get(0).synchronize());
+     r.afterWaiter = await round(8);
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 9, 64); // refused too
+     r.event = await call(Event.create().record(a).synchronize()); // a host wait on an event reports it
+     b.waitStream(a); // carries nothing: reported
+     r.waitAfterReport = await call(b.synchronize());
+     r.afterEvent = await round(10);
+     fill.launch({ grid: 1, block: 64, stream: a }, words, 11, 64); // refused too
+     try { Stream.legacy().waitStream(a); r.legacy = 'no throw'; } catch (e) { r.legacy = e.call; }
+     r.afterLegacy = await call(Stream.legacy().synchronize());
+     console.log(JSON.stringify(r));`,
+    deferred({ fail: ['1', '3', '5', '7'].map((k) => `cuLaunchKernel@any:${k}=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`).join(','), operationDelayUs: 200 }),
+  );
+  assert.deepEqual(result, {
+    device: 'cuLaunchKernel', afterDevice: '6',
+    waiter: 'cuLaunchKernel', deviceAfterWaiter: 'resolved', afterWaiter: '8',
+    event: 'cuLaunchKernel', waitAfterReport: 'resolved', afterEvent: '10',
+    legacy: 'cuLaunchKernel', afterLegacy: 'resolved',
+  });
+});
+
+test('deferred: device.synchronize() rejects with a failure of recorded work only once the device\'s other work is done, and the failed stream then runs again', needsCompiler, async () => {
+  const result = await simulatedJson<{ rounds: string[] }>(
+    `${load}
+     const device = Device.get(0);
+     const [a, c] = [Stream.create(), Stream.create()];
+     const [wa, wc] = [DeviceBuffer.alloc(256, { stream: a }), DeviceBuffer.alloc(256, { stream: c })];
+     const [oa, oc] = [PinnedBuffer.alloc(256), PinnedBuffer.alloc(256)];
+     await device.synchronize();
+     const rounds = [];
+     for (let round = 1; round <= 3; round++) {
+       oa.view(Uint32Array).fill(0xaa);
+       oc.view(Uint32Array).fill(0xaa);
+       fill.launch({ grid: 1, block: 64, stream: a }, wa, round, 64); // round 1: refused when issued
+       a.copy(oa, wa);
+       fill.launch({ grid: 1, block: 64, stream: c }, wc, round, 64);
+       c.copy(oc, wc);
+       const settled = await device.synchronize().then(() => 'resolved', (e) => e.call);
+       rounds.push(settled + ' ' + oa.view(Uint32Array)[0] + ' ' + oc.view(Uint32Array)[0]);
+     }
+     console.log(JSON.stringify({ rounds }));`,
+    deferred({ fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 2000 }),
+  );
+  assert.deepEqual(result.rounds, ['cuLaunchKernel 170 1', 'resolved 2 2', 'resolved 3 3']);
+});

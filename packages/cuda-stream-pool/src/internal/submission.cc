@@ -44,23 +44,29 @@ void stop_submitters_at_exit() {
 // Failures of recorded work on one device that no wait has reported yet, oldest first.
 class UnreportedFailures {
  public:
-  void add(FailurePointer failure) {
+  void add(const FailurePointer& failure) {
     std::lock_guard<OrderedMutex> lock(mutex_);
-    if (failures_.size() < kKept) failures_.push_back(std::move(failure));
-  }
-  void forget(const FailurePointer& failure) {
-    std::lock_guard<OrderedMutex> lock(mutex_);
-    failures_.erase(std::remove(failures_.begin(), failures_.end(), failure), failures_.end());
+    prune_locked();
+    if (failures_.size() < kKept && std::find(failures_.begin(), failures_.end(), failure) == failures_.end())
+      failures_.push_back(failure);
   }
   FailurePointer take() {
     std::lock_guard<OrderedMutex> lock(mutex_);
-    FailurePointer oldest = failures_.empty() ? nullptr : failures_.front();
-    failures_.clear();
+    prune_locked();
+    if (failures_.empty()) return nullptr;
+    FailurePointer oldest = failures_.front();
+    oldest->reported.store(true, std::memory_order_release);
+    failures_.erase(failures_.begin());
     return oldest;
   }
 
  private:
-  // Each failed stream keeps its first failure only, so the list stays short; the bound is for safety.
+  void prune_locked() {
+    failures_.erase(std::remove_if(failures_.begin(), failures_.end(),
+                                   [](const FailurePointer& f) { return f->reported.load(std::memory_order_acquire); }),
+                    failures_.end());
+  }
+  // Each errored stream keeps its first failure only, so the list stays short; the bound is for safety.
   static constexpr size_t kKept = 64;
   OrderedMutex mutex_{LockLevel::kLeaf, "unreported device failures"};
   std::vector<FailurePointer> failures_;
@@ -84,7 +90,6 @@ bool FailureSlot::record(FailurePointer failure) {
   std::lock_guard<OrderedMutex> lock(mutex_);
   if (failure_) return false;
   failure_ = std::move(failure);
-  reported_.store(false, std::memory_order_relaxed);
   set_.store(true, std::memory_order_release);
   return true;
 }
@@ -92,20 +97,19 @@ bool FailureSlot::record(FailurePointer failure) {
 FailurePointer FailureSlot::report() {
   if (!set()) return nullptr;
   std::lock_guard<OrderedMutex> lock(mutex_);
-  if (failure_) reported_.store(true, std::memory_order_release);
+  if (failure_) failure_->reported.store(true, std::memory_order_release);
   return failure_;
 }
 
 FailurePointer FailureSlot::reset_locked() {
-  reported_.store(false, std::memory_order_relaxed);
   set_.store(false, std::memory_order_release);
   return std::move(failure_);
 }
 
 bool FailureSlot::clear_if_reported() {
-  if (!set() || !reported_.load(std::memory_order_acquire)) return false;
+  if (!set()) return false;
   std::lock_guard<OrderedMutex> lock(mutex_);
-  if (!reported_.load(std::memory_order_relaxed)) return false;
+  if (!failure_ || !failure_->reported.load(std::memory_order_acquire)) return false;
   reset_locked();
   return true;
 }
@@ -259,8 +263,7 @@ void Submitter::run() {
           if (!operation->issue(failure)) dropped_.fetch_add(1, std::memory_order_relaxed);
         } catch (const CudaFailure& failure) {
           failed_.fetch_add(1, std::memory_order_relaxed);
-          auto shared = std::make_shared<const CudaFailure>(failure);
-          if (owner.failure.record(shared)) device_failures[owner.device].add(std::move(shared));
+          carry_failure(owner, std::make_shared<const RecordedFailure>(failure));
         }
       });
       operation->stream->owner().operations_issued.fetch_add(1, std::memory_order_acq_rel);
@@ -345,14 +348,12 @@ void throw_stream_failure(StreamBox& stream) {
   if (FailurePointer failure = report_stream_failure(stream)) throw CudaFailure(*failure);
 }
 
-FailurePointer report_stream_failure(StreamBox& stream) {
-  FailurePointer failure = stream.owner().failure.report();
-  if (failure) failure_reported(failure);
-  return failure;
-}
+FailurePointer report_stream_failure(StreamBox& stream) { return stream.owner().failure.report(); }
 
-void failure_reported(const FailurePointer& failure) {
-  for (UnreportedFailures& failures : device_failures) failures.forget(failure);
+void carry_failure(StreamBox& stream, const FailurePointer& failure) {
+  StreamBox& owner = stream.owner();
+  if (owner.failure.record(failure) && owner.device >= 0 && owner.device < kMaxDevices)
+    device_failures[owner.device].add(failure);
 }
 
 namespace {

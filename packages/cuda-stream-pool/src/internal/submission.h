@@ -36,9 +36,10 @@
 //    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
 //    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
 //    and runs; an event recorded after the failure carries it to every stream and host wait on that event, and a
-//    waitStream() on an errored stream errors the waiting stream too. A
-//    sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once, the oldest failure
-//    of recorded work on its device that no wait has reported.
+//    waitStream() on an errored stream errors the waiting stream too (a stream called directly is told by the
+//    waitStream() call). One RecordedFailure object travels to every slot, so a report by any wait counts for all.
+//    A sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once the device's work
+//    is done, the oldest failure of recorded work on its device that no wait has reported.
 //  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
 //    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
 //    it (retire_and_wait). A kernel's arguments are only addresses: a buffer used as one is freed by free() (an
@@ -67,11 +68,18 @@ namespace csp {
 
 struct StreamBox;
 
-using FailurePointer = std::shared_ptr<const CudaFailure>;
+// A failure of recorded work, one object shared by every slot it reached (the stream that failed, the streams and
+// events after it, its device's list): once any wait has reported it, it counts as reported for all of them.
+struct RecordedFailure : CudaFailure {
+  explicit RecordedFailure(const CudaFailure& failure) : CudaFailure(failure) {}
+  mutable std::atomic<bool> reported{false};
+};
 
-// The first failure of a stream's (or an event's) recorded work that no wait has reported yet. Every wait issued while
-// it is set reports it (each covers the dropped work); the stream's first operation after a report clears it, and
-// runs. Any thread.
+using FailurePointer = std::shared_ptr<const RecordedFailure>;
+
+// The first failure of a stream's (or an event's) recorded work. Every wait issued while it is set reports it (each
+// covers the dropped work); the first operation after it was reported, by any wait, clears it and runs. Any
+// thread.
 class FailureSlot {
  public:
   bool set() const { return set_.load(std::memory_order_acquire); }
@@ -89,7 +97,6 @@ class FailureSlot {
  private:
   FailurePointer reset_locked();  // under mutex_
   std::atomic<bool> set_{false};
-  std::atomic<bool> reported_{false};
   mutable OrderedMutex mutex_{LockLevel::kLeaf, "deferred failure"};
   FailurePointer failure_;
 };
@@ -240,15 +247,14 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
 void throw_stream_failure(StreamBox& stream);
 
 // The failure of `stream`'s (its owner's) recorded work, marked reported by a wait on the stream (null when none).
-// A failure reported once is not reported again by device.synchronize(). Any thread.
+// Any thread.
 FailurePointer report_stream_failure(StreamBox& stream);
 
-// Notes that a wait reported `failure` of recorded work: device.synchronize() does not report it again, on the device
-// of the stream that failed nor on a device whose streams waited on it.
-void failure_reported(const FailurePointer& failure);
+// Errors `stream` (its owner) with `failure`, when it has none yet, and lists it for the stream's device. Any thread.
+void carry_failure(StreamBox& stream, const FailurePointer& failure);
 
-// The oldest failure of recorded work on `device` that no wait has reported; the device's list is cleared (a device
-// wait reports one failure once). Any thread.
+// The oldest failure of recorded work on `device` that no wait has reported, now marked reported (null when none).
+// Any thread.
 FailurePointer take_device_failure(int device);
 
 }  // namespace csp

@@ -82,12 +82,16 @@ void deliver_now(Napi::Env env, Delivery* raw) {
   if (owner.pending == 0) owner.tsfn.Unref(env);
   for (auto& request : requests) {
     try {
-      if (request->result == CUDA_SUCCESS || request->dependency >= 0) {
+      // Recorded work that failed is reported once the device's other work is done, as a driver error would be.
+      FailurePointer recorded;
+      if (request->result == CUDA_SUCCESS && request->dependency < 0) recorded = take_device_failure(request->device);
+      if (!recorded && (request->result == CUDA_SUCCESS || request->dependency >= 0)) {
         // 0, or a wait_result that device.ts turns into the error naming the other device.
         request->deferred.Resolve(Napi::Number::New(env, wait_result(request->result, request->dependency)));
         continue;
       }
       try {
+        if (recorded) throw CudaFailure(*recorded);
         throw CudaFailure{request->result, "cuCtxSynchronize", "device " + std::to_string(request->device)};
       } catch (...) {
         try {
@@ -218,7 +222,6 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);  // an unusable device fails here, synchronously
-  if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);  // recorded work that failed
   auto owner = synchronizers_of(env);
   auto request = std::make_unique<Request>(Request{Napi::Promise::Deferred::New(env), device});
   Napi::Promise promise = request->deferred.Promise();
@@ -243,14 +246,16 @@ Napi::Value device_synchronize(const Napi::CallbackInfo& info) {
 Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
-  if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);  // recorded work that failed
   DeviceWideCall call(device);  // see serve()
   if (!call.allowed())
     throw CudaFailure{CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize",
                       "device " + std::to_string(device) + ": a stream of the device is capturing a graph (in some thread)"};
   const uint64_t dependencies = device_dependencies(device);
   check(drv().cuCtxSynchronize(), "cuCtxSynchronize", device, "device " + std::to_string(device));
-  return Napi::Number::New(info.Env(), wait_result(synchronized_dependencies(device, dependencies)));
+  const DependencyFault fault = synchronized_dependencies(device, dependencies);
+  if (fault.device < 0)  // recorded work that failed, once the device's other work is done
+    if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);
+  return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
 // deviceMemoryInfo(ordinal) -> { freeBytes, totalBytes } (cuMemGetInfo in the device's primary context).

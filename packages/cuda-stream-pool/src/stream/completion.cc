@@ -212,7 +212,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                        if (failure) {
                          // This wait reports the failure; the stream's next operation runs again.
                          report_stream_failure(*s);
-                         post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(*failure)});
+                         post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(CudaFailure(*failure))});
                          return true;
                        }
                        // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.

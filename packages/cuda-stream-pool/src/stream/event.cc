@@ -37,10 +37,7 @@ std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted)
 void throw_event_failure(EventBox& event) {
   if (!deferred_mode()) return;
   await_count(event.records_issued, event.records_recorded.load(std::memory_order_acquire));
-  if (FailurePointer failure = event.failure.peek()) {
-    failure_reported(failure);
-    throw CudaFailure(*failure);
-  }
+  if (FailurePointer failure = event.failure.report()) throw CudaFailure(*failure);
 }
 
 namespace {

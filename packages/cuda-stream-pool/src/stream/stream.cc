@@ -255,7 +255,10 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
                        if (failure) return false;
                        await_count(e->records_issued, recorded);
                        // Work after a wait on failed work fails too: it must not read what was never written.
-                       if (FailurePointer carried = e->failure.peek()) throw CudaFailure(*carried);
+                       if (FailurePointer carried = e->failure.peek()) {
+                         carry_failure(*s, carried);
+                         return false;
+                       }
                        issue_stream_wait_event(*s, *e);
                        return true;
                      });
@@ -294,10 +297,16 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   // Recorded work of `other` that failed (deferred submission) errors this stream too, as a wait on a failed event
   // does: work after the wait must not read what was never written. The record above was `other`'s next operation,
   // so a failure a wait has already reported is cleared instead of carried.
+  const bool records = box->owned && !box->lender && !box->capturing.load(std::memory_order_acquire);
+  if (records) box->owner().failure.clear_if_reported();  // this wait is the stream's next operation
   if (other->owner().failure.set() && !other->owner().failure.clear_if_reported()) {
     if (FailurePointer carried = other->owner().failure.peek()) {
-      box->owner().failure.clear_if_reported();  // this wait is the stream's next operation
-      box->owner().failure.record(std::move(carried));
+      if (!records) {
+        // A stream called directly never clears a failure: the call reports it, as a direct call's failure is.
+        carried->reported.store(true, std::memory_order_release);
+        throw CudaFailure(*carried);
+      }
+      carry_failure(*box, carried);
       return info.Env().Undefined();
     }
   }
