@@ -44,8 +44,9 @@ export const workload: Workload = {
         const worker = new Worker(new URL('../pool-worker.js', import.meta.url), {
           workerData: { pool: pool.share(), buffer: shared.share() },
         });
+        const exit = once(worker, 'exit'); // before the message: the worker exits right after posting it
         const [message] = (await once(worker, 'message')) as [{ bytes?: Uint8Array; error?: ErrorDescription }];
-        await once(worker, 'exit');
+        await exit;
         if (message.error) throw new RemoteError('the worker', message.error);
         expectAll('the worker filled the shared buffer', message.bytes!, 0x3c);
       },
