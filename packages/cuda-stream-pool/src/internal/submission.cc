@@ -321,12 +321,16 @@ Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
 
 Submitter* recording_for(Napi::Env env, StreamBox& stream) {
   if (!deferred_mode()) return nullptr;
-  if (!stream.owned || stream.lender || stream.capturing.load(std::memory_order_acquire)) {
+  if (!records_operations(stream)) {
     issue_recorded(env);
     await_issued(stream);  // what other threads recorded on it
     return nullptr;
   }
   return &submitter_for(env, stream);
+}
+
+bool records_operations(const StreamBox& stream) {
+  return deferred_mode() && stream.owned && !stream.lender && !stream.capturing.load(std::memory_order_acquire);
 }
 
 uint64_t count_recorded(StreamBox& stream) {
@@ -345,10 +349,8 @@ void StreamBox::entered_for_use() {
 }
 
 void throw_stream_failure(StreamBox& stream) {
-  if (FailurePointer failure = report_stream_failure(stream)) throw CudaFailure(*failure);
+  if (FailurePointer failure = stream.owner().failure.report()) throw CudaFailure(*failure);
 }
-
-FailurePointer report_stream_failure(StreamBox& stream) { return stream.owner().failure.report(); }
 
 void carry_failure(StreamBox& stream, const FailurePointer& failure) {
   StreamBox& owner = stream.owner();

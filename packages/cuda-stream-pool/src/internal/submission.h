@@ -246,9 +246,8 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
 // reported, when the stream has one. Any thread.
 void throw_stream_failure(StreamBox& stream);
 
-// The failure of `stream`'s (its owner's) recorded work, marked reported by a wait on the stream (null when none).
-// Any thread.
-FailurePointer report_stream_failure(StreamBox& stream);
+// Whether operations on `stream` are recorded: deferred mode, a stream the library owns, not capturing.
+bool records_operations(const StreamBox& stream);
 
 // Errors `stream` (its owner) with `failure`, when it has none yet, and lists it for the stream's device. Any thread.
 void carry_failure(StreamBox& stream, const FailurePointer& failure);

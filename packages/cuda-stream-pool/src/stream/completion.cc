@@ -211,7 +211,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                          const FailurePointer& failure) {
                        if (failure) {
                          // This wait reports the failure; the stream's next operation runs again.
-                         report_stream_failure(*s);
+                         s->owner().failure.report();
                          post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(CudaFailure(*failure))});
                          return true;
                        }

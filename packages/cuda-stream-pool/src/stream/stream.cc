@@ -297,7 +297,7 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   // Recorded work of `other` that failed (deferred submission) errors this stream too, as a wait on a failed event
   // does: work after the wait must not read what was never written. The record above was `other`'s next operation,
   // so a failure a wait has already reported is cleared instead of carried.
-  const bool records = box->owned && !box->lender && !box->capturing.load(std::memory_order_acquire);
+  const bool records = records_operations(*box);
   if (records) box->owner().failure.clear_if_reported();  // this wait is the stream's next operation
   if (other->owner().failure.set() && !other->owner().failure.clear_if_reported()) {
     if (FailurePointer carried = other->owner().failure.peek()) {
