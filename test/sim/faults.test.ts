@@ -49,6 +49,46 @@ test('a completion ticket that never lands: the wait still settles once the stre
   assert.deepEqual(result, { settled: 'resolved', landed: true, lost: 2 });
 });
 
+// With a staging cap of one chunk, a staged copy's lost marker would hold that chunk for good, and the next staged copy,
+// which must wait for the chunk's previous copy, would wait forever.
+const oneChunk = { CUDA_STREAM_POOL_STAGING_BYTES: String(256 << 10) };
+
+test("a staging chunk whose marker never lands is reused once that marker's stream is idle: a copy on another stream lands", needsCompiler, async () => {
+  const result = await simulatedJson<{ settled: string; landed: boolean; lost: number }>(
+    `import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const [a, b] = [Stream.create(), Stream.create()];
+     const onA = DeviceBuffer.alloc(65536, { stream: a });
+     a.copy(onA, new Uint8Array(65536).fill(1)); // the chunk's marker is the first ticket: lost
+     a.synchronizeSync();
+     const onB = DeviceBuffer.alloc(65536, { stream: b });
+     b.fill(onB, 3);
+     const back = new Uint8Array(65536);
+     b.copy(back, onB); // streamed through that chunk, once its previous copy is done
+     const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000).unref());
+     const settled = await Promise.race([b.synchronize().then(() => 'resolved', (e) => e.code), timeout]);
+     console.log(JSON.stringify({ settled, landed: back.every((x) => x === 3), lost: completionStats().lostTickets }));`,
+    { fail: 'cuStreamWriteValue64:1=lost', operationDelayUs: 200, env: oneChunk },
+  );
+  assert.deepEqual(result, { settled: 'resolved', landed: true, lost: 1 });
+});
+
+test('a staging chunk whose marker never lands is reused by the next copy on the same stream, behind a new marker', needsCompiler, async () => {
+  const result = await simulatedJson<{ settled: string; landed: boolean }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const input = Uint8Array.from({ length: 65536 }, (_, i) => (i * 7 + 3) & 0xff);
+     const buffer = DeviceBuffer.alloc(65536, { stream });
+     stream.copy(buffer, input); // the chunk's marker is the first ticket: lost
+     const back = new Uint8Array(65536);
+     stream.copy(back, buffer); // the same chunk; its stream waits at this copy's gate, so it never goes idle
+     const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000).unref());
+     const settled = await Promise.race([stream.synchronize().then(() => 'resolved', (e) => e.code), timeout]);
+     console.log(JSON.stringify({ settled, landed: back.every((x, i) => x === input[i]) }));`,
+    { fail: 'cuStreamWriteValue64:1=lost', operationDelayUs: 200, env: oneChunk },
+  );
+  assert.deepEqual(result, { settled: 'resolved', landed: true });
+});
+
 test('without 64-bit stream memory operations, waits and staged copies use event markers', needsCompiler, async () => {
   const result = await simulatedJson<{ marker: string; landed: boolean; big: boolean }>(
     `import { DeviceBuffer, Stream } from 'cuda-stream-pool';

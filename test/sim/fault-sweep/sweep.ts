@@ -43,20 +43,7 @@ const QUEUES_WORK = new Set([
 
 // Cases left out, each with why: a workload (or '*'), an entry point, a thread key (or '*'), an action (or '*'), and
 // a call number (or every call).
-const EXCLUDED: readonly { workload: string; entry: string; thread: string; action: Action | '*'; call?: number; why: string }[] = [
-  {
-    workload: 'copies',
-    entry: 'cuStreamWriteValue64',
-    thread: '*',
-    action: 'lost',
-    call: 1,
-    why:
-      'a known defect, not yet fixed: when operations run at once (a loaded machine), the first ticket is the staging ' +
-      "chunk's reuse marker; lost, it holds the only chunk under the 256 KiB cap for good, and the next staged copy " +
-      'waits for it forever (waits recover lost tickets by probing their stream; chunk markers do not). Reproduce with ' +
-      'SIMULATED_DRIVER_OPERATION_DELAY_US=0: 8 of 9 runs hang',
-  },
-];
+const EXCLUDED: readonly { workload: string; entry: string; thread: string; action: Action | '*'; call?: number; why: string }[] = [];
 
 // Whether EXCLUDED leaves out these cases: every call when `call` is not given, else that call.
 function excluded(workload: Workload, entry: string, thread: string, action: Action, call?: number): boolean {

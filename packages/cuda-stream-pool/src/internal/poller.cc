@@ -50,6 +50,7 @@ class Engine {
 
   double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
   double lost_tickets() const { return static_cast<double>(lost_tickets_.load(std::memory_order_relaxed)); }
+  void count_lost_ticket() { lost_tickets_.fetch_add(1, std::memory_order_relaxed); }
   double pending() const { return static_cast<double>(pending_.load(std::memory_order_relaxed)); }
   bool parked() const { return state_.load(std::memory_order_relaxed) == kParked; }
 
@@ -167,7 +168,7 @@ class Engine {
       if (state == LateProbe::kAsked) return;  // not answered yet
       if (state == LateProbe::kIdle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
         wait.ticket_lost = true;
-        lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+        count_lost_ticket();
         return;
       }
     }
@@ -190,7 +191,7 @@ class Engine {
     const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;
     if (idle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
-      lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+      count_lost_ticket();
     }
   }
 
@@ -303,6 +304,7 @@ void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream) {
 double poller_pending() { return engine().pending(); }
 double poller_parks() { return engine().parks(); }
 double poller_lost_tickets() { return engine().lost_tickets(); }
+void count_lost_ticket() { engine().count_lost_ticket(); }
 bool poller_parked() { return engine().parked(); }
 
 void watch_job(int device, std::function<CUresult()> poll) {

@@ -64,5 +64,7 @@ double poller_pending();
 double poller_parks();
 double poller_lost_tickets();
 bool poller_parked();
+// Counts a lost ticket found outside the poller's waits (a staging chunk's marker), in poller_lost_tickets().
+void count_lost_ticket();
 
 }  // namespace csp

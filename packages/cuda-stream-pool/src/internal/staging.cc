@@ -21,11 +21,15 @@
 //    that the stream waits on (cuStreamWaitValue64), followed by a marker. The poller opens each gate once the
 //    piece's chunk is free again: host to device, after filling it from a snapshot of the source taken at call time
 //    in ordinary memory; device to host, after moving the chunk's previous piece into ordinary memory, from which
-//    the array gets the whole copy. So later work on the stream stays behind the copy, and no thread waits.
+//    the array gets the whole copy. So later work on the stream stays behind the copy, and no thread waits. A busy
+//    chunk's previous copy ran on the same stream: a new marker queued before the first gate stands for it. On
+//    another stream: its marker, and when that is 10 ms late and the stream, asked directly, is idle, the marker was
+//    lost (a driver that dropped the write) and the chunk is free all the same, as a late ticket of a wait is.
 //  - Without stream memory operations (no gates), or with every chunk held by copies not landed yet, a copy that
 //    does not fit uses one temporary block of the pinned cache instead.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -53,11 +57,17 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSlabBytes = 8 * kMiB;
 constexpr size_t kDefaultCapBytes = 64 * kMiB;
 
-// A marker that several chunks share; its event goes back to the pool with the last of them (once done).
-using SharedMarker = std::shared_ptr<const Marker>;
-SharedMarker share_marker(const Marker& marker) {
-  return SharedMarker(new Marker(marker), [](const Marker* done) {
-    return_marker(*done);
+// A marker that several chunks share, with the stream it was queued on. The stream is not held (a destroyed stream's
+// handle must not outlive it for a chunk that may never be reused); it is asked whether it is idle when the marker is
+// late (StreamedCopy::first_wait_lost). The marker's event goes back to the pool with the last chunk (once done).
+struct ChunkMarker {
+  Marker marker;
+  std::weak_ptr<StreamBox> stream;
+};
+using SharedMarker = std::shared_ptr<const ChunkMarker>;
+SharedMarker share_marker(const Marker& marker, const std::shared_ptr<StreamBox>& stream) {
+  return SharedMarker(new ChunkMarker{marker, stream}, [](const ChunkMarker* done) {
+    return_marker(done->marker);
     delete done;
   });
 }
@@ -134,7 +144,7 @@ class Arena {
   void collect_locked() {
     size_t kept = 0;
     for (Chunk* chunk : busy_) {
-      CUresult r = marker_status(*chunk->last);
+      CUresult r = marker_status(chunk->last->marker);
       if (r == CUDA_ERROR_NOT_READY) {
         busy_[kept++] = chunk;
       } else if (r == CUDA_SUCCESS) {
@@ -183,6 +193,7 @@ struct StreamedCopy {
   std::unique_ptr<char[]> host;  // the source's snapshot, or where the pieces gather
   std::vector<Chunk*> chunks;    // piece k uses chunks[k % chunks.size()]
   SharedMarker first_wait;       // a chunk taken busy: its previous copy must be done before piece 0
+  std::chrono::steady_clock::time_point first_wait_since;  // when first_wait was first seen not done, or last asked
   Gate gate;
   std::vector<Marker> done;  // after each piece
   size_t opened = 0;         // pieces whose gate is open
@@ -199,14 +210,34 @@ struct StreamedCopy {
   // Moves the copy on as far as the GPU allows: SUCCESS once every piece is done, NOT_READY before, else the
   // failure. Any thread (the poller, or the JS thread landing it).
   CUresult advance() {
+    std::shared_ptr<StreamBox> asked;  // left after the lock: the last one out releases the handle, taking its locks
+    CUresult result;
+    {
+      std::lock_guard<OrderedMutex> lock(mutex);
+      result = advance_locked(asked);
+    }
+    if (asked) asked->leave();
+    return result;
+  }
+  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
+  // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
+  void abandon() {
     std::lock_guard<OrderedMutex> lock(mutex);
+    open_gate(gate, gate.base + pieces());
+    complete = true;
+    failure = CUDA_ERROR_UNKNOWN;
+  }
+
+ private:
+  // advance() with the copy's mutex held; a stream entered to be asked about is handed back in `asked`.
+  CUresult advance_locked(std::shared_ptr<StreamBox>& asked) {
     if (complete) return failure;
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
     if (first_wait) {
-      CUresult r = marker_status(*first_wait);
-      if (r == CUDA_ERROR_NOT_READY) return r;
-      if (r != CUDA_SUCCESS) return finish(r);
+      CUresult r = marker_status(first_wait->marker);
+      if (r == CUDA_ERROR_NOT_READY && !first_wait_lost(asked)) return r;
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return finish(r);
       first_wait.reset();
     }
     const size_t n = pieces();
@@ -227,16 +258,30 @@ struct StreamedCopy {
     return finished == n ? finish(CUDA_SUCCESS) : CUDA_ERROR_NOT_READY;
   }
 
-  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
-  // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
-  void abandon() {
-    std::lock_guard<OrderedMutex> lock(mutex);
-    open_gate(gate, gate.base + pieces());
-    complete = true;
-    failure = CUDA_ERROR_UNKNOWN;
+  // How long the busy chunk's marker may be late before its stream is asked whether it is idle, and again after that.
+  static constexpr std::chrono::milliseconds kLateMarker{10};
+
+  // Whether the busy chunk's marker was lost (a driver that dropped the ticket write): it is late, and its stream,
+  // asked directly, has run all its work, so the chunk's previous copy is done. The stream is entered for the
+  // question and handed back in `asked` to leave once the lock is released. A destroyed stream, the per-thread
+  // default stream (asked from here it would be this thread's own) and a capturing one cannot be asked; a marker on
+  // the copy's own stream is never waited for (take_chunks queues a new one).
+  bool first_wait_lost(std::shared_ptr<StreamBox>& asked) {
+    const auto now = std::chrono::steady_clock::now();
+    if (first_wait_since == std::chrono::steady_clock::time_point{}) first_wait_since = now;
+    if (now - first_wait_since < kLateMarker) return false;
+    first_wait_since = now;
+    std::shared_ptr<StreamBox> stream = first_wait->stream.lock();
+    if (!stream || stream->handle == CU_STREAM_PER_THREAD || stream->owner().capturing.load(std::memory_order_acquire) ||
+        !stream->enter())
+      return false;
+    asked = stream;
+    const bool idle = drv().cuStreamQuery(stream->handle) == CUDA_SUCCESS;
+    if (!idle || marker_status(first_wait->marker) != CUDA_ERROR_NOT_READY) return false;
+    count_lost_ticket();
+    return true;
   }
 
- private:
   CUresult finish(CUresult result) {
     complete = true;
     failure = result;
@@ -320,10 +365,13 @@ struct StagedParts {
   }
 };
 
-// Takes chunks for `pieces` pieces: all of them when free (the copy is not streamed), else what is free, else one busy
-// chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such a chunk is never
-// written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned block.
-std::vector<Chunk*> take_chunks(size_t pieces, int device, bool can_stream, SharedMarker* first_wait) {
+// Takes chunks for `pieces` pieces of a copy on `stream`: all of them when free (the copy is not streamed), else what is
+// free, else one busy chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such
+// a chunk is never written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned
+// block. The device's context is current. Throws CudaFailure.
+std::vector<Chunk*> take_chunks(size_t pieces, const std::shared_ptr<StreamBox>& stream, bool can_stream,
+                                SharedMarker* first_wait) {
+  const int device = stream->device;
   std::vector<Chunk*> chunks = arena(device).take(pieces, device);
   if (chunks.size() == pieces) return chunks;
   if (!can_stream) {
@@ -332,7 +380,19 @@ std::vector<Chunk*> take_chunks(size_t pieces, int device, bool can_stream, Shar
   }
   if (chunks.empty()) {
     if (Chunk* busy = arena(device).take_busy()) {
-      *first_wait = std::move(busy->last);
+      SharedMarker previous = std::move(busy->last);
+      if (previous->stream.lock() != stream) {
+        *first_wait = std::move(previous);
+      } else {
+        // The previous copy ran on this stream, which will be held at this copy's first gate: were its marker lost,
+        // the stream would never go idle to say so. A new marker queued now comes after that copy all the same.
+        try {
+          *first_wait = share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork), stream);
+        } catch (...) {
+          arena(device).put({busy}, previous);
+          throw;
+        }
+      }
       chunks.push_back(busy);
     }
   }
@@ -345,10 +405,10 @@ struct Staging {
   SharedMarker first_wait;
   std::vector<Chunk*> chunks;
 };
-Staging stage(size_t bytes, int device) {
+Staging stage(size_t bytes, const std::shared_ptr<StreamBox>& stream) {
   Staging staging;
   staging.pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
-  staging.chunks = take_chunks(staging.pieces, device, stream_memory_operations(device), &staging.first_wait);
+  staging.chunks = take_chunks(staging.pieces, stream, stream_memory_operations(stream->device), &staging.first_wait);
   return staging;
 }
 
@@ -396,7 +456,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   const int environment = environment_of(env);
   note_use_before_work(*dst, stream, environment);
   const CUdeviceptr target = dst->ptr + dst_offset;
-  Staging staging = stage(bytes, device);
+  Staging staging = stage(bytes, stream);
   const size_t pieces = staging.pieces;
   SharedMarker& first_wait = staging.first_wait;
   std::vector<Chunk*>& chunks = staging.chunks;
@@ -417,7 +477,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
       copy_pieces(
           pieces, bytes,
           [&](size_t k) { std::memcpy(chunks[k]->data, data + k * kChunkBytes, piece_bytes(k, bytes)); }, queue_ready);
-      arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork)));
+      arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork), stream));
     } catch (...) {
       // Chunks whose copy may be queued are not reused; the others go back.
       arena(device).put(std::vector<Chunk*>(chunks.begin() + static_cast<std::ptrdiff_t>(queued), chunks.end()),
@@ -472,7 +532,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   landing->bytes = bytes;
   landing->destination_start = reinterpret_cast<const char*>(destination.Data());
   std::shared_ptr<StreamedCopy> streamed;  // when the copy does not fit the free chunks
-  Staging staging = stage(bytes, device);
+  Staging staging = stage(bytes, stream);
   const size_t pieces = staging.pieces;
   SharedMarker& first_wait = staging.first_wait;
   std::vector<Chunk*>& chunks = staging.chunks;
