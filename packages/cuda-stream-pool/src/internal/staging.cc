@@ -57,6 +57,10 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSlabBytes = 8 * kMiB;
 constexpr size_t kDefaultCapBytes = 64 * kMiB;
 
+// A copy of `bytes` moves through staging in pieces of one chunk each; the last one may be shorter.
+size_t piece_count(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+size_t piece_bytes(size_t piece, size_t bytes) { return std::min(kChunkBytes, bytes - piece * kChunkBytes); }
+
 // A marker that several chunks share, with the stream it was queued on. The stream is not held (a destroyed stream's
 // handle must not outlive it for a chunk that may never be reused); it is asked whether it is idle when the marker is
 // late (StreamedCopy::first_wait_lost). The marker's event goes back to the pool with the last chunk (once done).
@@ -202,9 +206,9 @@ struct StreamedCopy {
   CUresult failure = CUDA_SUCCESS;
   OrderedMutex mutex{LockLevel::kStreamMarker, "streamed copy"};
 
-  size_t pieces() const { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+  size_t pieces() const { return piece_count(bytes); }
   size_t offset(size_t piece) const { return piece * kChunkBytes; }
-  size_t length(size_t piece) const { return std::min(kChunkBytes, bytes - offset(piece)); }
+  size_t length(size_t piece) const { return piece_bytes(piece, bytes); }
   Chunk* chunk(size_t piece) const { return chunks[piece % chunks.size()]; }
 
   // Moves the copy on as far as the GPU allows: SUCCESS once every piece is done, NOT_READY before, else the
@@ -300,8 +304,6 @@ constexpr size_t kParallelBytes = 1 * kMiB;
 // snapshotted (host to device), and its first parts land while the rest is still copying (device to host).
 constexpr size_t kRunChunks = 8;
 
-size_t piece_bytes(size_t piece, size_t bytes) { return std::min(kChunkBytes, bytes - piece * kChunkBytes); }
-
 // Runs copy_piece(k) for the `pieces` pieces of a copy of `bytes`, in parallel when it is large, with prefix_done as
 // copy_in_parallel has it.
 void copy_pieces(size_t pieces, size_t bytes, const std::function<void(size_t)>& copy_piece,
@@ -315,7 +317,7 @@ void copy_pieces(size_t pieces, size_t bytes, const std::function<void(size_t)>&
 
 // memcpy of `bytes` between contiguous ranges, in parallel when large.
 void copy_bytes(char* to, const char* from, size_t bytes) {
-  const size_t pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
+  const size_t pieces = piece_count(bytes);
   copy_pieces(pieces, bytes, [&](size_t k) { std::memcpy(to + k * kChunkBytes, from + k * kChunkBytes, piece_bytes(k, bytes)); });
 }
 
@@ -407,7 +409,7 @@ struct Staging {
 };
 Staging stage(size_t bytes, const std::shared_ptr<StreamBox>& stream) {
   Staging staging;
-  staging.pieces = (bytes + kChunkBytes - 1) / kChunkBytes;
+  staging.pieces = piece_count(bytes);
   staging.chunks = take_chunks(staging.pieces, stream, stream_memory_operations(stream->device), &staging.first_wait);
   return staging;
 }
@@ -565,7 +567,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
       landing->poll = [parts, self] { return parts->advance(self->ready_bytes); };
     }
     landing->copy_out = [chunks, bytes](void* out, size_t from_byte, size_t to_byte) {
-      const size_t first = from_byte / kChunkBytes, end = (to_byte + kChunkBytes - 1) / kChunkBytes;
+      const size_t first = from_byte / kChunkBytes, end = piece_count(to_byte);
       copy_pieces(end - first, to_byte - from_byte, [&](size_t i) {
         const size_t k = first + i;
         const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
