@@ -89,6 +89,26 @@ test('a staging chunk whose marker never lands is reused by the next copy on the
   assert.deepEqual(result, { settled: 'resolved', landed: true });
 });
 
+test('a streamed copy whose completion tickets never land: the stream, held at the gate of each next piece, is not left waiting', needsCompiler, async () => {
+  // 1 MiB through one chunk, in and back: four pieces each way, each behind a gate that opens once the piece before it
+  // is done. Every ticket is lost, so only what the pieces' markers are made of lets the copies go on.
+  const result = await simulatedJson<{ settled: string; landed: boolean }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const input = Uint8Array.from({ length: 1 << 20 }, (_, i) => (i * 13 + 5) & 0xff);
+     const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+     stream.copy(buffer, input);
+     const back = new Uint8Array(1 << 20);
+     stream.copy(back, buffer);
+     const timeout = new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000).unref());
+     const settled = await Promise.race([stream.synchronize().then(() => 'resolved', (e) => e.code), timeout]);
+     console.log(JSON.stringify({ settled, landed: back.every((x, i) => x === input[i]) }));
+     process.exit(0); // a stream left waiting would keep the process alive`,
+    { fail: 'cuStreamWriteValue64:1+=lost', operationDelayUs: 200, env: oneChunk },
+  );
+  assert.deepEqual(result, { settled: 'resolved', landed: true });
+});
+
 test('without 64-bit stream memory operations, waits and staged copies use event markers', needsCompiler, async () => {
   const result = await simulatedJson<{ marker: string; landed: boolean; big: boolean }>(
     `import { DeviceBuffer, Stream } from 'cuda-stream-pool';

@@ -34,7 +34,7 @@ Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
   const int device = stream.device;
   Marker marker;
   marker.device = device;
-  if (stream.handle == CU_STREAM_LEGACY || marker_kind(device) == MarkerKind::kEvent) {
+  if (use == MarkerUse::kBeforeGate || stream.handle == CU_STREAM_LEGACY || marker_kind(device) == MarkerKind::kEvent) {
     marker.event = take_event_marker(device);
     CUresult r = drv().cuEventRecord(marker.event, stream.handle);
     if (r != CUDA_SUCCESS) {

@@ -22,8 +22,9 @@ struct Marker {
 
 // How a marker relates to the work before it: a wait (its caller queued nothing) may share the stream's last ticket;
 // a marker after work that the caller itself just queued, within the same use, must not, because that work is not
-// counted until the use ends.
-enum class MarkerUse { kWait, kAfterOwnWork };
+// counted until the use ends. A marker that a gate queued after it waits for (a streamed copy's) is always an event:
+// the stream, held at that gate, never goes idle, so a ticket that never landed could not be told from a late one.
+enum class MarkerUse { kWait, kAfterOwnWork, kBeforeGate };
 
 // Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
 // device's context is current. Throws CudaFailure.

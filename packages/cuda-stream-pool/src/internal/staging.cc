@@ -25,6 +25,8 @@
 //    chunk's previous copy ran on the same stream: a new marker queued before the first gate stands for it. On
 //    another stream: its marker, and when that is 10 ms late and the stream, asked directly, is idle, the marker was
 //    lost (a driver that dropped the write) and the chunk is free all the same, as a late ticket of a wait is.
+//    Markers that a gate follows are events, never tickets: the stream, held at the gate, never goes idle, so a
+//    ticket that never landed could not be told from a late one, and the copy would wait forever.
 //  - Without stream memory operations (no gates), or with every chunk held by copies not landed yet, a copy that
 //    does not fit uses one temporary block of the pinned cache instead.
 #include <algorithm>
@@ -268,8 +270,8 @@ struct StreamedCopy {
   // Whether the busy chunk's marker was lost (a driver that dropped the ticket write): it is late, and its stream,
   // asked directly, has run all its work, so the chunk's previous copy is done. The stream is entered for the
   // question and handed back in `asked` to leave once the lock is released. A destroyed stream, the per-thread
-  // default stream (asked from here it would be this thread's own) and a capturing one cannot be asked; a marker on
-  // the copy's own stream is never waited for (take_chunks queues a new one).
+  // default stream (asked from here it would be this thread's own) and a capturing one cannot be asked; on the copy's
+  // own stream, held at the copy's first gate, the marker is an event that take_chunks queued, never lost.
   bool first_wait_lost(std::shared_ptr<StreamBox>& asked) {
     const auto now = std::chrono::steady_clock::now();
     if (first_wait_since == std::chrono::steady_clock::time_point{}) first_wait_since = now;
@@ -387,9 +389,9 @@ std::vector<Chunk*> take_chunks(size_t pieces, const std::shared_ptr<StreamBox>&
         *first_wait = std::move(previous);
       } else {
         // The previous copy ran on this stream, which will be held at this copy's first gate: were its marker lost,
-        // the stream would never go idle to say so. A new marker queued now comes after that copy all the same.
+        // the stream would never go idle to say so. A new event marker queued now comes after that copy all the same.
         try {
-          *first_wait = share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork), stream);
+          *first_wait = share_marker(enqueue_marker(*stream, MarkerUse::kBeforeGate), stream);
         } catch (...) {
           arena(device).put({busy}, previous);
           throw;
@@ -433,7 +435,7 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
                                                  stream.handle);
       check(r, copy.to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", stream.device,
             [&] { return copy_text(stream, copy.bytes) + " through pinned staging"; });
-      copy.done.push_back(enqueue_marker(stream, MarkerUse::kAfterOwnWork));
+      copy.done.push_back(enqueue_marker(stream, MarkerUse::kBeforeGate));
     }
   } catch (...) {
     copy.abandon();  // releases what was queued
