@@ -209,7 +209,11 @@ test('a device-to-host copy into a resizable ArrayBuffer is ERR_INVALID_ARG_VALU
   const resizable = new Resizable(64, { maxByteLength: 128 });
   if ((resizable as { resizable?: boolean }).resizable !== true) return; // this Node has no resizable ArrayBuffer
   assert.throws(() => stream.copy(resizable, buffer), { code: 'ERR_INVALID_ARG_VALUE', message: /resizable or growable/ });
-  stream.copy(buffer, resizable); // as a source it is read at call time: fine
+  // A length-tracking view of the buffer once shrunk is refused for what it is, not for its shorter length.
+  const tracking = new Uint8Array(resizable);
+  (resizable as unknown as { resize(n: number): void }).resize(16);
+  assert.throws(() => stream.copy(tracking, buffer), { code: 'ERR_INVALID_ARG_VALUE', message: /resizable or growable/ });
+  stream.copy(buffer, resizable, { byteLength: 16 }); // as a source it is read at call time: fine
   stream.destroy();
 });
 

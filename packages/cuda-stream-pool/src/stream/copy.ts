@@ -166,6 +166,9 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
       if (addressed(op) && op.buffer.device !== stream.device)
         throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   }
+  // Before the ranges: a length-tracking view of a shrunk buffer would otherwise be refused for its length.
+  if (d.kind === 'pageable' && isResizable(d.memory))
+    throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
   const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
@@ -191,8 +194,6 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
     if (hit)
       throw invalidValue('src', `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
   }
-  if (d.kind === 'pageable' && isResizable(d.memory))
-    throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
   const sb = streams.box(stream, call);
   if (byteLength === 0) return;
   try {
