@@ -109,6 +109,30 @@ test('a streamed copy whose completion tickets never land: the stream, held at t
   assert.deepEqual(result, { settled: 'resolved', landed: true });
 });
 
+test("a streamed copy whose piece markers cannot be asked about: the stream is not left at a gate, and the next wait on it reports the failure", needsCompiler, async () => {
+  // Every query of the poller's marker events fails (not a fault): after 100 ms the copy gives up, opens its gates
+  // and errors its stream. The waits themselves use tickets, which need no query.
+  const result = await simulatedJson<{ first: string; second: string; live: number }>(
+    `import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+     stream.copy(buffer, new Uint8Array(1 << 20).fill(4));
+     const timeout = () => new Promise((resolve) => setTimeout(() => resolve('timed out'), 5000).unref());
+     const settle = () => Promise.race([stream.synchronize().then(() => 'resolved', (e) => e.code + ' ' + e.message), timeout()]);
+     const first = await settle();
+     stream.fill(buffer, 1); // work after a reported failure runs again
+     const second = await settle();
+     buffer.free({ stream });
+     stream.destroy();
+     console.log(JSON.stringify({ first, second, live: cuda.liveObjects().streams }));
+     process.exit(0);`,
+    { fail: 'cuEventQuery@csp-poller/1:1+=CUDA_ERROR_OUT_OF_MEMORY', operationDelayUs: 200, env: oneChunk },
+  );
+  assert.match(result.first, /^CUDA_ERROR_OUT_OF_MEMORY .*cuEventQuery.*1048576 bytes/);
+  assert.equal(result.second, 'resolved');
+  assert.equal(result.live, 0);
+});
+
 test('without 64-bit stream memory operations, waits and staged copies use event markers', needsCompiler, async () => {
   const result = await simulatedJson<{ marker: string; landed: boolean; big: boolean }>(
     `import { DeviceBuffer, Stream } from 'cuda-stream-pool';

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "binding/binding.h"
 #include "binding/errors.h"
 #include "device/device.h"
 #include "internal/context.h"
@@ -17,6 +18,7 @@
 #include "internal/loader.h"
 #include "internal/lock-order.h"
 #include "internal/native-thread.h"
+#include "internal/submission.h"
 #include "stream/completion.h"
 #include "stream/event.h"
 #include "stream/stream.h"
@@ -131,11 +133,23 @@ class Engine {
 
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
+    // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
+    const bool marker_done = result == CUDA_SUCCESS || wait->marker_done;
+    // A stream errored while the wait was pending (a streamed copy to the device that failed after its call returned,
+    // Note [staging], or recorded work): the wait reports it. Called directly, the report ends it.
+    std::exception_ptr failure;
+    if (result == CUDA_SUCCESS && wait->stream && !wait->landing && !wait->event && wait->channel &&
+        wait->stream->owner().failure.set()) {
+      FailureSlot& slot = wait->stream->owner().failure;
+      if (FailurePointer failed = deferred_mode() ? slot.report() : slot.take()) {
+        failed->reported.store(true, std::memory_order_release);
+        result = failed->code;
+        failure = std::make_exception_ptr(CudaFailure(*failed));
+      }
+    }
     // The stream is let go before its environment hears of the wait: a destroyed stream is then released (and counted
     // gone) by the time the awaiting code runs.
     wait->let_go_of_stream();
-    // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
-    const bool marker_done = result == CUDA_SUCCESS || wait->marker_done;
     if (wait->landing) {
       wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
@@ -150,7 +164,7 @@ class Engine {
       delete wait;
       return;
     }
-    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault, nullptr});
+    const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault, failure});
     // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
     if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
       release_staging(*wait->landing);

@@ -48,6 +48,7 @@
 #include "internal/landing.h"
 #include "internal/markers.h"
 #include "internal/poller.h"
+#include "internal/submission.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "internal/lock-order.h"
@@ -198,8 +199,10 @@ struct StreamedCopy {
   size_t bytes = 0;
   std::unique_ptr<char[]> host;  // the source's snapshot, or where the pieces gather
   std::vector<Chunk*> chunks;    // piece k uses chunks[k % chunks.size()]
+  std::weak_ptr<StreamBox> stream;  // the copy's stream: a failure of a copy to the device is carried to it
   SharedMarker first_wait;       // a chunk taken busy: its previous copy must be done before piece 0
   std::chrono::steady_clock::time_point first_wait_since;  // when first_wait was first seen not done, or last asked
+  std::chrono::steady_clock::time_point unsure_since;      // since when a marker's query fails (not a fault)
   Gate gate;
   std::vector<Marker> done;  // after each piece
   size_t opened = 0;         // pieces whose gate is open
@@ -241,14 +244,14 @@ struct StreamedCopy {
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
     if (first_wait) {
-      CUresult r = marker_status(first_wait->marker);
+      CUresult r = settled(marker_status(first_wait->marker));
       if (r == CUDA_ERROR_NOT_READY && !first_wait_lost(asked)) return r;
       if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return finish(r);
       first_wait.reset();
     }
     const size_t n = pieces();
     while (finished < n && finished < opened) {
-      CUresult r = marker_status(done[finished]);
+      CUresult r = settled(marker_status(done[finished]));
       if (r == CUDA_ERROR_NOT_READY) break;
       if (r != CUDA_SUCCESS) return finish(r);
       return_marker(done[finished]);
@@ -288,14 +291,39 @@ struct StreamedCopy {
     return true;
   }
 
+  // How long a marker's query may fail, short of a fault, before the failure is the copy's (as a wait's is).
+  static constexpr std::chrono::milliseconds kUnsureLimit{100};
+
+  // A failed query of a marker event says nothing of the work before it unless it is a sticky fault (check_quiet
+  // recorded it): it counts as not done for up to kUnsureLimit.
+  CUresult settled(CUresult result) {
+    using Clock = std::chrono::steady_clock;
+    if (result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY || device_fault(device) != CUDA_SUCCESS) {
+      unsure_since = Clock::time_point{};
+      return result;
+    }
+    const auto now = Clock::now();
+    if (unsure_since == Clock::time_point{}) unsure_since = now;
+    return now - unsure_since < kUnsureLimit ? CUDA_ERROR_NOT_READY : result;
+  }
+
   CUresult finish(CUresult result) {
     complete = true;
     failure = result;
     if (result == CUDA_SUCCESS) {
       arena(device).put(chunks, SharedMarker());
       release_gate(gate, gate.base + pieces());
+      return result;
     }
-    // After a fault nothing runs any more; the chunks and the gate are not reused.
+    // The stream must not wait at a gate for good: every gate opens, and the copy's data is undefined. A copy to the
+    // host reports the failure through its landing; one to the device errors its stream, whose next wait reports it.
+    // The chunks and the gate are not reused (the device may still be copying through them).
+    open_gate(gate, gate.base + pieces());
+    if (to_device && device_fault(device) == CUDA_SUCCESS) {
+      if (std::shared_ptr<StreamBox> owner = stream.lock())
+        carry_failure(*owner, std::make_shared<const RecordedFailure>(
+                                  CudaFailure{result, "cuEventQuery", copy_text(*owner, bytes) + " through pinned staging"}));
+    }
     return result;
   }
 };
@@ -497,6 +525,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     copy_bytes(copy->host.get(), data, bytes);  // the source as it is now
     copy->chunks = std::move(chunks);
     copy->first_wait = first_wait;
+    copy->stream = stream;
     queue_streamed(*copy, *stream, target);
     copy->advance();
     try {
@@ -585,6 +614,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     copy->host.reset(new char[bytes]);
     copy->chunks = std::move(chunks);
     copy->first_wait = first_wait;
+    copy->stream = stream;
     queue_streamed(*copy, *stream, from);
     copy->advance();
     landing->marker.device = device;

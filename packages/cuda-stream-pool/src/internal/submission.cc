@@ -349,7 +349,13 @@ void StreamBox::entered_for_use() {
 }
 
 void throw_stream_failure(StreamBox& stream) {
-  if (FailurePointer failure = stream.owner().failure.report()) throw CudaFailure(*failure);
+  FailureSlot& slot = stream.owner().failure;
+  if (!slot.set()) return;
+  // Called directly, a stream drops no work after a failure (a streamed copy's, here): the report ends it.
+  FailurePointer failure = deferred_mode() ? slot.report() : slot.take();
+  if (!failure) return;
+  failure->reported.store(true, std::memory_order_release);
+  throw CudaFailure(*failure);
 }
 
 void carry_failure(StreamBox& stream, const FailurePointer& failure) {

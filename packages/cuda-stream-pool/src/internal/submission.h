@@ -242,8 +242,8 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
   submitter.record(std::move(operation));
 }
 
-// Reports a deferred failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now marked
-// reported, when the stream has one. Any thread.
+// Reports a failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now marked reported,
+// when the stream has one. In direct mode the stream is then clear of it. Any thread.
 void throw_stream_failure(StreamBox& stream);
 
 // Whether operations on `stream` are recorded: deferred mode, a stream the library owns, not capturing.
