@@ -1,6 +1,7 @@
 // Worker for test/gpu/stream/completion.test.ts. workerData.mode:
 //  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 20 ms spin once a 200 ms
-//                  spin on another stream ends; reports the wake-ups and waits delivered to this thread
+//                  spin on another stream ends; reports the wake-ups, the waits they delivered to this thread, and
+//                  those the thread settled itself
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
@@ -27,6 +28,7 @@ if (mode === 'batch') {
   parentPort!.postMessage({
     wakeups: after.wakeups - before.wakeups,
     delivered: after.delivered - before.delivered,
+    settledByThread: after.settledByThread - before.settledByThread,
     busy,
     launchedMs,
     settledMs: performance.now() - start,
