@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 
-import { completionStats, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+import { completionStats, cuda, DeviceBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { gpu, gpuNotSimulated, MS, spinBehindGate, testKernels } from '../../support/gpu.js';
 import { runChild } from '../../support/child.js';
@@ -133,6 +133,7 @@ test('a wait whose work ends while its thread runs other code settles from the t
   const output = new Uint8Array(4096);
   stream.copy(output, source); // the first staged copy allocates the staging: not timed
   await stream.synchronize();
+  await new Promise((resolve) => setTimeout(resolve, 20)); // a wake-up for the warm-up's landing may still be on its way
   output.fill(0);
   const before = completionStats();
   spin.launch({ grid: 1, block: 1, stream }, 20n * MS, 0n);
@@ -151,6 +152,30 @@ test('a wait whose work ends while its thread runs other code settles from the t
   }
   source.free({ stream });
   stream.destroy();
+});
+
+test('a wait aborted while its thread settles others from their tickets is let go of once its work ends: its stream is released', gpu, async () => {
+  const { spin } = await testKernels();
+  const start = cuda.liveObjects().streams;
+  const [a, b] = [Stream.create(), Stream.create()];
+  for (const stream of [a, b]) {
+    spin.launch({ grid: 1, block: 1, stream }, 0n, 0n);
+    await stream.synchronize();
+  }
+  spin.launch({ grid: 1, block: 1, stream: a }, 100n * MS, 0n);
+  spin.launch({ grid: 1, block: 1, stream: b }, 1n * MS, 0n);
+  const controller = new AbortController();
+  const aborted = a.synchronize({ signal: controller.signal }).then(() => 'resolved', (e) => e);
+  const settled = b.synchronize();
+  busy(30); // b's work ends, a's does not
+  controller.abort();
+  await settled; // by the thread, which leaves no waiter of its own behind: a's wait is still the library's
+  assert.equal(await aborted, controller.signal.reason);
+  a.destroy();
+  b.destroy();
+  const deadline = performance.now() + 2000;
+  while (cuda.liveObjects().streams > start && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(cuda.liveObjects().streams, start, 'streams alive');
 });
 
 test('a thread that goes idle while its wait is pending is woken by the poller once the work ends', gpu, async () => {

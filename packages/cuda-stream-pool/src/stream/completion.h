@@ -47,7 +47,7 @@
 // than the calls of a small task. So a JS thread reads its own waits' tickets (ThreadWait): a wait that cannot settle
 // at once schedules a check (completionCheck, from a setImmediate callback: libuv's check phase, after the loop ran
 // what woke it and its microtasks drained). The check settles every wait whose ticket landed in one go, as a delivery
-// does (landings first), with no wake-up, and is scheduled again while it settles something and waits remain. From
+// does (landings first), with no wake-up, and is scheduled again while it settles something. From
 // the moment a check is scheduled until one finds nothing, the thread is awake (Channel::thread_awake): the poller
 // leaves a landed ticket of such a wait to it instead of posting. A check that finds nothing clears the flag, reads
 // the tickets once more (the poller reads the flag after the word, so one of the two sees the other) and wakes the

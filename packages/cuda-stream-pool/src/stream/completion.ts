@@ -44,7 +44,7 @@ let checkScheduled = false;
 
 /** Reads this thread's pending waits' completion tickets once the event loop has run what woke it (a setImmediate
  * callback, after the microtasks drained) and settles those that landed, with no wake-up from the poller; again
- * while that settles something and waits remain. A check that finds nothing hands the waits back to the poller,
+ * while that settles something. A check that finds nothing hands the waits back to the poller,
  * which wakes this thread when one is done (Note [completions read by the thread] in stream/completion.h). */
 function check(): void {
   checkScheduled = false;
@@ -52,7 +52,9 @@ function check(): void {
   if (count === 0) return;
   landingsPending = native.completionFlush(); // a copy lands before any later completion is reported
   for (let i = 0; i < count; i++) settle(checked[i]!, 0);
-  if (waiters.size > 0) scheduleCheck();
+  // Until a check finds nothing, the poller leaves this thread's landed tickets to it: also those of waits aborted
+  // meanwhile, which hold their stream until reported.
+  scheduleCheck();
 }
 
 function scheduleCheck(): void {
