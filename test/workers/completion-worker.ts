@@ -1,7 +1,6 @@
 // Worker for test/gpu/stream/completion.test.ts. workerData.mode:
 //  'batch'         warms up, posts 'ready', waits for a message, then 16 streams each run a 20 ms spin once a 200 ms
-//                  spin on another stream ends; reports the wake-ups, the waits they delivered to this thread, and
-//                  those the thread settled itself
+//                  spin on another stream ends; reports the wake-ups and waits delivered to this thread
 //  'exit-pending'  queues 300 ms spins with pending synchronize() promises, reports them, then exits at once
 import { parentPort, workerData } from 'node:worker_threads';
 
@@ -28,7 +27,6 @@ if (mode === 'batch') {
   parentPort!.postMessage({
     wakeups: after.wakeups - before.wakeups,
     delivered: after.delivered - before.delivered,
-    settledByThread: after.settledByThread - before.settledByThread,
     busy,
     launchedMs,
     settledMs: performance.now() - start,

@@ -26,9 +26,6 @@ export interface CompletionStats {
   /** The longest time this thread spent landing one staged copy (or one part of it) into its JS array, in
    * nanoseconds: the longest pause a landing gave the event loop. */
   longestLandingNs: number;
-  /** Waits this thread settled by reading their completion tickets itself while it was running, with no wake-up
-   * (counted in neither `wakeups` nor `delivered`). */
-  settledByThread: number;
   /** Waits of every thread that the poller still watches. */
   processPending: number;
   /** How often the poller thread parked (slept with nothing pending) since the process started. */
@@ -174,7 +171,6 @@ export interface NativeBinding {
   submissionFlush(): void;
   submissionStats(): SubmissionStats;
   completionFlush(): number;
-  completionCheck(out: Float64Array): number;
   completionStats(): CompletionStats;
   completionMarker(device: number): 'ticket' | 'event';
   completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
@@ -329,7 +325,7 @@ function unavailableBinding(reason: string): NativeBinding {
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, settledByThread: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

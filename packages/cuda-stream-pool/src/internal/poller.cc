@@ -50,13 +50,6 @@ class Engine {
     }
   }
 
-  // Wakes the thread when it sleeps or parks; when it runs, its next rest ends at once.
-  void wake() {
-    std::lock_guard<OrderedMutex> lock(mutex_);
-    woken_ = true;  // under the lock: a thread about to rest sees it
-    if (state_.load(std::memory_order_seq_cst) != kRunning) wake_.notify_one();
-  }
-
   double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
   double lost_tickets() const { return static_cast<double>(lost_tickets_.load(std::memory_order_relaxed)); }
   void count_lost_ticket() { lost_tickets_.fetch_add(1, std::memory_order_relaxed); }
@@ -78,14 +71,13 @@ class Engine {
   void rest(State state, std::chrono::microseconds duration) {
     std::unique_lock<OrderedMutex> lock(mutex_);
     state_.store(state, std::memory_order_seq_cst);
-    auto ready = [this] { return incoming_.load(std::memory_order_seq_cst) != nullptr || woken_; };
+    auto ready = [this] { return incoming_.load(std::memory_order_seq_cst) != nullptr; };
     if (state == kParked) {
       parks_.fetch_add(1, std::memory_order_relaxed);
       wake_.wait(lock, ready);
     } else {
       wake_.wait_for(lock, duration, ready);
     }
-    woken_ = false;
     state_.store(kRunning, std::memory_order_seq_cst);
   }
 
@@ -139,22 +131,6 @@ class Engine {
     return now - wait.unsure_since < kUnsureLimit ? CUDA_ERROR_NOT_READY : result;
   }
 
-  // A done wait whose JS thread is awake and reads its ticket itself (Note [completions read by the thread] in
-  // stream/completion.h): it is left to that thread, unless the thread reported it already.
-  // A landing with a ticket marker is left too: the thread lands it before it settles any wait after it.
-  static bool left_to_thread(Wait& wait) {
-    if (wait.thread_wait) {
-      if (!wait.thread_wait->word.load(std::memory_order_relaxed)) return false;
-    } else if (!wait.landing || wait.landing->poll || !wait.landing->marker.word || wait.landing->dependency_devices) {
-      return false;
-    }
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the word was read before the flag (the Note says why)
-    const bool reported = wait.thread_wait ? wait.thread_wait->reported.load(std::memory_order_seq_cst)
-                                           : wait.landing->finished.load(std::memory_order_seq_cst);
-    return !reported && wait.channel->thread_awake.load(std::memory_order_seq_cst) &&
-           wait.channel->open.load(std::memory_order_acquire);  // a thread that is gone reads nothing
-  }
-
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
     // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
@@ -186,14 +162,6 @@ class Engine {
     pending_.fetch_sub(1, std::memory_order_relaxed);
     if (!wait->channel) {  // a job: nobody to tell
       delete wait;
-      return;
-    }
-    if (wait->thread_wait && wait->thread_wait->reported.exchange(true, std::memory_order_seq_cst)) {
-      delete wait;  // its JS thread read the ticket and settled it
-      return;
-    }
-    if (wait->landing && wait->landing->finished.load(std::memory_order_acquire)) {
-      delete wait;  // its JS thread landed it already (before a wait it settled itself): no wake-up for nothing
       return;
     }
     const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault, failure});
@@ -279,10 +247,6 @@ class Engine {
       size_t kept = 0;
       for (Wait* wait : pending) {
         CUresult result = status(*wait);
-        if (result == CUDA_SUCCESS && left_to_thread(*wait)) {
-          pending[kept++] = wait;
-          continue;
-        }
         if (result == CUDA_ERROR_NOT_READY) {
           pending[kept++] = wait;
           // A copy in parts: what is in staging lands now, on its thread, while the rest is copying.
@@ -328,7 +292,6 @@ class Engine {
   std::atomic<uint64_t> lost_tickets_{0};
   std::atomic<int64_t> pending_{0};
   OrderedMutex mutex_{LockLevel::kLeaf, "completion poller park"};
-  bool woken_ = false;  // under mutex_: wake() was called since the thread began to rest
   Condition wake_;
 };
 
@@ -356,7 +319,6 @@ double poller_pending() { return engine().pending(); }
 double poller_parks() { return engine().parks(); }
 double poller_lost_tickets() { return engine().lost_tickets(); }
 void count_lost_ticket() { engine().count_lost_ticket(); }
-void wake_poller() { engine().wake(); }
 bool poller_parked() { return engine().parked(); }
 
 void watch_job(int device, std::function<CUresult()> poll) {

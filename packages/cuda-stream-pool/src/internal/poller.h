@@ -17,7 +17,6 @@ struct EventBox;
 struct Landing;
 struct LateProbe;
 struct StreamBox;
-struct ThreadWait;
 
 // One thing the poller watches, and whom to tell when it is done (no channel: a job, nobody).
 struct Wait {
@@ -29,7 +28,6 @@ struct Wait {
   std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
   std::shared_ptr<StreamBox> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
   bool holds_stream = false;          // an entry of `stream`'s box is held until the wait ends (hold_stream)
-  std::shared_ptr<ThreadWait> thread_wait;  // the same wait as its JS thread reads it, when it may settle it itself
   std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through
@@ -60,9 +58,6 @@ void submit_wait(Wait* wait);
 // progress, such as a streamed copy). `poll` runs on the poller thread and may run on others meanwhile. Throws
 // std::system_error when the poller thread cannot start.
 void watch_job(int device, std::function<CUresult()> poll);
-
-// Wakes the poller when it sleeps or parks: a JS thread about to sleep leaves it the waits it was reading itself.
-void wake_poller();
 
 // The poller's counters, for completionStats(). Any thread.
 double poller_pending();

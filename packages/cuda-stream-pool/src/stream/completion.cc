@@ -160,95 +160,25 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// A wait of this environment's JS thread on `stream` that the thread may settle itself once its ticket is known (Note
-// [completions read by the thread]); null where the wait's marker will be an event. JS thread only; the device's
-// context is current.
-std::shared_ptr<ThreadWait> thread_wait_for(Channel& channel, double token, const StreamBox& stream) {
-  if (stream.handle == CU_STREAM_LEGACY || marker_kind(stream.device) != MarkerKind::kTicket) return nullptr;
-  const int device = stream.device;
-  auto thread_wait = std::make_shared<ThreadWait>();
-  thread_wait->token = token;
-  thread_wait->device = device;
-  channel.thread_waits.push_back(thread_wait);
-  // The caller's JS schedules a check now (completionCheck).
-  if (!channel.thread_awake.load(std::memory_order_relaxed)) channel.thread_awake.store(true, std::memory_order_seq_cst);
-  return thread_wait;
+// Queues a wait marker on `stream` and has the poller report `token` to this environment once the work queued so far
+// is done. The caller holds the stream's use and made its context current.
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token);
+
+void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
+  channel_of(env);  // throws unless completionInit ran: a wait without a channel would never be reported
+  watch_stream_on(AddonData::of(env).channel, std::move(stream), token);
 }
 
-// Reports this thread's waits whose tickets landed, writing their tokens to `out` (at most `room`); drops those
-// reported elsewhere. `queued`: whether a wait it keeps has its ticket queued (the poller may leave it to this thread).
-// JS thread only.
-size_t claim_landed(Channel& channel, double* out, size_t room, bool& queued) {
-  size_t count = 0, kept = 0;
-  queued = false;
-  for (auto& wait : channel.thread_waits) {
-    if (wait->reported.load(std::memory_order_acquire)) continue;
-    const uint64_t* word = wait->word.load(std::memory_order_acquire);
-    if (count < room && word && load_word(word) >= wait->value && device_fault(wait->device) == CUDA_SUCCESS &&
-        !wait->reported.exchange(true, std::memory_order_seq_cst)) {
-      out[count++] = wait->token;
-      continue;
-    }
-    queued = queued || word;
-    channel.thread_waits[kept++] = std::move(wait);
-  }
-  channel.thread_waits.resize(kept);
-  return count;
-}
-
-// completionCheck(out: Float64Array) -> how many waits of this thread it reported: their tokens, in `out`, settle
-// with success (Note [completions read by the thread]). The caller lands staged copies (completionFlush) before it
-// settles them. None: the thread stops reading for now, and the poller takes over.
-Napi::Value completion_check(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Channel& channel = channel_of(env);
-  auto array = info[0].As<Napi::TypedArray>();
-  if (array.TypedArrayType() != napi_float64_array)
-    throw Napi::TypeError::New(env, "cuda-stream-pool internal: completionCheck takes a Float64Array");
-  auto* out = reinterpret_cast<double*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
-  const size_t room = array.ElementLength();
-  bool queued = false;
-  size_t count = claim_landed(channel, out, room, queued);
-  if (count == 0) {
-    channel.thread_awake.store(false, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    count = claim_landed(channel, out, room, queued);
-    // The poller may sleep on waits it left to this thread, or on a landing (it then knows of a wait's ticket too).
-    if (count == 0 && (queued || !channel.landings.empty())) wake_poller();
-  }
-  channel.settled_by_thread += static_cast<double>(count);
-  return Napi::Number::New(env, static_cast<double>(count));
-}
-
-// Queues a wait marker on `stream` and has the poller report `token` to `channel`'s environment once the work queued
-// so far is done; its JS thread reads the ticket too, through `thread_wait`. Any thread (the JS thread, or the
-// submission thread that issues a recorded wait). The caller holds the stream's use and made its context current.
-void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token,
-                     std::shared_ptr<ThreadWait> thread_wait) {
+// As watch_stream, for `channel`'s environment, from any thread (the submission thread).
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token) {
   // Taken before the marker: what was recorded by then is queued before it (Note [cross-device dependencies]).
   const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
   Wait* wait = new_wait(std::move(channel), token, stream->device);
   wait->marker = marker;
   wait->dependencies = dependencies;
-  if (thread_wait && marker.word && !dependencies.devices) {  // else the thread leaves it to the poller
-    thread_wait->value = marker.value;
-    thread_wait->word.store(marker.word, std::memory_order_release);
-  }
-  wait->thread_wait = std::move(thread_wait);
   hold_stream(*wait, std::move(stream));
   submit_wait(wait);
-}
-
-void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
-  Channel& channel = channel_of(env);  // throws unless completionInit ran: a wait without a channel is never reported
-  auto thread_wait = thread_wait_for(channel, token, *stream);
-  try {
-    watch_stream_on(AddonData::of(env).channel, std::move(stream), token, thread_wait);
-  } catch (...) {
-    if (thread_wait) thread_wait->reported.store(true, std::memory_order_relaxed);  // the call throws instead
-    throw;
-  }
 }
 
 // streamNotify(streamBox, token): dispatch reports `token` once the work queued on the stream so far is done.
@@ -274,34 +204,27 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
     submitter = recording_for(env, *stream);
   if (submitter) {
     // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.
-    std::shared_ptr<ThreadWait> thread_wait = thread_wait_for(channel_of(env), token, *stream);
+    channel_of(env);  // throws unless completionInit ran
     std::shared_ptr<Channel> shared = AddonData::of(env).channel;
-    try {
-      record_operation(*submitter, stream,
-                       [s = Held<StreamBox>(stream, "Stream", "synchronize", false), channel = std::move(shared), token,
-                        thread_wait](const FailurePointer& failure) {
-                         if (failure) {
-                           // This wait reports the failure; the stream's next operation runs again.
-                           s->owner().failure.report();
-                           if (thread_wait) thread_wait->reported.store(true, std::memory_order_seq_cst);
-                           post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(CudaFailure(*failure))});
-                           return true;
-                         }
-                         // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.
-                         try {
-                           make_current(s->device);
-                           watch_stream_on(channel, s.pointer(), token, thread_wait);
-                         } catch (...) {
-                           if (thread_wait) thread_wait->reported.store(true, std::memory_order_seq_cst);
-                           post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1, std::current_exception()});
-                         }
+    record_operation(*submitter, stream,
+                     [s = Held<StreamBox>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
+                         const FailurePointer& failure) {
+                       if (failure) {
+                         // This wait reports the failure; the stream's next operation runs again.
+                         s->owner().failure.report();
+                         post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(CudaFailure(*failure))});
                          return true;
-                       },
-                       true);
-    } catch (...) {
-      if (thread_wait) thread_wait->reported.store(true, std::memory_order_relaxed);  // never recorded: it throws
-      throw;
-    }
+                       }
+                       // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.
+                       try {
+                         make_current(s->device);
+                         watch_stream_on(channel, s.pointer(), token);
+                       } catch (...) {
+                         post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1, std::current_exception()});
+                       }
+                       return true;
+                     },
+                     true);
     return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
   }
   throw_stream_failure(*stream);
@@ -364,7 +287,6 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("largestBatch", channel.largest_batch);
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));
   out.Set("partLandings", channel.part_landings);
-  out.Set("settledByThread", channel.settled_by_thread);
   out.Set("longestLandingNs", longest_landing_ns());
   out.Set("processPending", poller_pending());
   out.Set("pollerParks", poller_parks());
@@ -420,7 +342,6 @@ const Export kCompletionExports[] = {
     {"completionRef", "", unordered<completion_ref>},
     {"completionUnref", "", unordered<completion_unref>},
     {"completionFlush", "", unordered<completion_flush>},
-    {"completionCheck", "object", unordered<completion_check>},
     {"completionStats", "", unordered<completion_stats>},
     {"completionMarker", "number", entry<completion_marker>},
     {"completionSetMarker", "number, string", entry<completion_set_marker>},

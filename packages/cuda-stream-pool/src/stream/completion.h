@@ -33,7 +33,6 @@
 //    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
 //    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
 //    waits pending.
-//  - Completions read by the thread: see Note [completions read by the thread] below.
 //  - Staged device-to-host copies (Note [staging] in staging.cc) are landings: the bytes are copied from staging
 //    into the JS array on the thread that owns it, after checking that its buffer was not detached or transferred
 //    (then the data is dropped). Every delivery, and every wait that settles at once, first lands what is ready,
@@ -42,20 +41,6 @@
 //    its staging block until its marker is done, then gives it back). The poller thread and slots live until exit.
 //  - Locks: a mailbox mutex and the poller's park mutex are leaves (no driver call, no other lock inside); the
 //    stream's marker mutex is held only across one cuStreamWriteValue64 or cuEventRecord.
-//
-// Note [completions read by the thread]: a wake-up through the thread-safe function costs the JS thread 10-14 us, more
-// than the calls of a small task. So a JS thread reads its own waits' tickets (ThreadWait): a wait that cannot settle
-// at once schedules a check (completionCheck, from a setImmediate callback: libuv's check phase, after the loop ran
-// what woke it and its microtasks drained). The check settles every wait whose ticket landed in one go, as a delivery
-// does (landings first), with no wake-up, and is scheduled again while it settles something. From
-// the moment a check is scheduled until one finds nothing, the thread is awake (Channel::thread_awake): the poller
-// leaves a landed ticket of such a wait to it instead of posting. A check that finds nothing clears the flag, reads
-// the tickets once more (the poller reads the flag after the word, so one of the two sees the other) and wakes the
-// poller if it sleeps, which then posts as before. Whoever reports a wait first (ThreadWait::reported) reports it; the
-// other only lets go of it. Only ticket waits of a stream whose work waited on no other device qualify, and the poller
-// leaves to an awake thread the landings whose marker is a ticket too (the check lands them before it settles any
-// wait, and the poller then finds them finished and posts nothing); the rest (event markers, copies in parts,
-// cross-device dependencies, lost tickets, faults) stay the poller's.
 #pragma once
 #include <napi.h>
 #include "internal/cuda-driver.h"
@@ -93,28 +78,15 @@ struct Ready {
   bool part = false;  // `landing` has parts in staging to land now; it is not finished (Note [staging])
 };
 
-// A wait on a ticket that its JS thread may settle itself (Note [completions read by the thread]): the ticket's word
-// and value, set once the marker is queued (`word` last), and who reported it.
-struct ThreadWait {
-  double token = 0;
-  int device = 0;
-  uint64_t value = 0;
-  std::atomic<const uint64_t*> word{nullptr};  // null until the ticket is queued, and for waits the thread leaves alone
-  std::atomic<bool> reported{false};           // by the thread's own check or by the poller, whichever comes first
-};
-
 struct Channel {
   OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted and the thread-safe function's use by the poller
   std::atomic<bool> open{true};     // false once the environment is torn down
   bool posted = false;              // a drain is queued on the JS thread
   std::vector<Ready> ready;
   Napi::ThreadSafeFunction tsfn;
-  // The JS thread is running and will read its waits' tickets before it next sleeps: the poller leaves them to it.
-  std::atomic<bool> thread_awake{false};
   // JS thread only:
   std::vector<std::shared_ptr<Landing>> landings;
-  std::vector<std::shared_ptr<ThreadWait>> thread_waits;
-  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, settled_by_thread = 0;
+  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0;
 };
 
 // Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.

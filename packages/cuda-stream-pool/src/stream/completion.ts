@@ -38,31 +38,6 @@ function settle(token: number, result: number | unknown): void {
   else waiter.reject(result);
 }
 
-// The tokens of the waits a check settled (see check()).
-const checked = new Float64Array(256);
-let checkScheduled = false;
-
-/** Reads this thread's pending waits' completion tickets once the event loop has run what woke it (a setImmediate
- * callback, after the microtasks drained) and settles those that landed, with no wake-up from the poller; again
- * while that settles something. A check that finds nothing hands the waits back to the poller,
- * which wakes this thread when one is done (Note [completions read by the thread] in stream/completion.h). */
-function check(): void {
-  checkScheduled = false;
-  const count = native.completionCheck(checked);
-  if (count === 0) return;
-  landingsPending = native.completionFlush(); // a copy lands before any later completion is reported
-  for (let i = 0; i < count; i++) settle(checked[i]!, 0);
-  // Until a check finds nothing, the poller leaves this thread's landed tickets to it: also those of waits aborted
-  // meanwhile, which hold their stream until reported.
-  scheduleCheck();
-}
-
-function scheduleCheck(): void {
-  if (checkScheduled) return;
-  checkScheduled = true;
-  setImmediate(check);
-}
-
 // Runs on this thread once per batch of finished waits (results: 0, or what failed them, as waitError reads it).
 native.completionInit((tokens: number[], results: (number | Error)[]) => {
   landingsPending = native.completionFlush();
@@ -107,13 +82,10 @@ export function waitFor(
       if (landingsPending === 0) return Promise.resolve();
       // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
-      if (kind === 'stream') {
-        native.streamNotify(box, token);
-        scheduleCheck();
-      } else native.eventNotify(box, token);
+      if (kind === 'stream') native.streamNotify(box, token);
+      else native.eventNotify(box, token);
     } else if (status !== NOT_READY) return Promise.reject(waitError(status, call, describe()));
     else if (kind === 'event') native.eventNotify(box, token);
-    else scheduleCheck();
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
       if (signal) {
