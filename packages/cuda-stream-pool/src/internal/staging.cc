@@ -318,12 +318,13 @@ struct StreamedCopy {
     // The stream must not wait at a gate for good: every gate opens, and the copy's data is undefined. A copy to the
     // host reports the failure through its landing; one to the device errors its stream, whose next wait reports it.
     // The chunks and the gate are not reused (the device may still be copying through them).
-    open_gate(gate, gate.base + pieces());
+    // Errored before the gates open, so that no wait behind the copy can complete first.
     if (to_device && device_fault(device) == CUDA_SUCCESS) {
       if (std::shared_ptr<StreamBox> owner = stream.lock())
         carry_failure(*owner, std::make_shared<const RecordedFailure>(
                                   CudaFailure{result, "cuEventQuery", copy_text(*owner, bytes) + " through pinned staging"}));
     }
+    open_gate(gate, gate.base + pieces());
     return result;
   }
 };
