@@ -1,5 +1,6 @@
 // Event markers: a pool of timing-free events per device, for devices without 64-bit stream memory operations, for
-// CUDA_STREAM_POOL_COMPLETION=event and for the legacy stream (Note [completion engine] in stream/completion.h).
+// CUDA_STREAM_POOL_COMPLETION=event, for the legacy stream and for the markers a streamed copy's gates follow (Note
+// [completion engine] in stream/completion.h, Note [staging] in internal/staging.cc).
 #pragma once
 #include "internal/cuda-driver.h"
 

@@ -135,13 +135,17 @@ class Engine {
   void complete(Wait* wait, CUresult result) {
     // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
     const bool marker_done = result == CUDA_SUCCESS || wait->marker_done;
-    // A stream errored while the wait was pending (a streamed copy to the device that failed after its call returned,
-    // Note [staging], or recorded work): the wait reports it. Called directly, the report ends it.
+    // A streamed copy to the device that failed after its call returned (Note [staging]) errored the stream: the wait
+    // pending on it reports that (called directly, the report ends it). Failures of recorded work keep the rules of
+    // Note [deferred submission]: only waits issued while the stream is errored report them.
     std::exception_ptr failure;
     if (result == CUDA_SUCCESS && wait->stream && !wait->landing && !wait->event && wait->channel &&
         wait->stream->owner().failure.set()) {
       FailureSlot& slot = wait->stream->owner().failure;
-      if (FailurePointer failed = deferred_mode() ? slot.report() : slot.take()) {
+      const FailurePointer seen = slot.peek();
+      FailurePointer failed;
+      if (seen && seen->after_call) failed = deferred_mode() ? slot.report() : slot.take();
+      if (failed) {
         failed->reported.store(true, std::memory_order_release);
         result = failed->code;
         failure = std::make_exception_ptr(CudaFailure(*failed));

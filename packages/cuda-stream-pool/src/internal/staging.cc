@@ -52,6 +52,7 @@
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "internal/lock-order.h"
+#include "internal/never-throws.h"
 
 namespace csp {
 namespace {
@@ -235,6 +236,7 @@ struct StreamedCopy {
     open_gate(gate, gate.base + pieces());
     complete = true;
     failure = CUDA_ERROR_UNKNOWN;
+    drop_unfinished_markers();
   }
 
  private:
@@ -291,6 +293,15 @@ struct StreamedCopy {
     return true;
   }
 
+  // The event markers of pieces not seen done: never pooled again (a pooled event must be done), destroyed unless the
+  // device faulted (its context is lost; nothing is reused after a fault).
+  void drop_unfinished_markers() {
+    if (device_fault(device) == CUDA_SUCCESS && make_current_quiet(device))
+      for (size_t k = finished; k < done.size(); k++)
+        if (done[k].event) drv().cuEventDestroy(done[k].event);
+    done.resize(finished);
+  }
+
   // How long a marker's query may fail, short of a fault, before the failure is the copy's (as a wait's is).
   static constexpr std::chrono::milliseconds kUnsureLimit{100};
 
@@ -316,15 +327,21 @@ struct StreamedCopy {
       return result;
     }
     // The stream must not wait at a gate for good: every gate opens, and the copy's data is undefined. A copy to the
-    // host reports the failure through its landing; one to the device errors its stream, whose next wait reports it.
-    // The chunks and the gate are not reused (the device may still be copying through them).
-    // Errored before the gates open, so that no wait behind the copy can complete first.
-    if (to_device && device_fault(device) == CUDA_SUCCESS) {
+    // host reports the failure through its landing; one to the device errors its stream, whose next wait reports it
+    // (errored before the gates open, so that no wait behind the copy completes first; the stream's handle may be
+    // released already, so the message names the device only). The chunks and the gate are not reused (the device
+    // may still be copying through them).
+    never_throws("reporting a failed streamed copy", [&] {
+      if (!to_device || device_fault(device) != CUDA_SUCCESS) return;
       if (std::shared_ptr<StreamBox> owner = stream.lock())
         carry_failure(*owner, std::make_shared<const RecordedFailure>(
-                                  CudaFailure{result, "cuEventQuery", copy_text(*owner, bytes) + " through pinned staging"}));
-    }
+                                  CudaFailure{result, "cuEventQuery",
+                                              device_text(device) + ", a copy of " + std::to_string(bytes) +
+                                                  " bytes through pinned staging"},
+                                  true));
+    });
     open_gate(gate, gate.base + pieces());
+    drop_unfinished_markers();
     return result;
   }
 };

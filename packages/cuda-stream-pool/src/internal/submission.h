@@ -71,8 +71,12 @@ struct StreamBox;
 // A failure of recorded work, one object shared by every slot it reached (the stream that failed, the streams and
 // events after it, its device's list): once any wait has reported it, it counts as reported for all of them.
 struct RecordedFailure : CudaFailure {
-  explicit RecordedFailure(const CudaFailure& failure) : CudaFailure(failure) {}
+  explicit RecordedFailure(const CudaFailure& failure, bool after_call = false)
+      : CudaFailure(failure), after_call(after_call) {}
   mutable std::atomic<bool> reported{false};
+  // A streamed copy's failure, found after its call returned (Note [staging]): the wait pending on its stream, which
+  // the copy came before, reports it too.
+  const bool after_call;
 };
 
 using FailurePointer = std::shared_ptr<const RecordedFailure>;

@@ -7,7 +7,7 @@
 //    stream: a ticket, written by cuStreamWriteValue64 (default flags: the work before it is visible first) into a
 //    per-stream word of mapped, not write-combined, pinned memory; or, where the device lacks 64-bit stream memory
 //    operations (or CUDA_STREAM_POOL_COMPLETION=event), an event from a per-device pool. The legacy stream always
-//    gets an event. Host functions (cuLaunchHostFunc) are never used: they block the stream until they return.
+//    gets an event, and so does a marker that a streamed copy's gate follows (Note [staging] in staging.cc). Host functions (cuLaunchHostFunc) are never used: they block the stream until they return.
 //  - Tickets. A stream's ticket values only grow: `issued` is taken and written under the stream's marker mutex, so
 //    writes land in value order; the marker is done when the word reaches its value (a memory read, no driver call).
 //    A slot outlives its stream until its last write landed, then serves another stream, continuing its values.

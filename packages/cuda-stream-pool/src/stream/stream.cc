@@ -302,7 +302,9 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
   if (other->owner().failure.set() && !other->owner().failure.clear_if_reported()) {
     if (FailurePointer carried = other->owner().failure.peek()) {
       if (!records) {
-        // A stream called directly never clears a failure: the call reports it, as a direct call's failure is.
+        // A stream called directly is not errored by it: the call reports it, as a direct call's failure is. In direct
+        // mode (a streamed copy's failure) that report ends it, as a wait's does.
+        if (!deferred_mode()) other->owner().failure.take();
         carried->reported.store(true, std::memory_order_release);
         throw CudaFailure(*carried);
       }
