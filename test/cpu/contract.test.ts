@@ -54,7 +54,7 @@ function kindOfType(type: ts.TypeNode, where: string): string {
   if (ts.isArrayTypeNode(type)) return 'array';
   if (ts.isTypeReferenceNode(type)) {
     const name = type.typeName.getText();
-    return name === 'Box' ? 'box' : name === 'Uint8Array' || name === 'ArrayBuffer' ? name : 'object';
+    return name === 'NativeRef' ? 'ref' : name === 'Uint8Array' || name === 'ArrayBuffer' ? name : 'object';
   }
   switch (type.kind) {
     case ts.SyntaxKind.NumberKeyword: return 'number';
@@ -174,7 +174,7 @@ const AS_KINDS: Record<string, string> = {
   Uint8Array: 'Uint8Array', ArrayBuffer: 'ArrayBuffer', TypedArray: 'object',
 };
 const HELPER_KINDS: Record<string, string> = {
-  unwrap_box: 'box', is_box: 'box', release_box: 'box', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object',
+  unwrap_native: 'ref', is_native: 'ref', release_native: 'ref', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object',
 };
 
 /** What `fn` reads from each argument index: kinds, plus 'undefined?' where it tests for undefined. */
@@ -195,7 +195,7 @@ function cppReads(row: Row): Map<number, Set<string>> {
     const test = /^\.Is(Undefined|Number|BigInt)\(\)/.exec(after);
     const helper = /\b(\w+)(?:<\w+>)?\($/.exec(before);
     let kind: string | undefined;
-    if (as) kind = as[2] ? 'box' : AS_KINDS[as[1]!];
+    if (as) kind = as[2] ? 'ref' : AS_KINDS[as[1]!];
     else if (test) kind = test[1] === 'Undefined' ? 'undefined?' : test[1] === 'Number' ? 'number' : 'bigint';
     else if (helper) kind = HELPER_KINDS[helper[1]!];
     assert.ok(kind, `${where} reads info[${index[1]}] in a way this test does not know: ${(before.slice(-20) + body.slice(at, at + 50)).replace(/\s+/g, ' ')}`);
@@ -305,7 +305,7 @@ test('streamWait\'s negated capture status cannot be read as a CUresult: it nega
   const statuses = tsTable('binding/binding.ts', 'CAPTURE_STATUS');
   assert.equal(statuses.get('none'), 0);
   for (const [name, value] of statuses) if (name !== 'none') assert.ok(value > 0, `CAPTURE_STATUS.${name} is ${value}; negated, it must be below 0`);
-  assert.match(read('stream/completion.ts'), /native\.streamWait\(box, token\)[^;]*;\s*if \(status < 0\)[^\n]*-status/, 'stream/completion.ts: waitFor no longer reads a negative status as the negated capture status');
+  assert.match(read('stream/completion.ts'), /native\.streamWait\(ref, token\)[^;]*;\s*if \(status < 0\)[^\n]*-status/, 'stream/completion.ts: waitFor no longer reads a negative status as the negated capture status');
 });
 
 test('CU_STREAM_PER_THREAD is defined once on each side, with one value', sources, () => {

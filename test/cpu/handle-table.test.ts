@@ -1,4 +1,4 @@
-// JS holds native boxes as numbers naming slots of its thread's handle table. A number that names no slot of the
+// JS holds native refs as numbers naming slots of its thread's handle table. A number that names no slot of the
 // kind asked for is a TypeError, a handle whose object was destroyed is a DestroyedError (also once its slot holds
 // another object), and every slot is released: at destroy, or once a forgotten object is collected. On the CPU
 // through the null driver (scripts/null-driver.cc) in a child process.
@@ -21,26 +21,26 @@ test('a forged handle is a TypeError and a stale one a DestroyedError, also afte
     `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
      import { native } from '#library/binding/binding.js';
      import { deviceBuffers } from '#library/internal/handles.js';
-     import { streamBox } from '#library/stream/stream.js';
+     import { streamRef } from '#library/stream/stream.js';
      const outcome = (fn) => { try { return 'returned ' + fn(); } catch (e) { return e.name + ': ' + e.message; } };
      const stream = Stream.create();
-     const box = streamBox(stream, 'test');
+     const ref = streamRef(stream, 'test');
      const buffer = DeviceBuffer.alloc(64, { stream });
      const out = {
-       live: outcome(() => native.streamStatus(box)),
-       neverIssued: outcome(() => native.streamStatus(box + 7 * 2 ** 24 + 1000)),
-       fraction: outcome(() => native.streamStatus(box + 0.5)),
+       live: outcome(() => native.streamStatus(ref)),
+       neverIssued: outcome(() => native.streamStatus(ref + 7 * 2 ** 24 + 1000)),
+       fraction: outcome(() => native.streamStatus(ref + 0.5)),
        object: outcome(() => native.streamStatus({})),
-       otherKind: outcome(() => native.streamStatus(deviceBuffers.box(buffer, 'test'))),
+       otherKind: outcome(() => native.streamStatus(deviceBuffers.ref(buffer, 'test'))),
      };
      buffer.free();
      stream.destroy();
-     out.stale = outcome(() => native.streamStatus(box));
+     out.stale = outcome(() => native.streamStatus(ref));
      const next = Stream.create(); // takes the slot just released, with the next generation
-     const nextBox = streamBox(next, 'test');
-     out.sameSlot = String(nextBox % 2 ** 24 === box % 2 ** 24 && nextBox !== box);
-     out.staleAfterReuse = outcome(() => native.streamStatus(box));
-     out.next = outcome(() => native.streamStatus(nextBox));
+     const nextRef = streamRef(next, 'test');
+     out.sameSlot = String(nextRef % 2 ** 24 === ref % 2 ** 24 && nextRef !== ref);
+     out.staleAfterReuse = outcome(() => native.streamStatus(ref));
+     out.next = outcome(() => native.streamStatus(nextRef));
      console.log(JSON.stringify(out));`,
   );
   assert.equal(out.live, 'returned 0');
@@ -60,7 +60,7 @@ test('every handle is released: at destroy and free, and for forgotten objects o
     `import v8 from 'node:v8';
      import vm from 'node:vm';
      import { cuda, DeviceBuffer, Event, PinnedBuffer, Stream } from 'cuda-stream-pool';
-     import { liveHandles } from '#library/binding/box-lifetime.js';
+     import { liveHandles } from '#library/binding/native-ref-lifetime.js';
      v8.setFlagsFromString('--expose-gc');
      const gc = vm.runInNewContext('gc');
      const stream = Stream.create();

@@ -7,33 +7,33 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 
 import { cuda, currentStream, CudaUnavailableError, DestroyedError, Device, StreamPool } from 'cuda-stream-pool';
-import { PoolCore, type PoolCounters, type PoolSlots } from '#library/pool/pool-policy.js';
+import { PoolCore, type PoolCounters, type PoolStreams } from '#library/pool/pool-policy.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { GroupCore, type PoolGroupMember } from '#library/pool/group-policy.js';
 import { poolLayout } from '#library/pool/pool-words.js';
 import { enterScope } from '#library/stream/scope.js';
 
-/** A fake stream: says which device and slot it is. */
+/** A fake stream: says which device and stream index it is. */
 interface Fake {
   fakeDevice: number;
-  slot: number;
+  streamIndex: number;
 }
-const fake = (fakeDevice: number, slot: number): Fake => ({ fakeDevice, slot });
+const fake = (fakeDevice: number, streamIndex: number): Fake => ({ fakeDevice, streamIndex });
 
 type Member = PoolGroupMember<Fake, StreamLease<Fake>, PoolCounters>;
 
 /** A pool policy over `size` fake streams of device `device`, as a group member. */
 function member(device: number, size: number): Member & { core: PoolCore<Fake> } {
-  const slots: PoolSlots<Fake> = {
-    streams: Array.from({ length: size }, (_, slot) => fake(device, slot)),
-    leaseView: (slot) => fake(device, slot),
+  const poolStreams: PoolStreams<Fake> = {
+    streams: Array.from({ length: size }, (_, streamIndex) => fake(device, streamIndex)),
+    leaseView: (streamIndex) => fake(device, streamIndex),
     retire: () => {},
     isIdle: () => true,
     used: () => false,
     scope: enterScope,
     drain: async () => {},
   };
-  const core = new PoolCore<Fake>(new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4)), size, 1, slots);
+  const core = new PoolCore<Fake>(new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4)), size, 1, poolStreams);
   return {
     core,
     getStream: (index) => core.getStream(index),
@@ -49,7 +49,7 @@ function group(...sizes: number[]) {
   return { members, group: new GroupCore<Fake, StreamLease<Fake>, PoolCounters>(members, enterScope) };
 }
 
-const where = (stream: Fake) => [stream.fakeDevice, stream.slot];
+const where = (stream: Fake) => [stream.fakeDevice, stream.streamIndex];
 
 test('getStream() goes round-robin over the devices, then over each device\'s streams', () => {
   const { group: g } = group(3, 3);

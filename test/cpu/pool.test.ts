@@ -1,4 +1,4 @@
-// The stream pool's policy, tested on the CPU (CI has no GPU): the policy runs over fake stream slots, in one thread
+// The stream pool's policy, tested on the CPU (CI has no GPU): the policy runs over fake streams, in one thread
 // and across worker threads over the native shared words. GPU behaviour is in test/gpu/pool/pool-gpu.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -9,7 +9,7 @@ import { currentStream, DestroyedError, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '#library/pool/pool.js';
 import { startWorker } from '../support/worker.js';
-import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolSlots } from '#library/pool/pool-policy.js';
+import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolStreams } from '#library/pool/pool-policy.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { ATTACHED_ENVS, CLOSING, DESTROYED, NEXT, OPEN, poolLayout, STATE } from '#library/pool/pool-words.js';
 import { enterScope, inScope } from '#library/stream/scope.js';
@@ -17,45 +17,45 @@ import { runChild } from '../support/child.js';
 
 // ---- fakes ----
 
-/** A fake stream: says which slot it is, whether it is a lease's view, and why it was retired. The policy enters
+/** A fake stream: says which stream index it is, whether it is a lease's view, and why it was retired. The policy enters
  * its scope through enterScope, which takes any object. */
 interface Fake {
-  slot: number;
+  streamIndex: number;
   view: number;
   retired?: string;
   used?: boolean;
   lease?: object;
 }
 let views = 0;
-function fake(slot: number, view = 0): Fake {
-  return { slot, view, retired: undefined };
+function fake(streamIndex: number, view = 0): Fake {
+  return { streamIndex, view, retired: undefined };
 }
 
 interface Rig {
   core: PoolCore<Fake>;
   words: Int32Array;
-  slots: PoolSlots<Fake> & { idle: boolean[]; drained: number[]; probes: number[]; drain: (slot: number) => Promise<void> };
+  poolStreams: PoolStreams<Fake> & { idle: boolean[]; drained: number[]; probes: number[]; drain: (streamIndex: number) => Promise<void> };
 }
 
-function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Rig['slots'] {
+function fakeStreamsFor(size: number, drainHook?: (streamIndex: number) => Promise<void>): Rig['poolStreams'] {
   const idle = Array.from({ length: size }, () => true);
   const drained: number[] = [];
   const probes: number[] = [];
   return {
-    streams: Array.from({ length: size }, (_, slot) => fake(slot)),
-    leaseView: (slot, lease) => Object.assign(fake(slot, ++views), { lease }), // a view keeps its lease, as in pool.ts
+    streams: Array.from({ length: size }, (_, streamIndex) => fake(streamIndex)),
+    leaseView: (streamIndex, lease) => Object.assign(fake(streamIndex, ++views), { lease }), // a view keeps its lease, as in pool.ts
     retire: (view, why) => {
       view.retired ??= why;
     },
-    isIdle: (slot) => {
-      probes.push(slot);
-      return idle[slot]!;
+    isIdle: (streamIndex) => {
+      probes.push(streamIndex);
+      return idle[streamIndex]!;
     },
     used: (view) => view.used === true,
     scope: enterScope,
-    drain: async (slot) => {
-      await drainHook?.(slot);
-      drained.push(slot);
+    drain: async (streamIndex) => {
+      await drainHook?.(streamIndex);
+      drained.push(streamIndex);
     },
     inScope,
     idle,
@@ -65,20 +65,20 @@ function slotsFor(size: number, drainHook?: (slot: number) => Promise<void>): Ri
 }
 
 /** A pool core over a fresh JS SharedArrayBuffer, as environment `environment`. */
-function rig(size: number, environment = 1, drainHook?: (slot: number) => Promise<void>): Rig {
+function rig(size: number, environment = 1, drainHook?: (streamIndex: number) => Promise<void>): Rig {
   const words = new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4));
-  const slots = slotsFor(size, drainHook);
-  return { core: new PoolCore(words, size, environment, slots), words, slots };
+  const poolStreams = fakeStreamsFor(size, drainHook);
+  return { core: new PoolCore(words, size, environment, poolStreams), words, poolStreams };
 }
 
 /** A second handle on the same words, as another environment (another "thread" in this thread). */
 function sibling(of: Rig, environment: number): Rig {
-  const slots = slotsFor(of.core.size);
-  return { core: new PoolCore(of.words, of.core.size, environment, slots), words: of.words, slots };
+  const poolStreams = fakeStreamsFor(of.core.size);
+  return { core: new PoolCore(of.words, of.core.size, environment, poolStreams), words: of.words, poolStreams };
 }
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-const slotOf = (lease: StreamLease<Fake>) => lease.stream.slot;
+const streamIndexOf = (lease: StreamLease<Fake>) => lease.stream.streamIndex;
 
 /** Settles once `promise` settles, or reports that it is still pending after a few turns of the loop. */
 async function state<T>(promise: Promise<T>): Promise<'pending' | 'resolved' | 'rejected'> {
@@ -94,17 +94,17 @@ async function state<T>(promise: Promise<T>): Promise<'pending' | 'resolved' | '
 // ---- hand-out ----
 
 test('getStream() hands out streams round-robin from index 0 and returns to the first after size calls', () => {
-  const { core, slots } = rig(5);
+  const { core, poolStreams } = rig(5);
   const got = Array.from({ length: 12 }, () => core.getStream());
-  assert.deepEqual(got.map((s) => s.slot), [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]);
-  assert.equal(got[0], slots.streams[0]);
+  assert.deepEqual(got.map((s) => s.streamIndex), [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]);
+  assert.equal(got[0], poolStreams.streams[0]);
   assert.equal(got[5], got[0]);
 });
 
 test('getStream() walks one sequence for every handle that shares the words', () => {
   const a = rig(4, 1);
   const b = sibling(a, 2);
-  const got = [a, b, b, a, b, a, a].map((r) => r.core.getStream().slot);
+  const got = [a, b, b, a, b, a, a].map((r) => r.core.getStream().streamIndex);
   assert.deepEqual(got, [0, 1, 2, 3, 0, 1, 2]);
 });
 
@@ -116,7 +116,7 @@ test('getStream() keeps its order when the shared counter winds back near 2**31'
       const u32 = new Uint32Array(words.buffer);
       u32[NEXT] = limit - before;
       const start = (limit - before) % size;
-      for (let i = 0; i < calls; i++) assert.equal(core.getStream().slot, (start + i) % size);
+      for (let i = 0; i < calls; i++) assert.equal(core.getStream().streamIndex, (start + i) % size);
       if (calls > before) assert.ok(u32[NEXT]! < limit, 'the counter wound back');
       const stats = core.counters();
       assert.equal(stats.handOuts.reduce((a, b) => a + b, 0), limit - before + calls);
@@ -126,12 +126,12 @@ test('getStream() keeps its order when the shared counter winds back near 2**31'
 });
 
 test('getStream(index) returns the stream at index % size, the same one on every call', () => {
-  const { core, slots } = rig(6);
+  const { core, poolStreams } = rig(6);
   for (const index of [0, 5, 6, 13, Number.MAX_SAFE_INTEGER]) {
-    assert.equal(core.getStream(index), slots.streams[index % 6]);
+    assert.equal(core.getStream(index), poolStreams.streams[index % 6]);
     assert.equal(core.getStream(index), core.getStream(index));
   }
-  assert.equal(core.getStream().slot, 0, 'getStream(index) does not move the round-robin sequence');
+  assert.equal(core.getStream().streamIndex, 0, 'getStream(index) does not move the round-robin sequence');
 });
 
 test('getStream(index) rejects a non-number with ERR_INVALID_ARG_TYPE naming "index"', () => {
@@ -172,7 +172,7 @@ test('stats counters count hand-outs per stream, leases per stream, streams leas
   const d = await waiting;
   stats = core.counters();
   assert.equal(stats.waiters, 0);
-  assert.equal(stats.leaseCounts[slotOf(d)], 2);
+  assert.equal(stats.leaseCounts[streamIndexOf(d)], 2);
   for (const lease of [b, c, d]) lease.release();
   assert.equal(core.counters().leased, 0);
 });
@@ -182,23 +182,23 @@ test('stats counters count hand-outs per stream, leases per stream, streams leas
 test('tryAcquire() leases each stream once, then returns undefined until one is released', () => {
   const { core } = rig(3);
   const leases = [core.tryAcquire()!, core.tryAcquire()!, core.tryAcquire()!];
-  assert.deepEqual(leases.map(slotOf).sort(), [0, 1, 2]);
+  assert.deepEqual(leases.map(streamIndexOf).sort(), [0, 1, 2]);
   assert.equal(core.tryAcquire(), undefined);
-  const freed = slotOf(leases[1]!);
+  const freed = streamIndexOf(leases[1]!);
   leases[1]!.release();
   const again = core.tryAcquire()!;
-  assert.equal(slotOf(again), freed);
+  assert.equal(streamIndexOf(again), freed);
 });
 
 test('a lease gives a stream wrapper of its own, retired when the lease ends', () => {
-  const { core, slots } = rig(2);
+  const { core, poolStreams } = rig(2);
   const lease = core.tryAcquire()!;
   const view = lease.stream;
-  assert.notEqual(view, slots.streams[view.slot], 'not the shared stream');
+  assert.notEqual(view, poolStreams.streams[view.streamIndex], 'not the shared stream');
   assert.equal(view.retired, undefined);
   lease.release();
   assert.equal(view.retired, 'belongs to a StreamLease that was released');
-  assert.equal(slots.streams[view.slot]!.retired, undefined, 'the shared stream lives on');
+  assert.equal(poolStreams.streams[view.streamIndex]!.retired, undefined, 'the shared stream lives on');
 });
 
 test('release() twice does nothing the second time; lease.stream afterwards throws DestroyedError', () => {
@@ -236,15 +236,15 @@ test('leases are never aliased nor lost, whatever the order of acquires, release
       const words = new Int32Array(description.memory);
       const threads = [11, 12, 13].map((environment) => ({
         environment,
-        core: new PoolCore(words, size, environment, slotsFor(size)),
+        core: new PoolCore(words, size, environment, fakeStreamsFor(size)),
         alive: true,
       }));
       const held: Array<{ lease: StreamLease<Fake>; who: number }> = [];
       const pending: Array<{ controller: AbortController; who: number }> = [];
       const check = () => {
-        const slotsHeld = held.map((h) => slotOf(h.lease));
-        assert.equal(new Set(slotsHeld).size, slotsHeld.length, `two leases hold one stream: ${slotsHeld}`);
-        assert.ok(slotsHeld.length <= size);
+        const indicesHeld = held.map((h) => streamIndexOf(h.lease));
+        assert.equal(new Set(indicesHeld).size, indicesHeld.length, `two leases hold one stream: ${indicesHeld}`);
+        assert.ok(indicesHeld.length <= size);
       };
       try {
         for (const { kind, who, pick } of ops) {
@@ -317,7 +317,7 @@ test('a stream handed to a thread that stopped waiting and is gone is reclaimed 
   Atomics.store(words, leaseBase, -7);
   const first = core.tryAcquire();
   const second = core.tryAcquire();
-  assert.deepEqual([first && slotOf(first), second && slotOf(second)].sort(), [0, 1]);
+  assert.deepEqual([first && streamIndexOf(first), second && streamIndexOf(second)].sort(), [0, 1]);
   assert.equal(words[leaseBase], 1, 'stream 0 is held by this thread now');
 });
 
@@ -328,11 +328,11 @@ test('a stream handed to a thread still waiting is left to that thread', async (
   const lease = a.core.tryAcquire()!;
   const other = a.core.tryAcquire()!;
   const bWaits = b.core.acquire(); // registers environment 7 in the waiting table
-  const slot = slotOf(other);
+  const streamIndex = streamIndexOf(other);
   other.release(); // handed to b: the word reads -7 until b claims it
-  assert.equal(Atomics.load(a.words, leaseBase + slot), -7);
+  assert.equal(Atomics.load(a.words, leaseBase + streamIndex), -7);
   assert.equal(a.core.tryAcquire(), undefined, 'not reclaimed while 7 waits');
-  assert.equal(slotOf(await bWaits), slot);
+  assert.equal(streamIndexOf(await bWaits), streamIndex);
   lease.release();
 });
 
@@ -384,7 +384,7 @@ test('acquire() rejects with the signal\'s reason when it aborts, and the next w
   assert.equal(core.counters().waiters, 1);
   first.release();
   const lease = await next;
-  assert.equal(slotOf(lease), 0);
+  assert.equal(streamIndexOf(lease), 0);
   lease.release();
 });
 
@@ -421,48 +421,48 @@ test('acquire() rejects bad options with Node\'s codes and a did-you-mean', asyn
 });
 
 test('among free streams a lease prefers one whose work is done', () => {
-  const { core, slots } = rig(4);
+  const { core, poolStreams } = rig(4);
   for (let i = 0; i < 4; i++) core.getStream(); // shared hand-outs: their idleness is no longer known
-  slots.idle[0] = false;
-  slots.idle[1] = false;
+  poolStreams.idle[0] = false;
+  poolStreams.idle[1] = false;
   const lease = core.tryAcquire()!;
-  assert.equal(slotOf(lease), 2);
+  assert.equal(streamIndexOf(lease), 2);
   lease.release();
-  slots.idle.fill(false);
+  poolStreams.idle.fill(false);
   const busy = core.tryAcquire();
   assert.ok(busy, 'a busy stream is still leased when no free stream is idle');
   busy.release();
 });
 
 test('a stream known idle is leased without asking the driver until a used lease or getStream() may have queued work', () => {
-  const { core, slots } = rig(2);
+  const { core, poolStreams } = rig(2);
   const take = (expected: number, used = false) => {
     const lease = core.tryAcquire()!;
-    assert.equal(slotOf(lease), expected);
+    assert.equal(streamIndexOf(lease), expected);
     if (used) (lease.stream as Fake).used = true;
     lease.release();
   };
   take(0); // a new pool's streams are idle: no query
   take(1, true); // its wrapper was used: work may be queued
   take(0);
-  assert.deepEqual(slots.probes, []);
+  assert.deepEqual(poolStreams.probes, []);
   take(1);
-  assert.deepEqual(slots.probes, [1], 'the used stream is asked once');
+  assert.deepEqual(poolStreams.probes, [1], 'the used stream is asked once');
   take(0);
   take(1);
-  assert.deepEqual(slots.probes, [1], 'found idle, it is known idle again');
+  assert.deepEqual(poolStreams.probes, [1], 'found idle, it is known idle again');
   core.getStream(); // hands out stream 0 round-robin
   take(0);
   take(1);
-  assert.deepEqual(slots.probes, [1, 0], 'only the stream getStream() handed out is asked again');
+  assert.deepEqual(poolStreams.probes, [1, 0], 'only the stream getStream() handed out is asked again');
   core.getStream(1);
   take(0);
   take(1);
-  assert.deepEqual(slots.probes, [1, 0, 1], 'getStream(index) makes that stream unknown too');
+  assert.deepEqual(poolStreams.probes, [1, 0, 1], 'getStream(index) makes that stream unknown too');
   for (let i = 0; i < 2; i++) core.getStream();
-  slots.idle[0] = false;
+  poolStreams.idle[0] = false;
   const lease = core.tryAcquire()!;
-  assert.equal(slotOf(lease), 1, 'a busy stream is passed over once its idleness is unknown');
+  assert.equal(streamIndexOf(lease), 1, 'a busy stream is passed over once its idleness is unknown');
   lease.release();
 });
 
@@ -470,9 +470,9 @@ test('consecutive leases rotate through the streams', () => {
   const { core } = rig(3);
   const got = Array.from({ length: 6 }, () => {
     const lease = core.tryAcquire()!;
-    const slot = slotOf(lease);
+    const streamIndex = streamIndexOf(lease);
     lease.release();
-    return slot;
+    return streamIndex;
   });
   assert.deepEqual(got, [0, 1, 2, 0, 1, 2]);
 });
@@ -487,7 +487,7 @@ test('a release in one thread hands the stream to a waiter of another thread', a
   assert.equal(await state(waiting), 'pending');
   lease.release();
   const got = await waiting;
-  assert.equal(slotOf(got), 0);
+  assert.equal(streamIndexOf(got), 0);
   assert.equal(a.core.tryAcquire(), undefined, 'the stream went to the waiter, not back to the free list');
   got.release();
 });
@@ -542,7 +542,7 @@ test('a stream handed to a thread whose waiter aborted meanwhile goes on to the 
   controller.abort();
   await assert.rejects(bWaits);
   const got = await cWaits;
-  assert.equal(slotOf(got), 0);
+  assert.equal(streamIndexOf(got), 0);
   got.release();
   assert.equal(a.core.counters().leased, 0);
 });
@@ -618,7 +618,7 @@ test('nested run() scopes see the inner stream, then the outer one again', async
   const { core } = rig(3);
   await core.run(async (outer) => {
     await core.run(async (inner) => {
-      assert.notEqual(inner.slot, outer.slot, 'a nested run holds a second lease');
+      assert.notEqual(inner.streamIndex, outer.streamIndex, 'a nested run holds a second lease');
       assert.equal(currentStream(), inner);
       await tick();
       assert.equal(currentStream(), inner);
@@ -636,7 +636,7 @@ test('concurrent run() calls each see their own stream', async () => {
           await new Promise((resolve) => setTimeout(resolve, (task * 7 + i) % 3));
           assert.equal(currentStream(), stream);
         }
-        return stream.slot;
+        return stream.streamIndex;
       }),
     ),
   );
@@ -651,7 +651,7 @@ test('a callback that outlives its run() sees a retired stream', async () => {
     later = () => currentStream() as unknown as Fake;
   });
   const leftover = enterScope(core.getStream(0), () => later!());
-  assert.equal(leftover.slot, 0);
+  assert.equal(leftover.streamIndex, 0);
   let escaped: Fake | undefined;
   await core.run(async () => {
     setTimeout(() => (escaped = currentStream() as unknown as Fake), 5);
@@ -679,7 +679,7 @@ test('destroy everywhere rejects pending acquires in every thread; every later m
   await assert.rejects(bWaits, isPoolError('acquire'));
   assert.equal(held.released, true);
   assert.equal(view.retired, 'belongs to a StreamPool that was destroyed', 'the holder released nothing: the pool ended the lease');
-  assert.equal(a.slots.streams[0]!.retired, 'belongs to a StreamPool that was destroyed');
+  assert.equal(a.poolStreams.streams[0]!.retired, 'belongs to a StreamPool that was destroyed');
   for (const core of [a.core, b.core]) {
     assert.throws(() => core.getStream(), isPoolError('getStream'));
     assert.throws(() => core.getStream(0), isPoolError('getStream'));
@@ -690,13 +690,13 @@ test('destroy everywhere rejects pending acquires in every thread; every later m
     await assert.rejects(core.run(() => 1), isPoolError('run'));
     assert.equal(core.destroyed, true);
   }
-  assert.equal(b.slots.streams[0]!.retired, 'belongs to a StreamPool that was destroyed');
+  assert.equal(b.poolStreams.streams[0]!.retired, 'belongs to a StreamPool that was destroyed');
 });
 
 test('close everywhere rejects pending acquires, waits for leases in every thread, then for queued work, then destroys', async () => {
   const events: string[] = [];
-  const a = rig(2, 71, async (slot) => {
-    events.push(`drain ${slot}`);
+  const a = rig(2, 71, async (streamIndex) => {
+    events.push(`drain ${streamIndex}`);
   });
   const b = sibling(a, 72);
   const aLease = a.core.tryAcquire()!;
@@ -708,7 +708,7 @@ test('close everywhere rejects pending acquires, waits for leases in every threa
   await assert.rejects(bWaits, (e) => e instanceof DestroyedError && /is closing/.test(e.message));
   await assert.rejects(a.core.acquire(), /is closing/);
   assert.throws(() => b.core.tryAcquire(), /is closing/);
-  assert.equal(a.core.getStream().slot, 0, 'getStream() still works while closing');
+  assert.equal(a.core.getStream().streamIndex, 0, 'getStream() still works while closing');
   assert.equal(await state(closing), 'pending');
   aLease.release();
   assert.equal(await state(closing), 'pending');
@@ -743,9 +743,9 @@ test('detaching one thread gives its leases to the others, rejects its waiters a
   await assert.rejects(bWaits, (e) => e instanceof DestroyedError && /detached from this thread/.test(e.message));
   assert.equal(bLease.released, true);
   const got = await aWaits;
-  assert.equal(slotOf(got), 0);
+  assert.equal(streamIndexOf(got), 0);
   assert.throws(() => b.core.getStream(), /StreamPool.getStream\(\): the StreamPool was detached/);
-  assert.equal(a.core.getStream(0).slot, 0, 'the pool goes on');
+  assert.equal(a.core.getStream(0).streamIndex, 0, 'the pool goes on');
   got.release();
 });
 
@@ -770,8 +770,8 @@ const workerUrl = new URL('../workers/pool-cpu-worker.js', import.meta.url);
 
 function shared(size: number) {
   const description = native.poolCreateShared(size, poolLayout(size));
-  const slots = slotsFor(size);
-  const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, slots);
+  const poolStreams = fakeStreamsFor(size);
+  const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, poolStreams);
   return { description, core, destroy: () => core.destroyEverywhere(() => native.poolDestroy(description.handle)) };
 }
 
@@ -785,10 +785,10 @@ test('the shared words are one SharedArrayBuffer for every thread: getStream() w
     assert.deepEqual(await Promise.all(workers.map((w) => w.exit)), [0, 0, 0, 0]);
     const all = got.flatMap((g) => g.got);
     assert.equal(all.length, 1000);
-    const perSlot = [0, 1, 2, 3, 4].map((slot) => all.filter((s) => s === slot).length);
-    assert.deepEqual(perSlot, [200, 200, 200, 200, 200], 'one counter: every stream handed out equally often');
+    const perStream = [0, 1, 2, 3, 4].map((streamIndex) => all.filter((s) => s === streamIndex).length);
+    assert.deepEqual(perStream, [200, 200, 200, 200, 200], 'one counter: every stream handed out equally often');
     assert.deepEqual(pool.core.counters().handOuts, [200, 200, 200, 200, 200]);
-    assert.equal(pool.core.getStream().slot, 0, 'the sequence continues here');
+    assert.equal(pool.core.getStream().streamIndex, 0, 'the sequence continues here');
   } finally {
     pool.destroy();
   }
@@ -804,9 +804,9 @@ test('leases never alias across 6 workers and this thread hammering 3 streams', 
     let violations = 0;
     for (let i = 0; i < 500; i++) {
       const lease = await pool.core.acquire();
-      if (Atomics.add(mine, slotOf(lease), 1) !== 0) violations++;
+      if (Atomics.add(mine, streamIndexOf(lease), 1) !== 0) violations++;
       await tick();
-      if (Atomics.sub(mine, slotOf(lease), 1) !== 1) violations++;
+      if (Atomics.sub(mine, streamIndexOf(lease), 1) !== 1) violations++;
       lease.release();
     }
     const results = (await Promise.all(workers.map((w) => w.next()))) as Array<{ violations: number; leases: number }>;
@@ -854,7 +854,7 @@ for (const mode of ['hold-exit', 'hold-stay'] as const) {
       }
       await w.exit;
       const lease = await waiting; // the worker's cleanup hook freed the words; the backstop timer finds them
-      assert.ok(lease.stream.slot === 0 || lease.stream.slot === 1);
+      assert.ok(lease.stream.streamIndex === 0 || lease.stream.streamIndex === 1);
       const other = pool.core.tryAcquire();
       assert.ok(other, 'both came back');
       other.release();
@@ -919,10 +919,10 @@ test('workers terminated at random during thousands of hand-offs: no lease lost,
     const mine = (async () => {
       while (!stop) {
         const lease = await pool.core.acquire();
-        const slot = slotOf(lease);
-        Atomics.store(marks, slot, me);
+        const streamIndex = streamIndexOf(lease);
+        Atomics.store(marks, streamIndex, me);
         await tick();
-        if (Atomics.compareExchange(marks, slot, me, 0) !== me) Atomics.add(marks, size, 1);
+        if (Atomics.compareExchange(marks, streamIndex, me, 0) !== me) Atomics.add(marks, size, 1);
         Atomics.add(marks, size + 1, 1);
         lease.release();
       }
@@ -945,7 +945,7 @@ test('workers terminated at random during thousands of hand-offs: no lease lost,
     assert.equal(Atomics.load(marks, size), 0, 'never two holders at once');
     // Every stream comes back to this thread: none stayed with a dead thread.
     const leases = [await pool.core.acquire(), await pool.core.acquire()];
-    assert.deepEqual(leases.map(slotOf).sort(), [0, 1]);
+    assert.deepEqual(leases.map(streamIndexOf).sort(), [0, 1]);
     for (const lease of leases) lease.release();
     const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 2000).unref());
     const closed = pool.core.closeEverywhere(() => native.poolDestroy(pool.description.handle), () => false);
@@ -1109,24 +1109,24 @@ test('close everywhere waiting for this thread\'s own leases does not keep the l
 });
 
 test('closeRefusal() names the lease the calling context holds, at any scope depth, and nothing outside it', async () => {
-  const { core, slots } = rig(3);
+  const { core, poolStreams } = rig(3);
   const other = fake(9);
   assert.equal(core.closeRefusal('close'), undefined);
   const refusals = await core.run(async (stream) => {
     const direct = core.closeRefusal('close');
     const nested = enterScope(other, () => core.closeRefusal('close'));
-    return { direct, nested, slot: stream.slot };
+    return { direct, nested, streamIndex: stream.streamIndex };
   });
   for (const error of [refusals.direct, refusals.nested]) {
     assert.ok(error instanceof TypeError);
     assert.equal((error as { code?: string }).code, 'ERR_INVALID_STATE');
-    assert.match(error.message, new RegExp(`^Invalid state: close\\(\\) was called inside pool\\.run\\(\\).* on stream ${refusals.slot}: `));
+    assert.match(error.message, new RegExp(`^Invalid state: close\\(\\) was called inside pool\\.run\\(\\).* on stream ${refusals.streamIndex}: `));
   }
   // A lease held elsewhere in this thread is not the caller's: closing may wait for it.
   const held = core.tryAcquire()!;
   assert.equal(core.closeRefusal('close'), undefined);
   held.release();
-  assert.equal(slots.drained.length, 0);
+  assert.equal(poolStreams.drained.length, 0);
 });
 
 test('forgotten leases are reclaimed after PROMOTE_MS and a collection, unless their stream can still be reached', async () => {

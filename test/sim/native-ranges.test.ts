@@ -15,9 +15,9 @@ test('fills, prefetches and advice beyond their buffer are refused natively, wra
      const stream = Stream.create();
      const buffer = DeviceBuffer.alloc(4096, { stream });
      const managed = ManagedBuffer.alloc(4096);
-     const sb = streams.box(stream, 'test');
-     const db = deviceBuffers.box(buffer, 'test');
-     const mb = managedBuffers.box(managed, 'test');
+     const sb = streams.ref(stream, 'test');
+     const db = deviceBuffers.ref(buffer, 'test');
+     const mb = managedBuffers.ref(managed, 'test');
      const outcome = (f) => { try { f(); return 'accepted'; } catch (e) { return e.constructor.name; } };
      const out = {
        fillWrapping: outcome(() => native.memoryFill(sb, db, 0, 7, 2 ** 62, 4)),

@@ -1,20 +1,20 @@
-// Worker for test/cpu/pool.test.ts: runs the pool policy with fake slots over native shared words (poolCreateShared), so
+// Worker for test/cpu/pool.test.ts: runs the pool policy with fake streams over native shared words (poolCreateShared), so
 // the cross-thread machinery (one backing store, attach, the cleanup hook) is tested without a GPU.
 // workerData: { id, mode, marks?, iterations?, tasks?, hold? }. Modes:
 //   'stress'     `tasks` concurrent loops of acquire/release, `iterations` in all; counts a stream held twice at once
 //                through `marks` (one Int32 per stream, shared with every worker); posts { violations, leases }
 //   'hold-exit'  leases `hold` streams, posts 'held', then ends without releasing them (the thread exits)
 //   'hold-stay'  leases `hold` streams, posts 'held', then stays alive until terminated
-//   'wait'       posts 'waiting', waits in acquire(), posts 'got' with the slot, releases, ends
+//   'wait'       posts 'waiting', waits in acquire(), posts 'got' with the stream index, releases, ends
 //   'wait-destroyed' posts 'waiting', waits in acquire() and posts how it settled
-//   'hand-out'   calls getStream() `iterations` times, posts the slots it got
+//   'hand-out'   calls getStream() `iterations` times, posts the stream indices it got
 //   'churn'      `tasks` endless loops of acquire/release until terminated; `marks` holds one word per stream (the
 //                holder's environment id, set on acquire and put back to 0 on release: a release that finds another
 //                id there means two holders at once), then the violation count and the lease count
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { native } from '#library/binding/binding.js';
-import { PoolCore, type PoolSlots } from '#library/pool/pool-policy.js';
+import { PoolCore, type PoolStreams } from '#library/pool/pool-policy.js';
 
 interface Data {
   id: number;
@@ -25,16 +25,16 @@ interface Data {
   hold?: number;
 }
 interface Fake {
-  slot: number;
+  streamIndex: number;
   retired?: string;
 }
 
 const data = workerData as Data;
 const description = native.poolAttach(data.id)!;
 const size = description.size;
-const slots: PoolSlots<Fake> = {
-  streams: Array.from({ length: size }, (_, slot) => ({ slot })),
-  leaseView: (slot) => ({ slot }),
+const poolStreams: PoolStreams<Fake> = {
+  streams: Array.from({ length: size }, (_, streamIndex) => ({ streamIndex })),
+  leaseView: (streamIndex) => ({ streamIndex }),
   retire: (view, why) => {
     view.retired ??= why;
   },
@@ -43,7 +43,7 @@ const slots: PoolSlots<Fake> = {
   scope: (view, fn) => fn(view),
   drain: async () => {},
 };
-const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, slots);
+const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, poolStreams);
 const post = (message: unknown) => parentPort!.postMessage(message);
 const kept: unknown[] = [];
 
@@ -58,10 +58,10 @@ switch (data.mode) {
       Array.from({ length: tasks }, async (_, task) => {
         for (let i = 0; i < perTask; i++) {
           const lease = await core.acquire();
-          const slot = lease.stream.slot;
-          if (Atomics.add(marks, slot, 1) !== 0) violations++;
+          const streamIndex = lease.stream.streamIndex;
+          if (Atomics.add(marks, streamIndex, 1) !== 0) violations++;
           if ((i + task) % 3 === 0) await null; // hold across a turn of the loop now and then
-          if (Atomics.sub(marks, slot, 1) !== 1) violations++;
+          if (Atomics.sub(marks, streamIndex, 1) !== 1) violations++;
           lease.release();
           leases++;
         }
@@ -74,7 +74,7 @@ switch (data.mode) {
   case 'hold-stay': {
     const held = [];
     for (let i = 0; i < (data.hold ?? 1); i++) held.push(await core.acquire());
-    post({ held: held.map((lease) => lease.stream.slot) });
+    post({ held: held.map((lease) => lease.stream.streamIndex) });
     kept.push(held); // held on purpose: a collected lease would be reclaimed (Note [lease reclaim])
     if (data.mode === 'hold-stay') setInterval(() => {}, 1000);
     break;
@@ -83,7 +83,7 @@ switch (data.mode) {
     const pending = core.acquire();
     post('waiting');
     const lease = await pending;
-    post({ got: lease.stream.slot });
+    post({ got: lease.stream.streamIndex });
     lease.release();
     break;
   }
@@ -101,7 +101,7 @@ switch (data.mode) {
   }
   case 'hand-out': {
     const got: number[] = [];
-    for (let i = 0; i < (data.iterations ?? 100); i++) got.push(core.getStream().slot);
+    for (let i = 0; i < (data.iterations ?? 100); i++) got.push(core.getStream().streamIndex);
     post({ got });
     break;
   }
@@ -113,10 +113,10 @@ switch (data.mode) {
       Array.from({ length: data.tasks ?? 1 }, async (_, task) => {
         for (let i = 0; ; i++) {
           const lease = await core.acquire();
-          const slot = lease.stream.slot;
-          Atomics.store(marks, slot, me);
+          const streamIndex = lease.stream.streamIndex;
+          Atomics.store(marks, streamIndex, me);
           if ((i + task) % 2 === 0) await null; // hold across a turn of the loop now and then
-          if (Atomics.compareExchange(marks, slot, me, 0) !== me) Atomics.add(marks, size, 1);
+          if (Atomics.compareExchange(marks, streamIndex, me, 0) !== me) Atomics.add(marks, size, 1);
           Atomics.add(marks, size + 1, 1);
           lease.release();
         }

@@ -2,7 +2,7 @@
 // (the benchmark addon, native/calls.cc): stream create+destroy, synchronize on an idle stream and after a
 // short kernel, event record; and 10,000 concurrent awaits.
 import { Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
-import { native, streamBox } from 'cuda-stream-pool/internal';
+import { native, streamRef } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, timeAsync, timeSync } from './harness.js';
 import type { MicroResult, Sample } from './schema.js';
@@ -87,7 +87,7 @@ async function wakeLatency(device: Device, runs = 3): Promise<number[]> {
         hold.launch({ grid: 1, block: 1, stream }, 50_000n);
         waits.push(stream.synchronize().then(() => void (resolvedNs[i] = Number(process.hrtime.bigint()))));
         // None when the wait settled at once (its stream found idle): nothing to observe, and it counts for nothing.
-        const ticket = native.streamLastTicket(streamBox(stream, 'synchronize'));
+        const ticket = native.streamLastTicket(streamRef(stream, 'synchronize'));
         if (ticket) addon.wakeObserverWatch(observer, i, ticket.address, ticket.value);
       }
       addon.wakeObserverRelease(observer);

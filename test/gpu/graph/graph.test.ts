@@ -21,7 +21,7 @@ import {
 } from 'cuda-stream-pool';
 import { gpu, repositoryRoot, testKernels } from '../../support/gpu.js';
 import { startWorker } from '../../support/worker.js';
-import { flushNursery } from '#library/binding/box-lifetime.js';
+import { flushNursery } from '#library/binding/native-ref-lifetime.js';
 
 const N = 4096; // elements (u32) per buffer
 const BYTES = 4 * N;

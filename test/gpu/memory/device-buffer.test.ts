@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 
 import { cuda, CudaError, currentStream, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
-import { flushNursery } from '#library/binding/box-lifetime.js';
+import { flushNursery } from '#library/binding/native-ref-lifetime.js';
 
 const workerUrl = new URL('../../workers/memory-worker.js', import.meta.url);
 const ONE = 0x3f800000; // 1.0f

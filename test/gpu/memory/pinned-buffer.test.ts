@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { cuda, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
 import { runChild } from '../../support/child.js';
-import { flushNursery } from '#library/binding/box-lifetime.js';
+import { flushNursery } from '#library/binding/native-ref-lifetime.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 

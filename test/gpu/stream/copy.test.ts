@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { DestroyedError, DeviceBuffer, Event, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { copyOnStream, fillOnStream } from '#library/stream/copy.js';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
-import { flushNursery } from '#library/binding/box-lifetime.js';
+import { flushNursery } from '#library/binding/native-ref-lifetime.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 const fakeStream = {} as Stream;

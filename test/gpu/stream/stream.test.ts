@@ -7,7 +7,7 @@ import { cuda, CudaError, DestroyedError, Device, DeviceBuffer, Event, Stream, S
 import { gpu, MS, overlaps, testKernels } from '../../support/gpu.js';
 import { Stamps } from '../../support/stamps.js';
 import { runChild } from '../../support/child.js';
-import { flushNursery } from '#library/binding/box-lifetime.js';
+import { flushNursery } from '#library/binding/native-ref-lifetime.js';
 
 const workerUrl = new URL('../../workers/stream-worker.js', import.meta.url);
 

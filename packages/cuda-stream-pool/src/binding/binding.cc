@@ -18,18 +18,18 @@ HandleTable& handle_table(napi_env env) {
 
 namespace {
 
-// handleRelease(box, collected) -> whether the handle named a live box: its owner was collected (the
-// FinalizationRegistry's callback, collected = true), or a box JS held for a moment (a marker, a landing) is done.
+// handleRelease(ref, collected) -> whether the handle named a live object: its owner was collected (the
+// FinalizationRegistry's callback, collected = true), or a native object JS held for a moment (a marker, a landing) is done.
 Napi::Value handle_release(const Napi::CallbackInfo& info) {
   const double handle = info[0].As<Napi::Number>().DoubleValue();
   const bool collected = info[1].As<Napi::Boolean>().Value();
-  // A collected owner's box is freed now (its forget action): after the work recorded with it was issued, since a
+  // A collected owner's object is freed now (its forget action): after the work recorded with it was issued, since a
   // kernel argument's buffer is not held by the recorded launch (Note [deferred submission]).
   if (collected) issue_recorded(info.Env());
   return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.release(handle, collected));
 }
 
-// handleTrack(box) -> false when the box was released already, else true: its owner is now registered with the
+// handleTrack(ref) -> false when the object was released already, else true: its owner is now registered with the
 // FinalizationRegistry (Note [handle table]).
 Napi::Value handle_track(const Napi::CallbackInfo& info) {
   const double handle = info[0].As<Napi::Number>().DoubleValue();

@@ -43,7 +43,7 @@ constexpr size_t kFactSlots = 4;
 uint64_t* fact_scratch(Napi::Env env);
 
 // One function a concept file exports: its JS name, the kinds of the arguments JS passes it (comma-separated, each
-// one of number, bigint, boolean, string, box, box? (a box or undefined), object, array, function, Uint8Array,
+// one of number, bigint, boolean, string, ref, ref? (a NativeRef or undefined), object, array, function, Uint8Array,
 // ArrayBuffer), and its maker. The table is the native side's only list: test/cpu/contract.test.ts checks it against
 // NativeBinding (src/binding/binding.ts) and against how each function reads `info`, so that neither drifts.
 struct Export {
@@ -60,7 +60,7 @@ void issue_recorded(Napi::Env env);
 // call first waits until everything this environment recorded was issued (every call but the recording ones and
 // pure bookkeeping, Note [deferred submission]).
 // Whether the calling thread is in an ordered call (js_entry with Ordered): its stream uses then also wait for the
-// operations other threads recorded on the stream (StreamBox::entered_for_use).
+// operations other threads recorded on the stream (NativeStream::entered_for_use).
 extern thread_local bool in_ordered_call;
 
 // Whether this process records stream-ordered operations (CUDA_STREAM_POOL_SUBMISSION=deferred). Read once.

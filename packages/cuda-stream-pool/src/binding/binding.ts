@@ -70,14 +70,15 @@ export interface SubmissionStats {
   flushWaits: number;
 }
 
-/** A native handle box (stream, event, module, kernel, ...) as JS holds it: a number naming a slot of this thread's
- * handle table, checked on every use (Note [handle table] in src/internal/handle-table.h). Opaque to TypeScript. */
-export type Box = number & { readonly __box: unique symbol };
+/** A reference to a native object (the C++ owner or non-owning view of one stream, event, module, kernel, ...; see
+ * `NativeObject` in src/internal/native-object.h) as JS holds it: a number naming a slot of this thread's handle table,
+ * checked on every use (Note [handle table] in src/internal/handle-table.h). Opaque to TypeScript. */
+export type NativeRef = number & { readonly __nativeRef: unique symbol };
 
 /** One thread's handle on a pool's process-wide state (pool/pool.cc). `device` is -1 and `streams` empty for
  * shared words without streams; `owner` is the creating environment's id. */
 export interface PoolDescription {
-  handle: Box; id: number; memory: SharedArrayBuffer; streams: Box[]; device: number; size: number;
+  handle: NativeRef; id: number; memory: SharedArrayBuffer; streams: NativeRef[]; device: number; size: number;
   nonBlocking: boolean; priority: number; isDefault: boolean; owner: number;
 }
 
@@ -110,39 +111,39 @@ export interface NativeBinding {
   deviceMemoryInfo(ordinal: number): { freeBytes: number; totalBytes: number };
 
   // managed-buffer.cc: managed (unified) memory.
-  managedAlloc(device: number, bytes: number): { box: Box; ptr: bigint; buffer: ArrayBuffer };
-  managedFree(managed: Box, buffer: ArrayBuffer): void;
-  managedPrefetch(managed: Box, offset: number, bytes: number, target: number, stream: Box): void;
-  managedAdvise(managed: Box, offset: number, bytes: number, advice: number, device: number): void;
-  managedCopy(stream: Box, managed: Box, managedOffset: number, other: Box, otherOffset: number, toManaged: boolean, bytes: number): void;
+  managedAlloc(device: number, bytes: number): { ref: NativeRef; ptr: bigint; buffer: ArrayBuffer };
+  managedFree(managed: NativeRef, buffer: ArrayBuffer): void;
+  managedPrefetch(managed: NativeRef, offset: number, bytes: number, target: number, stream: NativeRef): void;
+  managedAdvise(managed: NativeRef, offset: number, bytes: number, advice: number, device: number): void;
+  managedCopy(stream: NativeRef, managed: NativeRef, managedOffset: number, other: NativeRef, otherOffset: number, toManaged: boolean, bytes: number): void;
 
-  streamCreate(device: number, nonBlocking: boolean, priority: number): Box;
-  streamBorrow(device: number, handle: bigint): Box;
+  streamCreate(device: number, nonBlocking: boolean, priority: number): NativeRef;
+  streamBorrow(device: number, handle: bigint): NativeRef;
   /** The device of the live library stream with this handle, or -1. */
   streamOwnerDevice(handle: bigint): number;
-  streamShareHandle(box: Box): void;
+  streamShareHandle(ref: NativeRef): void;
   /** The start of a stream's wait, in one call. Returns 0: the work is done, nothing registered; NOT_READY: a marker
    * is queued and `token` is reported once the work is done; -1 or -2: the stream is capturing, nothing queued (the
    * negated CAPTURE_STATUS.active or .invalidated, so that no CUresult, none of which is negative, reads as one);
    * another value: the CUresult of the failed work. `number` cannot say which values occur; test/cpu/contract.test.ts
    * checks the convention on both sides. */
-  streamWait(box: Box, token: number): number;
+  streamWait(ref: NativeRef, token: number): number;
   /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
-  streamLastTicket(box: Box): { address: bigint; value: number } | null;
+  streamLastTicket(ref: NativeRef): { address: bigint; value: number } | null;
   /** [handle, id, priority, nonBlocking] as the driver reports them. */
-  streamInfo(stream: Box): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
-  streamStatus(stream: Box): number;
+  streamInfo(stream: NativeRef): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
+  streamStatus(stream: NativeRef): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
-  streamSynchronize(stream: Box): number;
+  streamSynchronize(stream: NativeRef): number;
   /** Throws the CudaError of recorded work on the stream that failed (deferred submission), marking it reported; else
    * nothing. */
-  streamThrowFailure(stream: Box): void;
-  streamWaitEvent(stream: Box, event: Box): void;
+  streamThrowFailure(stream: NativeRef): void;
+  streamWaitEvent(stream: NativeRef, event: NativeRef): void;
   /** Later work on `stream` waits for `other`'s work so far, through this thread's reused event for the device. */
-  streamWaitStream(stream: Box, other: Box): void;
+  streamWaitStream(stream: NativeRef, other: NativeRef): void;
   /** How many waitStream events this thread holds: one per device it used waitStream on. */
   streamWaitEventCount(): number;
-  streamDestroy(stream: Box): void;
+  streamDestroy(stream: NativeRef): void;
 
   // pool.cc: the pool's process-wide state; `layout` is poolLayout() from pool/pool-words.ts, read by name.
   poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
@@ -150,20 +151,20 @@ export interface NativeBinding {
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   /** Undefined for an id that no pool ever had. */
   poolAttach(id: number): PoolDescription | undefined;
-  poolDestroy(handle: Box): void;
+  poolDestroy(handle: NativeRef): void;
   /** Releases this handle's count now (Note [pool attachments]); the last one destroys a non-default pool. */
-  poolDetach(handle: Box): void;
+  poolDetach(handle: NativeRef): void;
   /** The exit of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
-  poolThreadExit(handle: Box, environment: number): void;
+  poolThreadExit(handle: NativeRef, environment: number): void;
 
-  eventCreate(device: number, timing: boolean, blockingSync: boolean): Box;
+  eventCreate(device: number, timing: boolean, blockingSync: boolean): NativeRef;
   /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
-  eventRecord(event: Box, stream: Box): number;
-  eventStatus(event: Box): number;
+  eventRecord(event: NativeRef, stream: NativeRef): number;
+  eventStatus(event: NativeRef): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
-  eventSynchronize(event: Box): number;
-  eventElapsed(start: Box, end: Box): number;
-  eventDestroy(event: Box): void;
+  eventSynchronize(event: NativeRef): number;
+  eventElapsed(start: NativeRef, end: NativeRef): number;
+  eventDestroy(event: NativeRef): void;
 
   /** results[i]: 0, a CUresult (or a wait_result), or the CudaError of recorded work that failed. */
   completionInit(dispatch: (tokens: number[], results: (number | Error)[]) => void): void;
@@ -176,21 +177,21 @@ export interface NativeBinding {
   completionSetMarker(device: number, kind: 'ticket' | 'event'): 'ticket' | 'event';
   completionRef(): void;
   completionUnref(): void;
-  streamNotify(stream: Box, token: number): void;
-  eventNotify(event: Box, token: number): void;
+  streamNotify(stream: NativeRef, token: number): void;
+  eventNotify(event: NativeRef, token: number): void;
 
-  moduleLoad(device: number, image: Uint8Array): Promise<Box>;
-  moduleUnload(module: Box): void;
-  moduleFunctionNames(module: Box): string[];
-  moduleGetFunction(module: Box, name: string): Box;
-  kernelParamSizes(kernel: Box): number[] | null;
-  kernelAttributes(kernel: Box): {
+  moduleLoad(device: number, image: Uint8Array): Promise<NativeRef>;
+  moduleUnload(module: NativeRef): void;
+  moduleFunctionNames(module: NativeRef): string[];
+  moduleGetFunction(module: NativeRef, name: string): NativeRef;
+  kernelParamSizes(kernel: NativeRef): number[] | null;
+  kernelAttributes(kernel: NativeRef): {
     registers: number; maxThreadsPerBlock: number; staticSharedMemBytes: number; localMemBytes: number; maxDynamicSharedMemBytes: number;
   };
-  kernelMaxPotentialBlockSize(kernel: Box, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
-  kernelSetMaxDynamicSharedMemBytes(kernel: Box, bytes: number): void;
+  kernelMaxPotentialBlockSize(kernel: NativeRef, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
+  kernelSetMaxDynamicSharedMemBytes(kernel: NativeRef, bytes: number): void;
   kernelLaunch(
-    kernel: Box, stream: Box, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
+    kernel: NativeRef, stream: NativeRef, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
     dynamicSharedMemBytes: number, params: Uint8Array,
   ): void;
 
@@ -205,54 +206,54 @@ export interface NativeBinding {
   // device-buffer.cc, pinned-buffer.cc, copy.cc, staging.cc, memory-pool.cc: stream-ordered device buffers, the pinned-block
   // cache, copies, fills, staged pageable copies, the default memory pool.
   // binding.cc: the handle table (Note [handle table]) and the fact scratch (Note [fact scratch]).
-  handleRelease(box: number, collected: boolean): boolean;
-  handleTrack(box: number): boolean;
+  handleRelease(ref: number, collected: boolean): boolean;
+  handleTrack(ref: number): boolean;
   handleCount(): number;
   factScratch(scratch: BigUint64Array): void;
 
-  deviceBufferAlloc(stream: Box, bytes: number): Box;
-  deviceBufferPointer(buffer: Box): bigint;
+  deviceBufferAlloc(stream: NativeRef, bytes: number): NativeRef;
+  deviceBufferPointer(buffer: NativeRef): bigint;
   /** The completion marker (wantMarker), else undefined; or, refused because a stream that used the buffer is
    * capturing, that stream's capture status negated (-1, -2), with its id in `facts[1]`. */
-  deviceBufferFree(buffer: Box, stream: Box | undefined, wantMarker: boolean): Box | -1 | -2 | undefined;
-  deviceBufferUse(buffer: Box, stream: Box, afterWork: boolean, method: string): void;
-  deviceBufferShare(buffer: Box): bigint;
+  deviceBufferFree(buffer: NativeRef, stream: NativeRef | undefined, wantMarker: boolean): NativeRef | -1 | -2 | undefined;
+  deviceBufferUse(buffer: NativeRef, stream: NativeRef, afterWork: boolean, method: string): void;
+  deviceBufferShare(buffer: NativeRef): bigint;
   /** Undefined for an id that share() never gave. */
-  deviceBufferAttach(id: bigint): { box: Box; ptr: bigint; bytes: number; device: number } | undefined;
-  pinnedAlloc(bytes: number): { box: Box; buffer: ArrayBuffer };
-  pinnedFree(pinned: Box, buffer: ArrayBuffer): void;
+  deviceBufferAttach(id: bigint): { ref: NativeRef; ptr: bigint; bytes: number; device: number } | undefined;
+  pinnedAlloc(bytes: number): { ref: NativeRef; buffer: ArrayBuffer };
+  pinnedFree(pinned: NativeRef, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
   stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number; copyThreads: number };
-  copyDeviceToDevice(stream: Box, dst: Box, dstOffset: number, src: Box, srcOffset: number, bytes: number): void;
-  copyPinnedToDevice(stream: Box, dst: Box, dstOffset: number, pinned: Box, pinnedOffset: number, bytes: number): void;
-  copyDeviceToPinned(stream: Box, pinned: Box, pinnedOffset: number, src: Box, srcOffset: number, bytes: number): void;
-  copyPageableToDevice(stream: Box, dst: Box, dstOffset: number, source: Uint8Array): void;
-  copyDeviceToPageable(stream: Box, destination: Uint8Array, src: Box, srcOffset: number): Box;
-  copyLanded(flag: Box): boolean;
-  memoryFill(stream: Box, dst: Box, offset: number, value: number, count: number, elementSize: 1 | 4): void;
+  copyDeviceToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
+  copyPinnedToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, pinned: NativeRef, pinnedOffset: number, bytes: number): void;
+  copyDeviceToPinned(stream: NativeRef, pinned: NativeRef, pinnedOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
+  copyPageableToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, source: Uint8Array): void;
+  copyDeviceToPageable(stream: NativeRef, destination: Uint8Array, src: NativeRef, srcOffset: number): NativeRef;
+  copyLanded(flag: NativeRef): boolean;
+  memoryFill(stream: NativeRef, dst: NativeRef, offset: number, value: number, count: number, elementSize: 1 | 4): void;
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;
   memoryPoolTrim(device: number, bytesToKeep: number): void;
   // graph.cc: stream capture, graphs, executable graphs.
-  streamBeginCapture(stream: Box, mode: number): void;
-  streamEndCapture(stream: Box): Box;
+  streamBeginCapture(stream: NativeRef, mode: number): void;
+  streamEndCapture(stream: NativeRef): NativeRef;
   /** 0 not capturing, 1 capturing, 2 capture invalidated; no driver call unless a capture flag is set. */
-  streamCaptureStatus(stream: Box): number;
+  streamCaptureStatus(stream: NativeRef): number;
   /** As streamCaptureStatus, always asking the driver (after the stream may have joined a capture). */
-  streamCaptureRefresh(stream: Box): number;
+  streamCaptureRefresh(stream: NativeRef): number;
   /** The single node the stream's next captured work depends on (right after a launch: its kernel node), else 0n. */
-  streamCaptureLastNode(stream: Box): bigint;
+  streamCaptureLastNode(stream: NativeRef): bigint;
   /** The driver graph holds the modules of these kernels until it is destroyed (unloaded ones are skipped). */
-  graphKeepModules(graph: Box, kernels: Box[]): void;
-  graphNodeCount(graph: Box): number;
-  graphInstantiate(graph: Box): Box;
-  graphDestroy(graph: Box): void;
-  graphExecLaunch(exec: Box, stream: Box): void;
+  graphKeepModules(graph: NativeRef, kernels: NativeRef[]): void;
+  graphNodeCount(graph: NativeRef): number;
+  graphInstantiate(graph: NativeRef): NativeRef;
+  graphDestroy(graph: NativeRef): void;
+  graphExecLaunch(exec: NativeRef, stream: NativeRef): void;
   /** True when updated in place; false when instantiated anew from `graph` after the driver refused the update. */
-  graphExecUpdate(exec: Box, graph: Box): boolean;
-  graphExecSetKernelParams(exec: Box, node: bigint, current: bigint, slots: Uint8Array): void;
-  graphExecDestroy(exec: Box): void;
+  graphExecUpdate(exec: NativeRef, graph: NativeRef): boolean;
+  graphExecSetKernelParams(exec: NativeRef, node: bigint, current: bigint, slots: Uint8Array): void;
+  graphExecDestroy(exec: NativeRef): void;
 }
 
 /** The package root (two levels above dist/binding). */

@@ -5,7 +5,7 @@
 
 #include "binding/binding.h"
 #include "internal/submission.h"
-#include "internal/box.h"
+#include "internal/native-object.h"
 #include "stream/capture.h"
 #include "internal/context.h"
 #include "internal/live-counters.h"
@@ -18,7 +18,7 @@ namespace {
 
 // Note [graph lifetime]: a CUgraph is destroyed when nobody needs it any more: its Graph wrapper (until destroy()) and
 // every executable graph instantiated from it, because cuGraphExecKernelNodeSetParams names nodes of that graph. So
-// the handle lives in a DriverGraph held by shared_ptr, and GraphBox::destroy only drops the wrapper's share. An
+// the handle lives in a DriverGraph held by shared_ptr, and NativeGraph::destroy only drops the wrapper's share. An
 // executable graph in flight may be destroyed: the driver frees it once its launches complete.
 struct DriverGraph {
   CUgraph handle = nullptr;
@@ -34,24 +34,24 @@ struct DriverGraph {
   }
 };
 
-struct GraphBox : Box {
+struct NativeGraph : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Graph";
   std::shared_ptr<DriverGraph> graph;
-  ~GraphBox() override { retire(); }
+  ~NativeGraph() override { retire(); }
 
  protected:
   void release() override { graph.reset(); }
 };
-const napi_type_tag GraphBox::kTag = {0x6373702d67726170ULL, 0x6800000000000009ULL};
+const napi_type_tag NativeGraph::kTag = {0x6373702d67726170ULL, 0x6800000000000009ULL};
 
-struct GraphExecBox : Box {
+struct NativeGraphExec : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "GraphExec";
   CUgraphExec handle = nullptr;
   std::shared_ptr<DriverGraph> source;  // the graph instantiated: its nodes name this executable's nodes
   std::shared_ptr<DriverGraph> latest;  // the graph whose work the executable runs now (source, or the last update)
-  ~GraphExecBox() override { retire(); }
+  ~NativeGraphExec() override { retire(); }
 
  protected:
   void release() override {
@@ -62,9 +62,9 @@ struct GraphExecBox : Box {
     latest.reset();
   }
 };
-const napi_type_tag GraphExecBox::kTag = {0x6373702d67657865ULL, 0x630000000000000aULL};
+const napi_type_tag NativeGraphExec::kTag = {0x6373702d67657865ULL, 0x630000000000000aULL};
 
-std::string where(const StreamBox& stream) { return "device " + std::to_string(stream.device); }
+std::string where(const NativeStream& stream) { return "device " + std::to_string(stream.device); }
 
 Napi::Value to_bigint(Napi::Env env, const void* handle) {
   return Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
@@ -72,11 +72,11 @@ Napi::Value to_bigint(Napi::Env env, const void* handle) {
 
 // streamBeginCapture(stream, mode): mode is a CUstreamCaptureMode (0 global, 1 thread-local, 2 relaxed).
 Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   auto mode = static_cast<CUstreamCaptureMode>(info[1].As<Napi::Number>().Int32Value());
-  Use<StreamBox> use(*stream, "Stream", "beginCapture");
+  Use<NativeStream> use(*stream, "Stream", "beginCapture");
   make_current(stream->device);
-  StreamBox& state = stream->owner();
+  NativeStream& state = stream->owner();
   // Counted before it begins, so that no device-wide call of another thread can invalidate it (Note [capture guard]).
   // A capture begun on this stream and still open (or opening, in another thread) keeps its count; this begin is
   // refused without calling the driver, which would refuse it too.
@@ -93,13 +93,13 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// streamEndCapture(stream) -> graph box. The capture is over whatever the outcome; an invalidated capture throws
+// streamEndCapture(stream) -> graph object. The capture is over whatever the outcome; an invalidated capture throws
 // (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed. A failure that
 // left the stream capturing (the driver ends a capture on most of its errors, not on all) is followed by one more
 // end, so that the stream is usable again; the first failure is the one thrown.
 Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "endCapture");
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*stream, "Stream", "endCapture");
   make_current(stream->device);
   CUgraph graph = nullptr;
   CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
@@ -114,13 +114,13 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   capture_closed(*stream);
   if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
-  auto box = std::make_shared<GraphBox>();
-  box->device = stream->device;
-  box->graph = std::make_shared<DriverGraph>(graph, stream->device);
-  return wrap_box(info.Env(), box);
+  auto object = std::make_shared<NativeGraph>();
+  object->device = stream->device;
+  object->graph = std::make_shared<DriverGraph>(graph, stream->device);
+  return wrap_native(info.Env(), object);
 }
 
-CUstreamCaptureStatus ask_driver(StreamBox& stream) {
+CUstreamCaptureStatus ask_driver(NativeStream& stream) {
   make_current(stream.device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check(drv().cuStreamIsCapturing(stream.handle, &status), "cuStreamIsCapturing", stream.device, where(stream));
@@ -131,17 +131,17 @@ CUstreamCaptureStatus ask_driver(StreamBox& stream) {
 // streamCaptureStatus(stream) -> 0 none, 1 active, 2 invalidated. No driver call unless the capture flag is set
 // (Note [capture flag]).
 Napi::Value stream_capture_status(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   if (!stream->owner().capturing.load(std::memory_order_acquire)) return Napi::Number::New(info.Env(), 0);
-  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
+  Use<NativeStream> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), capture_status(*stream));
 }
 
 // streamCaptureRefresh(stream) -> as streamCaptureStatus, always asking the driver: after the stream waited on work
 // of a capturing stream, which makes it join that capture.
 Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "capturing", QueuesNoWork{});
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*stream, "Stream", "capturing", QueuesNoWork{});
   return Napi::Number::New(info.Env(), ask_driver(*stream));
 }
 
@@ -149,8 +149,8 @@ Napi::Value stream_capture_refresh(const Napi::CallbackInfo& info) {
 // after a kernel launch, that launch's kernel node. 0n when there is not exactly one such node, or when the driver
 // lacks cuStreamGetCaptureInfo at the 12.0 ABI (the launch is captured all the same; only its node is unnamed).
 Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "kernel.launch");  // a launch asks for its captured node
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*stream, "Stream", "kernel.launch");  // a launch asks for its captured node
   if (!drv().cuStreamGetCaptureInfo) return Napi::BigInt::New(info.Env(), uint64_t{0});
   make_current(stream->device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -166,60 +166,60 @@ Napi::Value stream_capture_last_node(const Napi::CallbackInfo& info) {
 
 // graphNodeCount(graph) -> the number of nodes.
 Napi::Value graph_node_count(const Napi::CallbackInfo& info) {
-  auto graph = unwrap_box<GraphBox>(info[0]);
-  Use<GraphBox> use(*graph, "Graph", "nodeCount");
+  auto graph = unwrap_native<NativeGraph>(info[0]);
+  Use<NativeGraph> use(*graph, "Graph", "nodeCount");
   make_current(graph->device);
   size_t count = 0;
   check(drv().cuGraphGetNodes(graph->graph->handle, nullptr, &count), "cuGraphGetNodes", graph->device);
   return Napi::Number::New(info.Env(), static_cast<double>(count));
 }
 
-// graphKeepModules(graph, kernels: kernel box[]): the driver graph holds the modules of these kernels (its kernel
+// graphKeepModules(graph, kernels: kernel ref[]): the driver graph holds the modules of these kernels (its kernel
 // nodes' functions) until it is destroyed; kernels of an unloaded module are skipped.
 Napi::Value graph_keep_modules(const Napi::CallbackInfo& info) {
-  auto graph = unwrap_box<GraphBox>(info[0]);
-  Use<GraphBox> use(*graph, "Graph", "capture");
+  auto graph = unwrap_native<NativeGraph>(info[0]);
+  Use<NativeGraph> use(*graph, "Graph", "capture");
   auto kernels = info[1].As<Napi::Array>();
   for (uint32_t i = 0; i < kernels.Length(); i++)
     if (auto module = kernel_module(kernels.Get(i))) graph->graph->modules.push_back(std::move(module));
   return info.Env().Undefined();
 }
 
-// graphInstantiate(graph) -> executable graph box.
+// graphInstantiate(graph) -> executable graph object.
 Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
-  auto graph = unwrap_box<GraphBox>(info[0]);
-  Use<GraphBox> use(*graph, "Graph", "instantiate");
+  auto graph = unwrap_native<NativeGraph>(info[0]);
+  Use<NativeGraph> use(*graph, "Graph", "instantiate");
   make_current(graph->device);
-  auto exec = std::make_shared<GraphExecBox>();
+  auto exec = std::make_shared<NativeGraphExec>();
   exec->device = graph->device;
   check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
         graph->device, "device " + std::to_string(graph->device));
   live().graph_execs++;
   exec->source = graph->graph;
   exec->latest = graph->graph;
-  return wrap_box(info.Env(), exec);
+  return wrap_native(info.Env(), exec);
 }
 
-// graphDestroy(graph): retires the box; it drops its share of the CUgraph (Note [graph lifetime]) once no call is in
+// graphDestroy(graph): retires the object; it drops its share of the CUgraph (Note [graph lifetime]) once no call is in
 // flight. Idempotent.
 Napi::Value graph_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<GraphBox>(info[0])->retire();
-  release_box(info[0]);
+  unwrap_native<NativeGraph>(info[0])->retire();
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
 // graphExecLaunch(exec, stream): queues one launch of the executable graph on the stream.
 Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
-  auto exec = unwrap_box<GraphExecBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
-  Use<GraphExecBox> use(*exec, "GraphExec", "launch");
-  Use<StreamBox> use_stream(*stream, "Stream", "graphExec.launch");
+  auto exec = unwrap_native<NativeGraphExec>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[1]);
+  Use<NativeGraphExec> use(*exec, "GraphExec", "launch");
+  Use<NativeStream> use_stream(*stream, "Stream", "graphExec.launch");
   make_current(stream->device);
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
     // Issued later; on a stream whose recorded work failed it is dropped, as every recorded operation is. An update
     // of the executable is an ordered call, so the launch runs the graph it was recorded with.
     record_operation(*submitter, stream,
-                     [s = Held<StreamBox>(stream, "Stream", "graphExec.launch"), e = Held<GraphExecBox>(exec, "GraphExec", "launch")](
+                     [s = Held<NativeStream>(stream, "Stream", "graphExec.launch"), e = Held<NativeGraphExec>(exec, "GraphExec", "launch")](
                          const FailurePointer& failure) {
                        if (failure) return false;
                        make_current(s->device);
@@ -236,12 +236,12 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
 // driver refused (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: another topology, node types or kernels' contexts), after
 // which the executable is instantiated anew from `graph`. Either way later launches run `graph`'s work.
 Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
-  auto exec = unwrap_box<GraphExecBox>(info[0]);
-  auto graph = unwrap_box<GraphBox>(info[1]);
+  auto exec = unwrap_native<NativeGraphExec>(info[0]);
+  auto graph = unwrap_native<NativeGraph>(info[1]);
   // Replaces the handle: safe because an executable graph is used by the one JS thread that made it (graph objects
   // are not thread-safe in the driver either), so no launch of it is in flight in this call.
-  Use<GraphExecBox> use(*exec, "GraphExec", "update");
-  Use<GraphBox> use_graph(*graph, "Graph", "update");
+  Use<NativeGraphExec> use(*exec, "GraphExec", "update");
+  Use<NativeGraph> use_graph(*graph, "Graph", "update");
   make_current(exec->device);
   CUgraphExecUpdateResultInfo result{};
   CUresult r = drv().cuGraphExecUpdate(exec->handle, graph->graph->handle, &result);
@@ -266,11 +266,11 @@ Napi::Value graph_exec_update(const Napi::CallbackInfo& info) {
 // graph whose work the executable runs now (the last update's). The driver copies the values before it returns.
 // Both handles come from captures of graphs the executable holds (`source`, `latest`), so they are alive.
 Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
-  auto exec = unwrap_box<GraphExecBox>(info[0]);
+  auto exec = unwrap_native<NativeGraphExec>(info[0]);
   auto node = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[1])));
   auto current = reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(to_uint64(info[2])));
   auto slots = info[3].As<Napi::Uint8Array>();
-  Use<GraphExecBox> use(*exec, "GraphExec", "setKernelArguments");
+  Use<NativeGraphExec> use(*exec, "GraphExec", "setKernelArguments");
   make_current(exec->device);
   CUDA_KERNEL_NODE_PARAMS params{};
   check(drv().cuGraphKernelNodeGetParams(current, &params), "cuGraphKernelNodeGetParams", exec->device);
@@ -283,41 +283,41 @@ Napi::Value graph_exec_set_kernel_params(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// graphExecDestroy(exec): retires the box; the executable graph is destroyed once no call is in flight (launches
+// graphExecDestroy(exec): retires the object; the executable graph is destroyed once no call is in flight (launches
 // already queued still complete). Idempotent.
 Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<GraphExecBox>(info[0])->retire();
-  release_box(info[0]);
+  unwrap_native<NativeGraphExec>(info[0])->retire();
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
 }  // namespace
 
-void capture_closed(StreamBox& stream) {
-  StreamBox& state = stream.owner();
+void capture_closed(NativeStream& stream) {
+  NativeStream& state = stream.owner();
   if (state.capture_origin.exchange(false, std::memory_order_acq_rel)) capture_closing(state.device);
 }
 
-int capture_status(StreamBox& stream) {
+int capture_status(NativeStream& stream) {
   if (!stream.owner().capturing.load(std::memory_order_acquire)) return 0;
   return ask_driver(stream);
 }
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kGraphExports[] = {
-    {"streamBeginCapture", "box, number", entry<stream_begin_capture>},
-    {"streamEndCapture", "box", entry<stream_end_capture>},
-    {"streamCaptureStatus", "box", entry<stream_capture_status>},
-    {"streamCaptureRefresh", "box", entry<stream_capture_refresh>},
-    {"streamCaptureLastNode", "box", entry<stream_capture_last_node>},
-    {"graphKeepModules", "box, array", entry<graph_keep_modules>},
-    {"graphNodeCount", "box", entry<graph_node_count>},
-    {"graphInstantiate", "box", entry<graph_instantiate>},
-    {"graphDestroy", "box", entry<graph_destroy>},
-    {"graphExecLaunch", "box, box", unordered<graph_exec_launch>},
-    {"graphExecUpdate", "box, box", entry<graph_exec_update>},
-    {"graphExecSetKernelParams", "box, bigint, bigint, Uint8Array", entry<graph_exec_set_kernel_params>},
-    {"graphExecDestroy", "box", entry<graph_exec_destroy>},
+    {"streamBeginCapture", "ref, number", entry<stream_begin_capture>},
+    {"streamEndCapture", "ref", entry<stream_end_capture>},
+    {"streamCaptureStatus", "ref", entry<stream_capture_status>},
+    {"streamCaptureRefresh", "ref", entry<stream_capture_refresh>},
+    {"streamCaptureLastNode", "ref", entry<stream_capture_last_node>},
+    {"graphKeepModules", "ref, array", entry<graph_keep_modules>},
+    {"graphNodeCount", "ref", entry<graph_node_count>},
+    {"graphInstantiate", "ref", entry<graph_instantiate>},
+    {"graphDestroy", "ref", entry<graph_destroy>},
+    {"graphExecLaunch", "ref, ref", unordered<graph_exec_launch>},
+    {"graphExecUpdate", "ref, ref", entry<graph_exec_update>},
+    {"graphExecSetKernelParams", "ref, bigint, bigint, Uint8Array", entry<graph_exec_set_kernel_params>},
+    {"graphExecDestroy", "ref", entry<graph_exec_destroy>},
 };
 
 void register_graph(Napi::Env env, Napi::Object exports) {

@@ -2,8 +2,8 @@
 // it with one driver call. See Note [graph ownership] below and Note [capture safety] in stream/capture.ts.
 import { types } from 'node:util';
 
-import { CU_STREAM_PER_THREAD, native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { CU_STREAM_PER_THREAD, native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import type { Device } from '../device/device.js';
 import { DestroyedError } from '../binding/errors.js';
@@ -14,7 +14,7 @@ import { PinnedBuffer } from '../memory/pinned-buffer.js';
 import { ArgumentPacker } from '../kernel/argument-packer.js';
 import { Kernel, kernels } from '../kernel/kernel.js';
 import { withStream } from '../stream/scope.js';
-import { graphs, Stream, streamBox, streamHandle, type CaptureOptions } from '../stream/stream.js';
+import { graphs, Stream, streamRef, streamHandle, type CaptureOptions } from '../stream/stream.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, validateFunction } from '../internal/validate.js';
 import { isArrayBufferView, isDetached, viewBytes } from '../memory/host-views.js';
 
@@ -52,7 +52,7 @@ export interface GraphKernelNode {
 }
 
 interface GraphParts {
-  box: Box;
+  ref: NativeRef;
   held: ReadonlySet<object>;
   nodes: readonly { kernel: CapturedKernel; node: bigint }[];
 }
@@ -75,7 +75,7 @@ function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
   streams.add(stream.id);
 }
 // How a graph makes its executable.
-const executables = privateState<{ make(box: Box, graph: Graph, parts: GraphParts): GraphExec }>('GraphExec', ['make']);
+const executables = privateState<{ make(ref: NativeRef, graph: Graph, parts: GraphParts): GraphExec }>('GraphExec', ['make']);
 
 /** The kernel launches a capture recorded, typed again: stream/capture.ts sits below the kernel folder and holds each
  * kernel as an object, and only `kernel.launch()` notes a launch. */
@@ -115,7 +115,7 @@ function refuseUnloaded(parts: GraphParts, method: string): void {
  * ```
  */
 export class Graph {
-  #box: Box;
+  #ref: NativeRef;
   #held: Set<object>;
   #nodes: readonly { kernel: CapturedKernel; node: bigint }[];
   #kernelNodes: readonly GraphKernelNode[];
@@ -123,10 +123,10 @@ export class Graph {
   /** The device the graph's work runs on. */
   readonly device: Device;
 
-  private constructor(token: symbol, box: Box, record: CaptureRecord, device: Device) {
+  private constructor(token: symbol, ref: NativeRef, record: CaptureRecord, device: Device) {
     checkConstruction(token, 'Graph', 'stream.endCapture() or Graph.capture()');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.#held = record.held;
     const launches = launchedKernels(record);
     this.#nodes = launches;
@@ -134,18 +134,18 @@ export class Graph {
     this.device = device;
     lockFields(this, ['device']);
     // The driver graph keeps its kernels' modules loaded: an unloaded module's functions would crash the driver.
-    native.graphKeepModules(box, [...new Set(launches.map(({ kernel }) => kernel))].map((kernel) => kernels.box(kernel)));
+    native.graphKeepModules(ref, [...new Set(launches.map(({ kernel }) => kernel))].map((kernel) => kernels.ref(kernel)));
   }
 
   static {
-    guardReceivers(Graph, (value) => #box in value);
-    register(graphs, { fromCapture: (box, record, device) => new Graph(internalConstruction, box, record, device) });
-    register(graphParts, { of: (graph, method) => ({ box: graph.#use(method), held: graph.#held, nodes: graph.#nodes }) });
+    guardReceivers(Graph, (value) => #ref in value);
+    register(graphs, { fromCapture: (ref, record, device) => new Graph(internalConstruction, ref, record, device) });
+    register(graphParts, { of: (graph, method) => ({ ref: graph.#use(method), held: graph.#held, nodes: graph.#nodes }) });
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#destroyed) throw new DestroyedError('Graph', method);
-    return this.#box;
+    return this.#ref;
   }
 
   /** Captures what `fn` queues on `stream` into a new graph: begins the capture (`stream.beginCapture(options)`),
@@ -195,7 +195,7 @@ export class Graph {
   instantiate(): GraphExec {
     const parts = graphParts.of(this, 'instantiate');
     refuseUnloaded(parts, 'instantiate');
-    return executables.make(native.graphInstantiate(parts.box), this, parts);
+    return executables.make(native.graphInstantiate(parts.ref), this, parts);
   }
 
   /** True after `destroy()`. */
@@ -209,7 +209,7 @@ export class Graph {
     if (this.#destroyed) return;
     this.#destroyed = true;
     this.#held = new Set();
-    native.graphDestroy(this.#box);
+    native.graphDestroy(this.#ref);
   }
 
   /** Same as {@link Graph.destroy}. */
@@ -227,7 +227,7 @@ export class Graph {
  * Thread-safety: use it in the thread that made it; it may be launched on any stream of its device.
  */
 export class GraphExec {
-  #box: Box;
+  #ref: NativeRef;
   #destroyed = false;
   #graphs: Set<Graph>; // the graphs whose kernel nodes name this executable's nodes
   // Per kernel launch: the kernel, the node naming ours (of the graph instantiated), and the same node in the graph
@@ -243,10 +243,10 @@ export class GraphExec {
   /** The device the graph's work runs on. */
   readonly device: Device;
 
-  private constructor(token: symbol, box: Box, graph: Graph, parts: GraphParts) {
+  private constructor(token: symbol, ref: NativeRef, graph: Graph, parts: GraphParts) {
     checkConstruction(token, 'GraphExec', 'graph.instantiate()');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.device = graph.device;
     lockFields(this, ['device']);
     this.#graphs = new Set([graph]);
@@ -256,13 +256,13 @@ export class GraphExec {
   }
 
   static {
-    register(executables, { make: (box, graph, parts) => new GraphExec(internalConstruction, box, graph, parts) });
-    guardReceivers(GraphExec, (value) => #box in value);
+    register(executables, { make: (ref, graph, parts) => new GraphExec(internalConstruction, ref, graph, parts) });
+    guardReceivers(GraphExec, (value) => #ref in value);
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#destroyed) throw new DestroyedError('GraphExec', method);
-    return this.#box;
+    return this.#ref;
   }
 
   #refresh(): void {
@@ -307,10 +307,10 @@ export class GraphExec {
    * recorded, and a refusal rejects the stream's next wait instead). Wraps: cuGraphLaunch. */
   launch(stream: Stream): void {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
-    const box = this.#use('launch');
+    const ref = this.#use('launch');
     if (stream.device !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the graph runs on device ${this.device.ordinal}.`);
-    const target = streamBox(stream, 'graphExec.launch');
+    const target = streamRef(stream, 'graphExec.launch');
     this.#checkAlive();
     if (!this.#recordedOn.has(stream.id)) {
       for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
@@ -319,7 +319,7 @@ export class GraphExec {
       for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
     if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);
-    native.graphExecLaunch(box, target);
+    native.graphExecLaunch(ref, target);
   }
 
   /** Makes later launches run `graph`'s work instead: in place when the driver can (same topology and node types;
@@ -333,12 +333,12 @@ export class GraphExec {
    * Wraps: cuGraphExecUpdate, and cuGraphInstantiateWithFlags + cuGraphExecDestroy for the fallback. */
   update(graph: Graph): boolean {
     if (!(graph instanceof Graph)) throw invalidType('graph', 'a Graph', graph);
-    const box = this.#use('update');
+    const ref = this.#use('update');
     if (graph.device !== this.device)
       throw invalidValue('graph', `is on device ${graph.device.ordinal}, but this GraphExec runs on device ${this.device.ordinal}.`);
     const parts = graphParts.of(graph, 'update');
     refuseUnloaded(parts, 'update');
-    const inPlace = native.graphExecUpdate(box, parts.box);
+    const inPlace = native.graphExecUpdate(ref, parts.ref);
     if (inPlace) {
       // The nodes of the graph instantiated first still name ours; the kernels are the new graph's.
       // The driver pairs nodes in the order they were captured, as kernelNodes() lists them.
@@ -368,7 +368,7 @@ export class GraphExec {
    * {@link DestroyedError} after destroy or for a freed buffer; {@link CudaError} when the driver refuses.
    * Wraps: cuGraphKernelNodeGetParams, cuGraphExecKernelNodeSetParams. */
   setKernelArguments(node: GraphKernelNode, ...args: unknown[]): void {
-    const box = this.#use('setKernelArguments');
+    const ref = this.#use('setKernelArguments');
     if (typeof node !== 'object' || node === null || !(node.graph instanceof Graph))
       throw invalidType('node', 'a GraphKernelNode from graph.kernelNodes()', node);
     const entry = this.#nodes[node.index];
@@ -392,7 +392,7 @@ export class GraphExec {
       this.#packers.set(kernel, packer);
     }
     packer.pack(values);
-    native.graphExecSetKernelParams(box, entry.node, entry.current, packer.bytes);
+    native.graphExecSetKernelParams(ref, entry.node, entry.current, packer.bytes);
     this.#arguments.set(node.index, buffers);
     this.#refresh();
   }
@@ -411,7 +411,7 @@ export class GraphExec {
     this.#held = new Set();
     this.#arguments.clear();
     this.#checks = [];
-    native.graphExecDestroy(this.#box);
+    native.graphExecDestroy(this.#ref);
   }
 
   /** Same as {@link GraphExec.destroy}. */

@@ -21,7 +21,7 @@
 //    stream of the device depends on (counted per device, as streams gain and lose them) after its cuCtxSynchronize.
 //  - Lock-free: the set and its count are two atomics; a stream that never waits across devices pays one load per
 //    wait and nothing else. Asking a device about its fault is a driver call (and changes the calling thread's
-//    current context), made with no lock held (Note [lock order] in box.h).
+//    current context), made with no lock held (Note [lock order] in native-object.h).
 #pragma once
 #include "internal/cuda-driver.h"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "internal/box.h"
+#include "internal/native-object.h"
 #include "internal/never-throws.h"
 
 namespace csp {
@@ -20,13 +20,13 @@ HandleTable::HandleTable() : slots_(1) {}
 HandleTable::~HandleTable() {
   for (uint32_t index = 1; index < slots_.size(); index++) {
     Slot& slot = slots_[index];
-    if (!slot.box) continue;
-    std::shared_ptr<void> box = std::move(slot.box);
-    if (slot.forget) never_throws("releasing a box at environment teardown", [&] { slot.forget(box.get()); });
+    if (!slot.object) continue;
+    std::shared_ptr<void> object = std::move(slot.object);
+    if (slot.forget) never_throws("releasing a native object at environment teardown", [&] { slot.forget(object.get()); });
   }
 }
 
-double HandleTable::insert(std::shared_ptr<void> box, const napi_type_tag* kind, ForgetAction forget) {
+double HandleTable::insert(std::shared_ptr<void> object, const napi_type_tag* kind, ForgetAction forget) {
   uint32_t index = free_head_;
   if (index != 0) {
     free_head_ = slots_[index].next_free;
@@ -36,7 +36,7 @@ double HandleTable::insert(std::shared_ptr<void> box, const napi_type_tag* kind,
     slots_.emplace_back();
   }
   Slot& slot = slots_[index];
-  slot.box = std::move(box);
+  slot.object = std::move(object);
   slot.kind = kind;
   slot.forget = forget;
   slot.tracked = false;
@@ -68,12 +68,12 @@ const std::shared_ptr<void>* HandleTable::find(double handle, const napi_type_ta
     miss = Miss::kWrongKind;
     return nullptr;
   }
-  if (!slot->box) {
+  if (!slot->object) {
     miss = Miss::kReleased;
     return nullptr;
   }
   miss = Miss::kNone;
-  return &slot->box;
+  return &slot->object;
 }
 
 bool HandleTable::release(double handle, bool collected) {
@@ -81,11 +81,11 @@ bool HandleTable::release(double handle, bool collected) {
   Slot* slot = slot_of(handle, generation);
   if (slot == nullptr || generation != slot->generation) return false;
   const auto index = static_cast<uint32_t>(slot - slots_.data());
-  const bool was_live = slot->box != nullptr;
+  const bool was_live = slot->object != nullptr;
   if (was_live) {
-    std::shared_ptr<void> box = std::move(slot->box);
+    std::shared_ptr<void> object = std::move(slot->object);
     live_--;
-    if (slot->forget) never_throws("releasing a box", [&] { slot->forget(box.get()); });
+    if (slot->forget) never_throws("releasing a native object", [&] { slot->forget(object.get()); });
   }
   // A tracked slot keeps its index until the registry's callback, which may still come.
   if (!slot->tracked || collected) free_index(index);
@@ -95,7 +95,7 @@ bool HandleTable::release(double handle, bool collected) {
 bool HandleTable::track(double handle) {
   uint32_t generation = 0;
   Slot* slot = slot_of(handle, generation);
-  if (slot == nullptr || generation != slot->generation || !slot->box) return false;
+  if (slot == nullptr || generation != slot->generation || !slot->object) return false;
   slot->tracked = true;
   return true;
 }

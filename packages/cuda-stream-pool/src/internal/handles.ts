@@ -3,7 +3,7 @@
 // lowest file both sides can import: the owner's own file when every user sits above it; here when files below the
 // owner need it (then it speaks only of low types, so this file imports no class above the bindings and the device).
 // Nothing else (no module-level setter, no late-bound variable) carries private state between files.
-import type { Box } from '../binding/binding.js';
+import type { NativeRef } from '../binding/binding.js';
 import type { Device } from '../device/device.js';
 
 const owners = new WeakMap<object, string>();
@@ -43,21 +43,21 @@ export interface DeviceMemory {
   readonly ptr: bigint;
 }
 
-/** The brand check and box accessor of a class, for files below it. @internal */
+/** The brand check and ref accessor of a class, for files below it. @internal */
 interface Handles<T> {
   /** True for an object the class made (an object that merely inherits its prototype is not one). */
   is(value: unknown): value is T;
-  /** The live object's native box. @throws {@link DestroyedError} after destroy or free (`method` names the caller). */
-  box(object: T, method: string): Box;
+  /** The live object's native ref. @throws {@link DestroyedError} after destroy or free (`method` names the caller). */
+  ref(object: T, method: string): NativeRef;
 }
 
 /** Streams' handles, registered by stream/stream.ts; `handle` reads the CUstream without marking it shared with
  * code outside the library. @internal */
-export const streams = privateState<Handles<StreamFacts> & { handle(stream: StreamFacts): bigint }>('Stream', ['box', 'handle'], { is: (_value: unknown): _value is StreamFacts => false });
+export const streams = privateState<Handles<StreamFacts> & { handle(stream: StreamFacts): bigint }>('Stream', ['ref', 'handle'], { is: (_value: unknown): _value is StreamFacts => false });
 
 /** Device buffers' handles, registered by memory/device-buffer.ts; `offset` is where a buffer's bytes start in its
- * allocation's box (0, or a subarray's offset). @internal */
-export const deviceBuffers = privateState<Handles<DeviceMemory> & { offset(buffer: DeviceMemory): number }>('DeviceBuffer', ['box', 'offset'], { is: (_value: unknown): _value is DeviceMemory => false });
+ * allocation's ref (0, or a subarray's offset). @internal */
+export const deviceBuffers = privateState<Handles<DeviceMemory> & { offset(buffer: DeviceMemory): number }>('DeviceBuffer', ['ref', 'offset'], { is: (_value: unknown): _value is DeviceMemory => false });
 
 /** Managed buffers' handles, registered by memory/managed-buffer.ts. @internal */
-export const managedBuffers = privateState<Handles<DeviceMemory>>('ManagedBuffer', ['box'], { is: (_value: unknown): _value is DeviceMemory => false });
+export const managedBuffers = privateState<Handles<DeviceMemory>>('ManagedBuffer', ['ref'], { is: (_value: unknown): _value is DeviceMemory => false });

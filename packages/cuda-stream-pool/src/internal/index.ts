@@ -4,6 +4,6 @@
 // the kernel argument packer (to time it alone), the NVRTC version, and where a package's addon binary is. Nothing
 // here is covered by semantic versioning; users import `cuda-stream-pool`.
 export { addonPath, native } from '../binding/binding.js';
-export { streamBox, streamHandle } from '../stream/stream.js';
+export { streamRef, streamHandle } from '../stream/stream.js';
 export { ArgumentPacker } from '../kernel/argument-packer.js';
 export { nvrtcInfo } from '../kernel/program.js';

@@ -16,7 +16,7 @@ namespace csp {
 
 // One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
 struct Landing {
-  // JS holds a landing as a handle (wrap_box / unwrap_box in box.h) until copyLanded() finds it landed.
+  // JS holds a landing as a handle (wrap_native / unwrap_native in native-object.h) until copyLanded() finds it landed.
   static const napi_type_tag kTag;
   static constexpr const char* kName = "copy landing";
   Marker marker;                       // done when the bytes are in staging, unless `poll` is set

@@ -1,4 +1,4 @@
-// Every mutex of the native layer, with its place in the lock order (Note [lock order] in box.h), and a checker of
+// Every mutex of the native layer, with its place in the lock order (Note [lock order] in native-object.h), and a checker of
 // that order for tests and the soak.
 //
 // Note [lock order checker]: with CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 in the environment, each thread records the
@@ -73,7 +73,7 @@ class OrderedMutex {
       if (static_cast<int>(other->level_) >= static_cast<int>(level_)) {
         std::fprintf(stderr,
                      "cuda-stream-pool: lock order violated: taking \"%s\" (level %d) while holding \"%s\" (level %d); "
-                     "see Note [lock order] in internal/box.h\n",
+                     "see Note [lock order] in internal/native-object.h\n",
                      name_, static_cast<int>(level_), other->name_, static_cast<int>(other->level_));
         std::abort();
       }

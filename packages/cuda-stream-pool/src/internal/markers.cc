@@ -30,7 +30,7 @@ MarkerKind marker_kind(int device) {
   return kind;
 }
 
-Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
+Marker enqueue_marker(NativeStream& stream, MarkerUse use) {
   const int device = stream.device;
   Marker marker;
   marker.device = device;
@@ -65,7 +65,7 @@ Marker enqueue_marker(StreamBox& stream, MarkerUse use) {
   return marker;
 }
 
-CUresult query_stream(StreamBox& stream) {
+CUresult query_stream(NativeStream& stream) {
   // cuStreamQuery on a capturing stream fails and invalidates the capture: such a stream counts as busy.
   if (stream.owner().capturing.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_READY;
   const bool shares = stream.shares_tickets() && device_fault(stream.device) == CUDA_SUCCESS;

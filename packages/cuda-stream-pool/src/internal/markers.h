@@ -10,7 +10,7 @@
 
 namespace csp {
 
-struct StreamBox;
+struct NativeStream;
 
 // A marker enqueued in a stream: a ticket (`word` reaches `value`) or a pooled event.
 struct Marker {
@@ -28,14 +28,14 @@ enum class MarkerUse { kWait, kAfterOwnWork, kBeforeGate };
 
 // Enqueues a marker after the work queued on `stream` so far. The caller holds the stream's use (alive) and its
 // device's context is current. Throws CudaFailure.
-Marker enqueue_marker(StreamBox& stream, MarkerUse use);
+Marker enqueue_marker(NativeStream& stream, MarkerUse use);
 
 // Whether the work queued on the stream so far is done: CUDA_SUCCESS, CUDA_ERROR_NOT_READY, or the failure (a sticky
 // fault is recorded). For a stream that shares tickets, known without a driver call when no work was queued since a
 // query found it idle or since its last ticket (whose word then answers); otherwise cuStreamQuery. Any thread; the
 // caller holds a use. A stream whose capture flag is set counts as busy (NOT_READY), never asked: a query would
 // invalidate its capture. Throws CudaFailure only when the device's context cannot be made current.
-CUresult query_stream(StreamBox& stream);
+CUresult query_stream(NativeStream& stream);
 
 // The marker's work is done (0), not yet (CUDA_ERROR_NOT_READY), or failed. Any thread; an event marker needs its
 // device's context current.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "internal/box.h"
+#include "internal/native-object.h"
 #include "stream/stream.h"
 #include "internal/lock-order.h"
 
@@ -21,10 +21,10 @@ inline constexpr size_t kMiB = size_t{1} << 20;
 inline std::string device_text(int device) { return "device " + std::to_string(device); }
 
 // "device 0, stream 12": the stream id where the driver can tell it, for error messages only.
-std::string where(const StreamBox& stream);
+std::string where(const NativeStream& stream);
 
 // "device 0, stream 12, 4096 bytes", for error messages only.
-std::string copy_text(const StreamBox& stream, size_t bytes);
+std::string copy_text(const NativeStream& stream, size_t bytes);
 
 inline size_t to_size(const Napi::Value& value) { return static_cast<size_t>(to_uint64(value)); }
 
@@ -34,20 +34,20 @@ void check_span(const char* what, size_t offset, size_t bytes, size_t size, Napi
 // The calling thread's environment id (AddonData::environment_id).
 int environment_of(Napi::Env env);
 
-// Enters a stream's box without throwing; `alive()` says whether its handle may be passed to the driver.
-// See Note [handle guard] in box.h.
+// Enters a stream's object without throwing; `alive()` says whether its handle may be passed to the driver.
+// See Note [handle guard] in native-object.h.
 class TryUse {
  public:
-  explicit TryUse(StreamBox& box) : box_(box), alive_(box.enter()) {}
+  explicit TryUse(NativeStream& object) : object_(object), alive_(object.enter()) {}
   ~TryUse() {
-    if (alive_) box_.leave();
+    if (alive_) object_.leave();
   }
   TryUse(const TryUse&) = delete;
   TryUse& operator=(const TryUse&) = delete;
   bool alive() const { return alive_; }
 
  private:
-  StreamBox& box_;
+  NativeStream& object_;
   bool alive_;
 };
 
@@ -57,14 +57,14 @@ class TryUse {
 CUmemoryPool default_pool(int device);
 
 // Makes `stream` record its last work when it is destroyed (Note [stream retirement] in stream.h). The caller holds
-// an entry of the stream's box (alive). Throws CudaFailure; a failed creation is retried next time.
-void watch_retirement(StreamBox& stream);
+// an entry of the stream's object (alive). Throws CudaFailure; a failed creation is retried next time.
+void watch_retirement(NativeStream& stream);
 
 struct Block;  // pinned-buffer.cc: one block of the pinned cache
 
 // The pinned memory of one PinnedBuffer. Its ArrayBuffer's finalizer owns the block (views outlive the wrapper);
-// free() only retires the box and detaches the ArrayBuffer, which runs that finalizer. See Note [handle guard].
-struct PinnedBox : Box {
+// free() only retires the object and detaches the ArrayBuffer, which runs that finalizer. See Note [handle guard].
+struct NativePinnedBuffer : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "PinnedBuffer";
   Block* block = nullptr;  // null once the ArrayBuffer's finalizer gave it back
@@ -89,18 +89,18 @@ class PinnedBlock {
   PinnedBlock& operator=(const PinnedBlock&) = delete;
   void* data() const;
   // A copy using the block was just queued on `stream` (held, context current). Never throws.
-  void fence(const std::shared_ptr<StreamBox>& stream);
+  void fence(const std::shared_ptr<NativeStream>& stream);
 
  private:
   Block* block_;
 };
 
 // Records that a copy using `pinned` was just queued on `stream` (Note [pinned cache]): its block is reused only
-// after that copy. The caller holds entries of both boxes and the device's context is current. Throws CudaFailure;
+// after that copy. The caller holds entries of both objects and the device's context is current. Throws CudaFailure;
 // the block is then never reused nor freed, since the copy may still run.
-void fence_pinned(PinnedBox& pinned, const std::shared_ptr<StreamBox>& stream);
+void fence_pinned(NativePinnedBuffer& pinned, const std::shared_ptr<NativeStream>& stream);
 
-// Note [buffer uses]: a device buffer remembers each stream it was used on (by box identity, never the raw handle,
+// Note [buffer uses]: a device buffer remembers each stream it was used on (by object identity, never the raw handle,
 // Note [handle reuse]), starting with its allocation stream; each entry has an event. The free makes its stream
 // wait on every other entry before cuMemFreeAsync, so the memory is reused only after the work those streams had
 // queued before the free:
@@ -114,16 +114,16 @@ void fence_pinned(PinnedBox& pinned, const std::shared_ptr<StreamBox>& stream);
 //    fill, and for kernel arguments and recordStream in a microtask of that thread (memory/device-buffer.ts). A free
 //    racing with that thread's still-running JS may miss its newest work; uses from other threads need the same
 //    care as any cross-thread ordering.
-// Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
-// other user out; `uses_mutex` follows Note [lock order] in box.h.
+// Guards: a free retires the buffer's object and waits for the calls in flight (retire_and_wait), which keeps every
+// other user out; `uses_mutex` follows Note [lock order] in native-object.h.
 
 struct BufferUse {
-  std::shared_ptr<StreamBox> stream;
+  std::shared_ptr<NativeStream> stream;
   int environment = 0;      // the thread that reported the use (it alone can record on a per-thread stream)
   CUevent event = nullptr;  // created on first need; destroyed with the buffer
 };
 
-struct DeviceBufferBox : Box {
+struct NativeDeviceBuffer : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "DeviceBuffer";
   CUdeviceptr ptr = 0;
@@ -132,20 +132,20 @@ struct DeviceBufferBox : Box {
   uint64_t share_id = 0;  // set once by share(), under the share registry's mutex
   OrderedMutex uses_mutex{LockLevel::kBufferUses, "device buffer uses"};
   std::vector<BufferUse> uses;  // uses[0]: the allocation stream
-  ~DeviceBufferBox() override;
+  ~NativeDeviceBuffer() override;
 };
 
 // Reports a use of `buffer` on `stream` (Note [buffer uses]); `after_work`: the work is already queued, so a
-// per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both boxes and the device's
+// per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both objects and the device's
 // context is current. Throws CudaFailure.
-void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment, bool after_work);
+void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& stream, int environment, bool after_work);
 
 // The two halves of reporting a use around the call that queues the work: the use is noted before (a failure after
 // queuing must not leave a free unaware of the work), and a per-thread stream of a borrowing thread records it after.
-inline void note_use_before_work(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment) {
+inline void note_use_before_work(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& stream, int environment) {
   note_use(buffer, stream, environment, false);
 }
-inline void note_use_after_work(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& stream, int environment) {
+inline void note_use_after_work(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& stream, int environment) {
   if (stream->handle == CU_STREAM_PER_THREAD && environment != buffer.owner_environment)
     note_use(buffer, stream, environment, true);
 }

@@ -47,7 +47,7 @@ inline CallbackFailures& callback_failures() noexcept {
 }
 
 // Runs the body of a callback that the runtime or a thread of ours calls (a finalizer, a cleanup hook, a thread-safe
-// function's call, a thread's body, a box's release): nothing may escape it, or the process aborts (std::terminate).
+// function's call, a thread's body, a native object's release): nothing may escape it, or the process aborts (std::terminate).
 // A failure there has nobody to throw to (node-addon-api throws Napi::Error from any N-API call once a worker is
 // terminating), so it is counted with its message, where cuda.callbackFailures() and the soak's checks see it.
 // `where` names the callback in that message.

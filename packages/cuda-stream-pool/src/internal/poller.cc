@@ -201,7 +201,7 @@ class Engine {
   // stream is asked directly, not through query_stream, whose answer for a sharing stream is that same word.
   void check_late_ticket(Wait& wait) {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
-    StreamBox& stream = *wait.stream;
+    NativeStream& stream = *wait.stream;
     // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
     if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
@@ -314,7 +314,7 @@ void Wait::let_go_of_stream() {
   stream->leave();
 }
 
-void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream) {
+void hold_stream(Wait& wait, std::shared_ptr<NativeStream> stream) {
   wait.holds_stream = stream && stream->enter();
   wait.stream = std::move(stream);
 }

@@ -13,10 +13,10 @@
 namespace csp {
 
 struct Channel;
-struct EventBox;
+struct NativeEvent;
 struct Landing;
 struct LateProbe;
-struct StreamBox;
+struct NativeStream;
 
 // One thing the poller watches, and whom to tell when it is done (no channel: a job, nobody).
 struct Wait {
@@ -25,9 +25,9 @@ struct Wait {
   double token = 0;
   int device = 0;
   Marker marker;                      // the library's own marker, when not watching a user event
-  std::shared_ptr<EventBox> event;    // a user event watched directly (event.synchronize())
-  std::shared_ptr<StreamBox> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
-  bool holds_stream = false;          // an entry of `stream`'s box is held until the wait ends (hold_stream)
+  std::shared_ptr<NativeEvent> event;    // a user event watched directly (event.synchronize())
+  std::shared_ptr<NativeStream> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
+  bool holds_stream = false;          // an entry of `stream`'s object is held until the wait ends (hold_stream)
   std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through
@@ -40,15 +40,15 @@ struct Wait {
   int dependency_fault = -1;
   bool marker_done = false;
 
-  void let_go_of_stream();  // leaves the stream's box if the wait holds it; the last one out releases the handle
+  void let_go_of_stream();  // leaves the stream's object if the wait holds it; the last one out releases the handle
   ~Wait() { let_go_of_stream(); }
 };
 
-// Makes `stream` the wait's stream and holds an entry of its box until the wait ends, so that the driver handle
-// outlives a destroy() of the stream while the wait is pending (Note [handle guard] in internal/box.h): a late ticket
+// Makes `stream` the wait's stream and holds an entry of its object until the wait ends, so that the driver handle
+// outlives a destroy() of the stream while the wait is pending (Note [handle guard] in internal/native-object.h): a late ticket
 // is asked about through that handle, and a stream whose handle was released could never be asked, leaving the wait,
 // and the process that awaits it, pending for good. The caller holds a use of the stream, so the entry is granted.
-void hold_stream(Wait& wait, std::shared_ptr<StreamBox> stream);
+void hold_stream(Wait& wait, std::shared_ptr<NativeStream> stream);
 
 // Hands `wait` to the poller, starting it on first use. Throws std::system_error when the poller thread cannot
 // start; `wait` has then given back what it held and is deleted.

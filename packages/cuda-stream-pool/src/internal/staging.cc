@@ -70,10 +70,10 @@ size_t piece_bytes(size_t piece, size_t bytes) { return std::min(kChunkBytes, by
 // late (StreamedCopy::first_wait_lost). The marker's event goes back to the pool with the last chunk (once done).
 struct ChunkMarker {
   Marker marker;
-  std::weak_ptr<StreamBox> stream;
+  std::weak_ptr<NativeStream> stream;
 };
 using SharedMarker = std::shared_ptr<const ChunkMarker>;
-SharedMarker share_marker(const Marker& marker, const std::shared_ptr<StreamBox>& stream) {
+SharedMarker share_marker(const Marker& marker, const std::shared_ptr<NativeStream>& stream) {
   return SharedMarker(new ChunkMarker{marker, stream}, [](const ChunkMarker* done) {
     return_marker(done->marker);
     delete done;
@@ -200,7 +200,7 @@ struct StreamedCopy {
   size_t bytes = 0;
   std::unique_ptr<char[]> host;  // the source's snapshot, or where the pieces gather
   std::vector<Chunk*> chunks;    // piece k uses chunks[k % chunks.size()]
-  std::weak_ptr<StreamBox> stream;  // the copy's stream: a failure of a copy to the device is carried to it
+  std::weak_ptr<NativeStream> stream;  // the copy's stream: a failure of a copy to the device is carried to it
   SharedMarker first_wait;       // a chunk taken busy: its previous copy must be done before piece 0
   std::chrono::steady_clock::time_point first_wait_since;  // when first_wait was first seen not done, or last asked
   std::chrono::steady_clock::time_point unsure_since;      // since when a marker's query fails (not a fault)
@@ -220,7 +220,7 @@ struct StreamedCopy {
   // Moves the copy on as far as the GPU allows: SUCCESS once every piece is done, NOT_READY before, else the
   // failure. Any thread (the poller, or the JS thread landing it).
   CUresult advance() {
-    std::shared_ptr<StreamBox> asked;  // left after the lock: the last one out releases the handle, taking its locks
+    std::shared_ptr<NativeStream> asked;  // left after the lock: the last one out releases the handle, taking its locks
     CUresult result;
     {
       std::lock_guard<OrderedMutex> lock(mutex);
@@ -241,7 +241,7 @@ struct StreamedCopy {
 
  private:
   // advance() with the copy's mutex held; a stream entered to be asked about is handed back in `asked`.
-  CUresult advance_locked(std::shared_ptr<StreamBox>& asked) {
+  CUresult advance_locked(std::shared_ptr<NativeStream>& asked) {
     if (complete) return failure;
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
@@ -277,12 +277,12 @@ struct StreamedCopy {
   // question and handed back in `asked` to leave once the lock is released. A destroyed stream, the per-thread
   // default stream (asked from here it would be this thread's own) and a capturing one cannot be asked; on the copy's
   // own stream, held at the copy's first gate, the marker is an event that take_chunks queued, never lost.
-  bool first_wait_lost(std::shared_ptr<StreamBox>& asked) {
+  bool first_wait_lost(std::shared_ptr<NativeStream>& asked) {
     const auto now = std::chrono::steady_clock::now();
     if (first_wait_since == std::chrono::steady_clock::time_point{}) first_wait_since = now;
     if (now - first_wait_since < kLateMarker) return false;
     first_wait_since = now;
-    std::shared_ptr<StreamBox> stream = first_wait->stream.lock();
+    std::shared_ptr<NativeStream> stream = first_wait->stream.lock();
     if (!stream || stream->handle == CU_STREAM_PER_THREAD || stream->owner().capturing.load(std::memory_order_acquire) ||
         !stream->enter())
       return false;
@@ -333,7 +333,7 @@ struct StreamedCopy {
     // may still be copying through them).
     never_throws("reporting a failed streamed copy", [&] {
       if (!to_device || device_fault(device) != CUDA_SUCCESS) return;
-      if (std::shared_ptr<StreamBox> owner = stream.lock())
+      if (std::shared_ptr<NativeStream> owner = stream.lock())
         carry_failure(*owner, std::make_shared<const RecordedFailure>(
                                   CudaFailure{result, "cuEventQuery",
                                               device_text(device) + ", a copy of " + std::to_string(bytes) +
@@ -419,7 +419,7 @@ struct StagedParts {
 // free, else one busy chunk, whose previous copy the streamed copy must wait for first (`first_wait` is then set: such
 // a chunk is never written at once, even when one chunk is all the copy needs). Empty: nothing available; use a pinned
 // block. The device's context is current. Throws CudaFailure.
-std::vector<Chunk*> take_chunks(size_t pieces, const std::shared_ptr<StreamBox>& stream, bool can_stream,
+std::vector<Chunk*> take_chunks(size_t pieces, const std::shared_ptr<NativeStream>& stream, bool can_stream,
                                 SharedMarker* first_wait) {
   const int device = stream->device;
   std::vector<Chunk*> chunks = arena(device).take(pieces, device);
@@ -455,7 +455,7 @@ struct Staging {
   SharedMarker first_wait;
   std::vector<Chunk*> chunks;
 };
-Staging stage(size_t bytes, const std::shared_ptr<StreamBox>& stream) {
+Staging stage(size_t bytes, const std::shared_ptr<NativeStream>& stream) {
   Staging staging;
   staging.pieces = piece_count(bytes);
   staging.chunks = take_chunks(staging.pieces, stream, stream_memory_operations(stream->device), &staging.first_wait);
@@ -465,7 +465,7 @@ Staging stage(size_t bytes, const std::shared_ptr<StreamBox>& stream) {
 // Queues a streamed copy on `stream` (held, context current): every piece behind its gate, then a marker. The
 // caller fills `copy` except gate/done. Throws CudaFailure; then nothing will open the gates, so the stream would
 // wait forever on a partly queued copy: the gates are opened at once (the copy's data is then undefined).
-void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_ptr) {
+void queue_streamed(StreamedCopy& copy, NativeStream& stream, CUdeviceptr device_ptr) {
   copy.gate = acquire_gate(copy.device);
   const size_t n = copy.pieces();
   copy.done.reserve(n);
@@ -492,14 +492,14 @@ void queue_streamed(StreamedCopy& copy, StreamBox& stream, CUdeviceptr device_pt
 // copyPageableToDevice(stream, dst, dstOffset, source: Uint8Array of exactly the bytes to copy)
 Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  auto dst = unwrap_native<NativeDeviceBuffer>(info[1]);
   size_t dst_offset = to_size(info[2]);
   auto source = info[3].As<Napi::Uint8Array>();
   const size_t bytes = source.ByteLength();
   const auto* data = static_cast<const char*>(static_cast<const void*>(source.Data()));
-  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  Use<NativeDeviceBuffer> use_dst(*dst, "DeviceBuffer", "copy");
+  Use<NativeStream> use_stream(*stream, "Stream", "copy");
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   const int device = stream->device;
   make_current(device);
@@ -566,13 +566,13 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
 // copyDeviceToPageable(stream, destination: Uint8Array of exactly the bytes to fill, src, srcOffset) -> landing
 Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   auto destination = info[1].As<Napi::Uint8Array>();
-  auto src = unwrap_box<DeviceBufferBox>(info[2]);
+  auto src = unwrap_native<NativeDeviceBuffer>(info[2]);
   size_t src_offset = to_size(info[3]);
   const size_t bytes = destination.ByteLength();
-  Use<DeviceBufferBox> use_src(*src, "DeviceBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  Use<NativeDeviceBuffer> use_src(*src, "DeviceBuffer", "copy");
+  Use<NativeStream> use_stream(*stream, "Stream", "copy");
   check_span("source", src_offset, bytes, src->bytes, env);
   const int device = stream->device;
   make_current(device);
@@ -668,15 +668,15 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     throw;
   }
   note_use_after_work(*src, stream, environment);
-  return wrap_box(env, std::move(landing));
+  return wrap_native(env, std::move(landing));
 }
 
 // copyLanded(landing) -> whether the staged bytes reached the JS array (landing them now if the copy is done); once
 // they have, the handle is released (JS asks no more).
 Napi::Value copy_landed(const Napi::CallbackInfo& info) {
-  auto landing = unwrap_box<Landing>(info[0]);
+  auto landing = unwrap_native<Landing>(info[0]);
   const bool landed = settle_landing(info.Env(), *landing);
-  if (landed) release_box(info[0]);
+  if (landed) release_native(info[0]);
   return Napi::Boolean::New(info.Env(), landed);
 }
 
@@ -701,9 +701,9 @@ Napi::Value staging_info(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kStagingExports[] = {
-    {"copyPageableToDevice", "box, box, number, Uint8Array", entry<copy_pageable_to_device>},
-    {"copyDeviceToPageable", "box, Uint8Array, box, number", entry<copy_device_to_pageable>},
-    {"copyLanded", "box", entry<copy_landed>},
+    {"copyPageableToDevice", "ref, ref, number, Uint8Array", entry<copy_pageable_to_device>},
+    {"copyDeviceToPageable", "ref, Uint8Array, ref, number", entry<copy_device_to_pageable>},
+    {"copyLanded", "ref", entry<copy_landed>},
     {"stagingInfo", "", entry<staging_info>},
 };
 

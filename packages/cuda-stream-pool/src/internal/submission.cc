@@ -255,7 +255,7 @@ void Submitter::run() {
       // After the operations recorded on its stream before it, by other threads too.
       await_count(operation->stream->owner().operations_issued, operation->place);
       never_throws("issuing a recorded operation", [&] {
-        StreamBox& owner = operation->stream->owner();
+        NativeStream& owner = operation->stream->owner();
         try {
           // Work after a reported failure runs again; a wait's marker reports instead.
           FailurePointer failure = owner.failure.peek();
@@ -294,7 +294,7 @@ namespace {
 
 // The environment's submitter for the stream's shard; the threads start on the first record. Throws
 // std::system_error when a thread cannot start (none is kept then).
-Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
+Submitter& submitter_for(Napi::Env env, NativeStream& stream) {
   auto& submitters = AddonData::of(env).submitters;
   if (submitters.empty()) {
     std::vector<std::unique_ptr<Submitter>> made;
@@ -306,7 +306,7 @@ Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
     }
     submitters = std::move(made);
   }
-  StreamBox& owner = stream.owner();
+  NativeStream& owner = stream.owner();
   int shard = owner.shard.load(std::memory_order_relaxed);
   if (shard < 0) {
     static std::atomic<unsigned> next{0};
@@ -319,7 +319,7 @@ Submitter& submitter_for(Napi::Env env, StreamBox& stream) {
 
 }  // namespace
 
-Submitter* recording_for(Napi::Env env, StreamBox& stream) {
+Submitter* recording_for(Napi::Env env, NativeStream& stream) {
   if (!deferred_mode()) return nullptr;
   if (!records_operations(stream)) {
     issue_recorded(env);
@@ -329,26 +329,26 @@ Submitter* recording_for(Napi::Env env, StreamBox& stream) {
   return &submitter_for(env, stream);
 }
 
-bool records_operations(const StreamBox& stream) {
+bool records_operations(const NativeStream& stream) {
   return deferred_mode() && stream.owned && !stream.lender && !stream.capturing.load(std::memory_order_acquire);
 }
 
-uint64_t count_recorded(StreamBox& stream) {
+uint64_t count_recorded(NativeStream& stream) {
   return stream.owner().operations_recorded.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void await_issued(StreamBox& stream) {
-  StreamBox& owner = stream.owner();
+void await_issued(NativeStream& stream) {
+  NativeStream& owner = stream.owner();
   await_count(owner.operations_issued, owner.operations_recorded.load(std::memory_order_acquire));
 }
 
 thread_local bool in_ordered_call = false;
 
-void StreamBox::entered_for_use() {
+void NativeStream::entered_for_use() {
   if (in_ordered_call && unissued()) await_issued(*this);
 }
 
-void throw_stream_failure(StreamBox& stream) {
+void throw_stream_failure(NativeStream& stream) {
   FailureSlot& slot = stream.owner().failure;
   if (!slot.set()) return;
   // Called directly, a stream drops no work after a failure (a streamed copy's, here): the report ends it.
@@ -358,8 +358,8 @@ void throw_stream_failure(StreamBox& stream) {
   throw CudaFailure(*failure);
 }
 
-void carry_failure(StreamBox& stream, const FailurePointer& failure) {
-  StreamBox& owner = stream.owner();
+void carry_failure(NativeStream& stream, const FailurePointer& failure) {
+  NativeStream& owner = stream.owner();
   if (owner.failure.record(failure) && owner.device >= 0 && owner.device < kMaxDevices)
     device_failures[owner.device].add(failure);
 }

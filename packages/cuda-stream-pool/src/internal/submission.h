@@ -24,7 +24,7 @@
 //  - Across threads. Operations on one stream are issued in the order they were recorded, whichever threads recorded
 //    them (a pool's streams are shared): each has its place among the stream's operations, and waits until those
 //    before it were issued; a call that goes to the driver directly with the stream first waits until everything
-//    recorded on it was issued (StreamBox::entered_for_use). So "record on a pool stream in one worker, post a
+//    recorded on it was issued (NativeStream::entered_for_use). So "record on a pool stream in one worker, post a
 //    message, use the stream in another" keeps its order, as direct calls do.
 //    An event record counts itself on the event when it is recorded and again when it was issued;
 //    a stream wait on the event, issued by any submission thread of any environment, and a host wait on the event
@@ -40,7 +40,7 @@
 //    waitStream() call). One RecordedFailure object travels to every slot, so a report by any wait counts for all.
 //    A sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once the device's work
 //    is done, the oldest failure of recorded work on its device that no wait has reported.
-//  - Lifetime. A recorded operation holds an entry of every box it names (Note [handle guard] in box.h), so a
+//  - Lifetime. A recorded operation holds an entry of every object it names (Note [handle guard] in native-object.h), so a
 //    destroy() from any thread releases the handle only after the operation was issued; a buffer's free waits for
 //    it (retire_and_wait). A kernel's arguments are only addresses: a buffer used as one is freed by free() (an
 //    ordered call) or, when its owner was collected, by handleRelease, which issues what was recorded first.
@@ -66,7 +66,7 @@
 
 namespace csp {
 
-struct StreamBox;
+struct NativeStream;
 
 // A failure of recorded work, one object shared by every slot it reached (the stream that failed, the streams and
 // events after it, its device's list): once any wait has reported it, it counts as reported for all of them.
@@ -105,34 +105,34 @@ class FailureSlot {
   FailurePointer failure_;
 };
 
-// An entry of a box, held by a recorded operation until it was issued or dropped (Note [handle guard] in box.h).
-// `counts_work`: the operation queues work on the box's stream (a completion marker does not; StreamBox::submissions).
+// An entry of a native object, held by a recorded operation until it was issued or dropped (Note [handle guard] in native-object.h).
+// `counts_work`: the operation queues work on the object's stream (a completion marker does not; NativeStream::submissions).
 template <class B>
 class Held {
  public:
-  Held(std::shared_ptr<B> box, const char* resource, const char* method, bool counts_work = true)
-      : box_(std::move(box)), counts_work_(counts_work) {
-    if (!box_->enter()) {
-      box_.reset();
+  Held(std::shared_ptr<B> object, const char* resource, const char* method, bool counts_work = true)
+      : object_(std::move(object)), counts_work_(counts_work) {
+    if (!object_->enter()) {
+      object_.reset();
       throw Destroyed{resource, method};
     }
   }
-  Held(Held&& other) noexcept : box_(std::move(other.box_)), counts_work_(other.counts_work_) {}
+  Held(Held&& other) noexcept : object_(std::move(other.object_)), counts_work_(other.counts_work_) {}
   Held& operator=(Held&&) = delete;
   Held(const Held&) = delete;
   ~Held() {
-    if (!box_) return;
+    if (!object_) return;
     if (counts_work_)
-      box_->leave_after_work();
+      object_->leave_after_work();
     else
-      box_->leave();
+      object_->leave();
   }
-  B* operator->() const { return box_.get(); }
-  B& operator*() const { return *box_; }
-  const std::shared_ptr<B>& pointer() const { return box_; }
+  B* operator->() const { return object_.get(); }
+  B& operator*() const { return *object_; }
+  const std::shared_ptr<B>& pointer() const { return object_; }
 
  private:
-  std::shared_ptr<B> box_;
+  std::shared_ptr<B> object_;
   bool counts_work_;
 };
 
@@ -142,7 +142,7 @@ struct Operation {
   // Makes the driver calls. `failure` is the stream's unreported failure, when it has one: most operations are then
   // dropped (return false). Throws CudaFailure, which errors the stream.
   virtual bool issue(const FailurePointer& failure) = 0;
-  std::shared_ptr<StreamBox> stream;  // the stream whose FailureSlot it reads and writes
+  std::shared_ptr<NativeStream> stream;  // the stream whose FailureSlot it reads and writes
   uint64_t place = 0;                 // among the operations recorded on the stream by every thread
   bool reports = false;               // a wait's marker: it reports a failure instead of clearing it
 };
@@ -215,14 +215,14 @@ void issue_recorded(Napi::Env env);
 // The submitter that records an operation on `stream`, or null when the operation goes directly to the driver (direct
 // mode, a borrowed or capturing stream). A null return has first issued everything recorded (program order). The
 // caller holds a use of the stream.
-Submitter* recording_for(Napi::Env env, StreamBox& stream);
+Submitter* recording_for(Napi::Env env, NativeStream& stream);
 
-// Counts an operation recorded on `stream` (StreamBox::operations_recorded, on its owner); returns its place among
+// Counts an operation recorded on `stream` (NativeStream::operations_recorded, on its owner); returns its place among
 // the stream's operations, which it is issued in.
-uint64_t count_recorded(StreamBox& stream);
+uint64_t count_recorded(NativeStream& stream);
 
 // Waits until every operation recorded on `stream` so far, by any thread, was issued (deferred mode). Any thread.
-void await_issued(StreamBox& stream);
+void await_issued(NativeStream& stream);
 
 // Waits until `counter` reaches `target` (another submission thread's progress). Any thread; yields, then sleeps in
 // short steps.
@@ -236,9 +236,9 @@ struct CountWhenDone {
 };
 
 // Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`; `reports`: a wait's marker. The body
-// captures Held entries of the boxes it names. Throws Destroyed when the stream was destroyed meanwhile.
+// captures Held entries of the objects it names. Throws Destroyed when the stream was destroyed meanwhile.
 template <class F>
-void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& stream, F&& body, bool reports = false) {
+void record_operation(Submitter& submitter, const std::shared_ptr<NativeStream>& stream, F&& body, bool reports = false) {
   auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
   operation->stream = stream;
   operation->reports = reports;
@@ -248,13 +248,13 @@ void record_operation(Submitter& submitter, const std::shared_ptr<StreamBox>& st
 
 // Reports a failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now marked reported,
 // when the stream has one. In direct mode the stream is then clear of it. Any thread.
-void throw_stream_failure(StreamBox& stream);
+void throw_stream_failure(NativeStream& stream);
 
 // Whether operations on `stream` are recorded: deferred mode, a stream the library owns, not capturing.
-bool records_operations(const StreamBox& stream);
+bool records_operations(const NativeStream& stream);
 
 // Errors `stream` (its owner) with `failure`, when it has none yet, and lists it for the stream's device. Any thread.
-void carry_failure(StreamBox& stream, const FailurePointer& failure);
+void carry_failure(NativeStream& stream, const FailurePointer& failure);
 
 // The oldest failure of recorded work on `device` that no wait has reported, now marked reported (null when none).
 // Any thread.

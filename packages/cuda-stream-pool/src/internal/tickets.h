@@ -20,7 +20,7 @@ inline uint64_t load_word(const uint64_t* word) { return __atomic_load_n(word, _
 // A slot whose device address is valid for `device`. The device's context is current. Throws CudaFailure.
 TicketSlot* acquire_ticket(int device);
 
-// A slot goes back once its last write landed. Called by ~StreamBox.
+// A slot goes back once its last write landed. Called by ~NativeStream.
 void release_ticket(TicketSlot* slot);
 
 }  // namespace csp

@@ -1,10 +1,10 @@
 // Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
 // every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
-import { native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { currentStream } from '../stream/scope.js';
-import { Stream, streamBox } from '../stream/stream.js';
+import { Stream, streamRef } from '../stream/stream.js';
 import { noteCapturedLaunch } from '../stream/capture.js';
 import type { Module } from './module.js';
 import type { ParamType } from './signature.js';
@@ -68,18 +68,18 @@ export function readDims(value: unknown, name: string, out: number[], at: number
 
 const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
 
-/** The native box of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
-export const kernels = privateState<{ box(kernel: Kernel<readonly unknown[]>): Box }>('Kernel', ['box']);
+/** The native ref of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
+export const kernels = privateState<{ ref(kernel: Kernel<readonly unknown[]>): NativeRef }>('Kernel', ['ref']);
 
-/** A module's box, for its kernels to check that it is still loaded; registered by kernel/module.ts. Here, not there,
+/** A module's ref, for its kernels to check that it is still loaded; registered by kernel/module.ts. Here, not there,
  * because module.ts makes Kernels and so sits above this file. @internal */
-export const modules = privateState<{ box(module: Module, method: string): Box }>('Module', ['box']);
+export const modules = privateState<{ ref(module: Module, method: string): NativeRef }>('Module', ['ref']);
 
 /** A kernel of a loaded module, with the parameter types it is launched with. Borrows its module (and keeps it
  * reachable); after the module is unloaded every method throws {@link DestroyedError}.
  * Thread-safety: usable from the thread that loaded its module. */
 export class Kernel<Args extends readonly unknown[] = unknown[]> {
-  #box: Box;
+  #ref: NativeRef;
   #module: Module;
   #packer: ArgumentPacker;
   #shape = [1, 1, 1, 1, 1, 1];
@@ -89,10 +89,10 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   readonly signature: readonly ParamType[];
 
   /** @internal (from {@link Module.getFunction}) */
-  constructor(token: symbol, box: Box, module: Module, name: string, signature: readonly ParamType[]) {
+  constructor(token: symbol, ref: NativeRef, module: Module, name: string, signature: readonly ParamType[]) {
     checkConstruction(token, 'Kernel', 'module.getFunction(name, signature)');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.#module = module;
     this.name = name;
     this.signature = signature;
@@ -101,13 +101,13 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   }
 
   static {
-    guardReceivers(Kernel, (value) => #box in value);
-    register(kernels, { box: (kernel) => kernel.#box });
+    guardReceivers(Kernel, (value) => #ref in value);
+    register(kernels, { ref: (kernel) => kernel.#ref });
   }
 
-  #use(method: string): Box {
-    modules.box(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
-    return this.#box;
+  #use(method: string): NativeRef {
+    modules.ref(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
+    return this.#ref;
   }
 
   /** The module the kernel belongs to. */
@@ -176,16 +176,16 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     readDims(options.grid, 'options.grid', shape, 0);
     readDims(options.block, 'options.block', shape, 3);
     const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
-    const box = this.#use('launch');
+    const ref = this.#use('launch');
     const device = this.#module.device;
     const stream = options.stream === undefined ? currentStream(device) : options.stream;
     if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
     this.#packer.pack(args);
-    const streamHandle = streamBox(stream, 'kernel.launch');
+    const streamHandle = streamRef(stream, 'kernel.launch');
     this.#packer.bindPointers(args, stream);
-    native.kernelLaunch(box, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    native.kernelLaunch(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
     noteCapturedLaunch(streamHandle, this);
   }
 }

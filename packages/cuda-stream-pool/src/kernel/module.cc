@@ -21,34 +21,34 @@
 namespace csp {
 namespace {
 
-struct ModuleBox : Box {
+struct NativeModule : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Module";
-  CUmodule handle = nullptr;  // loaded->handle, valid while the box is not retired
+  CUmodule handle = nullptr;  // loaded->handle, valid while the object is not retired
   std::shared_ptr<LoadedModule> loaded;
-  ~ModuleBox() override { destroy(); }
-  // Retires the box at once; its share of the module goes when no call is in flight (Note [handle guard]), and the
+  ~NativeModule() override { destroy(); }
+  // Retires the object at once; its share of the module goes when no call is in flight (Note [handle guard]), and the
   // module is unloaded once no graph holds it either (Note [module lifetime]). Idempotent; never throws.
   void destroy() { retire(); }
 
  protected:
   void release() override { loaded.reset(); }
 };
-const napi_type_tag ModuleBox::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};
+const napi_type_tag NativeModule::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};
 
-// A kernel keeps its module's box alive; its handle is only used under a Use<ModuleBox> of that box, so never
+// A kernel keeps its module's object alive; its handle is only used under a Use<NativeModule> of that object, so never
 // after the module was unloaded.
-struct KernelBox {
+struct NativeKernel {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Kernel";
-  std::shared_ptr<ModuleBox> module;
+  std::shared_ptr<NativeModule> module;
   CUfunction handle = nullptr;
   std::string name;
   // The kernel's launch limits as the driver reported them, read on the first recorded launch (Note [deferred
   // submission]); -1 until then, and again after setMaxDynamicSharedMemBytes changed one.
   std::atomic<int> max_threads{-1}, max_dynamic_shared{-1};
 };
-const napi_type_tag KernelBox::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
+const napi_type_tag NativeKernel::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
 
 class LoadWorker : public Napi::AsyncWorker {
  public:
@@ -74,10 +74,10 @@ class LoadWorker : public Napi::AsyncWorker {
         if (log[0]) detail += "; JIT log: " + std::string(log);
         check(r, "cuModuleLoadDataEx", device_, detail);
       }
-      box_ = std::make_shared<ModuleBox>();
-      box_->device = device_;
-      box_->handle = module;
-      box_->loaded = std::make_shared<LoadedModule>(module, device_);
+      object_ = std::make_shared<NativeModule>();
+      object_->device = device_;
+      object_->handle = module;
+      object_->loaded = std::make_shared<LoadedModule>(module, device_);
     } catch (...) {
       failure_ = std::current_exception();
     }
@@ -88,7 +88,7 @@ class LoadWorker : public Napi::AsyncWorker {
     settle_quietly([&] {
       Napi::Env env = Env();
       if (!failure_) {
-        deferred_.Resolve(wrap_box(env, box_));
+        deferred_.Resolve(wrap_native(env, object_));
         return;
       }
       try {
@@ -107,11 +107,11 @@ class LoadWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   int device_;
   std::vector<char> image_;
-  std::shared_ptr<ModuleBox> box_;
+  std::shared_ptr<NativeModule> object_;
   std::exception_ptr failure_;
 };
 
-// moduleLoad(device, image: Uint8Array) -> Promise<box>. The image is copied and NUL-terminated here, so PTX text
+// moduleLoad(device, image: Uint8Array) -> Promise<object>. The image is copied and NUL-terminated here, so PTX text
 // never makes the driver read past its end (a CUBIN or fatbin ignores the extra byte).
 Napi::Value module_load(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
@@ -128,18 +128,18 @@ Napi::Value module_load(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-// moduleUnload(box): cuModuleUnload once calls in flight are done; idempotent; never throws after a fault.
+// moduleUnload(ref): cuModuleUnload once calls in flight are done; idempotent; never throws after a fault.
 Napi::Value module_unload(const Napi::CallbackInfo& info) {
-  unwrap_box<ModuleBox>(info[0])->destroy();
-  release_box(info[0]);
+  unwrap_native<NativeModule>(info[0])->destroy();
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
-// moduleFunctionNames(box) -> string[] (empty where the driver cannot enumerate, before CUDA 12.4)
+// moduleFunctionNames(ref) -> string[] (empty where the driver cannot enumerate, before CUDA 12.4)
 Napi::Value module_function_names(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto module = unwrap_box<ModuleBox>(info[0]);
-  Use<ModuleBox> use(*module, "Module", "getFunction");
+  auto module = unwrap_native<NativeModule>(info[0]);
+  Use<NativeModule> use(*module, "Module", "getFunction");
   Napi::Array names = Napi::Array::New(env);
   const Driver& d = drv();
   if (!d.cuModuleGetFunctionCount || !d.cuModuleEnumerateFunctions || !d.cuFuncGetName) return names;
@@ -155,21 +155,21 @@ Napi::Value module_function_names(const Napi::CallbackInfo& info) {
   return names;
 }
 
-// moduleGetFunction(box, name) -> kernel box; CUDA_ERROR_NOT_FOUND when the name is unknown.
+// moduleGetFunction(ref, name) -> kernel ref; CUDA_ERROR_NOT_FOUND when the name is unknown.
 Napi::Value module_get_function(const Napi::CallbackInfo& info) {
-  auto module = unwrap_box<ModuleBox>(info[0]);
+  auto module = unwrap_native<NativeModule>(info[0]);
   std::string name = info[1].As<Napi::String>().Utf8Value();
-  Use<ModuleBox> use(*module, "Module", "getFunction");
+  Use<NativeModule> use(*module, "Module", "getFunction");
   make_current(module->device);
-  auto kernel = std::make_shared<KernelBox>();
+  auto kernel = std::make_shared<NativeKernel>();
   kernel->module = module;
   kernel->name = name;
   check(drv().cuModuleGetFunction(&kernel->handle, module->handle, name.c_str()), "cuModuleGetFunction",
         module->device, "kernel \"" + name + "\" of a module on device " + std::to_string(module->device));
-  return wrap_box(info.Env(), kernel);
+  return wrap_native(info.Env(), kernel);
 }
 
-std::string describe(const KernelBox& kernel) {
+std::string describe(const NativeKernel& kernel) {
   return "kernel \"" + kernel.name + "\" on device " + std::to_string(kernel.module->device);
 }
 
@@ -177,8 +177,8 @@ std::string describe(const KernelBox& kernel) {
 // tell (before CUDA 12.4).
 Napi::Value kernel_param_sizes(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto kernel = unwrap_box<KernelBox>(info[0]);
-  Use<ModuleBox> use(*kernel->module, "Module", "getFunction");
+  auto kernel = unwrap_native<NativeKernel>(info[0]);
+  Use<NativeModule> use(*kernel->module, "Module", "getFunction");
   const Driver& d = drv();
   if (!d.cuFuncGetParamInfo) return env.Null();
   make_current(kernel->module->device);
@@ -203,8 +203,8 @@ Napi::Value kernel_param_sizes(const Napi::CallbackInfo& info) {
 // maxDynamicSharedMemBytes }
 Napi::Value kernel_attributes(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto kernel = unwrap_box<KernelBox>(info[0]);
-  Use<ModuleBox> use(*kernel->module, "Module", "attributes");
+  auto kernel = unwrap_native<NativeKernel>(info[0]);
+  Use<NativeModule> use(*kernel->module, "Module", "attributes");
   make_current(kernel->module->device);
   auto get = [&](CUfunction_attribute which) {
     int value = 0;
@@ -224,10 +224,10 @@ Napi::Value kernel_attributes(const Napi::CallbackInfo& info) {
 // kernelMaxPotentialBlockSize(kernel, dynamicSharedMemBytes, blockSizeLimit) -> { minGridSize, blockSize }
 Napi::Value kernel_max_potential_block_size(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto kernel = unwrap_box<KernelBox>(info[0]);
+  auto kernel = unwrap_native<NativeKernel>(info[0]);
   size_t shared = static_cast<size_t>(info[1].As<Napi::Number>().Int64Value());
   int limit = info[2].As<Napi::Number>().Int32Value();
-  Use<ModuleBox> use(*kernel->module, "Module", "maxPotentialBlockSize");
+  Use<NativeModule> use(*kernel->module, "Module", "maxPotentialBlockSize");
   make_current(kernel->module->device);
   int min_grid = 0, block = 0;
   check(drv().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, kernel->handle, nullptr, shared, limit),
@@ -249,9 +249,9 @@ int device_attribute(int device, CUdevice_attribute which) {
 
 // kernelSetMaxDynamicSharedMemBytes(kernel, bytes)
 Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
-  auto kernel = unwrap_box<KernelBox>(info[0]);
+  auto kernel = unwrap_native<NativeKernel>(info[0]);
   int bytes = info[1].As<Napi::Number>().Int32Value();
-  Use<ModuleBox> use(*kernel->module, "Module", "setMaxDynamicSharedMemBytes");
+  Use<NativeModule> use(*kernel->module, "Module", "setMaxDynamicSharedMemBytes");
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
@@ -269,7 +269,7 @@ Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
 
 // The context of a failed launch: the kernel, the launch shape, the stream, and the kernel's own limits (read only
 // now, on the failure path), so that "invalid argument" says which limit was crossed.
-std::string launch_detail(const KernelBox& kernel, const StreamBox& stream, const unsigned* grid, const unsigned* block,
+std::string launch_detail(const NativeKernel& kernel, const NativeStream& stream, const unsigned* grid, const unsigned* block,
                           unsigned shared) {
   auto dims = [](const unsigned* d) {
     return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
@@ -296,7 +296,7 @@ constexpr unsigned kInlineParams = 32;
 // A launch whose shape the driver would refuse, refused now with the error the driver gives (CUDA_ERROR_INVALID_VALUE
 // from cuLaunchKernel, with launch_detail): a recorded launch is issued later, and validation stays synchronous.
 // The device's dimension limits and the kernel's attributes are read once and cached.
-void check_launch_shape(KernelBox& kernel, const StreamBox& stream, const unsigned (&grid)[3],
+void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const unsigned (&grid)[3],
                         const unsigned (&block)[3], unsigned shared) {
   const int device = kernel.module->device;
   static std::atomic<int> limits[kMaxDevices][6] = {};  // block x, y, z, grid x, y, z; 0 until read
@@ -331,7 +331,7 @@ void check_launch_shape(KernelBox& kernel, const StreamBox& stream, const unsign
 }
 
 // The driver call of kernelLaunch, by the calling thread or the submission thread: `slots` holds one slot per argument.
-void issue_launch(const KernelBox& kernel, const StreamBox& stream, const unsigned* grid, const unsigned* block,
+void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const unsigned* grid, const unsigned* block,
                   unsigned shared, uint8_t* slots, size_t slot_bytes) {
   const size_t count = slot_bytes / kKernelArgSlotBytes;
   void* inline_pointers[kInlineParams];
@@ -352,8 +352,8 @@ void issue_launch(const KernelBox& kernel, const StreamBox& stream, const unsign
 // kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
 // Every value is already validated by kernel/module.ts; params holds one slot per argument.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
-  auto kernel = unwrap_box<KernelBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
+  auto kernel = unwrap_native<NativeKernel>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[1]);
   // Literal indices: the contract test reads them.
   const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
                             info[4].As<Napi::Number>().Uint32Value()};
@@ -361,15 +361,15 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
                              info[7].As<Napi::Number>().Uint32Value()};
   unsigned shared = info[8].As<Napi::Number>().Uint32Value();
   auto params = info[9].As<Napi::Uint8Array>();
-  Use<ModuleBox> use(*kernel->module, "Module", "kernel.launch");
-  Use<StreamBox> use_stream(*stream, "Stream", "kernel.launch");
+  Use<NativeModule> use(*kernel->module, "Module", "kernel.launch");
+  Use<NativeStream> use_stream(*stream, "Stream", "kernel.launch");
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
     make_current(kernel->module->device);
     check_launch_shape(*kernel, *stream, grid, block, shared);
     // The argument slots are copied: JS reuses its packing buffer for the next launch.
     record_operation(*submitter, stream,
-                     [k = kernel, m = Held<ModuleBox>(kernel->module, "Module", "kernel.launch"),
-                      s = Held<StreamBox>(stream, "Stream", "kernel.launch"),
+                     [k = kernel, m = Held<NativeModule>(kernel->module, "Module", "kernel.launch"),
+                      s = Held<NativeStream>(stream, "Stream", "kernel.launch"),
                       slots = std::vector<uint8_t>(params.Data(), params.Data() + params.ByteLength()),
                       grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
                       block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared](const FailurePointer& failure) mutable {
@@ -398,24 +398,24 @@ LoadedModule::~LoadedModule() {
 }
 
 std::shared_ptr<LoadedModule> kernel_module(const Napi::Value& kernel) {
-  auto box = unwrap_box<KernelBox>(kernel);
-  ModuleBox& module = *box->module;
+  auto object = unwrap_native<NativeKernel>(kernel);
+  NativeModule& module = *object->module;
   if (module.retired()) return nullptr;
-  Use<ModuleBox> use(module, "Module", "graph");
+  Use<NativeModule> use(module, "Module", "graph");
   return module.loaded;
 }
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kModuleExports[] = {
     {"moduleLoad", "number, Uint8Array", entry<module_load>},
-    {"moduleUnload", "box", entry<module_unload>},
-    {"moduleFunctionNames", "box", entry<module_function_names>},
-    {"moduleGetFunction", "box, string", entry<module_get_function>},
-    {"kernelParamSizes", "box", entry<kernel_param_sizes>},
-    {"kernelAttributes", "box", entry<kernel_attributes>},
-    {"kernelMaxPotentialBlockSize", "box, number, number", entry<kernel_max_potential_block_size>},
-    {"kernelSetMaxDynamicSharedMemBytes", "box, number", entry<kernel_set_max_dynamic_shared>},
-    {"kernelLaunch", "box, box, number, number, number, number, number, number, number, Uint8Array", unordered<kernel_launch>},
+    {"moduleUnload", "ref", entry<module_unload>},
+    {"moduleFunctionNames", "ref", entry<module_function_names>},
+    {"moduleGetFunction", "ref, string", entry<module_get_function>},
+    {"kernelParamSizes", "ref", entry<kernel_param_sizes>},
+    {"kernelAttributes", "ref", entry<kernel_attributes>},
+    {"kernelMaxPotentialBlockSize", "ref, number, number", entry<kernel_max_potential_block_size>},
+    {"kernelSetMaxDynamicSharedMemBytes", "ref, number", entry<kernel_set_max_dynamic_shared>},
+    {"kernelLaunch", "ref, ref, number, number, number, number, number, number, number, Uint8Array", unordered<kernel_launch>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {

@@ -2,8 +2,8 @@
 // Mechanism in kernel/module.cc.
 import { types } from 'node:util';
 
-import { native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register } from '../internal/handles.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
@@ -20,9 +20,9 @@ export interface ModuleLoadOptions {
   device?: Device | number;
 }
 
-// A module's construction from a loaded box, for loadModule (its box, for its kernels, is `modules` in kernel.ts).
+// A module's construction from a loaded ref, for loadModule (its ref, for its kernels, is `modules` in kernel.ts).
 const construction = privateState<{
-  make(box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined): Module;
+  make(ref: NativeRef, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined): Module;
 }>('Module', ['make']);
 
 /** A module loaded into a device's primary context: owns it (cuModuleUnload on `unload()`, `[Symbol.dispose]`, or by a
@@ -42,7 +42,7 @@ const construction = privateState<{
  * ```
  */
 export class Module {
-  #box: Box;
+  #ref: NativeRef;
   #unloaded = false;
   /** The device the module is loaded on. */
   readonly device: Device;
@@ -54,10 +54,10 @@ export class Module {
    * the caller's array after `Module.load` changes nothing here. */
   readonly cubin: Uint8Array | undefined;
 
-  private constructor(token: symbol, box: Box, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
+  private constructor(token: symbol, ref: NativeRef, device: Device, ptx: string | undefined, cubin: Uint8Array | undefined) {
     checkConstruction(token, 'Module', 'Module.load() or Program.compile()');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.device = device;
     this.ptx = ptx;
     this.cubin = cubin;
@@ -65,14 +65,14 @@ export class Module {
   }
 
   static {
-    guardReceivers(Module, (value) => #box in value);
-    register(modules, { box: (module, method) => module.#use(method) });
-    register(construction, { make: (box, device, ptx, cubin) => new Module(internalConstruction, box, device, ptx, cubin) });
+    guardReceivers(Module, (value) => #ref in value);
+    register(modules, { ref: (module, method) => module.#use(method) });
+    register(construction, { make: (ref, device, ptx, cubin) => new Module(internalConstruction, ref, device, ptx, cubin) });
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#unloaded) throw new DestroyedError('Module', method, 'was unloaded');
-    return this.#box;
+    return this.#ref;
   }
 
   /** Loads a module off the JS thread from PTX text (JIT-compiled by the driver for the device, cached by the driver
@@ -133,22 +133,22 @@ export class Module {
     if (typeof name !== 'string') throw invalidType('name', 'a string (the kernel\'s extern "C" name)', name);
     if (name === '' || name.includes('\0')) throw invalidValue('name', `must be a kernel name without NUL characters; received ${JSON.stringify(name)}.`);
     const types = validateSignature(signature);
-    const box = this.#use('getFunction');
-    let kernelBox: Box;
+    const ref = this.#use('getFunction');
+    let kernelRef: NativeRef;
     try {
-      kernelBox = native.moduleGetFunction(box, name);
+      kernelRef = native.moduleGetFunction(ref, name);
     } catch (error) {
       if (!(error instanceof CudaError) || error.code !== 'CUDA_ERROR_NOT_FOUND') throw error;
-      const names = native.moduleFunctionNames(box);
+      const names = native.moduleFunctionNames(ref);
       const known = names.length
         ? `; the module's kernels are ${names.map((n) => `"${n}"`).join(', ')}`
         : '; check that the kernel is declared extern "C" (C++ names are mangled)';
       throw new CudaError(error.result, error.code, error.description, error.call, `kernel "${name}" of a module on device ${this.device.ordinal}${known}`, error.sticky);
     }
     // An empty list is not trusted: it is also what a driver that cannot describe the kernel would report.
-    const sizes = native.kernelParamSizes(kernelBox);
+    const sizes = native.kernelParamSizes(kernelRef);
     if (sizes && sizes.length > 0) checkParamSizes(sizes, types, name);
-    return new Kernel(internalConstruction, kernelBox, this, name, types);
+    return new Kernel(internalConstruction, kernelRef, this, name, types);
   }
 
   /** True after `unload()`. */
@@ -162,7 +162,7 @@ export class Module {
   unload(): void {
     if (this.#unloaded) return;
     this.#unloaded = true;
-    native.moduleUnload(this.#box);
+    native.moduleUnload(this.#ref);
   }
 
   /** Same as {@link Module.unload}. */

@@ -16,7 +16,7 @@
 
 namespace csp {
 
-const napi_type_tag DeviceBufferBox::kTag = {0x6373702d64657662ULL, 0x7566000000000006ULL};
+const napi_type_tag NativeDeviceBuffer::kTag = {0x6373702d64657662ULL, 0x7566000000000006ULL};
 
 int environment_of(Napi::Env env) { return AddonData::of(env).environment_id; }
 
@@ -32,7 +32,7 @@ CUmemoryPool default_pool(int device) {
   return pool;
 }
 
-void watch_retirement(StreamBox& stream) {
+void watch_retirement(NativeStream& stream) {
   std::call_once(stream.retired_once, [&stream] {
     CUevent event = nullptr;
     check(drv().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream.device,
@@ -41,7 +41,7 @@ void watch_retirement(StreamBox& stream) {
   });
 }
 
-// Note [buffer uses]: a device buffer remembers each stream it was used on (by box identity, never the raw handle,
+// Note [buffer uses]: a device buffer remembers each stream it was used on (by object identity, never the raw handle,
 // Note [handle reuse]), starting with its allocation stream; each entry has an event. A buffer used on one stream is
 // freed on it (cuMemFreeAsync). A buffer used on several is freed on the library stream of its device, after events
 // recorded at the free on every stream it was used on, the free's own stream included: the memory is reused only
@@ -60,28 +60,28 @@ void watch_retirement(StreamBox& stream) {
 //  - a stream of another device (a peer copy, recordStream) is an entry like any other: its event lives in that
 //    stream's context and is recorded there, and the library stream of the buffer's device waits on it
 //    (cuStreamWaitEvent takes an event of another device), so a free on one device waits for the other's reads.
-// Guards: a free retires the buffer's box and waits for the calls in flight (retire_and_wait), which keeps every
-// other user out; `uses_mutex` follows Note [lock order] in box.h.
+// Guards: a free retires the buffer's object and waits for the calls in flight (retire_and_wait), which keeps every
+// other user out; `uses_mutex` follows Note [lock order] in native-object.h.
 
 namespace {
 
-// Note [shared buffers]: share() gives a buffer a process-unique id; attach(id) in any thread finds the same box
+// Note [shared buffers]: share() gives a buffer a process-unique id; attach(id) in any thread finds the same object
 // (a borrowed view: never frees, its uses delay the owner's free). Keyed by that id, never by an address; weak, so a
 // forgotten owner still frees.
 struct ShareRegistry {
   OrderedMutex mutex{LockLevel::kLeaf, "device buffer share registry"};
-  std::unordered_map<uint64_t, std::weak_ptr<DeviceBufferBox>> boxes;
+  std::unordered_map<uint64_t, std::weak_ptr<NativeDeviceBuffer>> objects;
   uint64_t next_id = 1;
 };
 ShareRegistry& shares() {
-  static ShareRegistry* registry = new ShareRegistry();  // never destroyed: boxes may die during exit
+  static ShareRegistry* registry = new ShareRegistry();  // never destroyed: objects may die during exit
   return *registry;
 }
 
 }  // namespace
 
-void note_use(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& used, int environment, bool after_work) {
-  const std::shared_ptr<StreamBox>& stream = StreamBox::owner_of(used);  // Note [borrowed library streams]
+void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& used, int environment, bool after_work) {
+  const std::shared_ptr<NativeStream>& stream = NativeStream::owner_of(used);  // Note [borrowed library streams]
   std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
   BufferUse* use = nullptr;
   for (BufferUse& u : buffer.uses)
@@ -111,7 +111,7 @@ struct FreeOutcome {
 // of the library stream; after every other entry of Note [buffer uses]. `environment` is the calling thread. Waits
 // for calls in flight on other threads (retire_and_wait). When `marker` is given, records it right after the free,
 // on the stream that frees. Never throws: failures come back in the outcome (finalizers use it too).
-FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox>& target, int environment,
+FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& target, int environment,
                         CUevent marker) {
   FreeOutcome out;
   if (!buffer.retire_and_wait()) return out;  // keeps every other user out from here on
@@ -141,13 +141,13 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
   // The free's own stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
-  StreamBox* free_box = nullptr;
-  StreamBox* target_box = target ? StreamBox::owner_of(target).get() : nullptr;  // as note_use records it
-  for (StreamBox* candidate : {target_box, buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
+  NativeStream* free_on = nullptr;
+  NativeStream* target_object = target ? NativeStream::owner_of(target).get() : nullptr;  // as note_use records it
+  for (NativeStream* candidate : {target_object, buffer.uses.empty() ? nullptr : buffer.uses[0].stream.get()}) {
     if (!candidate) continue;
     free_use.emplace(*candidate);
     if (free_use->alive()) {
-      free_box = candidate;
+      free_on = candidate;
       break;
     }
     free_use.reset();
@@ -156,7 +156,7 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   std::vector<CUevent> after;
   bool ordered = true;
   for (BufferUse& use : buffer.uses) {
-    if (use.stream.get() == free_box) continue;
+    if (use.stream.get() == free_on) continue;
     // A stream of another device (a peer copy) is recorded on in its own context (Note [current context]).
     if (!enter(use.stream->device)) {
       ordered = false;
@@ -178,10 +178,10 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   // in another device's context and refuse every later free of this device.
   const bool current = enter(device);
   if (!current) ordered = false;
-  CUstream free_stream = free_box ? free_box->handle : nullptr;
+  CUstream free_stream = free_on ? free_on->handle : nullptr;
   CUevent own = nullptr;  // the free's own stream, as one more event for the library stream to follow
-  if (!after.empty() || !free_box) {
-    if (free_box) {
+  if (!after.empty() || !free_on) {
+    if (free_on) {
       if (fail(drv().cuEventCreate(&own, CU_EVENT_DISABLE_TIMING), "cuEventCreate") ||
           fail(drv().cuEventRecord(own, free_stream), "cuEventRecord"))
         ordered = false;
@@ -200,7 +200,7 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
   // A missing wait could free memory that another stream still uses: leak it instead.
   if (ordered) fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
   // The free is work on its stream: a later wait there must not share a ticket written before it.
-  if (free_box && free_stream == free_box->handle) free_box->submissions.fetch_add(1, std::memory_order_release);
+  if (free_on && free_stream == free_on->handle) free_on->submissions.fetch_add(1, std::memory_order_release);
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
   if (own) check_quiet(drv().cuEventDestroy(own), device);  // released by the driver once its record completed
   for (BufferUse& use : buffer.uses)
@@ -208,7 +208,7 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
       check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
   // Leaves the free's stream before the uses go: they may hold its last reference.
   free_use.reset();
-  buffer.uses.clear();  // drops the stream boxes: nothing can use the buffer any more
+  buffer.uses.clear();  // drops the stream objects: nothing can use the buffer any more
   // A free is a call on the buffer's device: that context stays current, whatever other devices' streams it visited.
   make_current_quiet(device);
   return out;
@@ -216,13 +216,13 @@ FreeOutcome free_memory(DeviceBufferBox& buffer, const std::shared_ptr<StreamBox
 
 }  // namespace
 
-DeviceBufferBox::~DeviceBufferBox() {
-  // The owner's finalizer frees; this only catches a box that somehow was not, and only from a thread that cannot
+NativeDeviceBuffer::~NativeDeviceBuffer() {
+  // The owner's finalizer frees; this only catches a native object that somehow was not, and only from a thread that cannot
   // record on anyone's per-thread stream (environment 0 is no thread).
   free_memory(*this, nullptr, 0, nullptr);
   if (share_id) {
     std::lock_guard<OrderedMutex> lock(shares().mutex);
-    shares().boxes.erase(share_id);
+    shares().objects.erase(share_id);
   }
 }
 
@@ -230,51 +230,51 @@ namespace {
 
 // The owner's handle: releasing it while the buffer is live (its DeviceBuffer was collected, or the thread exits)
 // frees the memory in stream order.
-Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<DeviceBufferBox> box) {
-  return wrap_box(env, std::move(box), [](void* forgotten) {
-    auto& buffer = *static_cast<DeviceBufferBox*>(forgotten);
+Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> object) {
+  return wrap_native(env, std::move(object), [](void* forgotten) {
+    auto& buffer = *static_cast<NativeDeviceBuffer*>(forgotten);
     free_memory(buffer, nullptr, buffer.owner_environment, nullptr);
   });
 }
 
-// deviceBufferAlloc(stream, bytes) -> box: stream-ordered on the stream, from the device's default pool. The address
+// deviceBufferAlloc(stream, bytes) -> object: stream-ordered on the stream, from the device's default pool. The address
 // is read apart (deviceBufferPointer): a result object with named properties cost more than the allocation.
 Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   size_t bytes = to_size(info[1]);
-  Use<StreamBox> use(*stream, "Stream", "DeviceBuffer.alloc");
+  Use<NativeStream> use(*stream, "Stream", "DeviceBuffer.alloc");
   const int device = stream->device;
   make_current(device);
   CUmemoryPool pool = default_pool(device);
-  watch_retirement(*StreamBox::owner_of(stream));
-  auto box = std::make_shared<DeviceBufferBox>();
-  box->device = device;
-  box->bytes = bytes;
-  box->owner_environment = environment_of(env);
-  box->uses.push_back(BufferUse{StreamBox::owner_of(stream), box->owner_environment, nullptr});
-  CUresult r = drv().cuMemAllocFromPoolAsync(&box->ptr, bytes, pool, stream->handle);
+  watch_retirement(*NativeStream::owner_of(stream));
+  auto object = std::make_shared<NativeDeviceBuffer>();
+  object->device = device;
+  object->bytes = bytes;
+  object->owner_environment = environment_of(env);
+  object->uses.push_back(BufferUse{NativeStream::owner_of(stream), object->owner_environment, nullptr});
+  CUresult r = drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
-    box->retire_and_wait();  // nothing to free
-    box->uses.clear();
+    object->retire_and_wait();  // nothing to free
+    object->uses.clear();
     check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
   live().device_bytes += static_cast<int64_t>(bytes);
-  return wrap_owner(env, std::move(box));
+  return wrap_owner(env, std::move(object));
 }
 
-// deviceBufferPointer(box) -> the allocation's address as a bigint; also after the free (no driver call).
+// deviceBufferPointer(ref) -> the allocation's address as a bigint; also after the free (no driver call).
 Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
-  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(unwrap_box<DeviceBufferBox>(info[0])->ptr));
+  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(unwrap_native<NativeDeviceBuffer>(info[0])->ptr));
 }
 
-// deviceBufferFree(box, stream | undefined, wantMarker) -> internal event box recorded after the free, or undefined;
+// deviceBufferFree(ref, stream | undefined, wantMarker) -> internal event ref recorded after the free, or undefined;
 // or, refusing the free while a stream that used the buffer is capturing, that stream's capture status negated. The
 // buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
 // sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
+  auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
   uint64_t* facts = fact_scratch(env);
   facts[0] = static_cast<uint64_t>(buffer->ptr);
   // A use on a stream that is capturing: the free would record an event into that capture and make another stream
@@ -292,48 +292,48 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
       }
     }
   }
-  std::shared_ptr<StreamBox> target = info[1].IsUndefined() ? nullptr : unwrap_box<StreamBox>(info[1]);
-  std::shared_ptr<EventBox> marker;
+  std::shared_ptr<NativeStream> target = info[1].IsUndefined() ? nullptr : unwrap_native<NativeStream>(info[1]);
+  std::shared_ptr<NativeEvent> marker;
   if (info[2].As<Napi::Boolean>().Value() && device_fault(buffer->device) == CUDA_SUCCESS)
     marker = create_event(buffer->device, CU_EVENT_DISABLE_TIMING, false);
   FreeOutcome out = free_memory(*buffer, target, environment_of(env), marker ? marker->handle : nullptr);
-  release_box(info[0]);  // after the free: a live box's release would free it as forgotten
+  release_native(info[0]);  // after the free: a live object's release would free it as forgotten
   if (out.failure != CUDA_SUCCESS && device_fault(buffer->device) == CUDA_SUCCESS)
     check(out.failure, out.call, buffer->device,
           [&] { return std::string(device_text(buffer->device) + ", freeing " + std::to_string(buffer->bytes) + " bytes"); });
   if (!marker || !out.freed) return env.Undefined();
-  return wrap_box(env, marker);
+  return wrap_native(env, marker);
 }
 
-// deviceBufferUse(box, stream, afterWork, method): the buffer is (or is about to be) used on the stream; Note [buffer
+// deviceBufferUse(ref, stream, afterWork, method): the buffer is (or is about to be) used on the stream; Note [buffer
 // uses]. `method` names the caller in a DestroyedError. Unordered (Note [deferred submission]): it only notes the use,
 // which a free reads after issuing what was recorded, and a per-thread stream it records on is never recorded on.
 Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
+  auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[1]);
   const bool after_work = info[2].As<Napi::Boolean>().Value();
   const std::string method = info[3].As<Napi::String>().Utf8Value();
-  Use<DeviceBufferBox> use_buffer(*buffer, "DeviceBuffer", method.c_str());
-  Use<StreamBox> use_stream(*stream, "Stream", method.c_str());
+  Use<NativeDeviceBuffer> use_buffer(*buffer, "DeviceBuffer", method.c_str());
+  Use<NativeStream> use_stream(*stream, "Stream", method.c_str());
   make_current(stream->device);
   note_use(*buffer, stream, environment_of(env), after_work);
   return env.Undefined();
 }
 
-// deviceBufferShare(box) -> id (bigint) that deviceBufferAttach finds in any thread; Note [shared buffers].
+// deviceBufferShare(ref) -> id (bigint) that deviceBufferAttach finds in any thread; Note [shared buffers].
 Napi::Value device_buffer_share(const Napi::CallbackInfo& info) {
-  auto buffer = unwrap_box<DeviceBufferBox>(info[0]);
-  Use<DeviceBufferBox> use(*buffer, "DeviceBuffer", "share");
+  auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
+  Use<NativeDeviceBuffer> use(*buffer, "DeviceBuffer", "share");
   std::lock_guard<OrderedMutex> lock(shares().mutex);
   if (!buffer->share_id) {
     buffer->share_id = shares().next_id++;
-    shares().boxes.emplace(buffer->share_id, buffer);
+    shares().objects.emplace(buffer->share_id, buffer);
   }
   return Napi::BigInt::New(info.Env(), buffer->share_id);
 }
 
-// deviceBufferAttach(id) -> { box, ptr, bytes, device }: a borrowed box of the same buffer; undefined for an id that
+// deviceBufferAttach(id) -> { ref, ptr, bytes, device }: a borrowed object of the same buffer; undefined for an id that
 // share() never gave (one outside 1 to 2**64 - 1 included, never truncated onto a real id). DestroyedError once the
 // owner freed it (or forgot it and its finalizer ran).
 Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
@@ -342,20 +342,20 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
   bool lossless = false;
   uint64_t id = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
   if (!lossless) return env.Undefined();
-  std::shared_ptr<DeviceBufferBox> buffer;
+  std::shared_ptr<NativeDeviceBuffer> buffer;
   {
     std::lock_guard<OrderedMutex> lock(shares().mutex);
     if (id == 0 || id >= shares().next_id) return env.Undefined();
-    auto it = shares().boxes.find(id);
-    if (it != shares().boxes.end()) buffer = it->second.lock();
+    auto it = shares().objects.find(id);
+    if (it != shares().objects.end()) buffer = it->second.lock();
   }
   if (!buffer) throw Destroyed{"DeviceBuffer", "attach"};
-  Use<DeviceBufferBox> use(*buffer, "DeviceBuffer", "attach");
+  Use<NativeDeviceBuffer> use(*buffer, "DeviceBuffer", "attach");
   Napi::Object out = Napi::Object::New(env);
   out.Set("ptr", Napi::BigInt::New(env, static_cast<uint64_t>(buffer->ptr)));
   out.Set("bytes", static_cast<double>(buffer->bytes));
   out.Set("device", buffer->device);
-  out.Set("box", wrap_box(env, buffer));
+  out.Set("ref", wrap_native(env, buffer));
   return out;
 }
 
@@ -363,11 +363,11 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kDeviceBufferExports[] = {
-    {"deviceBufferAlloc", "box, number", entry<device_buffer_alloc>},
-    {"deviceBufferPointer", "box", entry<device_buffer_pointer>},
-    {"deviceBufferFree", "box, box?, boolean", entry<device_buffer_free>},
-    {"deviceBufferUse", "box, box, boolean, string", unordered<device_buffer_use>},
-    {"deviceBufferShare", "box", entry<device_buffer_share>},
+    {"deviceBufferAlloc", "ref, number", entry<device_buffer_alloc>},
+    {"deviceBufferPointer", "ref", entry<device_buffer_pointer>},
+    {"deviceBufferFree", "ref, ref?, boolean", entry<device_buffer_free>},
+    {"deviceBufferUse", "ref, ref, boolean, string", unordered<device_buffer_use>},
+    {"deviceBufferShare", "ref", entry<device_buffer_share>},
     {"deviceBufferAttach", "bigint", entry<device_buffer_attach>},
 };
 

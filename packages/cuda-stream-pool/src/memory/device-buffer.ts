@@ -1,12 +1,12 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
 // streams delay the free (Note [buffer uses] in memory/device-buffer.cc).
-import { CU_STREAM_PER_THREAD, facts, native, type Box } from '../binding/binding.js';
-import { adopt, releaseBox } from '../binding/box-lifetime.js';
+import { CU_STREAM_PER_THREAD, facts, native, type NativeRef } from '../binding/binding.js';
+import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
 import { currentStream } from '../stream/scope.js';
-import { Stream, streamBox, streamHandle } from '../stream/stream.js';
+import { Stream, streamRef, streamHandle } from '../stream/stream.js';
 import { deviceBuffers, register, streams } from '../internal/handles.js';
 import { captureRefusal, noteCaptured, requireNotCapturing } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
@@ -89,7 +89,7 @@ export interface SharedDeviceBuffer {
 
 // Kernel arguments and recordStream() of borrowed views on this thread's per-thread stream: their events are recorded
 // by this thread after the launch that follows (Note [buffer uses]), batched into one microtask.
-const settling: Array<[Box, Box]> = [];
+const settling: Array<[NativeRef, NativeRef]> = [];
 
 function settle(): void {
   for (const [buffer, stream] of settling.splice(0)) {
@@ -125,7 +125,7 @@ function settle(): void {
  * ```
  */
 export class DeviceBuffer {
-  #box: Box;
+  #ref: NativeRef;
   #stream: Stream;
   #borrowed: boolean;
   #freed: string | undefined;
@@ -134,7 +134,7 @@ export class DeviceBuffer {
   // Getters over private fields, not read-only own properties: a buffer is made per allocation, and defining
   // non-writable properties on each one cost more than the allocation's native call.
   readonly #byteLength: number;
-  #ptr: bigint | undefined; // read from the box on first use: most buffers never need it as a bigint
+  #ptr: bigint | undefined; // read from the ref on first use: most buffers never need it as a bigint
   readonly #device: Device;
   /** The size in bytes. */
   get byteLength(): number {
@@ -142,16 +142,16 @@ export class DeviceBuffer {
   }
   /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed (still readable after). */
   get ptr(): bigint {
-    return (this.#ptr ??= this.#parent ? this.#parent.ptr + BigInt(this.#offset) : native.deviceBufferPointer(this.#box));
+    return (this.#ptr ??= this.#parent ? this.#parent.ptr + BigInt(this.#offset) : native.deviceBufferPointer(this.#ref));
   }
   /** The device that holds the memory. */
   get device(): Device {
     return this.#device;
   }
 
-  private constructor(token: symbol, box: Box, byteLength: number, ptr: bigint | undefined, device: Device, stream: Stream, borrowed: boolean) {
+  private constructor(token: symbol, ref: NativeRef, byteLength: number, ptr: bigint | undefined, device: Device, stream: Stream, borrowed: boolean) {
     checkConstruction(token, 'DeviceBuffer', 'DeviceBuffer.alloc() or DeviceBuffer.attach()');
-    this.#box = box;
+    this.#ref = ref;
     this.#stream = stream;
     this.#borrowed = borrowed;
     this.#byteLength = byteLength;
@@ -160,18 +160,18 @@ export class DeviceBuffer {
   }
 
   static {
-    guardReceivers(DeviceBuffer, (value) => #box in value);
+    guardReceivers(DeviceBuffer, (value) => #ref in value);
     register(deviceBuffers, {
-      is: (value: unknown): value is DeviceBuffer => typeof value === 'object' && value !== null && #box in value,
-      box: (buffer, method) => (buffer as DeviceBuffer).#use(method),
+      is: (value: unknown): value is DeviceBuffer => typeof value === 'object' && value !== null && #ref in value,
+      ref: (buffer, method) => (buffer as DeviceBuffer).#use(method),
       offset: (buffer) => (buffer as DeviceBuffer).#offset,
     });
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#freed !== undefined) throw new DestroyedError('DeviceBuffer', method, this.#freed);
     if (this.#parent?.freed) throw new DestroyedError('DeviceBuffer', method, 'is a view of a buffer that was freed');
-    return this.#box;
+    return this.#ref;
   }
 
   static #allocationStream(o: Partial<DeviceBufferAllocOptions>): Stream {
@@ -191,11 +191,11 @@ export class DeviceBuffer {
   }
 
   #noteUse(stream: Stream, method: string): void {
-    const box = streamBox(stream, method);
-    native.deviceBufferUse(this.#box, box, false, method);
+    const ref = streamRef(stream, method);
+    native.deviceBufferUse(this.#ref, ref, false, method);
     if (this.#borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) {
       if (settling.length === 0) queueMicrotask(settle);
-      settling.push([this.#box, box]);
+      settling.push([this.#ref, ref]);
     }
   }
 
@@ -215,16 +215,16 @@ export class DeviceBuffer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
-    const streamHandle = streamBox(stream, 'DeviceBuffer.alloc');
+    const streamHandle = streamRef(stream, 'DeviceBuffer.alloc');
     requireNotCapturing(streamHandle, stream, 'DeviceBuffer.alloc()');
-    let box: Box;
+    let ref: NativeRef;
     try {
-      box = native.deviceBufferAlloc(streamHandle, byteLength);
+      ref = native.deviceBufferAlloc(streamHandle, byteLength);
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
-    const buffer = new DeviceBuffer(internalConstruction, box, byteLength, undefined, stream.device, stream, false);
-    adopt(buffer, box);
+    const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, stream.device, stream, false);
+    adopt(buffer, ref);
     return buffer;
   }
 
@@ -317,7 +317,7 @@ export class DeviceBuffer {
     const first = clamp(begin);
     const length = Math.max(clamp(end) - first, 0);
     const parent = this.#parent ?? this;
-    const view = new DeviceBuffer(internalConstruction, this.#box, length, undefined, this.#device, this.#stream, this.#borrowed);
+    const view = new DeviceBuffer(internalConstruction, this.#ref, length, undefined, this.#device, this.#stream, this.#borrowed);
     view.#parent = parent;
     view.#offset = this.#offset + first;
     return view;
@@ -349,7 +349,7 @@ export class DeviceBuffer {
     const found = native.deviceBufferAttach(id);
     if (found === undefined)
       throw outOfRange('shared.id', 'the id of a buffer shared by buffer.share() in this process', id, 'There is no such buffer.');
-    const { box, ptr: realPtr, bytes, device: ordinal } = found;
+    const { ref, ptr: realPtr, bytes, device: ordinal } = found;
     const fields: Array<[string, unknown, unknown]> = [['byteLength', byteLength, bytes], ['ptr', ptr, realPtr], ['device', sharedDevice, ordinal]];
     for (const [field, given, real] of fields)
       if (given !== real)
@@ -358,8 +358,8 @@ export class DeviceBuffer {
     const stream = o.stream ?? currentStream(device);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but the buffer is on device ${ordinal}.`);
-    const view = new DeviceBuffer(internalConstruction, box, bytes, realPtr, device, stream, true);
-    adopt(view, box);
+    const view = new DeviceBuffer(internalConstruction, ref, bytes, realPtr, device, stream, true);
+    adopt(view, ref);
     return view;
   }
 
@@ -396,7 +396,7 @@ export class DeviceBuffer {
     this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
     this.#noteUse(stream, 'kernel.launch');
-    noteCaptured(streamBox(stream, 'kernel.launch'), this);
+    noteCaptured(streamRef(stream, 'kernel.launch'), this);
     return this.ptr;
   }
 
@@ -425,13 +425,13 @@ export class DeviceBuffer {
       this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
       return;
     }
-    const target = o.stream === undefined ? undefined : streamBox(o.stream, 'buffer.free');
+    const target = o.stream === undefined ? undefined : streamRef(o.stream, 'buffer.free');
     const freeStream = o.stream ?? this.#stream;
-    if (!freeStream.destroyed) requireNotCapturing(streamBox(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
+    if (!freeStream.destroyed) requireNotCapturing(streamRef(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     let refused = 0;
     try {
-      refused = DeviceBuffer.#refusal(native.deviceBufferFree(this.#box, target, false));
+      refused = DeviceBuffer.#refusal(native.deviceBufferFree(this.#ref, target, false));
     } finally {
       if (refused !== 0) this.#freed = undefined;
       else this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
@@ -441,7 +441,7 @@ export class DeviceBuffer {
 
   /** The capture status (1 or 2) of a stream that used the buffer, when the native free refused because that stream
    * is capturing (it returns the status negated); else 0. */
-  static #refusal(result: Box | number | undefined): number {
+  static #refusal(result: NativeRef | number | undefined): number {
     return typeof result === 'number' && result < 0 ? -result : 0;
   }
 
@@ -455,9 +455,9 @@ export class DeviceBuffer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed || this.#parent) return this.free();
-    if (!this.#stream.destroyed) requireNotCapturing(streamBox(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
+    if (!this.#stream.destroyed) requireNotCapturing(streamRef(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
-    const result = native.deviceBufferFree(this.#box, undefined, true);
+    const result = native.deviceBufferFree(this.#ref, undefined, true);
     const refused = DeviceBuffer.#refusal(result);
     if (refused !== 0) {
       this.#freed = undefined;
@@ -465,11 +465,11 @@ export class DeviceBuffer {
     }
     this.#ptr ??= facts[0]!;
     if (result === undefined) return;
-    const marker = result as Box;
+    const marker = result as NativeRef;
     try {
       await waitFor('event', marker, 'cuMemFreeAsync', () => `device ${this.device.ordinal}, freeing ${this.byteLength} bytes`);
     } finally {
-      releaseBox(marker);
+      releaseRef(marker);
     }
   }
 

@@ -1,12 +1,12 @@
 // Managed (unified) memory: one allocation that both the host (as an ArrayBuffer) and the device (by its address)
 // use, migrated by the driver on demand or by prefetch. See Note [managed lifetime] in memory/managed-buffer.cc.
-import { native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { requireCuda } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { currentStream } from '../stream/scope.js';
-import { Stream, streamBox } from '../stream/stream.js';
+import { Stream, streamRef } from '../stream/stream.js';
 import { managedBuffers, register, streams } from '../internal/handles.js';
 import { noteCaptured } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
@@ -81,7 +81,7 @@ const MAX_MANAGED_BYTES = 2 ** 32 - 1; // the largest typed array Node 20 can ma
  * ```
  */
 export class ManagedBuffer {
-  #box: Box;
+  #ref: NativeRef;
   #buffer: ArrayBuffer;
   #bytes: Uint8Array;
   #freed = false;
@@ -92,10 +92,10 @@ export class ManagedBuffer {
   /** The device whose context owns the memory. */
   readonly device: Device;
 
-  private constructor(token: symbol, box: Box, ptr: bigint, buffer: ArrayBuffer, device: Device) {
+  private constructor(token: symbol, ref: NativeRef, ptr: bigint, buffer: ArrayBuffer, device: Device) {
     checkConstruction(token, 'ManagedBuffer', 'ManagedBuffer.alloc()');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
     this.byteLength = buffer.byteLength;
@@ -106,15 +106,15 @@ export class ManagedBuffer {
 
   static {
     register(managedBuffers, {
-      is: (value: unknown): value is ManagedBuffer => typeof value === 'object' && value !== null && #box in value,
-      box: (buffer, method) => (buffer as ManagedBuffer).#use(method),
+      is: (value: unknown): value is ManagedBuffer => typeof value === 'object' && value !== null && #ref in value,
+      ref: (buffer, method) => (buffer as ManagedBuffer).#use(method),
     });
-    guardReceivers(ManagedBuffer, (value) => #box in value);
+    guardReceivers(ManagedBuffer, (value) => #ref in value);
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#freed) throw new DestroyedError('ManagedBuffer', method, 'was freed');
-    return this.#box;
+    return this.#ref;
   }
 
   /** A non-empty range of the buffer (the driver refuses an empty one with a bare CUDA_ERROR_INVALID_VALUE). */
@@ -135,8 +135,8 @@ export class ManagedBuffer {
     const o = validateOptions<ManagedBufferAllocOptions>(options, 'options', 'ManagedBuffer.alloc', ['device']);
     requireCuda();
     const device = resolveDevice(o.device);
-    const { box, ptr, buffer } = native.managedAlloc(device.ordinal, byteLength);
-    return new ManagedBuffer(internalConstruction, box, ptr, buffer, device);
+    const { ref, ptr, buffer } = native.managedAlloc(device.ordinal, byteLength);
+    return new ManagedBuffer(internalConstruction, ref, ptr, buffer, device);
   }
 
   /** All the bytes, as one Uint8Array over the managed memory (the same object on each read); length 0 after free. */
@@ -169,10 +169,10 @@ export class ManagedBuffer {
   prefetch(target: Device | number | 'cpu', stream?: Stream): void {
     const to = target === 'cpu' ? CPU : resolveDevice(target as Device | number, 'target').ordinal;
     if (stream !== undefined && !streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
-    const box = this.#use('prefetch');
+    const ref = this.#use('prefetch');
     const on = stream ?? currentStream(this.device);
     this.#sameDevice(on, 'stream');
-    native.managedPrefetch(box, 0, this.byteLength, to, streamBox(on, 'buffer.prefetch'));
+    native.managedPrefetch(ref, 0, this.byteLength, to, streamRef(on, 'buffer.prefetch'));
   }
 
   /** Tells the driver how a range of the buffer is used (see {@link ManagedAdvice}); takes effect at once, not in
@@ -199,7 +199,7 @@ export class ManagedBuffer {
   [asKernelPointer](stream: Stream): bigint {
     this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
-    noteCaptured(streamBox(stream, 'kernel.launch'), this);
+    noteCaptured(streamRef(stream, 'kernel.launch'), this);
     return this.ptr;
   }
 
@@ -209,7 +209,7 @@ export class ManagedBuffer {
   free(): void {
     if (this.#freed) return;
     this.#freed = true;
-    native.managedFree(this.#box, this.#buffer);
+    native.managedFree(this.#ref, this.#buffer);
   }
 
   /** Same as `free()`. */

@@ -28,7 +28,7 @@ namespace csp {
 // allocated CU_MEMHOSTALLOC_PORTABLE: usable with the context of every device.
 
 struct Fence {
-  std::weak_ptr<StreamBox> stream;  // identity only (Note [handle reuse]); never passed to the driver from here
+  std::weak_ptr<NativeStream> stream;  // identity only (Note [handle reuse]); never passed to the driver from here
   int device = 0;
   CUevent event = nullptr;
 };
@@ -40,7 +40,7 @@ struct Block {
   bool unfenced = false;      // a fence failed, so a queued copy may use it at any time: never reused, never freed
 };
 
-bool same_stream(const std::weak_ptr<StreamBox>& a, const std::weak_ptr<StreamBox>& b) {
+bool same_stream(const std::weak_ptr<NativeStream>& a, const std::weak_ptr<NativeStream>& b) {
   return !a.owner_before(b) && !b.owner_before(a);
 }
 
@@ -81,10 +81,10 @@ class PinnedCache {
     return block;
   }
 
-  // Records that a copy using `block` was just queued on `stream` (the caller holds an entry of its box, and its
+  // Records that a copy using `block` was just queued on `stream` (the caller holds an entry of its object, and its
   // context is current). Throws CudaFailure; then the block must not be reused (the caller leaks it).
-  void fence(Block& block, const std::shared_ptr<StreamBox>& stream) {
-    std::weak_ptr<StreamBox> key = stream;
+  void fence(Block& block, const std::shared_ptr<NativeStream>& stream) {
+    std::weak_ptr<NativeStream> key = stream;
     auto fail = [&](CUresult r) {
       block.unfenced = true;
       check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
@@ -214,14 +214,14 @@ PinnedCache& pinned_cache() {
 }
 
 
-const napi_type_tag PinnedBox::kTag = {0x6373702d70696e6eULL, 0x6564000000000005ULL};
+const napi_type_tag NativePinnedBuffer::kTag = {0x6373702d70696e6eULL, 0x6564000000000005ULL};
 
-void PinnedBox::free() {
+void NativePinnedBuffer::free() {
   retire_and_wait();
   if (counted.exchange(false)) live().pinned_bytes -= static_cast<int64_t>(bytes);
 }
 
-void PinnedBox::give_back() {
+void NativePinnedBuffer::give_back() {
   free();
   if (block) pinned_cache().release(block);
   block = nullptr;
@@ -235,7 +235,7 @@ PinnedBlock::~PinnedBlock() {
 
 void* PinnedBlock::data() const { return block_->ptr; }
 
-void PinnedBlock::fence(const std::shared_ptr<StreamBox>& stream) {
+void PinnedBlock::fence(const std::shared_ptr<NativeStream>& stream) {
   try {
     pinned_cache().fence(*block_, stream);
   } catch (...) {
@@ -243,30 +243,30 @@ void PinnedBlock::fence(const std::shared_ptr<StreamBox>& stream) {
   }
 }
 
-void fence_pinned(PinnedBox& pinned, const std::shared_ptr<StreamBox>& stream) {
+void fence_pinned(NativePinnedBuffer& pinned, const std::shared_ptr<NativeStream>& stream) {
   pinned_cache().fence(*pinned.block, stream);
 }
 
 namespace {
 
-// pinnedAlloc(bytes) -> { box, buffer: ArrayBuffer over the block }: a block from the cache (Note [pinned cache]).
+// pinnedAlloc(bytes) -> { ref, buffer: ArrayBuffer over the block }: a block from the cache (Note [pinned cache]).
 Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   size_t bytes = to_size(info[0]);
   // cuMemHostAlloc needs a context; a PORTABLE block serves every device, so the thread's own or any retained one.
   const int device = context_device();
   make_current(device);
-  auto box = std::make_shared<PinnedBox>();
-  box->bytes = bytes;
-  box->block = pinned_cache().acquire(bytes, device);
-  box->data = box->block->ptr;
+  auto object = std::make_shared<NativePinnedBuffer>();
+  object->bytes = bytes;
+  object->block = pinned_cache().acquire(bytes, device);
+  object->data = object->block->ptr;
   live().pinned_bytes += static_cast<int64_t>(bytes);
-  auto owner = new std::shared_ptr<PinnedBox>(box);
+  auto owner = new std::shared_ptr<NativePinnedBuffer>(object);
   Napi::ArrayBuffer buffer;
   try {
     buffer = Napi::ArrayBuffer::New(
-        env, box->block->ptr, bytes,
-        [](Napi::BasicEnv, void*, std::shared_ptr<PinnedBox>* hint) {
+        env, object->block->ptr, bytes,
+        [](Napi::BasicEnv, void*, std::shared_ptr<NativePinnedBuffer>* hint) {
           // Runs on: the JS thread that made the ArrayBuffer, once it and every view are gone (or at teardown).
           never_throws("PinnedBuffer finalizer", [&] { (*hint)->give_back(); });
           delete hint;
@@ -274,23 +274,23 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
         owner);
   } catch (...) {
     delete owner;
-    box->give_back();
+    object->give_back();
     throw;
   }
   Napi::Object out = Napi::Object::New(env);
-  out.Set("box", wrap_box(env, box));
+  out.Set("ref", wrap_native(env, object));
   out.Set("buffer", buffer);
   return out;
 }
 
-// pinnedFree(box, arrayBuffer): copies are refused from now on and the views detach; the ArrayBuffer's finalizer then
-// gives the block back. Returns at once; waits only for a copy being queued on this box by another call.
+// pinnedFree(ref, arrayBuffer): copies are refused from now on and the views detach; the ArrayBuffer's finalizer then
+// gives the block back. Returns at once; waits only for a copy being queued on this object by another call.
 Napi::Value pinned_free(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<PinnedBox>(info[0]);
-  box->free();
+  auto object = unwrap_native<NativePinnedBuffer>(info[0]);
+  object->free();
   Napi::ArrayBuffer buffer = info[1].As<Napi::ArrayBuffer>();
   if (!buffer.IsDetached()) buffer.Detach();
-  release_box(info[0]);
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
@@ -315,7 +315,7 @@ Napi::Value pinned_cache_info(const Napi::CallbackInfo& info) {
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kPinnedExports[] = {
     {"pinnedAlloc", "number", entry<pinned_alloc>},
-    {"pinnedFree", "box, ArrayBuffer", entry<pinned_free>},
+    {"pinnedFree", "ref, ArrayBuffer", entry<pinned_free>},
     {"pinnedTrimCache", "", entry<pinned_trim_cache>},
     {"pinnedCacheInfo", "", entry<pinned_cache_info>},
 };

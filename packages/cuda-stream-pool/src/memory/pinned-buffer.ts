@@ -2,8 +2,8 @@
 // Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in memory/pinned-buffer.cc.
 import { types } from 'node:util';
 
-import { native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { driverState } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
 import { privateState, register } from '../internal/handles.js';
@@ -64,7 +64,7 @@ export function hostView<T extends ArrayBufferView>(memory: ArrayBuffer, Ctor: P
 
 /** What copies need to know about a pinned ArrayBuffer, whoever holds it (the wrapper or only views). */
 interface PinnedRecord {
-  box: Box;
+  ref: NativeRef;
   freed: boolean;
 }
 
@@ -106,10 +106,10 @@ export class PinnedBuffer {
     return this.#byteLength;
   }
 
-  private constructor(token: symbol, box: Box, buffer: ArrayBuffer) {
+  private constructor(token: symbol, ref: NativeRef, buffer: ArrayBuffer) {
     checkConstruction(token, 'PinnedBuffer', 'PinnedBuffer.alloc()');
-    adopt(buffer, box); // copies find the box through the ArrayBuffer, which may outlive this wrapper
-    this.#record = { box, freed: false };
+    adopt(buffer, ref); // copies find the ref through the ArrayBuffer, which may outlive this wrapper
+    this.#record = { ref, freed: false };
     this.#buffer = buffer;
     this.#bytes = new Uint8Array(buffer);
     this.#byteLength = buffer.byteLength;
@@ -133,8 +133,8 @@ export class PinnedBuffer {
     // It takes no options: one given (a device, as ManagedBuffer.alloc takes) is refused, not silently ignored.
     if (rest.length > 0 && rest[0] !== undefined)
       throw invalidValue('options', 'is not taken: PinnedBuffer.alloc() has only byteLength (pinned blocks are portable: usable with every device).');
-    const { box, buffer } = native.pinnedAlloc(byteLength);
-    return new PinnedBuffer(internalConstruction, box, buffer);
+    const { ref, buffer } = native.pinnedAlloc(byteLength);
+    return new PinnedBuffer(internalConstruction, ref, buffer);
   }
 
   /** Releases every idle block of the library's pinned cache to the system (cuMemFreeHost) and returns the bytes
@@ -181,7 +181,7 @@ export class PinnedBuffer {
   free(): void {
     if (this.#record.freed) return;
     this.#record.freed = true;
-    native.pinnedFree(this.#record.box, this.#buffer);
+    native.pinnedFree(this.#record.ref, this.#buffer);
   }
 
   /** Same as `free()`. */

@@ -1,6 +1,6 @@
-// The stream pool's policy in plain TypeScript over abstract stream slots: round-robin hand-out, exclusive leases,
+// The stream pool's policy in plain TypeScript over abstract streams, each known by its index: round-robin hand-out, exclusive leases,
 // waiters (FIFO in a thread, rotating across threads), abort, run() scoping, close and detach. The same code runs over
-// the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake slots.
+// the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake streams.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
 import { validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
@@ -35,24 +35,24 @@ const WATCH_MS = 1000;
 /** How long a lease is held strongly before it is tracked weakly, so it can be reclaimed (ms; Note [lease reclaim]). */
 export const PROMOTE_MS = 250;
 
-/** What the policy needs from the streams: the pool's slots, abstracted so CPU tests can run it with fakes. */
-export interface PoolSlots<S> {
-  /** The shared stream of each slot: what getStream() hands out. */
+/** What the policy needs from the streams: the pool's streams by index, abstracted so CPU tests can run it with fakes. */
+export interface PoolStreams<S> {
+  /** The shared stream at each index: what getStream() hands out. */
   readonly streams: readonly S[];
-  /** A new wrapper of slot `slot`'s stream for one lease, made on the lease's first read of `lease.stream`, which
+  /** A new wrapper of the stream at `streamIndex` for one lease, made on the lease's first read of `lease.stream`, which
    * keeps `lease` reachable while it is (so a lease whose stream is still in use is never reclaimed); retired when the
    * lease ends. */
-  leaseView(slot: number, lease: object): S;
+  leaseView(streamIndex: number, lease: object): S;
   /** Makes `view` throw DestroyedError from now on, with `why` in the message. */
   retire(view: S, why: string): void;
-  /** True when the slot's stream has no queued work (cuStreamQuery); a throw counts as busy. */
-  isIdle(slot: number): boolean;
+  /** True when the stream at that index has no queued work (cuStreamQuery); a throw counts as busy. */
+  isIdle(streamIndex: number): boolean;
   /** True when anything was done through `view` (a lease's wrapper): work may have been queued. */
   used(view: S): boolean;
   /** Runs `fn(view)` with `view` as the current stream (enterScope: a fake view is no Stream). */
   scope<T>(view: S, fn: (stream: S) => T): T;
-  /** Resolves when the slot's queued work is done (close()). */
-  drain(slot: number): Promise<void>;
+  /** Resolves when the queued work of the stream at that index is done (close()). */
+  drain(streamIndex: number): Promise<void>;
   /** True when `view` is the current stream of the calling async context or of a scope it is nested in; lets close()
    * refuse to wait for a lease its caller holds. Absent: close() does not check. */
   inScope?(view: S): boolean;
@@ -149,7 +149,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   readonly #words: Int32Array;
   readonly #u32: Uint32Array;
   readonly #streams: readonly S[];
-  readonly #slots: PoolSlots<S>;
+  readonly #poolStreams: PoolStreams<S>;
   readonly #layout: PoolLayout;
   /** NEXT is wound back by this multiple of size once it reaches it, so `n % size` never jumps. */
   readonly #limit: number;
@@ -158,7 +158,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #queue: Waiter<S>[] = [];
   #head = 0;
   #live = 0;
-  /** This thread's leases by slot (a thread holds a slot at most once): new ones strongly (#young), older ones
+  /** This thread's leases by stream index (a thread holds a stream's lease at most once): new ones strongly (#young), older ones
    * weakly (#held), so that a forgotten lease can be reclaimed (Note [lease reclaim]). */
   readonly #young: (StreamLease<S> | undefined)[];
   readonly #held: (WeakRef<StreamLease<S>> | undefined)[];
@@ -179,18 +179,18 @@ export class PoolCore<S> implements LeaseOwner<S> {
    * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
    * @param environment - this thread's environment id, a positive integer unique among the threads sharing `words`.
    */
-  constructor(words: Int32Array, size: number, environment: number, slots: PoolSlots<S>) {
+  constructor(words: Int32Array, size: number, environment: number, poolStreams: PoolStreams<S>) {
     this.size = size;
     this.environment = environment;
     this.#words = words;
     this.#u32 = new Uint32Array(words.buffer, words.byteOffset, words.length);
-    this.#streams = slots.streams;
-    this.#slots = slots;
+    this.#streams = poolStreams.streams;
+    this.#poolStreams = poolStreams;
     this.#layout = poolLayout(size);
     this.#limit = size * Math.floor(2 ** 31 / size);
     this.#young = new Array<StreamLease<S> | undefined>(size).fill(undefined);
     this.#held = new Array<WeakRef<StreamLease<S>> | undefined>(size).fill(undefined);
-    this.#reclaimer = new FinalizationRegistry((slot) => this.#reclaim(slot));
+    this.#reclaimer = new FinalizationRegistry((streamIndex) => this.#reclaim(streamIndex));
   }
 
   /** True once this handle cannot be used: detached here, or the pool destroyed anywhere. */
@@ -219,17 +219,17 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #getStreamAt(index: number | undefined): S {
     this.#check('getStream');
     const i = validateInteger(index, 'index', 0, Number.MAX_SAFE_INTEGER);
-    const slot = i % this.size;
-    Atomics.add(this.#u32, this.#layout.explicitBase + slot, 1);
-    return this.#streams[slot]!;
+    const streamIndex = i % this.size;
+    Atomics.add(this.#u32, this.#layout.explicitBase + streamIndex, 1);
+    return this.#streams[streamIndex]!;
   }
 
   /** A lease now if a stream is free and no waiter of this thread is ahead, else undefined; never waits. */
   tryAcquire(method = 'tryAcquire'): StreamLease<S> | undefined {
     this.#checkOpen(method);
     if (this.#live > 0) return undefined;
-    const slot = this.#take();
-    return slot < 0 ? undefined : this.#grant(slot);
+    const streamIndex = this.#take();
+    return streamIndex < 0 ? undefined : this.#grant(streamIndex);
   }
 
   /** A lease, now or once a stream comes back; see Note [pool waiting]. */
@@ -244,8 +244,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
     }
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#live === 0) {
-      const slot = this.#take();
-      if (slot >= 0) return Promise.resolve(this.#grant(slot));
+      const streamIndex = this.#take();
+      if (streamIndex >= 0) return Promise.resolve(this.#grant(streamIndex));
     }
     return new Promise<StreamLease<S>>((resolve, reject) => {
       const waiter: Waiter<S> = { resolve, reject, signal, onAbort: undefined, settled: false };
@@ -287,7 +287,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #runLeased<T>(lease: StreamLease<S>, fn: (stream: S) => T): Promise<Awaited<T>> {
     let result: T;
     try {
-      result = this.#slots.scope(lease.stream, fn);
+      result = this.#poolStreams.scope(lease.stream, fn);
     } catch (error) {
       lease.release();
       return Promise.reject(error);
@@ -366,7 +366,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       try {
         while (this.#words[STATE] === CLOSING && this.#anyLeased()) await Promise.race([this.#closeBell(), aborted.promise]);
         if (this.#words[STATE] === CLOSING) {
-          const drains = this.#streams.map((_, slot) => this.#slots.drain(slot));
+          const drains = this.#streams.map((_, streamIndex) => this.#poolStreams.drain(streamIndex));
           for (const result of await Promise.race([Promise.allSettled(drains), aborted.promise]))
             if (result.status === 'rejected' && failure === undefined && !quiet(result.reason)) failure = result.reason;
         }
@@ -388,10 +388,10 @@ export class PoolCore<S> implements LeaseOwner<S> {
   /** The ERR_INVALID_STATE error that close() rejects with when the calling async context holds a lease of this pool
    * (inside `run()` or `withStream(lease.stream)`): waiting for it would never end. Undefined otherwise. */
   closeRefusal(method: string): Error | undefined {
-    const inScope = this.#slots.inScope;
+    const inScope = this.#poolStreams.inScope;
     if (inScope === undefined || this.#heldCount === 0) return undefined;
-    for (let slot = 0; slot < this.size; slot++) {
-      const lease = this.#leaseAt(slot);
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++) {
+      const lease = this.#leaseAt(streamIndex);
       const view = lease ? leases.view(lease) : undefined;
       if (view === undefined || !inScope(view)) continue; // a view never made cannot be in scope
       let id: unknown;
@@ -400,7 +400,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       } catch {
         // a stand-in stream (the policy's tests) has no id
       }
-      const stream = typeof id === 'bigint' ? `stream ${slot} (id ${id})` : `stream ${slot}`;
+      const stream = typeof id === 'bigint' ? `stream ${streamIndex} (id ${id})` : `stream ${streamIndex}`;
       return invalidState(
         `${method}() was called inside pool.run() (or withStream()) of a lease of this pool, on ${stream}: it would ` +
           'wait forever for that lease, which is released only after the call returns. Close the pool after run() settles.',
@@ -462,21 +462,21 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#check(method);
   }
 
-  /** The wrapper of slot `slot`'s stream for `lease`, made when the lease's stream is first read. @internal */
-  leaseView(slot: number, lease: StreamLease<S>): S {
-    return this.#slots.leaseView(slot, lease);
+  /** The wrapper of the stream at `streamIndex` for `lease`, made when the lease's stream is first read. @internal */
+  leaseView(streamIndex: number, lease: StreamLease<S>): S {
+    return this.#poolStreams.leaseView(streamIndex, lease);
   }
 
   /** Called by StreamLease.release(); `view` is undefined when the lease's stream was never read. @internal */
-  end(lease: StreamLease<S>, slot: number, view: S | undefined): void {
+  end(lease: StreamLease<S>, streamIndex: number, view: S | undefined): void {
     if (view !== undefined) {
-      if (this.#slots.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
+      if (this.#poolStreams.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + streamIndex, UNKNOWN_IDLE);
       // A lease ended by its pool's end says so: its holder released nothing.
-      this.#slots.retire(view, this.#detached === undefined ? 'belongs to a StreamLease that was released' : `belongs to a StreamPool that ${this.#detached}`);
+      this.#poolStreams.retire(view, this.#detached === undefined ? 'belongs to a StreamLease that was released' : `belongs to a StreamPool that ${this.#detached}`);
     }
-    if (this.#young[slot] === lease) this.#young[slot] = undefined;
+    if (this.#young[streamIndex] === lease) this.#young[streamIndex] = undefined;
     else this.#reclaimer.unregister(lease);
-    this.#giveBack(slot);
+    this.#giveBack(streamIndex);
   }
 
   /* Note [lean leases]: tryAcquire() + release() is the pool's hot path, so a lease costs one small object and a few
@@ -487,7 +487,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
    * - The idleness words (Note [known idle]) are read plainly: they choose among free streams, a preference only.
    * - A release's first look at WAITING_ENVS is plain; the free that follows is an Atomics.store and the load after it
    *   is atomic, and that pair is what the ordering rule of Note [pool shared words] relies on.
-   * - A slot's lease counter is written by the holder of its lease word alone, so a plain increment is race-free.
+   * - A stream's lease counter is written by the holder of its lease word alone, so a plain increment is race-free.
    * - The stream wrapper is made when `lease.stream` is first read (run() reads it at once), so a lease that never
    *   needs it costs no Stream. Each lease still gets a wrapper of its own: an object identity is all a stale
    *   reference carries, so a wrapper reused for a later lease could not tell its old holder from the new one.
@@ -496,51 +496,51 @@ export class PoolCore<S> implements LeaseOwner<S> {
   /* Note [lease reclaim]: a forgotten lease goes back to the pool once neither it nor its stream can be reached. A
    * lease view keeps its lease alive (leaseView's `lease`), so the lease is what the garbage collector decides on.
    * The core must still find its leases (detach releases them, close() looks for one held by its caller), so it keeps
-   * them by slot (a thread holds a slot at most once), in two steps:
+   * them by stream index (a thread holds a stream's lease at most once), in two steps:
    * - young: a new lease is held strongly in #young. Almost every lease is released within a few milliseconds, and a
    *   WeakRef plus a FinalizationRegistry registration cost 0.5 to 3 µs each, ten times the rest of a lease.
    * - held: every PROMOTE_MS (an unref'd timer, armed by the first lease after the last round) the leases still young
    *   get a WeakRef in #held and a registration with the FinalizationRegistry; release() unregisters them.
-   * When a registered lease is collected, its slot comes back as release() would give it, counted in RECLAIMED.
-   * Nothing can have queued work through its view since, so only the slot's idleness is forgotten. A callback that
-   * comes after the slot was given back some other way (detach) finds no dead WeakRef in #held and does nothing. So
+   * When a registered lease is collected, its stream comes back as release() would give it, counted in RECLAIMED.
+   * Nothing can have queued work through its view since, so only the stream's idleness is forgotten. A callback that
+   * comes after the stream was given back some other way (detach) finds no dead WeakRef in #held and does nothing. So
    * a forgotten lease is reclaimed by the first collection at least PROMOTE_MS after it was granted. */
   #promote(): void {
     this.#promotion = undefined;
     if (this.#detached !== undefined || this.#terminated) return;
-    for (let slot = 0; slot < this.size; slot++) {
-      const lease = this.#young[slot];
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++) {
+      const lease = this.#young[streamIndex];
       if (lease === undefined) continue;
-      this.#young[slot] = undefined;
-      this.#held[slot] = new WeakRef(lease);
-      this.#reclaimer.register(lease, slot, lease);
+      this.#young[streamIndex] = undefined;
+      this.#held[streamIndex] = new WeakRef(lease);
+      this.#reclaimer.register(lease, streamIndex, lease);
     }
   }
 
-  // This thread's live lease on `slot`; null when it was collected unreleased and not reclaimed yet.
-  #leaseAt(slot: number): StreamLease<S> | null | undefined {
-    const young = this.#young[slot];
+  // This thread's live lease on `streamIndex`; null when it was collected unreleased and not reclaimed yet.
+  #leaseAt(streamIndex: number): StreamLease<S> | null | undefined {
+    const young = this.#young[streamIndex];
     if (young !== undefined) return young;
-    const ref = this.#held[slot];
+    const ref = this.#held[streamIndex];
     return ref === undefined ? undefined : (ref.deref() ?? null);
   }
 
-  #reclaim(slot: number): void {
-    const ref = this.#held[slot];
+  #reclaim(streamIndex: number): void {
+    const ref = this.#held[streamIndex];
     if (ref === undefined || ref.deref() !== undefined || this.#terminated) return;
     Atomics.add(this.#u32, RECLAIMED, 1);
-    Atomics.store(this.#u32, this.#layout.idleAtBase + slot, UNKNOWN_IDLE);
-    this.#giveBack(slot);
+    Atomics.store(this.#u32, this.#layout.idleAtBase + streamIndex, UNKNOWN_IDLE);
+    this.#giveBack(streamIndex);
   }
 
-  // The lease on `slot` ended (released or reclaimed): the slot goes to the next waiter or back to the pool.
-  #giveBack(slot: number): void {
-    this.#young[slot] = undefined;
-    this.#held[slot] = undefined;
+  // The lease on `streamIndex` ended (released or reclaimed): the stream goes to the next waiter or back to the pool.
+  #giveBack(streamIndex: number): void {
+    this.#young[streamIndex] = undefined;
+    this.#held[streamIndex] = undefined;
     this.#heldCount--;
     const state = this.#words[STATE];
     if (state !== DESTROYED) {
-      this.#handOff(slot);
+      this.#handOff(streamIndex);
       if (state === CLOSING) {
         this.#ring(CLOSE_BELL);
         this.#closeWake?.();
@@ -566,18 +566,18 @@ export class PoolCore<S> implements LeaseOwner<S> {
 
   // ---- taking and giving streams ----
 
-  #idle(slot: number): boolean {
-    if (this.#knownIdle(slot)) return true;
+  #idle(streamIndex: number): boolean {
+    if (this.#knownIdle(streamIndex)) return true;
     let idle: boolean;
     try {
-      idle = this.#slots.isIdle(slot);
+      idle = this.#poolStreams.isIdle(streamIndex);
     } catch {
       return false;
     }
     if (idle) {
       const l = this.#layout;
-      Atomics.store(this.#u32, l.idleExplicitBase + slot, Atomics.load(this.#u32, l.explicitBase + slot));
-      Atomics.store(this.#u32, l.idleAtBase + slot, Atomics.load(this.#u32, NEXT));
+      Atomics.store(this.#u32, l.idleExplicitBase + streamIndex, Atomics.load(this.#u32, l.explicitBase + streamIndex));
+      Atomics.store(this.#u32, l.idleAtBase + streamIndex, Atomics.load(this.#u32, NEXT));
     }
     return idle;
   }
@@ -585,19 +585,19 @@ export class PoolCore<S> implements LeaseOwner<S> {
   /* Note [known idle]: asking the driver whether a stream is idle costs an N-API call and cuStreamQuery (about half
    * a microsecond), more than the rest of a lease. So a stream found idle keeps that fact in idleAt/idleExplicit
    * until something may have queued work on it: a lease whose wrapper was used (end() forgets it), getStream()
-   * handing it out round-robin (NEXT passed a value n ≡ slot mod size since idleAt), or getStream(index) (its
+   * handing it out round-robin (NEXT passed a value n ≡ streamIndex mod size since idleAt), or getStream(index) (its
    * explicit count changed). Work queued through `stream.handle` by another library is not seen: preferring idle
    * streams is a preference, never a guarantee. */
-  #knownIdle(slot: number): boolean {
+  #knownIdle(streamIndex: number): boolean {
     // Plain reads: a stale value only changes which free stream is preferred (Note [lean leases]).
     const l = this.#layout;
     const u = this.#u32;
-    const then = u[l.idleAtBase + slot]!;
+    const then = u[l.idleAtBase + streamIndex]!;
     if (then === UNKNOWN_IDLE) return false;
-    if (u[l.explicitBase + slot] !== u[l.idleExplicitBase + slot]) return false;
+    if (u[l.explicitBase + streamIndex] !== u[l.idleExplicitBase + streamIndex]) return false;
     const now = u[NEXT]!;
     if (now < then || now - then >= this.size) return false; // wound back, or a whole round handed out
-    const firstHandOut = then + ((slot - (then % this.size) + this.size) % this.size); // first n >= then, n % size = slot
+    const firstHandOut = then + ((streamIndex - (then % this.size) + this.size) % this.size); // first n >= then, n % size = streamIndex
     return firstHandOut >= now;
   }
 
@@ -609,45 +609,45 @@ export class PoolCore<S> implements LeaseOwner<S> {
     const size = this.size;
     let fallback = -1;
     let probes = 0;
-    for (let k = 0, slot = this.#scan; k < size; k++, slot = slot + 1 === size ? 0 : slot + 1) {
+    for (let k = 0, streamIndex = this.#scan; k < size; k++, streamIndex = streamIndex + 1 === size ? 0 : streamIndex + 1) {
       // A plain read picks the candidate; the compareExchange below is what takes it (Note [lean leases]).
-      const word = w[base + slot]!;
+      const word = w[base + streamIndex]!;
       if (word === -env || (word < 0 && !this.#registered(-word))) {
         // Handed to this thread, or a stale hand-off to a thread no longer waiting: claim or reclaim.
-        if (Atomics.compareExchange(w, base + slot, word, env) === word) return this.#took(slot);
+        if (Atomics.compareExchange(w, base + streamIndex, word, env) === word) return this.#took(streamIndex);
         continue;
       }
       if (word !== 0) continue;
       if (probes === IDLE_PROBES) {
-        if (fallback < 0) fallback = slot;
+        if (fallback < 0) fallback = streamIndex;
         break;
       }
       probes++;
-      if (this.#idle(slot)) {
-        if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
-      } else if (fallback < 0) fallback = slot;
+      if (this.#idle(streamIndex)) {
+        if (Atomics.compareExchange(w, base + streamIndex, 0, env) === 0) return this.#took(streamIndex);
+      } else if (fallback < 0) fallback = streamIndex;
     }
     if (fallback >= 0 && Atomics.compareExchange(w, base + fallback, 0, env) === 0) return this.#took(fallback);
     if (fallback < 0) return -1;
     // Lost the race for the busy one: any free stream will do.
-    for (let slot = 0; slot < size; slot++)
-      if (Atomics.compareExchange(w, base + slot, 0, env) === 0) return this.#took(slot);
+    for (let streamIndex = 0; streamIndex < size; streamIndex++)
+      if (Atomics.compareExchange(w, base + streamIndex, 0, env) === 0) return this.#took(streamIndex);
     return -1;
   }
 
-  #took(slot: number): number {
-    this.#scan = slot + 1 === this.size ? 0 : slot + 1;
-    return slot;
+  #took(streamIndex: number): number {
+    this.#scan = streamIndex + 1 === this.size ? 0 : streamIndex + 1;
+    return streamIndex;
   }
 
-  #grant(slot: number): StreamLease<S> {
-    // Only the holder of a slot's lease word writes its counter, so a plain increment is race-free (the CAS that took
+  #grant(streamIndex: number): StreamLease<S> {
+    // Only the holder of a stream's lease word writes its counter, so a plain increment is race-free (the CAS that took
     // the word orders it after the previous holder's); stats() may read it a moment late.
     const counts = this.#u32;
-    const at = this.#layout.leaseCountBase + slot;
+    const at = this.#layout.leaseCountBase + streamIndex;
     counts[at] = counts[at]! + 1;
-    const lease = leases.make(this, slot);
-    this.#young[slot] = lease;
+    const lease = leases.make(this, streamIndex);
+    this.#young[streamIndex] = lease;
     this.#heldCount++;
     if (this.#promotion === undefined) {
       this.#promotion = setTimeout(() => this.#promote(), PROMOTE_MS);
@@ -656,11 +656,11 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return lease;
   }
 
-  // This thread holds lease word `slot` (+env) and no lease uses it: pass it on. See Note [pool waiting].
-  #handOff(slot: number): void {
+  // This thread holds lease word `streamIndex` (+env) and no lease uses it: pass it on. See Note [pool waiting].
+  #handOff(streamIndex: number): void {
     const w = this.#words;
     const env = this.environment;
-    const at = this.#layout.leaseBase + slot;
+    const at = this.#layout.leaseBase + streamIndex;
     for (let first = true; ; first = false) {
       const mine = this.#entry >= 0 ? 1 : 0;
       // The first look may be a plain read: a registration it misses is seen by the load after the free below,
@@ -679,7 +679,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
         }
       }
       if (this.#live > 0) {
-        this.#serveHead(slot);
+        this.#serveHead(streamIndex);
         return;
       }
       Atomics.store(w, at, 0);
@@ -712,8 +712,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return -1;
   }
 
-  // Gives `slot` (held by this thread) to the first waiter still waiting.
-  #serveHead(slot: number): void {
+  // Gives `streamIndex` (held by this thread) to the first waiter still waiting.
+  #serveHead(streamIndex: number): void {
     const queue = this.#queue;
     let waiter: Waiter<S> | undefined;
     while (this.#head < queue.length) {
@@ -728,16 +728,16 @@ export class PoolCore<S> implements LeaseOwner<S> {
       this.#head = 0;
     }
     if (waiter === undefined) {
-      // Unreachable while #live counts the unsettled waiters; kept so a slot is never lost.
+      // Unreachable while #live counts the unsettled waiters; kept so a stream is never lost.
       this.#live = 0;
-      this.#handOff(slot);
+      this.#handOff(streamIndex);
       return;
     }
     waiter.settled = true;
     this.#live--;
     if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
     this.#publishWaiters();
-    waiter.resolve(this.#grant(slot));
+    waiter.resolve(this.#grant(streamIndex));
     if (this.#live === 0) this.#stopWaiting();
   }
 
@@ -780,9 +780,9 @@ export class PoolCore<S> implements LeaseOwner<S> {
     }
     const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_WAKE_COUNTER) : 0;
     while (this.#live > 0) {
-      const slot = this.#take();
-      if (slot < 0) break;
-      this.#serveHead(slot);
+      const streamIndex = this.#take();
+      if (streamIndex < 0) break;
+      this.#serveHead(streamIndex);
     }
     if (this.#live === 0) return this.#stopWaiting();
     this.#sleep(bell);
@@ -817,8 +817,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
     if (Atomics.load(w, ATTACHED_ENVS) > 1) return false;
     const env = this.environment;
     const base = this.#layout.leaseBase;
-    for (let slot = 0; slot < this.size; slot++) {
-      const word = Atomics.load(w, base + slot);
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++) {
+      const word = Atomics.load(w, base + streamIndex);
       if (word !== env && word !== -env && !(freeOk && word === 0)) return false;
     }
     return true;
@@ -840,8 +840,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
     if (w[STATE] === DESTROYED) return;
     const env = this.environment;
     const base = this.#layout.leaseBase;
-    for (let slot = 0; slot < this.size; slot++)
-      if (Atomics.load(w, base + slot) === -env && Atomics.compareExchange(w, base + slot, -env, env) === -env) this.#handOff(slot);
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++)
+      if (Atomics.load(w, base + streamIndex) === -env && Atomics.compareExchange(w, base + streamIndex, -env, env) === -env) this.#handOff(streamIndex);
   }
 
   #rejectAll(error: Error): void {
@@ -909,14 +909,14 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#detached = why;
     this.#rejectAll(new DestroyedError('StreamPool', 'acquire', why));
     this.#stopWaiting();
-    for (let slot = 0; slot < this.size; slot++) {
-      const lease = this.#leaseAt(slot);
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++) {
+      const lease = this.#leaseAt(streamIndex);
       if (lease) lease.release();
-      else if (lease === null) this.#reclaim(slot); // collected, its callback not run yet
+      else if (lease === null) this.#reclaim(streamIndex); // collected, its callback not run yet
     }
     if (this.#promotion !== undefined) clearTimeout(this.#promotion);
     this.#promotion = undefined;
-    if (why === 'was destroyed') for (const stream of this.#streams) this.#slots.retire(stream, 'belongs to a StreamPool that was destroyed');
+    if (why === 'was destroyed') for (const stream of this.#streams) this.#poolStreams.retire(stream, 'belongs to a StreamPool that was destroyed');
   }
 }
 

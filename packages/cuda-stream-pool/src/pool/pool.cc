@@ -105,7 +105,7 @@ struct PoolState {
   Layout layout;
   int32_t* words = nullptr;                   // owned by `memory`
   SharedWords memory;                         // one for every thread: Note [one backing store]
-  std::vector<std::shared_ptr<StreamBox>> streams;
+  std::vector<std::shared_ptr<NativeStream>> streams;
   // Handles not yet released, per environment (Note [pool attachments]); guarded by the registry mutex.
   std::map<int, int> attached;
   int handles = 0;  // their sum
@@ -131,9 +131,9 @@ Registry& registry() {
 }
 
 // Marks the pool destroyed in every thread (the state word), forgets it, then destroys its streams; each
-// StreamBox::destroy waits for driver calls in flight on that stream (Note [handle guard]). Idempotent.
+// NativeStream::destroy waits for driver calls in flight on that stream (Note [handle guard]). Idempotent.
 void destroy_pool(const std::shared_ptr<PoolState>& state) {
-  std::vector<std::shared_ptr<StreamBox>> streams;
+  std::vector<std::shared_ptr<NativeStream>> streams;
   {
     std::lock_guard<OrderedMutex> lock(registry().mutex);
     if (state->destroyed) return;
@@ -228,13 +228,13 @@ void add_streams(PoolState& state, int device, bool non_blocking, int priority) 
   state.priority = priority;
   unsigned flags = non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   state.streams.reserve(state.size);
-  // A failure part way leaves the created boxes to their destructors, which destroy the streams.
+  // A failure part way leaves the created objects to their destructors, which destroy the streams.
   for (int i = 0; i < state.size; i++) state.streams.push_back(create_stream(device, flags, priority));
 }
 
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
 // The caller counted the handle (count_handle) and copied `streams` under the registry mutex.
-Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted, std::vector<std::shared_ptr<StreamBox>> streams) {
+Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted, std::vector<std::shared_ptr<NativeStream>> streams) {
   // The handle owns the count from here on: when an N-API call below fails (a worker being terminated), its
   // destructor gives the count back, as its finalizer would have.
   auto handle = std::make_shared<PoolHandle>(std::move(counted), AddonData::of(env).environment_id);
@@ -242,21 +242,21 @@ Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted
   Napi::Object out = Napi::Object::New(env);
   out.Set("id", state->id);
   out.Set("memory", state->memory.to_js(env));
-  Napi::Array boxes = Napi::Array::New(env, streams.size());
-  for (size_t i = 0; i < streams.size(); i++) boxes.Set(static_cast<uint32_t>(i), wrap_box(env, streams[i]));
-  out.Set("streams", boxes);
+  Napi::Array objects = Napi::Array::New(env, streams.size());
+  for (size_t i = 0; i < streams.size(); i++) objects.Set(static_cast<uint32_t>(i), wrap_native(env, streams[i]));
+  out.Set("streams", objects);
   out.Set("device", state->device);
   out.Set("size", state->size);
   out.Set("nonBlocking", state->non_blocking);
   out.Set("priority", state->priority);
   out.Set("isDefault", state->is_default);
   out.Set("owner", state->owner_environment);
-  out.Set("handle", wrap_box(env, std::move(handle)));
+  out.Set("handle", wrap_native(env, std::move(handle)));
   return out;
 }
 
 Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
-  std::vector<std::shared_ptr<StreamBox>> streams;
+  std::vector<std::shared_ptr<NativeStream>> streams;
   {
     std::lock_guard<OrderedMutex> lock(registry().mutex);
     state->id = registry().next_id++;
@@ -292,7 +292,7 @@ Napi::Value pool_default(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   int device = info[0].As<Napi::Number>().Int32Value();
   std::shared_ptr<PoolState> state;
-  std::vector<std::shared_ptr<StreamBox>> streams;
+  std::vector<std::shared_ptr<NativeStream>> streams;
   {
     // Creation happens under the mutex so that two threads asking at once get one pool; it makes no call that
     // can block on another thread's GPU work.
@@ -321,7 +321,7 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
   if (!(requested >= 1 && requested <= INT_MAX) || requested != static_cast<int>(requested)) return info.Env().Undefined();
   int id = static_cast<int>(requested);
   std::shared_ptr<PoolState> state;
-  std::vector<std::shared_ptr<StreamBox>> streams;
+  std::vector<std::shared_ptr<NativeStream>> streams;
   {
     std::lock_guard<OrderedMutex> lock(registry().mutex);
     if (id >= registry().next_id) return info.Env().Undefined();
@@ -337,7 +337,7 @@ Napi::Value pool_attach(const Napi::CallbackInfo& info) {
 // poolDestroy(handle): destroys the pool in every thread (state word, streams); a default pool is never
 // destroyed (the TS layer only detaches from it). Idempotent.
 Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
-  auto handle = unwrap_box<PoolHandle>(info[0]);
+  auto handle = unwrap_native<PoolHandle>(info[0]);
   if (!handle->state->is_default) destroy_pool(handle->state);
   return info.Env().Undefined();
 }
@@ -345,7 +345,7 @@ Napi::Value pool_destroy(const Napi::CallbackInfo& info) {
 // poolDetach(handle): gives this handle's count back now rather than at GC (Note [pool attachments]); the last one
 // destroys a pool that is not a default pool. Idempotent.
 Napi::Value pool_detach(const Napi::CallbackInfo& info) {
-  unwrap_box<PoolHandle>(info[0])->release();
+  unwrap_native<PoolHandle>(info[0])->release();
   return info.Env().Undefined();
 }
 
@@ -386,7 +386,7 @@ void release_environment(int environment) {
 // poolThreadExit(handle, environment): the exit of `environment` from this pool, as its cleanup hook makes it;
 // lets the CPU model test kill a simulated thread at any step.
 Napi::Value pool_thread_exit(const Napi::CallbackInfo& info) {
-  auto handle = unwrap_box<PoolHandle>(info[0]);
+  auto handle = unwrap_native<PoolHandle>(info[0]);
   int environment = info[1].As<Napi::Number>().Int32Value();
   release_exited_thread(*handle->state, environment);
   return info.Env().Undefined();
@@ -400,9 +400,9 @@ const Export kPoolExports[] = {
     {"poolCreateShared", "number, object", entry<pool_create_shared>},
     {"poolDefault", "number, number, boolean, number, object", entry<pool_default>},
     {"poolAttach", "number", entry<pool_attach>},
-    {"poolDestroy", "box", entry<pool_destroy>},
-    {"poolDetach", "box", entry<pool_detach>},
-    {"poolThreadExit", "box, number", entry<pool_thread_exit>},
+    {"poolDestroy", "ref", entry<pool_destroy>},
+    {"poolDetach", "ref", entry<pool_detach>},
+    {"poolThreadExit", "ref, number", entry<pool_thread_exit>},
 };
 
 void register_pool(Napi::Env env, Napi::Object exports) {

@@ -21,8 +21,8 @@
  * streams than that share queues, so work on two different pool streams can still wait on each other
  * (`stats().maxConnections`). A pool of 32 gives distinct streams, not 32 independent queues.
  */
-import { native, type Box, type PoolDescription } from '../binding/binding.js';
-import { adopt, releaseBox } from '../binding/box-lifetime.js';
+import { native, type NativeRef, type PoolDescription } from '../binding/binding.js';
+import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
@@ -123,7 +123,7 @@ let opening: { description: PoolDescription; device: Device; owner: boolean } | 
  */
 export class StreamPool {
   readonly #core: PoolCore<Stream>;
-  readonly #handle: Box;
+  readonly #handle: NativeRef;
   readonly #id: number;
   readonly #owner: boolean;
   readonly #isDefault: boolean;
@@ -155,14 +155,14 @@ export class StreamPool {
       opened = { description, device, owner: true };
     }
     const { description, device, owner } = opened;
-    const boxes = description.streams;
+    const refs = description.streams;
     // This object's collection releases this thread's handle on the pool (the last one destroys a forgotten pool)
     // and on its streams; each pool stream and lease view keeps it reachable (their `owner`).
     adopt(this, description.handle);
-    for (const box of boxes) adopt(this, box);
+    for (const ref of refs) adopt(this, ref);
     let streams: Stream[];
     try {
-      streams = boxes.map((box) => wrapStream(box, device, 'pool', undefined, this));
+      streams = refs.map((ref) => wrapStream(ref, device, 'pool', undefined, this));
     } catch (error) {
       // The pool was destroyed by its owner between attach and here.
       if (error instanceof DestroyedError) throw new DestroyedError('StreamPool', 'attach');
@@ -173,12 +173,12 @@ export class StreamPool {
       streams,
       // The view keeps its lease alive (Note [lease reclaim] in pool/pool-policy.ts); the lease keeps this object
       // alive through the core.
-      leaseView: (slot, lease) => wrapStream(boxes[slot]!, device, 'lease', infos[slot], lease),
+      leaseView: (streamIndex, lease) => wrapStream(refs[streamIndex]!, device, 'lease', infos[streamIndex], lease),
       retire,
-      isIdle: (slot) => native.streamStatus(boxes[slot]!) === 0,
+      isIdle: (streamIndex) => native.streamStatus(refs[streamIndex]!) === 0,
       used: wasUsed,
       scope: enterScope,
-      drain: (slot) => streams[slot]!.synchronize(),
+      drain: (streamIndex) => streams[streamIndex]!.synchronize(),
       inScope,
     });
     this.#handle = description.handle;
@@ -431,8 +431,8 @@ export class StreamPool {
     let pool: StreamPool;
     if (cached !== undefined && !cached.destroyed) {
       pool = cached; // attached in this thread through share(): the extra native handle goes at once
-      releaseBox(description.handle);
-      for (const box of description.streams) releaseBox(box);
+      releaseRef(description.handle);
+      for (const ref of description.streams) releaseRef(ref);
     } else {
       opening = { description, device: d, owner: false };
       pool = new StreamPool();

@@ -7,15 +7,15 @@ import { checkConstruction, guardReceivers, internalConstruction } from '../inte
 
 /** What a lease needs of the pool that granted it (PoolCore). @internal */
 export interface LeaseOwner<S> {
-  /** The wrapper of slot `slot`'s stream for `lease`, made when the lease's stream is first read. */
-  leaseView(slot: number, lease: StreamLease<S>): S;
-  /** Ends the lease on `slot`; `view` is undefined when the lease's stream was never read. */
-  end(lease: StreamLease<S>, slot: number, view: S | undefined): void;
+  /** The wrapper of the stream at `streamIndex` for `lease`, made when the lease's stream is first read. */
+  leaseView(streamIndex: number, lease: StreamLease<S>): S;
+  /** Ends the lease on `streamIndex`; `view` is undefined when the lease's stream was never read. */
+  end(lease: StreamLease<S>, streamIndex: number, view: S | undefined): void;
 }
 
 /** A lease's construction, and its stream wrapper (undefined while nobody has asked for it: Note [lean leases]); for
  * the pool's policy. @internal */
-export const leases = privateState<{ make<S>(owner: LeaseOwner<S>, slot: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
+export const leases = privateState<{ make<S>(owner: LeaseOwner<S>, streamIndex: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
 
 /** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
  * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
@@ -30,18 +30,18 @@ export const leases = privateState<{ make<S>(owner: LeaseOwner<S>, slot: number)
  * @throws {@link DestroyedError} from `stream` after release. */
 export class StreamLease<S = Stream> {
   #core: LeaseOwner<S> | undefined;
-  #slot: number;
+  #streamIndex: number;
   #view: S | undefined = undefined;
 
-  private constructor(token: symbol, core: LeaseOwner<S>, slot: number) {
+  private constructor(token: symbol, core: LeaseOwner<S>, streamIndex: number) {
     checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
     this.#core = core;
-    this.#slot = slot;
+    this.#streamIndex = streamIndex;
   }
 
   static {
-    guardReceivers(StreamLease, (value) => #slot in value);
-    register(leases, { make: (core, slot) => new StreamLease(internalConstruction, core, slot), view: (lease) => lease.#view });
+    guardReceivers(StreamLease, (value) => #streamIndex in value);
+    register(leases, { make: (core, streamIndex) => new StreamLease(internalConstruction, core, streamIndex), view: (lease) => lease.#view });
   }
 
   /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
@@ -51,7 +51,7 @@ export class StreamLease<S = Stream> {
   get stream(): S {
     const core = this.#core;
     if (core === undefined) throw new DestroyedError('StreamLease', 'stream', 'was released');
-    return (this.#view ??= core.leaseView(this.#slot, this));
+    return (this.#view ??= core.leaseView(this.#streamIndex, this));
   }
 
   /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
@@ -66,7 +66,7 @@ export class StreamLease<S = Stream> {
     const core = this.#core;
     if (core === undefined) return;
     this.#core = undefined;
-    core.end(this, this.#slot, this.#view);
+    core.end(this, this.#streamIndex, this.#view);
   }
 
   /** Same as {@link StreamLease.release}. */

@@ -21,7 +21,7 @@ struct DeviceCounters {
 DeviceCounters g_counters[kMaxDevices];
 
 // Deferred calls run on a thread of their own, never on the thread that closes the last capture: that may be the
-// completion poller (a stream box's last reference can drop there), whose progress a cuCtxSynchronize may need, or a
+// completion poller (a stream object's last reference can drop there), whose progress a cuCtxSynchronize may need, or a
 // thread holding a capture on another device, for which these calls are unsafe.
 struct Deferred {
   OrderedMutex mutex{LockLevel::kLeaf, "calls deferred by captures"};

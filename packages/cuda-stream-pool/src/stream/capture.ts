@@ -1,7 +1,7 @@
 // Stream capture: which streams are capturing, what a capture records for its graph, and the guard that refuses
 // operations that are illegal while a stream captures. See Note [capture safety] below and Note [capture flag] in
 // stream/stream.h.
-import { native, type Box } from '../binding/binding.js';
+import { native, type NativeRef } from '../binding/binding.js';
 import { CaptureError } from '../binding/errors.js';
 
 /* Note [capture safety]: between `stream.beginCapture()` and `stream.endCapture()` the work queued on the stream is
@@ -9,7 +9,7 @@ import { CaptureError } from '../binding/errors.js';
  * the graph (cuStreamQuery, cuStreamSynchronize, cuEventQuery of an event recorded during the capture, a
  * stream-ordered allocation or free, a host function) by invalidating the whole capture. The library checks first and
  * throws {@link CaptureError}, which leaves the capture usable:
- * - every stream box carries a capture flag, set when a capture begins on the stream and when the stream joins one (it
+ * - every native stream (`NativeStream`) carries a capture flag, set when a capture begins on the stream and when the stream joins one (it
  *   waits on a capturing stream, or on an event recorded on one); it is process-wide, so a pool stream captured under
  *   a lease in one thread refuses a synchronize() from a task in another thread that got it from getStream();
  * - the guarded operations: stream.query(), synchronize(), synchronizeSync(); DeviceBuffer.alloc() and free() on a
@@ -25,11 +25,11 @@ import { CaptureError } from '../binding/errors.js';
 
 /** What one capture collected, in the thread that began it. @internal */
 export interface CaptureRecord {
-  /** The box and id of the stream the capture began on. */
-  readonly origin: Box;
+  /** The ref and id of the stream the capture began on. */
+  readonly origin: NativeRef;
   readonly streamId: bigint;
-  /** The origin stream's box and those of streams that joined the capture. */
-  readonly members: Set<Box>;
+  /** The origin stream's ref and those of streams that joined the capture. */
+  readonly members: Set<NativeRef>;
   /** Objects the graph's work uses: DeviceBuffers, PinnedBuffers or views of pinned memory, Kernels. */
   readonly held: Set<object>;
   /** Kernel launches in capture order with their kernel node (0n when the driver did not name exactly one). A kernel
@@ -44,20 +44,20 @@ export type CaptureMode = 'global' | 'thread-local' | 'relaxed';
 /** The capture modes of `stream.beginCapture()`, as CUstreamCaptureMode values. @internal */
 export const CAPTURE_MODES = { global: 0, 'thread-local': 1, relaxed: 2 } as const satisfies Record<CaptureMode, number>;
 
-// This thread's captures, by the box of each member stream.
-const records = new Map<Box, CaptureRecord>();
+// This thread's captures, by the ref of each member stream.
+const records = new Map<NativeRef, CaptureRecord>();
 
-/** 0: `box`'s stream is not capturing; 1: capturing; 2: its capture was invalidated. No driver call unless a capture
+/** 0: `ref`'s stream is not capturing; 1: capturing; 2: its capture was invalidated. No driver call unless a capture
  * flag is set. @internal */
-export function captureStatus(box: Box): number {
-  return native.streamCaptureStatus(box);
+export function captureStatus(ref: NativeRef): number {
+  return native.streamCaptureStatus(ref);
 }
 
-/** Throws {@link CaptureError} naming `operation` when the stream of `box` is capturing (`stream.id`, read only then,
+/** Throws {@link CaptureError} naming `operation` when the stream of `ref` is capturing (`stream.id`, read only then,
  * names it).
  * The one guard for every operation that is illegal during a capture (Note [capture safety]). @internal */
-export function requireNotCapturing(box: Box, stream: { readonly id: bigint }, operation: string): void {
-  const status = native.streamCaptureStatus(box);
+export function requireNotCapturing(ref: NativeRef, stream: { readonly id: bigint }, operation: string): void {
+  const status = native.streamCaptureStatus(ref);
   if (status !== 0) throw captureRefusal(status, stream.id, operation);
 }
 
@@ -67,45 +67,45 @@ export function captureRefusal(status: number, streamId: bigint, operation: stri
   return new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
 }
 
-/** Begins a capture on `box` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already
+/** Begins a capture on `ref` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already
  * capturing; CudaError when the driver refuses. @internal */
-export function beginCapture(box: Box, streamId: bigint, mode: CaptureMode): void {
-  requireNotCapturing(box, { id: streamId }, 'stream.beginCapture()');
-  native.streamBeginCapture(box, CAPTURE_MODES[mode]);
-  records.set(box, { origin: box, streamId, members: new Set([box]), held: new Set(), kernelNodes: [] });
+export function beginCapture(ref: NativeRef, streamId: bigint, mode: CaptureMode): void {
+  requireNotCapturing(ref, { id: streamId }, 'stream.beginCapture()');
+  native.streamBeginCapture(ref, CAPTURE_MODES[mode]);
+  records.set(ref, { origin: ref, streamId, members: new Set([ref]), held: new Set(), kernelNodes: [] });
 }
 
-/** Ends the capture begun on `box` in this thread: the graph's box and the record. The record is closed whatever
+/** Ends the capture begun on `ref` in this thread: the graph's ref and the record. The record is closed whatever
  * happens. @throws {@link CaptureError} when no capture began on this stream in this thread; CudaError
  * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (the partial graph is destroyed) or CUDA_ERROR_STREAM_CAPTURE_UNJOINED.
  * @internal */
-export function endCapture(box: Box, streamId: bigint): { graph: Box; record: CaptureRecord } {
-  const record = records.get(box);
+export function endCapture(ref: NativeRef, streamId: bigint): { graph: NativeRef; record: CaptureRecord } {
+  const record = records.get(ref);
   if (record === undefined || record.streamId !== streamId) {
     const why =
       record !== undefined
         ? `the stream joined the capture begun on stream ${record.streamId}; end that capture on that stream`
-        : captureStatus(box) !== 0
+        : captureStatus(ref) !== 0
           ? 'the stream is capturing, but the capture was not begun on it in this thread; end it where it began'
           : 'the stream is not capturing; call stream.beginCapture() first';
     throw new CaptureError('stream.endCapture()', streamId, why);
   }
   try {
-    return { graph: native.streamEndCapture(box), record };
+    return { graph: native.streamEndCapture(ref), record };
   } finally {
     for (const member of record.members) records.delete(member);
   }
 }
 
-/** Ends and discards a capture begun on `box` in this thread that nobody can end any more: its stream is being
+/** Ends and discards a capture begun on `ref` in this thread that nobody can end any more: its stream is being
  * destroyed, or the lease whose stream it is ended (the stream goes back to its pool not capturing). Never throws.
  * @internal */
-export function abandonCapture(box: Box): void {
+export function abandonCapture(ref: NativeRef): void {
   if (records.size === 0) return;
-  const record = records.get(box);
-  if (record === undefined || record.origin !== box) return;
+  const record = records.get(ref);
+  if (record === undefined || record.origin !== ref) return;
   try {
-    native.graphDestroy(native.streamEndCapture(box));
+    native.graphDestroy(native.streamEndCapture(ref));
   } catch {
     // Invalidated, unjoined or destroyed: the capture is over either way.
   } finally {
@@ -113,32 +113,32 @@ export function abandonCapture(box: Box): void {
   }
 }
 
-/** Records that work queued on `box`'s stream uses `objects`, when that stream is capturing in this thread: the
+/** Records that work queued on `ref`'s stream uses `objects`, when that stream is capturing in this thread: the
  * graph keeps them alive. Free when no capture is open in this thread. @internal */
-export function noteCaptured(box: Box, ...objects: unknown[]): void {
+export function noteCaptured(ref: NativeRef, ...objects: unknown[]): void {
   if (records.size === 0) return;
-  const record = records.get(box);
+  const record = records.get(ref);
   if (record === undefined) return;
   for (const object of objects) if (typeof object === 'object' && object !== null) record.held.add(object);
 }
 
-/** After a launch of `kernel` on `box`'s stream: when it is capturing in this thread, keeps the kernel alive and
+/** After a launch of `kernel` on `ref`'s stream: when it is capturing in this thread, keeps the kernel alive and
  * notes its kernel node. @internal */
-export function noteCapturedLaunch(box: Box, kernel: object): void {
+export function noteCapturedLaunch(ref: NativeRef, kernel: object): void {
   if (records.size === 0) return;
-  const record = records.get(box);
+  const record = records.get(ref);
   if (record === undefined) return;
   record.held.add(kernel);
-  record.kernelNodes.push({ kernel, node: native.streamCaptureLastNode(box) });
+  record.kernelNodes.push({ kernel, node: native.streamCaptureLastNode(ref) });
 }
 
-/** After `box`'s stream waited on work of `source`'s stream (waitStream, or waitEvent on an event recorded there):
- * when `source` is capturing, `box` has joined its capture; mark it and share the record. @internal */
-export function noteJoin(box: Box, source: Box | undefined): void {
-  if (source === undefined || source === box || captureStatus(source) === 0) return;
-  native.streamCaptureRefresh(box);
+/** After `ref`'s stream waited on work of `source`'s stream (waitStream, or waitEvent on an event recorded there):
+ * when `source` is capturing, `ref` has joined its capture; mark it and share the record. @internal */
+export function noteJoin(ref: NativeRef, source: NativeRef | undefined): void {
+  if (source === undefined || source === ref || captureStatus(source) === 0) return;
+  native.streamCaptureRefresh(ref);
   const record = records.get(source);
-  if (record === undefined || records.get(box) === record) return;
-  records.set(box, record);
-  record.members.add(box);
+  if (record === undefined || records.get(ref) === record) return;
+  records.set(ref, record);
+  record.members.add(ref);
 }

@@ -162,15 +162,15 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
 
 // Queues a wait marker on `stream` and has the poller report `token` to this environment once the work queued so far
 // is done. The caller holds the stream's use and made its context current.
-void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token);
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<NativeStream> stream, double token);
 
-void watch_stream(Napi::Env env, std::shared_ptr<StreamBox> stream, double token) {
+void watch_stream(Napi::Env env, std::shared_ptr<NativeStream> stream, double token) {
   channel_of(env);  // throws unless completionInit ran: a wait without a channel would never be reported
   watch_stream_on(AddonData::of(env).channel, std::move(stream), token);
 }
 
 // As watch_stream, for `channel`'s environment, from any thread (the submission thread).
-void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox> stream, double token) {
+void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<NativeStream> stream, double token) {
   // Taken before the marker: what was recorded by then is queued before it (Note [cross-device dependencies]).
   const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
@@ -181,24 +181,24 @@ void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<StreamBox
   submit_wait(wait);
 }
 
-// streamNotify(streamBox, token): dispatch reports `token` once the work queued on the stream so far is done.
+// streamNotify(streamRef, token): dispatch reports `token` once the work queued on the stream so far is done.
 Napi::Value stream_notify(const Napi::CallbackInfo& info) {
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   make_current(stream->device);
   watch_stream(info.Env(), std::move(stream), info[1].As<Napi::Number>().DoubleValue());
   return info.Env().Undefined();
 }
 
-// streamWait(streamBox, token) -> 0: the stream's work is done, nothing registered; CUDA_ERROR_NOT_READY: a marker is
+// streamWait(streamRef, token) -> 0: the stream's work is done, nothing registered; CUDA_ERROR_NOT_READY: a marker is
 // queued and dispatch reports `token` once the work is done; -1 or -2: the stream is capturing (active, invalidated),
 // nothing queued; another CUresult (or a wait_result for a fault of a device its work waited on): the work failed.
 // One call for the whole start of `await stream.synchronize()`.
 Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
-  Use<StreamBox> use(*stream, "Stream", "synchronize", QueuesNoWork{});
+  Use<NativeStream> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   Submitter* submitter = nullptr;
   if (deferred_mode() && stream->owner().unissued())
     submitter = recording_for(env, *stream);
@@ -207,7 +207,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
     channel_of(env);  // throws unless completionInit ran
     std::shared_ptr<Channel> shared = AddonData::of(env).channel;
     record_operation(*submitter, stream,
-                     [s = Held<StreamBox>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
+                     [s = Held<NativeStream>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
                          const FailurePointer& failure) {
                        if (failure) {
                          // This wait reports the failure; the stream's next operation runs again.
@@ -243,12 +243,12 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
 }
 
-// streamLastTicket(streamBox) -> { address: bigint, value } | null: the host address of the stream's ticket word and
+// streamLastTicket(streamRef) -> { address: bigint, value } | null: the host address of the stream's ticket word and
 // the value its last marker writes there; null without a ticket. For the benchmark's observer of wake latency, which
 // spins on the same word as the poller.
 Napi::Value stream_last_ticket(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
   std::lock_guard<OrderedMutex> lock(stream->marker_mutex);
   if (!stream->ticket) return env.Null();
   Napi::Object out = Napi::Object::New(env);
@@ -257,11 +257,11 @@ Napi::Value stream_last_ticket(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// eventNotify(eventBox, token): dispatch reports `token` once the event's recorded work is done.
+// eventNotify(eventRef, token): dispatch reports `token` once the event's recorded work is done.
 Napi::Value event_notify(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   channel_of(env);
-  auto event = unwrap_box<EventBox>(info[0]);
+  auto event = unwrap_native<NativeEvent>(info[0]);
   const double token = info[1].As<Napi::Number>().DoubleValue();
   if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
   Wait* wait = new_wait(AddonData::of(env).channel, token, event->device);
@@ -317,7 +317,7 @@ Napi::Value completion_set_marker(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream) {
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<NativeStream> stream) {
   Channel& channel = channel_of(env);
   Wait* wait = new_wait(AddonData::of(env).channel, 0, landing->marker.device);
   wait->marker = landing->marker;
@@ -345,10 +345,10 @@ const Export kCompletionExports[] = {
     {"completionStats", "", unordered<completion_stats>},
     {"completionMarker", "number", entry<completion_marker>},
     {"completionSetMarker", "number, string", entry<completion_set_marker>},
-    {"streamLastTicket", "box", entry<stream_last_ticket>},
-    {"streamWait", "box, number", unordered<stream_wait>},
-    {"streamNotify", "box, number", entry<stream_notify>},
-    {"eventNotify", "box, number", entry<event_notify>},
+    {"streamLastTicket", "ref", entry<stream_last_ticket>},
+    {"streamWait", "ref, number", unordered<stream_wait>},
+    {"streamNotify", "ref, number", entry<stream_notify>},
+    {"eventNotify", "ref, number", entry<event_notify>},
 };
 
 void register_completion(Napi::Env env, Napi::Object exports) {

@@ -12,7 +12,7 @@
 //    writes land in value order; the marker is done when the word reaches its value (a memory read, no driver call).
 //    A slot outlives its stream until its last write landed, then serves another stream, continuing its values.
 //  - Sharing. Repeated waits with no work queued between them share the stream's last ticket: every call that queues
-//    work counts itself on the stream after queuing (StreamBox::submissions), and a wait that finds the count where
+//    work counts itself on the stream after queuing (NativeStream::submissions), and a wait that finds the count where
 //    it was when the last ticket was written reuses that ticket; a query finds such a stream idle from the word
 //    alone, without cuStreamQuery. Only owned streams whose handle JS code never read share: work queued through a
 //    raw handle by other code is invisible to the count.
@@ -26,7 +26,7 @@
 //  - Faults. A faulted stream never writes its ticket. While waits are pending, the poller asks the driver every
 //    10 ms whether each of their devices has a sticky fault (cuStreamQuery on the device's library stream, which
 //    reports it), so every pending wait on a faulted device fails within that time; the waits hold their stream
-//    or event box, so a wait whose stream, event or pool was destroyed after it began settles all the same. The
+//    or event object, so a wait whose stream, event or pool was destroyed after it began settles all the same. The
 //    devices a wait's work waited on are asked too, and once more before it is reported done (Note [cross-device
 //    dependencies] in internal/device-faults.h).
 //  - Delivery. Finished waits go to the mailbox of the environment (main thread or worker) that made them; the
@@ -55,7 +55,7 @@
 namespace csp {
 
 struct Landing;
-struct StreamBox;
+struct NativeStream;
 
 // The question whether a thread's per-thread default stream is idle, which only that thread can ask the driver
 // (CU_STREAM_PER_THREAD names the calling thread's own stream): the poller posts it for a late ticket on such a stream,
@@ -94,6 +94,6 @@ bool post(Channel& channel, Ready item);
 
 // Registers `landing`, a copy queued on `stream`, with the engine and this environment (the JS thread that owns the
 // destination). Throws std::system_error when the poller thread cannot start; the landing is then not registered.
-void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<StreamBox> stream);
+void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<NativeStream> stream);
 
 }  // namespace csp

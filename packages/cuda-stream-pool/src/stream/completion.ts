@@ -1,7 +1,7 @@
 // Awaiting stream and event completion without blocking the event loop. See Note [completion engine] in
 // stream/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
 // per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
-import { native, NOT_READY, type Box, type CompletionStats } from '../binding/binding.js';
+import { native, NOT_READY, type NativeRef, type CompletionStats } from '../binding/binding.js';
 import { validateOptions, validateSignal } from '../internal/validate.js';
 
 interface Waiter {
@@ -58,14 +58,14 @@ export function landingQueued(): void {
 /** What a wait is on: the work queued on a stream so far, or an event's recorded work. */
 type WaitKind = 'stream' | 'event';
 
-/** Resolves once the work of `box` (a stream or event box, per `kind`) is done; rejects with the CudaError naming
+/** Resolves once the work of `ref` (a stream or event ref, per `kind`) is done; rejects with the CudaError naming
  * `call` and `describe()` if it failed, with `capturing(status)` when the stream is capturing a graph (1 active, 2
  * invalidated), or with `signal.reason` on abort. Settles at once when the work is already done (no marker, no
  * thread hop). A stream's wait starts with one native call (streamWait: capture check, query, marker). Never throws:
  * every failure rejects. */
 export function waitFor(
   kind: WaitKind,
-  box: Box,
+  ref: NativeRef,
   call: string,
   describe: () => string,
   signal?: AbortSignal,
@@ -75,17 +75,17 @@ export function waitFor(
     if (signal?.aborted) return Promise.reject(signal.reason);
     const token = nextToken++;
     // After a sticky fault every query returns the sticky error itself.
-    const status = kind === 'stream' ? native.streamWait(box, token) : native.eventStatus(box);
+    const status = kind === 'stream' ? native.streamWait(ref, token) : native.eventStatus(ref);
     if (status < 0) return Promise.reject(capturing ? capturing(-status) : new Error(`cuda-stream-pool internal: capture status ${-status}`));
     if (status === 0) {
       landPending();
       if (landingsPending === 0) return Promise.resolve();
       // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
-      if (kind === 'stream') native.streamNotify(box, token);
-      else native.eventNotify(box, token);
+      if (kind === 'stream') native.streamNotify(ref, token);
+      else native.eventNotify(ref, token);
     } else if (status !== NOT_READY) return Promise.reject(waitError(status, call, describe()));
-    else if (kind === 'event') native.eventNotify(box, token);
+    else if (kind === 'event') native.eventNotify(ref, token);
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
       if (signal) {
@@ -121,4 +121,4 @@ export function completionStats(): CompletionStats {
   return native.completionStats();
 }
 
-export type { Box };
+export type { NativeRef };

@@ -12,14 +12,14 @@
 
 namespace csp {
 
-std::string where(const StreamBox& stream) {
+std::string where(const NativeStream& stream) {
   unsigned long long id = 0;
   std::string out = device_text(stream.device);
   if (drv().cuStreamGetId(stream.handle, &id) == CUDA_SUCCESS) out += ", stream " + std::to_string(id);
   return out;
 }
 
-std::string copy_text(const StreamBox& stream, size_t bytes) {
+std::string copy_text(const NativeStream& stream, size_t bytes) {
   return where(stream) + ", " + std::to_string(bytes) + " bytes";
 }
 
@@ -33,7 +33,7 @@ void check_span(const char* what, size_t offset, size_t bytes, size_t size, Napi
 namespace {
 
 // The driver call of copyDeviceToDevice, made by the calling thread or the submission thread.
-void issue_device_copy(const std::shared_ptr<StreamBox>& stream, CUdeviceptr to, int to_device, CUdeviceptr from,
+void issue_device_copy(const std::shared_ptr<NativeStream>& stream, CUdeviceptr to, int to_device, CUdeviceptr from,
                        int from_device, size_t bytes) {
   make_current(stream->device);
   if (to_device == from_device) {
@@ -52,7 +52,7 @@ void issue_device_copy(const std::shared_ptr<StreamBox>& stream, CUdeviceptr to,
 
 // The driver calls of a pinned copy: the copy, then the fence that keeps the pinned block from reuse until it is done.
 template <bool ToDevice>
-void issue_pinned_copy(const std::shared_ptr<StreamBox>& stream, PinnedBox& pinned, CUdeviceptr device_ptr, char* host,
+void issue_pinned_copy(const std::shared_ptr<NativeStream>& stream, NativePinnedBuffer& pinned, CUdeviceptr device_ptr, char* host,
                        size_t bytes) {
   make_current(stream->device);
   if (ToDevice)
@@ -65,7 +65,7 @@ void issue_pinned_copy(const std::shared_ptr<StreamBox>& stream, PinnedBox& pinn
 }
 
 // The driver call of memoryFill.
-void issue_fill(const std::shared_ptr<StreamBox>& stream, CUdeviceptr at, uint32_t value, size_t count, int element) {
+void issue_fill(const std::shared_ptr<NativeStream>& stream, CUdeviceptr at, uint32_t value, size_t count, int element) {
   make_current(stream->device);
   if (element == 4)
     check(drv().cuMemsetD32Async(at, value, count, stream->handle), "cuMemsetD32Async", stream->device,
@@ -80,16 +80,16 @@ void issue_fill(const std::shared_ptr<StreamBox>& stream, CUdeviceptr at, uint32
 // (Note [buffer uses] in device-buffer.cc).
 Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  auto dst = unwrap_native<NativeDeviceBuffer>(info[1]);
   size_t dst_offset = to_size(info[2]);
-  auto src = unwrap_box<DeviceBufferBox>(info[3]);
+  auto src = unwrap_native<NativeDeviceBuffer>(info[3]);
   size_t src_offset = to_size(info[4]);
   size_t bytes = to_size(info[5]);
-  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "copy");
-  std::optional<Use<DeviceBufferBox>> use_src;
+  Use<NativeDeviceBuffer> use_dst(*dst, "DeviceBuffer", "copy");
+  std::optional<Use<NativeDeviceBuffer>> use_src;
   if (src != dst) use_src.emplace(*src, "DeviceBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  Use<NativeStream> use_stream(*stream, "Stream", "copy");
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   check_span("source", src_offset, bytes, src->bytes, env);
   const int environment = environment_of(env);
@@ -100,8 +100,8 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   const CUdeviceptr to = dst->ptr + dst_offset, from = src->ptr + src_offset;
   if (submitter)
     record_operation(*submitter, stream,
-                     [s = Held<StreamBox>(stream, "Stream", "copy"), d = Held<DeviceBufferBox>(dst, "DeviceBuffer", "copy"),
-                      f = Held<DeviceBufferBox>(src, "DeviceBuffer", "copy"), to, from, bytes](const FailurePointer& failure) {
+                     [s = Held<NativeStream>(stream, "Stream", "copy"), d = Held<NativeDeviceBuffer>(dst, "DeviceBuffer", "copy"),
+                      f = Held<NativeDeviceBuffer>(src, "DeviceBuffer", "copy"), to, from, bytes](const FailurePointer& failure) {
                        if (failure) return false;
                        issue_device_copy(s.pointer(), to, d->device, from, f->device, bytes);
                        return true;
@@ -120,15 +120,15 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
 template <bool ToDevice>
 Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  auto device = unwrap_box<DeviceBufferBox>(info[ToDevice ? 1 : 3]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  auto device = unwrap_native<NativeDeviceBuffer>(info[ToDevice ? 1 : 3]);
   size_t device_offset = to_size(info[ToDevice ? 2 : 4]);
-  auto pinned = unwrap_box<PinnedBox>(info[ToDevice ? 3 : 1]);
+  auto pinned = unwrap_native<NativePinnedBuffer>(info[ToDevice ? 3 : 1]);
   size_t pinned_offset = to_size(info[ToDevice ? 4 : 2]);
   size_t bytes = to_size(info[5]);
-  Use<PinnedBox> use_pinned(*pinned, "PinnedBuffer", "copy");
-  Use<DeviceBufferBox> use_device(*device, "DeviceBuffer", "copy");
-  Use<StreamBox> use_stream(*stream, "Stream", "copy");
+  Use<NativePinnedBuffer> use_pinned(*pinned, "PinnedBuffer", "copy");
+  Use<NativeDeviceBuffer> use_device(*device, "DeviceBuffer", "copy");
+  Use<NativeStream> use_stream(*stream, "Stream", "copy");
   if (ToDevice) {
     check_span("destination", device_offset, bytes, device->bytes, env);
     check_span("source", pinned_offset, bytes, pinned->bytes, env);
@@ -144,8 +144,8 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   char* host = static_cast<char*>(pinned->data) + pinned_offset;
   if (submitter)
     record_operation(*submitter, stream,
-                     [s = Held<StreamBox>(stream, "Stream", "copy"), d = Held<DeviceBufferBox>(device, "DeviceBuffer", "copy"),
-                      p = Held<PinnedBox>(pinned, "PinnedBuffer", "copy"), device_ptr, host, bytes](const FailurePointer& failure) {
+                     [s = Held<NativeStream>(stream, "Stream", "copy"), d = Held<NativeDeviceBuffer>(device, "DeviceBuffer", "copy"),
+                      p = Held<NativePinnedBuffer>(pinned, "PinnedBuffer", "copy"), device_ptr, host, bytes](const FailurePointer& failure) {
                        if (failure) return false;
                        issue_pinned_copy<ToDevice>(s.pointer(), *p, device_ptr, host, bytes);
                        return true;
@@ -159,14 +159,14 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
 // memoryFill(stream, dst, offset, value, count, elementSize): count elements of 1 or 4 bytes.
 Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_box<StreamBox>(info[0]);
-  auto dst = unwrap_box<DeviceBufferBox>(info[1]);
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  auto dst = unwrap_native<NativeDeviceBuffer>(info[1]);
   size_t offset = to_size(info[2]);
   uint32_t value = info[3].As<Napi::Number>().Uint32Value();
   size_t count = to_size(info[4]);
   int element = info[5].As<Napi::Number>().Int32Value();
-  Use<DeviceBufferBox> use_dst(*dst, "DeviceBuffer", "fill");
-  Use<StreamBox> use_stream(*stream, "Stream", "fill");
+  Use<NativeDeviceBuffer> use_dst(*dst, "DeviceBuffer", "fill");
+  Use<NativeStream> use_stream(*stream, "Stream", "fill");
   // count * element could wrap: compared in elements first.
   if (count > dst->bytes / static_cast<size_t>(element)) check_span("destination", offset, dst->bytes + 1, dst->bytes, env);
   check_span("destination", offset, count * static_cast<size_t>(element), dst->bytes, env);
@@ -177,7 +177,7 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   const CUdeviceptr at = dst->ptr + offset;
   if (submitter)
     record_operation(*submitter, stream,
-                     [s = Held<StreamBox>(stream, "Stream", "fill"), d = Held<DeviceBufferBox>(dst, "DeviceBuffer", "fill"), at,
+                     [s = Held<NativeStream>(stream, "Stream", "fill"), d = Held<NativeDeviceBuffer>(dst, "DeviceBuffer", "fill"), at,
                       value, count, element](const FailurePointer& failure) {
                        if (failure) return false;
                        issue_fill(s.pointer(), at, value, count, element);
@@ -193,10 +193,10 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kCopyExports[] = {
-    {"copyDeviceToDevice", "box, box, number, box, number, number", unordered<copy_device_to_device>},
-    {"copyPinnedToDevice", "box, box, number, box, number, number", unordered<copy_pinned<true>>},
-    {"copyDeviceToPinned", "box, box, number, box, number, number", unordered<copy_pinned<false>>},
-    {"memoryFill", "box, box, number, number, number, number", unordered<memory_fill>},
+    {"copyDeviceToDevice", "ref, ref, number, ref, number, number", unordered<copy_device_to_device>},
+    {"copyPinnedToDevice", "ref, ref, number, ref, number, number", unordered<copy_pinned<true>>},
+    {"copyDeviceToPinned", "ref, ref, number, ref, number, number", unordered<copy_pinned<false>>},
+    {"memoryFill", "ref, ref, number, number, number, number", unordered<memory_fill>},
 };
 
 void register_copy(Napi::Env env, Napi::Object exports) {

@@ -3,8 +3,8 @@
 // internal/staging.cc: copies never block the JS thread.
 import { types } from 'node:util';
 
-import { native, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
@@ -68,22 +68,22 @@ function typedFillValue(value: unknown, type: FillType): number {
 const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
 
 type Operand =
-  | { kind: 'device'; buffer: DeviceMemory; box: Box; base: number; length: number }
-  | { kind: 'managed'; buffer: DeviceMemory; box: Box; length: number }
-  | { kind: 'pinned'; box: Box; base: number; length: number }
+  | { kind: 'device'; buffer: DeviceMemory; ref: NativeRef; base: number; length: number }
+  | { kind: 'managed'; buffer: DeviceMemory; ref: NativeRef; length: number }
+  | { kind: 'pinned'; ref: NativeRef; base: number; length: number }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
 function pinnedOperand(record: PinnedRecord, base: number, length: number, call: string): Operand {
   if (record.freed) throw new DestroyedError('PinnedBuffer', call, 'was freed');
-  return { kind: 'pinned', box: record.box, base, length };
+  return { kind: 'pinned', ref: record.ref, base, length };
 }
 
 /** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
  * intrinsic getters (memory/host-views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
 function operand(value: unknown, name: string, call: string): Operand {
   if (deviceBuffers.is(value))
-    return { kind: 'device', buffer: value, box: deviceBuffers.box(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
-  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, box: managedBuffers.box(value, call), length: value.byteLength };
+    return { kind: 'device', buffer: value, ref: deviceBuffers.ref(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
+  if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, ref: managedBuffers.ref(value, call), length: value.byteLength };
   if (value instanceof PinnedBuffer) return pinnedOperand(pinnedBuffers.record(value), 0, value.byteLength, call);
   let memory: ArrayBufferLike;
   let base = 0;
@@ -112,7 +112,7 @@ function operand(value: unknown, name: string, call: string): Operand {
 interface Pending {
   start: number;
   end: number;
-  flag: Box;
+  flag: NativeRef;
   streamId: bigint;
 }
 const pendingDestinations = new WeakMap<ArrayBufferLike, Pending[]>();
@@ -194,7 +194,7 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
     if (hit)
       throw invalidValue('src', `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
   }
-  const sb = streams.box(stream, call);
+  const sb = streams.ref(stream, call);
   if (byteLength === 0) return;
   try {
     queueCopy(stream, sb, d, s, dst, src, dstOffset, srcOffset, byteLength);
@@ -204,7 +204,7 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
   }
 }
 
-function queueCopy(stream: StreamFacts, sb: Box, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
+function queueCopy(stream: StreamFacts, sb: NativeRef, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
   if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
@@ -212,23 +212,23 @@ function queueCopy(stream: StreamFacts, sb: Box, d: Operand, s: Operand, dst: un
     const other = d.kind === 'managed' ? s : d;
     if (other.kind !== 'device' && other.kind !== 'managed') return; // unreachable: checked above
     const otherOffset = (other.kind === 'device' ? other.base : 0) + (other === s ? srcOffset : dstOffset);
-    if (d.kind === 'managed') native.managedCopy(sb, d.box, dstOffset, other.box, otherOffset, true, byteLength);
-    else if (s.kind === 'managed') native.managedCopy(sb, s.box, srcOffset, other.box, otherOffset, false, byteLength);
+    if (d.kind === 'managed') native.managedCopy(sb, d.ref, dstOffset, other.ref, otherOffset, true, byteLength);
+    else if (s.kind === 'managed') native.managedCopy(sb, s.ref, srcOffset, other.ref, otherOffset, false, byteLength);
     return;
   }
   if (d.kind === 'device') {
-    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
-    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
-    else native.copyPageableToDevice(sb, d.box, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
+    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+    else native.copyPageableToDevice(sb, d.ref, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
     return;
   }
   if (s.kind !== 'device') return; // unreachable: checked above
   if (d.kind === 'pinned') {
-    native.copyDeviceToPinned(sb, d.box, d.base + dstOffset, s.box, s.base + srcOffset, byteLength);
+    native.copyDeviceToPinned(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
     return;
   }
   const start = d.base + dstOffset;
-  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.box, s.base + srcOffset);
+  const flag = native.copyDeviceToPageable(sb, new Uint8Array(d.memory, start, byteLength), s.ref, s.base + srcOffset);
   landingQueued();
   const pending = stillPending(d.memory);
   const entry = { start, end: start + byteLength, flag, streamId: stream.id };
@@ -266,7 +266,7 @@ export function fillOnStream(stream: StreamFacts, dst: unknown, value: unknown, 
       );
     bits = value;
   }
-  const box = deviceBuffers.box(dst, 'stream.fill');
+  const ref = deviceBuffers.ref(dst, 'stream.fill');
   if (dst.device !== stream.device)
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
@@ -279,11 +279,11 @@ export function fillOnStream(stream: StreamFacts, dst: unknown, value: unknown, 
   const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
-  const sb = streams.box(stream, 'stream.fill');
+  const sb = streams.ref(stream, 'stream.fill');
   if (byteLength === 0) return;
   noteCaptured(sb, dst);
   try {
-    native.memoryFill(sb, box, viewOffset + offset, bits, byteLength / elementSize, elementSize);
+    native.memoryFill(sb, ref, viewOffset + offset, bits, byteLength / elementSize, elementSize);
   } catch (error) {
     throw renameDestroyed(error, 'stream.fill');
   }

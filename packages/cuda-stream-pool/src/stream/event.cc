@@ -9,32 +9,32 @@
 
 namespace csp {
 
-const napi_type_tag EventBox::kTag = {0x6373702d6576656eULL, 0x7400000000000002ULL};
+const napi_type_tag NativeEvent::kTag = {0x6373702d6576656eULL, 0x7400000000000002ULL};
 
-EventBox::~EventBox() { destroy(); }
+NativeEvent::~NativeEvent() { destroy(); }
 
-void EventBox::destroy() {
+void NativeEvent::destroy() {
   if (retire() && counted) live().events--;
 }
 
-void EventBox::release() {
+void NativeEvent::release() {
   if (make_current_quiet(device)) check_quiet(drv().cuEventDestroy(handle), device);
 }
 
-std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted) {
+std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool counted) {
   make_current(device);
-  // The box exists only once the driver made the event: a box without one would count, and destroy, nothing.
+  // The object exists only once the driver made the event: a native object without one would count, and destroy, nothing.
   CUevent handle = nullptr;
   check(drv().cuEventCreate(&handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
-  auto box = std::make_shared<EventBox>();
-  box->device = device;
-  box->handle = handle;
-  box->counted = counted;
+  auto object = std::make_shared<NativeEvent>();
+  object->device = device;
+  object->handle = handle;
+  object->counted = counted;
   if (counted) live().events++;
-  return box;
+  return object;
 }
 
-void throw_event_failure(EventBox& event) {
+void throw_event_failure(NativeEvent& event) {
   if (!deferred_mode()) return;
   await_count(event.records_issued, event.records_recorded.load(std::memory_order_acquire));
   if (FailurePointer failure = event.failure.report()) throw CudaFailure(*failure);
@@ -43,32 +43,32 @@ void throw_event_failure(EventBox& event) {
 namespace {
 
 // The driver call of eventRecord, by the calling thread or the submission thread.
-void issue_event_record(EventBox& event, StreamBox& stream) {
+void issue_event_record(NativeEvent& event, NativeStream& stream) {
   make_current(event.device);
   check(drv().cuEventRecord(event.handle, stream.handle), "cuEventRecord", event.device,
         [&] { return std::string("device " + std::to_string(event.device)); });
 }
 
-// eventCreate(device, timing, blockingSync) -> box
+// eventCreate(device, timing, blockingSync) -> object
 Napi::Value event_create(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
   if (info[2].As<Napi::Boolean>().Value()) flags |= CU_EVENT_BLOCKING_SYNC;
-  return wrap_box(info.Env(), create_event(device, flags, true));
+  return wrap_native(info.Env(), create_event(device, flags, true));
 }
 
-// eventRecord(eventBox, streamBox) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
+// eventRecord(eventRef, streamRef) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
 Napi::Value event_record(const Napi::CallbackInfo& info) {
-  auto event = unwrap_box<EventBox>(info[0]);
-  auto stream = unwrap_box<StreamBox>(info[1]);
-  Use<EventBox> use(*event, "Event", "record");
-  Use<StreamBox> use_stream(*stream, "Stream", "recordEvent");
+  auto event = unwrap_native<NativeEvent>(info[0]);
+  auto stream = unwrap_native<NativeStream>(info[1]);
+  Use<NativeEvent> use(*event, "Event", "record");
+  Use<NativeStream> use_stream(*stream, "Stream", "recordEvent");
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
     make_current(event->device);  // as a direct call leaves it
     const uint64_t earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
     record_operation(*submitter, stream,
-                     [e = Held<EventBox>(event, "Event", "record"), s = Held<StreamBox>(stream, "Stream", "recordEvent"),
+                     [e = Held<NativeEvent>(event, "Event", "record"), s = Held<NativeStream>(stream, "Stream", "recordEvent"),
                       earlier, waits](const FailurePointer& failure) {
                        // Records are issued in the order they were made, each after the waits on the one before.
                        await_count(e->records_issued, earlier);
@@ -95,11 +95,11 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), capture_status(*stream));
 }
 
-// eventStatus(box) -> 0 complete, 600 pending, another CUresult on failure, a wait_result for a fault of a device
+// eventStatus(ref) -> 0 complete, 600 pending, another CUresult on failure, a wait_result for a fault of a device
 // the recorded work waited on; never throws a CUDA error.
 Napi::Value event_status(const Napi::CallbackInfo& info) {
-  auto event = unwrap_box<EventBox>(info[0]);
-  Use<EventBox> use(*event, "Event", "query");
+  auto event = unwrap_native<NativeEvent>(info[0]);
+  Use<NativeEvent> use(*event, "Event", "query");
   throw_event_failure(*event);
   make_current(event->device);
   const DependencySnapshot seen = event->dependencies.snapshot();
@@ -111,11 +111,11 @@ Napi::Value event_status(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
-// eventSynchronize(box) -> 0, or a wait_result for a fault of a device the recorded work waited on: blocks the
+// eventSynchronize(ref) -> 0, or a wait_result for a fault of a device the recorded work waited on: blocks the
 // calling thread until the recorded work is done. Throws CudaFailure when it failed on its own device.
 Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
-  auto event = unwrap_box<EventBox>(info[0]);
-  Use<EventBox> use(*event, "Event", "synchronizeSync");
+  auto event = unwrap_native<NativeEvent>(info[0]);
+  Use<NativeEvent> use(*event, "Event", "synchronizeSync");
   throw_event_failure(*event);
   make_current(event->device);
   const DependencyFault fault = synchronize_with_dependencies(
@@ -130,10 +130,10 @@ Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
 
 // eventElapsed(start, end) -> milliseconds; NOT_READY is thrown here as a CudaError (the one place).
 Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
-  auto start = unwrap_box<EventBox>(info[0]);
-  auto end = unwrap_box<EventBox>(info[1]);
-  Use<EventBox> use_start(*start, "Event", "elapsedMs");
-  Use<EventBox> use_end(*end, "Event", "elapsedMs");
+  auto start = unwrap_native<NativeEvent>(info[0]);
+  auto end = unwrap_native<NativeEvent>(info[1]);
+  Use<NativeEvent> use_start(*start, "Event", "elapsedMs");
+  Use<NativeEvent> use_end(*end, "Event", "elapsedMs");
   throw_event_failure(*start);
   throw_event_failure(*end);
   make_current(start->device);
@@ -143,10 +143,10 @@ Napi::Value event_elapsed(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), ms);
 }
 
-// eventDestroy(box): destroys the event once no call is in flight, and releases the handle.
+// eventDestroy(ref): destroys the event once no call is in flight, and releases the handle.
 Napi::Value event_destroy(const Napi::CallbackInfo& info) {
-  unwrap_box<EventBox>(info[0])->destroy();
-  release_box(info[0]);
+  unwrap_native<NativeEvent>(info[0])->destroy();
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
@@ -155,11 +155,11 @@ Napi::Value event_destroy(const Napi::CallbackInfo& info) {
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kEventExports[] = {
     {"eventCreate", "number, boolean, boolean", entry<event_create>},
-    {"eventRecord", "box, box", unordered<event_record>},
-    {"eventStatus", "box", entry<event_status>},
-    {"eventSynchronize", "box", entry<event_synchronize>},
-    {"eventElapsed", "box, box", entry<event_elapsed>},
-    {"eventDestroy", "box", entry<event_destroy>},
+    {"eventRecord", "ref, ref", unordered<event_record>},
+    {"eventStatus", "ref", entry<event_status>},
+    {"eventSynchronize", "ref", entry<event_synchronize>},
+    {"eventElapsed", "ref, ref", entry<event_elapsed>},
+    {"eventDestroy", "ref", entry<event_destroy>},
 };
 
 void register_event(Napi::Env env, Napi::Object exports) {

@@ -1,12 +1,12 @@
-// Event boxes: a CUevent shared by the wrappers that use it. See Note [handle guard] in box.h.
+// Event objects: a CUevent shared by the wrappers that use it. See Note [handle guard] in native-object.h.
 #pragma once
-#include "internal/box.h"
+#include "internal/native-object.h"
 #include "internal/device-faults.h"
 #include "internal/submission.h"
 
 namespace csp {
 
-struct EventBox : Box {
+struct NativeEvent : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Event";
   CUevent handle = nullptr;
@@ -21,8 +21,8 @@ struct EventBox : Box {
   // Stream waits on it recorded and issued: a later record is issued only after the waits recorded before it, so a
   // wait issued by another submission thread never sees the event's next record instead of its own.
   std::atomic<uint64_t> waits_recorded{0}, waits_issued{0};
-  ~EventBox() override;
-  // Retires the box at once; the driver event is destroyed when no call is in flight, the completion engine's
+  ~NativeEvent() override;
+  // Retires the object at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.
   void destroy();
 
@@ -32,9 +32,9 @@ struct EventBox : Box {
 
 // In deferred mode, waits for the records recorded so far to be issued, then throws the failure the event carries
 // (its last record was dropped after a failure of its stream's recorded work). The caller holds a use.
-void throw_event_failure(EventBox& event);
+void throw_event_failure(NativeEvent& event);
 
 // Creates an event on `device` with CU_EVENT_* flags. Throws CudaFailure.
-std::shared_ptr<EventBox> create_event(int device, unsigned flags, bool counted);
+std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool counted);
 
 }  // namespace csp

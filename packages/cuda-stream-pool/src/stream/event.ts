@@ -1,6 +1,6 @@
 // CUDA events: markers recorded on a stream, for ordering between streams and for timing.
-import { native, NOT_READY, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+import { native, NOT_READY, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
@@ -21,8 +21,8 @@ export interface EventOptions {
   blockingSync?: boolean;
 }
 
-/** An event's box, and the box of the capturing stream it was last recorded on, for stream/stream.ts. @internal */
-export const events = privateState<{ box(event: Event, method: string): Box; captured(event: Event): Box | undefined }>('Event', ['box', 'captured']);
+/** An event's ref, and the ref of the capturing stream it was last recorded on, for stream/stream.ts. @internal */
+export const events = privateState<{ ref(event: Event, method: string): NativeRef; captured(event: Event): NativeRef | undefined }>('Event', ['ref', 'captured']);
 
 /** A CUDA event. Owns its `CUevent` (cuEventDestroy on `destroy()`, `[Symbol.dispose]`, or by a finalizer when
  * forgotten). An event that was never recorded counts as complete.
@@ -37,11 +37,11 @@ export const events = privateState<{ box(event: Event, method: string): Box; cap
  * ```
  */
 export class Event {
-  #box: Box;
+  #ref: NativeRef;
   #destroyed = false;
   #recorded = false;
-  // The stream box and id when last recorded on a capturing stream (Note [capture safety] in stream/capture.ts).
-  #captured: { box: Box; streamId: bigint } | undefined;
+  // The stream ref and id when last recorded on a capturing stream (Note [capture safety] in stream/capture.ts).
+  #captured: { ref: NativeRef; streamId: bigint } | undefined;
   // Getters over private fields: events are made per operation (stream.recordEvent()), and defining non-writable
   // properties on each one cost more than the event's native call.
   readonly #device: Device;
@@ -55,31 +55,31 @@ export class Event {
     return this.#timing;
   }
 
-  private constructor(token: symbol, box: Box, device: Device, timing: boolean) {
+  private constructor(token: symbol, ref: NativeRef, device: Device, timing: boolean) {
     checkConstruction(token, 'Event', 'Event.create() or stream.recordEvent()');
-    adopt(this, box);
-    this.#box = box;
+    adopt(this, ref);
+    this.#ref = ref;
     this.#device = device;
     this.#timing = timing;
   }
 
   static {
-    guardReceivers(Event, (value) => #box in value);
-    register(events, { box: (event, method) => event.#use(method), captured: (event) => event.#captured?.box });
+    guardReceivers(Event, (value) => #ref in value);
+    register(events, { ref: (event, method) => event.#use(method), captured: (event) => event.#captured?.ref });
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#destroyed) throw new DestroyedError('Event', method);
-    return this.#box;
+    return this.#ref;
   }
 
-  /** The box, for a wait on the recorded work, which the driver refuses while the event was last recorded during a
+  /** The ref, for a wait on the recorded work, which the driver refuses while the event was last recorded during a
    * capture. */
-  #waitable(method: string): Box {
-    const box = this.#use(method);
+  #waitable(method: string): NativeRef {
+    const ref = this.#use(method);
     if (this.#captured !== undefined)
       throw new CaptureError(`event.${method}()`, this.#captured.streamId, 'the event was last recorded on a capturing stream, so it marks work in a graph, not work that runs; record it again outside the capture first');
-    return box;
+    return ref;
   }
 
   /** Creates an event. @throws {@link CudaUnavailableError} without a GPU; `TypeError` for bad options.
@@ -99,13 +99,13 @@ export class Event {
    * @throws `TypeError` ERR_INVALID_ARG_VALUE for a stream of another device. Wraps: cuEventRecord. */
   record(stream: Stream): this {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
-    const box = this.#use('record');
+    const ref = this.#use('record');
     if (stream.device !== this.#device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.#device.ordinal}.`);
-    const target = streams.box(stream, 'recordEvent');
-    const capturing = native.eventRecord(box, target);
+    const target = streams.ref(stream, 'recordEvent');
+    const capturing = native.eventRecord(ref, target);
     this.#recorded = true;
-    this.#captured = capturing === 0 ? undefined : { box: target, streamId: stream.id };
+    this.#captured = capturing === 0 ? undefined : { ref: target, streamId: stream.id };
     return this;
   }
 
@@ -128,14 +128,14 @@ export class Event {
    * Thread-safety: any thread. Wraps: cuEventQuery. */
   synchronize(options?: WaitOptions): Promise<void> {
     let signal: AbortSignal | undefined;
-    let box: Box;
+    let ref: NativeRef;
     try {
       signal = waitSignal(options);
-      box = this.#waitable('synchronize');
+      ref = this.#waitable('synchronize');
     } catch (error) {
       return Promise.reject(error);
     }
-    return waitFor('event', box, 'cuEventSynchronize', () => `device ${this.device.ordinal}`, signal);
+    return waitFor('event', ref, 'cuEventSynchronize', () => `device ${this.device.ordinal}`, signal);
   }
 
 
@@ -163,7 +163,7 @@ export class Event {
     }
     if (end.device !== start.device)
       throw invalidValue('end', `is on device ${end.device.ordinal}, but "start" is on device ${start.device.ordinal}; elapsed time is measured between events of one device.`);
-    return native.eventElapsed(start.#box, end.#box);
+    return native.eventElapsed(start.#ref, end.#ref);
   }
 
   /** True after `destroy()`. */
@@ -176,7 +176,7 @@ export class Event {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    native.eventDestroy(this.#box);
+    native.eventDestroy(this.#ref);
   }
 
   /** Same as {@link Event.destroy}. */

@@ -15,7 +15,7 @@
 
 namespace csp {
 
-const napi_type_tag StreamBox::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
+const napi_type_tag NativeStream::kTag = {0x6373702d73747265ULL, 0x616d000000000001ULL};
 
 namespace {
 
@@ -24,7 +24,7 @@ namespace {
 // new owner, never the old one.
 struct OwnedStreams {
   OrderedMutex mutex{LockLevel::kLeaf, "owned stream registry"};
-  std::unordered_map<CUstream, std::weak_ptr<StreamBox>> boxes;
+  std::unordered_map<CUstream, std::weak_ptr<NativeStream>> objects;
 };
 OwnedStreams& owned_streams() {
   static OwnedStreams* registry = new OwnedStreams();  // never destroyed: streams may be released during exit
@@ -53,14 +53,14 @@ std::pair<int, int> priority_range(int device) {
 
 }  // namespace
 
-StreamBox::~StreamBox() {
+NativeStream::~NativeStream() {
   retire();
   dependencies.forget(device);
   never_throws("releasing a stream's ticket slot", [&] { release_ticket(ticket); });
   if (retired && make_current_quiet(device)) check_quiet(drv().cuEventDestroy(retired), device);
 }
 
-void StreamBox::destroy() {
+void NativeStream::destroy() {
   // See Note [stream retirement].
   if (enter()) {
     if (retired && make_current_quiet(device)) check_quiet(drv().cuEventRecord(retired, handle), device);
@@ -71,62 +71,62 @@ void StreamBox::destroy() {
 }
 
 // Never throws: finalizers and destroy after a device fault must not.
-void StreamBox::release() {
+void NativeStream::release() {
   if (!lender) capture_closed(*this);  // a borrowed wrapper's end leaves its lender's capture open
   if (record_on_release_.load(std::memory_order_relaxed) && retired && make_current_quiet(device))
     check_quiet(drv().cuEventRecord(retired, handle), device);
   if (!owned) return;
   {
     std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
-    owned_streams().boxes.erase(handle);
+    owned_streams().objects.erase(handle);
   }
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
   live().streams--;
 }
 
-std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority) {
+std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority) {
   make_current(device);
   const auto [least, greatest] = priority_range(device);
-  auto box = std::make_shared<StreamBox>();
-  box->device = device;
-  check(drv().cuStreamCreateWithPriority(&box->handle, flags, priority), "cuStreamCreateWithPriority", device,
+  auto object = std::make_shared<NativeStream>();
+  object->device = device;
+  check(drv().cuStreamCreateWithPriority(&object->handle, flags, priority), "cuStreamCreateWithPriority", device,
         [&] { return std::string("device " + std::to_string(device)); });
-  box->owned = true;
+  object->owned = true;
   live().streams++;
   {
     std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
-    owned_streams().boxes[box->handle] = box;
+    owned_streams().objects[object->handle] = object;
   }
   // The flags are what was asked for, and the priority is clamped into the device's range as the driver clamps it:
   // only the id needs asking.
-  box->priority = std::min(std::max(priority, greatest), least);
-  box->flags = flags;
-  if (drv().cuStreamGetId(box->handle, &box->id) == CUDA_SUCCESS) box->info_known = true;
-  return box;
+  object->priority = std::min(std::max(priority, greatest), least);
+  object->flags = flags;
+  if (drv().cuStreamGetId(object->handle, &object->id) == CUDA_SUCCESS) object->info_known = true;
+  return object;
 }
 
 namespace {
 
-std::string describe(const StreamBox& box) { return "device " + std::to_string(box.device); }
+std::string describe(const NativeStream& object) { return "device " + std::to_string(object.device); }
 
-// Work queued on `box` waited on `devices` (and on what they waited on): Note [cross-device dependencies]. Called
+// Work queued on `object` waited on `devices` (and on what they waited on): Note [cross-device dependencies]. Called
 // after the work is queued.
-void depends_on(StreamBox& box, uint64_t devices) {
-  if (devices) box.owner().dependencies.add(devices, box.device);
+void depends_on(NativeStream& object, uint64_t devices) {
+  if (devices) object.owner().dependencies.add(devices, object.device);
 }
 
-// streamCreate(device, nonBlocking, priority) -> box
+// streamCreate(device, nonBlocking, priority) -> object
 Napi::Value stream_create(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   int priority = info[2].As<Napi::Number>().Int32Value();
-  return wrap_box(info.Env(), create_stream(device, flags, priority));
+  return wrap_native(info.Env(), create_stream(device, flags, priority));
 }
 
-// streamShareHandle(box): JS code read the stream's handle, so work may reach the stream from outside the library;
-// its waits stop sharing tickets (StreamBox::submissions).
+// streamShareHandle(ref): JS code read the stream's handle, so work may reach the stream from outside the library;
+// its waits stop sharing tickets (NativeStream::submissions).
 Napi::Value stream_share_handle(const Napi::CallbackInfo& info) {
-  unwrap_box<StreamBox>(info[0])->handle_shared.store(true, std::memory_order_relaxed);
+  unwrap_native<NativeStream>(info[0])->handle_shared.store(true, std::memory_order_relaxed);
   return info.Env().Undefined();
 }
 
@@ -134,122 +134,122 @@ Napi::Value stream_share_handle(const Napi::CallbackInfo& info) {
 // library does not own (Note [borrowed library streams]).
 Napi::Value stream_owner_device(const Napi::CallbackInfo& info) {
   const auto handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[0])));
-  std::shared_ptr<StreamBox> owner;
+  std::shared_ptr<NativeStream> owner;
   {
     std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
-    auto it = owned_streams().boxes.find(handle);
-    if (it != owned_streams().boxes.end()) owner = it->second.lock();
+    auto it = owned_streams().objects.find(handle);
+    if (it != owned_streams().objects.end()) owner = it->second.lock();
   }
-  return Napi::Number::New(info.Env(), owner && !owner->Box::retired() ? owner->device : -1);
+  return Napi::Number::New(info.Env(), owner && !owner->NativeObject::retired() ? owner->device : -1);
 }
 
-// streamBorrow(device, handle: bigint) -> box that never destroys the driver stream
+// streamBorrow(device, handle: bigint) -> object that never destroys the driver stream
 Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
-  auto box = std::make_shared<StreamBox>();
-  box->device = device;
-  box->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
+  auto object = std::make_shared<NativeStream>();
+  object->device = device;
+  object->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
   {
     std::lock_guard<OrderedMutex> lock(owned_streams().mutex);
-    auto it = owned_streams().boxes.find(box->handle);
-    if (it != owned_streams().boxes.end()) box->lender = it->second.lock();
+    auto it = owned_streams().objects.find(object->handle);
+    if (it != owned_streams().objects.end()) object->lender = it->second.lock();
   }
-  if (box->lender && box->lender->device != device) box->lender.reset();  // the caller named another device: foreign
-  if (box->lender && box->lender->info_known) {
-    box->info_known = true;
-    box->id = box->lender->id;
-    box->priority = box->lender->priority;
-    box->flags = box->lender->flags;
+  if (object->lender && object->lender->device != device) object->lender.reset();  // the caller named another device: foreign
+  if (object->lender && object->lender->info_known) {
+    object->info_known = true;
+    object->id = object->lender->id;
+    object->priority = object->lender->priority;
+    object->flags = object->lender->flags;
   }
-  return wrap_box(info.Env(), box);
+  return wrap_native(info.Env(), object);
 }
 
-// streamInfo(box) -> [handle, id, priority, nonBlocking] as the driver reports them (a tuple: indexed elements cost
+// streamInfo(ref) -> [handle, id, priority, nonBlocking] as the driver reports them (a tuple: indexed elements cost
 // far less than named properties, and every Stream construction makes one)
 Napi::Value stream_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto box = unwrap_box<StreamBox>(info[0]);
-  unsigned long long id = box->id;
-  int priority = box->priority;
-  unsigned flags = box->flags;
-  // Known facts are read without entering the box, so that a created stream's wrapper, which reads them on first
+  auto object = unwrap_native<NativeStream>(info[0]);
+  unsigned long long id = object->id;
+  int priority = object->priority;
+  unsigned flags = object->flags;
+  // Known facts are read without entering the object, so that a created stream's wrapper, which reads them on first
   // use, can still give them after destroy.
-  if (!box->info_known) {
-    Use<StreamBox> use(*box, "Stream", "info", QueuesNoWork{});
-    make_current(box->device);
-    check(drv().cuStreamGetId(box->handle, &id), "cuStreamGetId", box->device, [&] { return std::string(describe(*box)); });
-    check(drv().cuStreamGetPriority(box->handle, &priority), "cuStreamGetPriority", box->device, [&] { return std::string(describe(*box)); });
-    check(drv().cuStreamGetFlags(box->handle, &flags), "cuStreamGetFlags", box->device, [&] { return std::string(describe(*box)); });
+  if (!object->info_known) {
+    Use<NativeStream> use(*object, "Stream", "info", QueuesNoWork{});
+    make_current(object->device);
+    check(drv().cuStreamGetId(object->handle, &id), "cuStreamGetId", object->device, [&] { return std::string(describe(*object)); });
+    check(drv().cuStreamGetPriority(object->handle, &priority), "cuStreamGetPriority", object->device, [&] { return std::string(describe(*object)); });
+    check(drv().cuStreamGetFlags(object->handle, &flags), "cuStreamGetFlags", object->device, [&] { return std::string(describe(*object)); });
   }
   Napi::Array out = Napi::Array::New(env, 4);
-  out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle))));
+  out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(object->handle))));
   out.Set(1u, Napi::BigInt::New(env, static_cast<uint64_t>(id)));
   out.Set(2u, Napi::Number::New(env, priority));
   out.Set(3u, Napi::Boolean::New(env, (flags & CU_STREAM_NON_BLOCKING) != 0));
   return out;
 }
 
-// streamStatus(box) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure, a wait_result for a fault of a
+// streamStatus(ref) -> 0 idle, 600 (NOT_READY) busy, another CUresult on failure, a wait_result for a fault of a
 // device its work waited on; never throws a CUDA error, so the poll behind every wait can use it. Throws
-// DestroyedError for a destroyed box.
+// DestroyedError for a destroyed object.
 Napi::Value stream_status(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "query", QueuesNoWork{});
-  if (FailurePointer failure = box->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
+  auto object = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*object, "Stream", "query", QueuesNoWork{});
+  if (FailurePointer failure = object->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
   // Work recorded on it and not issued yet (deferred submission) keeps it busy; no need to wait for the issue.
-  if (box->owner().unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
-  const DependencySnapshot seen = box->owner().dependencies.snapshot();
-  const CUresult status = query_stream(*box);
+  if (object->owner().unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
+  const DependencySnapshot seen = object->owner().dependencies.snapshot();
+  const CUresult status = query_stream(*object);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);
-  const DependencyFault fault = settle_dependencies(box->owner().dependencies, seen, box->device);
-  make_current_quiet(box->device);
+  const DependencyFault fault = settle_dependencies(object->owner().dependencies, seen, object->device);
+  make_current_quiet(object->device);
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
-// streamSynchronize(box) -> 0, or a wait_result for a fault of a device its work waited on: blocks the calling
+// streamSynchronize(ref) -> 0, or a wait_result for a fault of a device its work waited on: blocks the calling
 // thread until the stream's work is done. Throws CudaFailure when the work failed on its own device.
 Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
-  Use<StreamBox> use(*box, "Stream", "synchronizeSync", QueuesNoWork{});
-  throw_stream_failure(*box);
-  make_current(box->device);
+  auto object = unwrap_native<NativeStream>(info[0]);
+  Use<NativeStream> use(*object, "Stream", "synchronizeSync", QueuesNoWork{});
+  throw_stream_failure(*object);
+  make_current(object->device);
   const DependencyFault fault = synchronize_with_dependencies(
-      box->owner().dependencies, box->device, box->device,
-      [&] { return make_current_quiet(box->device) ? drv().cuStreamQuery(box->handle) : CUDA_ERROR_INVALID_CONTEXT; },
-      [&] { check(drv().cuStreamSynchronize(box->handle), "cuStreamSynchronize", box->device, [&] { return std::string(describe(*box)); }); });
+      object->owner().dependencies, object->device, object->device,
+      [&] { return make_current_quiet(object->device) ? drv().cuStreamQuery(object->handle) : CUDA_ERROR_INVALID_CONTEXT; },
+      [&] { check(drv().cuStreamSynchronize(object->handle), "cuStreamSynchronize", object->device, [&] { return std::string(describe(*object)); }); });
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
 // The driver call of streamWaitEvent, by the calling thread or the submission thread.
-void issue_stream_wait_event(StreamBox& stream, EventBox& event) {
+void issue_stream_wait_event(NativeStream& stream, NativeEvent& event) {
   make_current(stream.device);
   check(drv().cuStreamWaitEvent(stream.handle, event.handle, 0), "cuStreamWaitEvent", stream.device,
         [&] { return std::string(describe(stream)); });
 }
 
-// streamThrowFailure(box): throws the CudaError of recorded work on the stream that failed, marking it reported (Note
+// streamThrowFailure(ref): throws the CudaError of recorded work on the stream that failed, marking it reported (Note
 // [deferred submission] in internal/submission.h); nothing when none did. After streamStatus reported a failure.
 Napi::Value stream_throw_failure(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
-  throw_stream_failure(*box);
+  auto object = unwrap_native<NativeStream>(info[0]);
+  throw_stream_failure(*object);
   return info.Env().Undefined();
 }
 
-// streamWaitEvent(box, eventBox): later work on the stream waits for the event's recorded work; the event may belong
+// streamWaitEvent(ref, eventRef): later work on the stream waits for the event's recorded work; the event may belong
 // to another device (the wait runs in the stream's context).
 Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
-  auto event = unwrap_box<EventBox>(info[1]);
-  Use<StreamBox> use(*box, "Stream", "waitEvent");
-  Use<EventBox> use_event(*event, "Event", "waitEvent");
-  if (Submitter* submitter = recording_for(info.Env(), *box)) {
-    make_current(box->device);  // as a direct call leaves it
+  auto object = unwrap_native<NativeStream>(info[0]);
+  auto event = unwrap_native<NativeEvent>(info[1]);
+  Use<NativeStream> use(*object, "Stream", "waitEvent");
+  Use<NativeEvent> use_event(*event, "Event", "waitEvent");
+  if (Submitter* submitter = recording_for(info.Env(), *object)) {
+    make_current(object->device);  // as a direct call leaves it
     // Waits for the records of the event made before this call, by any thread, to be issued first.
     const uint64_t recorded = event->records_recorded.load(std::memory_order_acquire);
     event->waits_recorded.fetch_add(1, std::memory_order_acq_rel);
-    record_operation(*submitter, box,
-                     [s = Held<StreamBox>(box, "Stream", "waitEvent"), e = Held<EventBox>(event, "Event", "waitEvent"),
+    record_operation(*submitter, object,
+                     [s = Held<NativeStream>(object, "Stream", "waitEvent"), e = Held<NativeEvent>(event, "Event", "waitEvent"),
                       recorded](const FailurePointer& failure) {
                        CountWhenDone issued{e->waits_issued};  // the event's next record waits for it
                        if (failure) return false;
@@ -264,9 +264,9 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
                      });
   } else {
     throw_event_failure(*event);
-    issue_stream_wait_event(*box, *event);
+    issue_stream_wait_event(*object, *event);
   }
-  depends_on(*box, (event->device != box->device ? device_bit(event->device) : 0) | event->dependencies.devices());
+  depends_on(*object, (event->device != object->device ? device_bit(event->device) : 0) | event->dependencies.devices());
   return info.Env().Undefined();
 }
 
@@ -274,31 +274,31 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
 // every call: cuStreamWaitEvent waits for the record that precedes it, so a later record does not move an earlier
 // wait. Confined to the environment's JS thread, so no lock; destroyed with the environment (cleanup hook).
 struct WaitMarkers {
-  std::map<int, std::shared_ptr<EventBox>> by_device;
+  std::map<int, std::shared_ptr<NativeEvent>> by_device;
 };
 
-// streamWaitStream(box, otherBox): later work on the stream waits for the work queued on `other` so far. The two
+// streamWaitStream(ref, otherRef): later work on the stream waits for the work queued on `other` so far. The two
 // streams are used one after the other, never both at once (no lock order between them). The event belongs to
 // `other`'s device and is recorded in its context; the wait runs in the stream's context, which may be another
 // device's (cuStreamWaitEvent takes an event of any device).
 Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
-  auto other = unwrap_box<StreamBox>(info[1]);
+  auto object = unwrap_native<NativeStream>(info[0]);
+  auto other = unwrap_native<NativeStream>(info[1]);
   auto& markers = static_cast<WaitMarkers*>(info.Data())->by_device;
   const int other_device = other->device;
   auto& marker = markers[other_device];
   if (!marker) marker = create_event(other_device, CU_EVENT_DISABLE_TIMING, false);
   {
-    Use<StreamBox> use(*other, "Stream", "waitStream");
+    Use<NativeStream> use(*other, "Stream", "waitStream");
     make_current(other_device);
     check(drv().cuEventRecord(marker->handle, other->handle), "cuEventRecord", other_device, describe(*other));
   }
-  Use<StreamBox> use(*box, "Stream", "waitStream");
+  Use<NativeStream> use(*object, "Stream", "waitStream");
   // Recorded work of `other` that failed (deferred submission) errors this stream too, as a wait on a failed event
   // does: work after the wait must not read what was never written. The record above was `other`'s next operation,
   // so a failure a wait has already reported is cleared instead of carried.
-  const bool records = records_operations(*box);
-  if (records) box->owner().failure.clear_if_reported();  // this wait is the stream's next operation
+  const bool records = records_operations(*object);
+  if (records) object->owner().failure.clear_if_reported();  // this wait is the stream's next operation
   if (other->owner().failure.set() && !other->owner().failure.clear_if_reported()) {
     if (FailurePointer carried = other->owner().failure.peek()) {
       if (!records) {
@@ -308,13 +308,13 @@ Napi::Value stream_wait_stream(const Napi::CallbackInfo& info) {
         carried->reported.store(true, std::memory_order_release);
         throw CudaFailure(*carried);
       }
-      carry_failure(*box, carried);
+      carry_failure(*object, carried);
       return info.Env().Undefined();
     }
   }
-  make_current(box->device);
-  check(drv().cuStreamWaitEvent(box->handle, marker->handle, 0), "cuStreamWaitEvent", box->device, describe(*box));
-  depends_on(*box, (other_device != box->device ? device_bit(other_device) : 0) | other->owner().dependencies.devices());
+  make_current(object->device);
+  check(drv().cuStreamWaitEvent(object->handle, marker->handle, 0), "cuStreamWaitEvent", object->device, describe(*object));
+  depends_on(*object, (other_device != object->device ? device_bit(other_device) : 0) | other->owner().dependencies.devices());
   return info.Env().Undefined();
 }
 
@@ -323,19 +323,19 @@ Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(static_cast<WaitMarkers*>(info.Data())->by_device.size()));
 }
 
-// streamDestroy(box): owned -> cuStreamDestroy; borrowed -> retires the box only. Never throws after a fault.
-// streamDestroy(box): destroys an owned stream (retires a borrowed wrapper's box) and releases the handle; the
+// streamDestroy(ref): owned -> cuStreamDestroy; borrowed -> retires the object only. Never throws after a fault.
+// streamDestroy(ref): destroys an owned stream (retires a borrowed wrapper's object) and releases the handle; the
 // stream's handle, id, priority and flags are left in the fact scratch (Note [fact scratch]) when the native layer
 // knows them, for a wrapper that never read them.
 Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
-  auto box = unwrap_box<StreamBox>(info[0]);
+  auto object = unwrap_native<NativeStream>(info[0]);
   uint64_t* facts = fact_scratch(info.Env());
-  facts[0] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(box->handle));
-  facts[1] = box->id;
-  facts[2] = static_cast<uint64_t>(static_cast<int64_t>(box->priority));
-  facts[3] = box->flags;
-  box->destroy();
-  release_box(info[0]);
+  facts[0] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(object->handle));
+  facts[1] = object->id;
+  facts[2] = static_cast<uint64_t>(static_cast<int64_t>(object->priority));
+  facts[3] = object->flags;
+  object->destroy();
+  release_native(info[0]);
   return info.Env().Undefined();
 }
 
@@ -346,17 +346,17 @@ const Export kStreamExports[] = {
     {"streamCreate", "number, boolean, number", entry<stream_create>},
     {"streamBorrow", "number, bigint", entry<stream_borrow>},
     {"streamOwnerDevice", "bigint", entry<stream_owner_device>},
-    {"streamShareHandle", "box", entry<stream_share_handle>},
-    {"streamInfo", "box", entry<stream_info>},
-    {"streamStatus", "box", unordered<stream_status>},
-    {"streamSynchronize", "box", entry<stream_synchronize>},
-    {"streamThrowFailure", "box", entry<stream_throw_failure>},
-    {"streamWaitEvent", "box, box", unordered<stream_wait_event>},
-    {"streamDestroy", "box", entry<stream_destroy>},
+    {"streamShareHandle", "ref", entry<stream_share_handle>},
+    {"streamInfo", "ref", entry<stream_info>},
+    {"streamStatus", "ref", unordered<stream_status>},
+    {"streamSynchronize", "ref", entry<stream_synchronize>},
+    {"streamThrowFailure", "ref", entry<stream_throw_failure>},
+    {"streamWaitEvent", "ref, ref", unordered<stream_wait_event>},
+    {"streamDestroy", "ref", entry<stream_destroy>},
 };
 // These two share the environment's waitStream events (their info.Data()).
 const Export kWaitExports[] = {
-    {"streamWaitStream", "box, box", entry<stream_wait_stream>},
+    {"streamWaitStream", "ref, ref", entry<stream_wait_stream>},
     {"streamWaitEventCount", "", entry<stream_wait_event_count>},
 };
 

@@ -1,6 +1,6 @@
-// Stream boxes: a CUstream shared by every wrapper and thread that uses it. See Note [handle guard] in box.h.
+// Stream objects: a CUstream shared by every wrapper and thread that uses it. See Note [handle guard] in native-object.h.
 #pragma once
-#include "internal/box.h"
+#include "internal/native-object.h"
 #include "internal/device-faults.h"
 #include "internal/lock-order.h"
 #include "internal/submission.h"
@@ -11,15 +11,15 @@ namespace csp {
 
 struct TicketSlot;  // internal/tickets.h
 
-struct StreamBox : Box {
+struct NativeStream : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Stream";
   CUstream handle = nullptr;
-  bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the box retires
+  bool owned = false;  // owned: cuStreamDestroy on destroy; borrowed: only the object retires
   // Note [stream retirement]: a device buffer may have to be freed after its stream is gone, ordered after that
   // stream's last work. device-buffer.cc sets `retired` (an event, once, under `retired_once`) when a buffer first uses the
   // stream; destroy() records it, and records it again just before the handle dies if calls were still in flight
-  // (Note [handle guard] in box.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
+  // (Note [handle guard] in native-object.h). The destructor does not: nobody can wait on it then, and a borrowed handle may
   // already be dead.
   std::once_flag retired_once;
   CUevent retired = nullptr;
@@ -43,34 +43,34 @@ struct StreamBox : Box {
   std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
   std::atomic<bool> handle_shared{false};
   // Note [borrowed library streams]: Stream.fromHandle() of a handle that a live stream of the library owns (made by
-  // any thread) gives a box that holds that owner, its lender. Every call through the borrowed box enters the lender
-  // too, so once the lender is destroyed the borrowed box refuses calls (DestroyedError) instead of passing a dead
+  // any thread) gives a native object that holds that owner, its lender. Every call through the borrowed object enters the lender
+  // too, so once the lender is destroyed the borrowed object refuses calls (DestroyedError) instead of passing a dead
   // handle to the driver, and buffers note their uses on the lender (owner_of), whose destroy records its last work.
   // A foreign handle (made outside the library) has no lender: keeping it alive is the caller's business.
-  std::shared_ptr<StreamBox> lender;
+  std::shared_ptr<NativeStream> lender;
   bool enter() {
-    if (!Box::enter()) return false;
+    if (!NativeObject::enter()) return false;
     if (lender && !lender->enter()) {
-      Box::leave();
+      NativeObject::leave();
       return false;
     }
     return true;
   }
   void leave() {
     if (lender) lender->leave();
-    Box::leave();
+    NativeObject::leave();
   }
   void leave_after_work() {
     if (lender) lender->submissions.fetch_add(1, std::memory_order_release);
     submissions.fetch_add(1, std::memory_order_release);
     leave();
   }
-  // The box that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
+  // The object that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
   // describe the driver stream, so that a capture begun through either wrapper guards both.
-  StreamBox& owner() { return lender ? *lender : *this; }
+  NativeStream& owner() { return lender ? *lender : *this; }
   // The same, as the shared_ptr that buffers keep in their uses.
-  static const std::shared_ptr<StreamBox>& owner_of(const std::shared_ptr<StreamBox>& box) {
-    return box->lender ? box->lender : box;
+  static const std::shared_ptr<NativeStream>& owner_of(const std::shared_ptr<NativeStream>& object) {
+    return object->lender ? object->lender : object;
   }
   bool shares_tickets() const { return owned && !handle_shared.load(std::memory_order_relaxed); }
   // The other devices whose work the stream's queued work waited on (Note [cross-device dependencies] in
@@ -98,8 +98,8 @@ struct StreamBox : Box {
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
-  ~StreamBox() override;
-  // Retires the box at once; an owned stream is destroyed (queued work still completes) when no call is in flight
+  ~NativeStream() override;
+  // Retires the object at once; an owned stream is destroyed (queued work still completes) when no call is in flight
   // any more. Never waits; idempotent.
   void destroy();
 
@@ -112,13 +112,13 @@ struct StreamBox : Box {
 
 // The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
 // capture flag is set (Note [capture flag]). The caller holds a use. Throws CudaFailure. Defined in graph.cc.
-int capture_status(StreamBox& stream);
+int capture_status(NativeStream& stream);
 
 // The capture that began on `stream` is over (ended, abandoned, or its stream released): uncounted from the open
 // captures of Note [capture guard] (capture.h). Idempotent.
-void capture_closed(StreamBox& stream);
+void capture_closed(NativeStream& stream);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
-std::shared_ptr<StreamBox> create_stream(int device, unsigned flags, int priority);
+std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority);
 
 }  // namespace csp

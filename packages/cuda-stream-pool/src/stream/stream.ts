@@ -1,7 +1,7 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
-// See Note [handle guard] in internal/box.h for why destroy is safe across threads.
-import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type Box } from '../binding/binding.js';
-import { adopt } from '../binding/box-lifetime.js';
+// See Note [handle guard] in internal/native-object.h for why destroy is safe across threads.
+import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type NativeRef } from '../binding/binding.js';
+import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
@@ -52,7 +52,7 @@ const LEGACY = 1n; // CU_STREAM_LEGACY
 const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
-/** What cuStreamGetId/GetPriority/GetFlags reported for a box, as [handle, id, priority, nonBlocking] (a lease view
+/** What cuStreamGetId/GetPriority/GetFlags reported for a ref, as [handle, id, priority, nonBlocking] (a lease view
  * reuses its pool stream's). @internal */
 export type StreamInfo = ReturnType<typeof native.streamInfo>;
 
@@ -62,15 +62,15 @@ export type StreamInfo = ReturnType<typeof native.streamInfo>;
  * ManagedBuffer pairs only with a DeviceBuffer or a ManagedBuffer (cuMemcpyAsync); the host uses its views. */
 export type CopyOperand = DeviceBuffer | ManagedBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView;
 
-// A stream's lifetime, for the pool files: wrapping a pool stream's box, whether a wrapper was used, retiring it.
+// A stream's lifetime, for the pool files: wrapping a pool stream's ref, whether a wrapper was used, retiring it.
 const lifetimes = privateState<{
-  wrap(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream;
+  wrap(ref: NativeRef, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream;
   used(stream: Stream): boolean;
   retire(stream: Stream, why: string): void;
 }>('Stream', ['wrap', 'used', 'retire']);
 
 /** How `stream.endCapture()` makes its Graph: graph/graph.ts, which sits above this file, registers it. @internal */
-export const graphs = privateState<{ fromCapture(box: Box, record: CaptureRecord, device: Device): Graph }>('Graph', ['fromCapture']);
+export const graphs = privateState<{ fromCapture(ref: NativeRef, record: CaptureRecord, device: Device): Graph }>('Graph', ['fromCapture']);
 
 /** A CUDA stream: a queue of GPU work that runs in order, concurrently with other streams.
  *
@@ -90,7 +90,7 @@ export const graphs = privateState<{ fromCapture(box: Box, record: CaptureRecord
  * ```
  */
 export class Stream {
-  #box: Box;
+  #ref: NativeRef;
   #kind: Kind;
   #retired: string | undefined;
   #used = false; // anything called through this wrapper (Note [known idle] in pool/pool-policy.ts)
@@ -98,7 +98,7 @@ export class Stream {
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.
   readonly #device: Device;
-  // [handle, id, priority, nonBlocking], read from the box on first use: a created stream that is only used and
+  // [handle, id, priority, nonBlocking], read from the ref on first use: a created stream that is only used and
   // destroyed never needs them as JS values.
   #info: StreamInfo | undefined;
   /** The device whose primary context the stream belongs to. */
@@ -114,7 +114,7 @@ export class Stream {
   get handle(): bigint {
     if (!this.#handleShared && this.#retired === undefined) {
       this.#handleShared = true;
-      native.streamShareHandle(this.#box);
+      native.streamShareHandle(this.#ref);
     }
     return this.#facts()[0];
   }
@@ -134,46 +134,46 @@ export class Stream {
   }
 
   #facts(): StreamInfo {
-    return (this.#info ??= native.streamInfo(this.#box));
+    return (this.#info ??= native.streamInfo(this.#ref));
   }
 
   /** `known`: the stream's facts when the caller has them; else they are read on first use, which for a stream whose
    * facts the native layer does not hold (a borrowed one) must happen now, while the stream is alive. */
-  private constructor(token: symbol, box: Box, device: Device, kind: Kind, known?: StreamInfo) {
+  private constructor(token: symbol, ref: NativeRef, device: Device, kind: Kind, known?: StreamInfo) {
     checkConstruction(token, 'Stream', 'Stream.create(), Stream.legacy(), Stream.perThread(), Stream.fromHandle() or a StreamPool');
-    if (kind === 'owned' || kind === 'borrowed') adopt(this, box); // a pool's streams are the pool's
-    this.#box = box;
+    if (kind === 'owned' || kind === 'borrowed') adopt(this, ref); // a pool's streams are the pool's
+    this.#ref = ref;
     this.#kind = kind;
     this.#device = device;
-    this.#info = known ?? (kind === 'owned' ? undefined : native.streamInfo(box));
+    this.#info = known ?? (kind === 'owned' ? undefined : native.streamInfo(ref));
   }
 
   static {
-    guardReceivers(Stream, (value) => #box in value);
+    guardReceivers(Stream, (value) => #ref in value);
     register(streams, {
-      is: (value: unknown): value is Stream => typeof value === 'object' && value !== null && #box in value,
-      box: (stream, method) => (stream as Stream).#use(method),
+      is: (value: unknown): value is Stream => typeof value === 'object' && value !== null && #ref in value,
+      ref: (stream, method) => (stream as Stream).#use(method),
       handle: (stream) => (stream as Stream).#facts()[0],
     });
     register(lifetimes, {
-      wrap: (box, device, kind, info, owner) => {
-        const stream = new Stream(internalConstruction, box, device, kind, info);
+      wrap: (ref, device, kind, info, owner) => {
+        const stream = new Stream(internalConstruction, ref, device, kind, info);
         stream.#owner = owner;
         return stream;
       },
       used: (stream) => stream.#used,
       retire: (stream, why) => {
-        if (stream.#retired === undefined) abandonCapture(stream.#box);
+        if (stream.#retired === undefined) abandonCapture(stream.#ref);
         stream.#retired ??= why;
         stream.#owner &&= undefined; // a retired wrapper no longer needs its owner alive
       },
     });
   }
 
-  #use(method: string): Box {
+  #use(method: string): NativeRef {
     if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
     this.#used = true;
-    return this.#box;
+    return this.#ref;
   }
 
   /** Creates a stream that this object owns.
@@ -230,15 +230,15 @@ export class Stream {
    * @throws {@link DestroyedError} after destroy; {@link CudaError} when queued work failed; {@link CaptureError} while
    * the stream is capturing a graph. Wraps: cuStreamQuery. */
   query(): boolean {
-    const box = this.#use('query');
-    requireNotCapturing(box, this, 'stream.query()');
-    const status = native.streamStatus(box);
+    const ref = this.#use('query');
+    requireNotCapturing(ref, this, 'stream.query()');
+    const status = native.streamStatus(ref);
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
       return true;
     }
     if (status === NOT_READY) return false;
-    native.streamThrowFailure(box); // recorded work that failed reports its own call
+    native.streamThrowFailure(ref); // recorded work that failed reports its own call
     throw waitError(status, 'cuStreamQuery', `device ${this.device.ordinal}, stream ${this.id}`);
   }
 
@@ -254,16 +254,16 @@ export class Stream {
    * Thread-safety: any thread. Wraps: cuStreamQuery, cuStreamWriteValue64 (or cuEventRecord). */
   synchronize(options?: WaitOptions): Promise<void> {
     let signal: AbortSignal | undefined;
-    let box: Box;
+    let ref: NativeRef;
     try {
       signal = waitSignal(options);
-      box = this.#use('synchronize');
+      ref = this.#use('synchronize');
     } catch (error) {
       return Promise.reject(error);
     }
     return waitFor(
       'stream',
-      box,
+      ref,
       'cuStreamSynchronize',
       () => `device ${this.device.ordinal}, stream ${this.id}`,
       signal,
@@ -279,9 +279,9 @@ export class Stream {
    * {@link CaptureError} while the stream is capturing a graph.
    * Wraps: cuStreamSynchronize. */
   synchronizeSync(): void {
-    const box = this.#use('synchronizeSync');
-    requireNotCapturing(box, this, 'stream.synchronizeSync()');
-    const status = native.streamSynchronize(box);
+    const ref = this.#use('synchronizeSync');
+    requireNotCapturing(ref, this, 'stream.synchronizeSync()');
+    const status = native.streamSynchronize(ref);
     if (status !== 0) throw waitError(status, 'cuStreamSynchronize', `device ${this.device.ordinal}, stream ${this.id}`);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
   }
@@ -298,9 +298,9 @@ export class Stream {
    * Thread-safety: any thread that has both. */
   waitEvent(event: Event): void {
     if (!(event instanceof Event)) throw invalidType('event', 'an Event', event);
-    const box = this.#use('waitEvent');
-    native.streamWaitEvent(box, events.box(event, 'stream.waitEvent'));
-    noteJoin(box, events.captured(event));
+    const ref = this.#use('waitEvent');
+    native.streamWaitEvent(ref, events.ref(event, 'stream.waitEvent'));
+    noteJoin(ref, events.captured(event));
   }
 
   /** Makes work queued later on this stream wait for the work queued so far on `other`; returns at once. `other` may
@@ -315,10 +315,10 @@ export class Stream {
    * Thread-safety: any thread that has both. */
   waitStream(other: Stream): void {
     if (!streams.is(other)) throw invalidType('other', 'a Stream', other);
-    const box = this.#use('waitStream');
+    const ref = this.#use('waitStream');
     const source = other.#use('waitStream');
-    native.streamWaitStream(box, source);
-    noteJoin(box, source); // joins the capture when `other` is capturing
+    native.streamWaitStream(ref, source);
+    noteJoin(ref, source); // joins the capture when `other` is capturing
   }
 
   /** Queues an asynchronous copy of `options.byteLength` bytes (default: the source's length from `srcOffset`) from
@@ -406,12 +406,12 @@ export class Stream {
     const mode = o.mode ?? 'thread-local';
     if (!Object.hasOwn(CAPTURE_MODES, mode))
       throw invalidValue('options.mode', `must be 'global', 'thread-local' or 'relaxed'; received ${typeof mode === 'string' ? JSON.stringify(mode) : String(mode)}.`);
-    const box = this.#use('beginCapture');
+    const ref = this.#use('beginCapture');
     if (this.#kind === 'pool')
       throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
     if (this.#facts()[0] === LEGACY)
       throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
-    beginCapture(box, this.id, mode);
+    beginCapture(ref, this.id, mode);
   }
 
   /** Ends the capture begun on this stream with {@link Stream.beginCapture} and returns the recorded work as a
@@ -422,8 +422,8 @@ export class Stream {
    * driver invalidated the capture, CUDA_ERROR_STREAM_CAPTURE_UNJOINED for a forked stream not joined back (the
    * capture is over either way). Wraps: cuStreamEndCapture. Lifetime: the caller owns the graph. */
   endCapture(): Graph {
-    const box = this.#use('endCapture');
-    const { graph, record } = endCapture(box, this.id);
+    const ref = this.#use('endCapture');
+    const { graph, record } = endCapture(ref, this.id);
     return graphs.fromCapture(graph, record, this.device);
   }
 
@@ -447,9 +447,9 @@ export class Stream {
       throw invalidValue('stream', 'belongs to a StreamPool; pool streams are destroyed with their pool (pool.destroy()).');
     if (this.#retired !== undefined) return;
     this.#retired = 'was destroyed';
-    abandonCapture(this.#box);
-    native.streamDestroy(this.#box);
-    // The native layer released the box: the facts a later read needs come from what the destroy left.
+    abandonCapture(this.#ref);
+    native.streamDestroy(this.#ref);
+    // The native layer released the ref: the facts a later read needs come from what the destroy left.
     if (this.#info === undefined && facts[1] !== 0n) this.#info = [facts[0]!, facts[1]!, Number(BigInt.asIntN(64, facts[2]!)), (facts[3]! & 1n) !== 0n];
   }
 
@@ -481,15 +481,15 @@ function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device
   return stream;
 }
 
-/** The native box of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
-export function streamBox(stream: Stream, method: string): Box {
+/** The native ref of a live stream, for the other concept files. @throws {@link DestroyedError}. @internal */
+export function streamRef(stream: Stream, method: string): NativeRef {
   if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);  // e.g. currentStream() set to an imitation
-  return streams.box(stream, method);
+  return streams.ref(stream, method);
 }
 
-/** Wraps a native stream box (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
-export function wrapStream(box: Box, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
-  return lifetimes.wrap(box, device, kind, info, owner);
+/** Wraps a native stream ref (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
+export function wrapStream(ref: NativeRef, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream {
+  return lifetimes.wrap(ref, device, kind, info, owner);
 }
 
 /** The stream's handle, read by the library itself: unlike `stream.handle`, it does not mark the handle as shared

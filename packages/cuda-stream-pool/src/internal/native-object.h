@@ -1,15 +1,17 @@
-// Handle boxes: a driver handle shared by every JS wrapper and thread that uses it, guarded so that a handle
-// destroyed by one thread is never passed to the driver by another. See Note [handle guard].
+// Native objects: the C++ owner (or, for a borrowed stream, the non-owning view) of one driver handle, shared by every
+// JS wrapper and thread that uses it, guarded so that a handle destroyed by one thread is never passed to the driver
+// by another. JS reaches one through a NativeRef, a number naming a slot of its thread's handle table. See
+// Note [handle guard].
 //
-// Note [handle guard]: each call that passes a box's handle to the driver enters the box for the duration of the
-// call (an atomic count of calls in flight; no lock). destroy() retires the box: from then on no call can enter,
+// Note [handle guard]: each call that passes a native object's handle to the driver enters the object for the duration of the
+// call (an atomic count of calls in flight; no lock). destroy() retires the object: from then on no call can enter,
 // and it returns at once, without waiting; the driver handle is released by whoever leaves last: the retiring
 // thread when nothing is in flight, else the last call in flight as it leaves. So a blocking call in one thread
 // (synchronizeSync on a long kernel) never stalls another thread's destroy(), and a handle is never used after its
 // release. Buffers, whose calls are short and never block, instead wait for the calls in flight when they are freed
 // (retire_and_wait), so that the free happens on the freeing thread, in the order it asked for. A JS flag alone is
-// not enough: another worker may hold the same box. Nothing is keyed by the raw handle value (the driver reuses
-// them, Note [handle reuse]); boxes are keyed by identity (their address inside a shared_ptr).
+// not enough: another worker may hold the same object. Nothing is keyed by the raw handle value (the driver reuses
+// them, Note [handle reuse]); objects are keyed by identity (their address inside a shared_ptr).
 //
 // Note [lock order]: the locks of the native layer, outermost first. A thread that holds one only takes locks
 // further down the list, and no lock is held across a call that can block on another thread's progress (a driver
@@ -24,7 +26,7 @@
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures.
-// Entering a box is not a lock: it never waits. Nor are the cross-device dependency sets (atomics only); asking a
+// Entering a native object is not a lock: it never waits. Nor are the cross-device dependency sets (atomics only); asking a
 // device about its fault for them is a driver call, made with no lock held (Note [cross-device dependencies] in
 // internal/device-faults.h). Each mutex is an OrderedMutex with its level (lock-order.h), and
 // CUDA_STREAM_POOL_CHECK_LOCK_ORDER=1 makes every lock check this order (Note [lock order checker]).
@@ -43,13 +45,13 @@
 
 namespace csp {
 
-struct Box {
+struct NativeObject {
   int device = 0;
-  virtual ~Box() = default;
+  virtual ~NativeObject() = default;
 
   bool retired() const { return (state_.load(std::memory_order_acquire) & kRetired) != 0; }
 
-  // Counts a call in flight; false (and nothing counted) once the box is retired.
+  // Counts a call in flight; false (and nothing counted) once the object is retired.
   bool enter() {
     if (state_.fetch_add(1, std::memory_order_acq_rel) & kRetired) {
       leave();
@@ -62,11 +64,11 @@ struct Box {
     if (state_.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
   }
 
-  // As leave(), for a call that may have queued work (StreamBox counts it).
+  // As leave(), for a call that may have queued work (NativeStream counts it).
   void leave_after_work() { leave(); }
-  void entered_for_use() {}  // what a Use does after entering; a box kind may hide it with its own
+  void entered_for_use() {}  // what a Use does after entering; a native object kind may hide it with its own
 
-  // Retires the box; the handle is released now if nothing is in flight, else by the last call to leave. True for
+  // Retires the object; the handle is released now if nothing is in flight, else by the last call to leave. True for
   // the call that retired it. Never blocks.
   bool retire() {
     const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
@@ -75,8 +77,8 @@ struct Box {
     return true;
   }
 
-  // Retires the box and waits until no call is in flight (for boxes whose calls are short and never block); the
-  // caller then releases what the box holds. True for the call that retired it.
+  // Retires the object and waits until no call is in flight (for objects whose calls are short and never block); the
+  // caller then releases what the object holds. True for the call that retired it.
   bool retire_and_wait() {
     const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
     if (before & kRetired) return false;
@@ -86,7 +88,7 @@ struct Box {
   }
 
  protected:
-  // Releases the driver handle. Runs once, on the thread that retires the box or leaves it last; never throws.
+  // Releases the driver handle. Runs once, on the thread that retires the object or leaves it last; never throws.
   virtual void release() {}
 
  private:
@@ -99,58 +101,58 @@ struct Box {
   std::atomic<bool> released_{false};
 };
 
-// Tags a Use for a call that queues no work on the box's stream (a query, a wait): such a call does not count as a
-// submission, so a later wait can share the stream's last completion ticket (StreamBox::submissions).
+// Tags a Use for a call that queues no work on the object's stream (a query, a wait): such a call does not count as a
+// submission, so a later wait can share the stream's last completion ticket (NativeStream::submissions).
 struct QueuesNoWork {};
 
-// Holds one entry of the box for the duration of one driver call; throws Destroyed once the box is retired.
+// Holds one entry of the object for the duration of one driver call; throws Destroyed once the object is retired.
 template <class B>
 class Use {
  public:
-  Use(B& box, const char* resource, const char* method) : box_(box) {
-    if (!box.enter()) throw Destroyed{resource, method};
+  Use(B& object, const char* resource, const char* method) : object_(object) {
+    if (!object.enter()) throw Destroyed{resource, method};
     entered();
   }
-  Use(B& box, const char* resource, const char* method, QueuesNoWork) : box_(box), queues_work_(false) {
-    if (!box.enter()) throw Destroyed{resource, method};
+  Use(B& object, const char* resource, const char* method, QueuesNoWork) : object_(object), queues_work_(false) {
+    if (!object.enter()) throw Destroyed{resource, method};
     entered();
   }
   ~Use() {
     if (queues_work_)
-      box_.leave_after_work();
+      object_.leave_after_work();
     else
-      box_.leave();
+      object_.leave();
   }
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
-  B* operator->() const { return &box_; }
+  B* operator->() const { return &object_; }
 
  private:
-  // A box kind's step after entering (StreamBox::entered_for_use); most have none. Leaves the entry if it throws.
+  // A native object kind's step after entering (NativeStream::entered_for_use); most have none. Leaves the entry if it throws.
   void entered() {
     try {
-      box_.entered_for_use();
+      object_.entered_for_use();
     } catch (...) {
-      box_.leave();
+      object_.leave();
       throw;
     }
   }
-  B& box_;
+  B& object_;
   bool queues_work_ = true;
 };
 
-// A new slot of the calling environment's handle table holding `box`; returns its handle for JS (Note [handle
-// table]). `forget` runs if the slot is released while the box is live (its JS owner was collected, or the thread
+// A new slot of the calling environment's handle table holding `object`; returns its handle for JS (Note [handle
+// table]). `forget` runs if the slot is released while the object is live (its JS owner was collected, or the thread
 // exits).
 template <class B>
-Napi::Value wrap_box(Napi::Env env, std::shared_ptr<B> box, ForgetAction forget = nullptr) {
-  return Napi::Number::New(env, handle_table(env).insert(std::move(box), &B::kTag, forget));
+Napi::Value wrap_native(Napi::Env env, std::shared_ptr<B> object, ForgetAction forget = nullptr) {
+  return Napi::Number::New(env, handle_table(env).insert(std::move(object), &B::kTag, forget));
 }
 
-// The box a handle from wrap_box names. A value that is no handle of this kind is a TypeError (nothing of the
+// The object a handle from wrap_native names. A value that is no handle of this kind is a TypeError (nothing of the
 // library's passes one); a handle whose slot was released is a DestroyedError naming the kind.
 template <class B>
-std::shared_ptr<B> unwrap_box(const Napi::Value& value) {
+std::shared_ptr<B> unwrap_native(const Napi::Value& value) {
   HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
   const std::shared_ptr<void>* found = nullptr;
   if (value.IsNumber()) found = handle_table(value.Env()).find(value.As<Napi::Number>().DoubleValue(), &B::kTag, miss);
@@ -163,13 +165,13 @@ std::shared_ptr<B> unwrap_box(const Napi::Value& value) {
 
 // Whether `value` is a live handle of kind B, without throwing.
 template <class B>
-bool is_box(const Napi::Value& value) {
+bool is_native(const Napi::Value& value) {
   HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
   return value.IsNumber() && handle_table(value.Env()).find(value.As<Napi::Number>().DoubleValue(), &B::kTag, miss) != nullptr;
 }
 
-// Releases the slot `value` names, if any (the object was destroyed); the box lives on while native code holds it.
-inline void release_box(const Napi::Value& value) {
+// Releases the slot `value` names, if any (the object was destroyed); the object lives on while native code holds it.
+inline void release_native(const Napi::Value& value) {
   if (value.IsNumber()) handle_table(value.Env()).release(value.As<Napi::Number>().DoubleValue(), false);
 }
 
