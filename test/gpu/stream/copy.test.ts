@@ -217,6 +217,27 @@ test('a device-to-host copy into a resizable ArrayBuffer is ERR_INVALID_ARG_VALU
   stream.destroy();
 });
 
+test('a host-to-device copy arrives exactly from every source alignment and length around the staging stores\' 16 and 64 bytes, on the calling thread and on the copy threads', gpu, async () => {
+  // Bytes go into staging 64 at a time with 16-byte stores after an unaligned head, and large copies are split among
+  // the copy threads: each source offset and length here lands a head, the blocks or a tail on a different edge.
+  const stream = Stream.create();
+  const largest = (1 << 20) + 77; // 1 MiB and more: the copy threads take part
+  using buffer = DeviceBuffer.alloc(largest, { stream });
+  const source = pattern(largest + 32, 5);
+  const cases: [offset: number, length: number][] = [];
+  for (let offset = 0; offset < 17; offset++) for (const length of [1, 15, 16, 17, 63, 64, 65, 127, 4099]) cases.push([offset, length]);
+  cases.push([5, (1 << 20) + 13], [11, largest], [3, 3 * 262144 + 7]);
+  for (const [offset, length] of cases) {
+    stream.fill(buffer, 0xee);
+    stream.copy(buffer, source.subarray(offset, offset + length));
+    const out = await readBack(stream, buffer);
+    const wrong = out.subarray(0, length).findIndex((b, i) => b !== source[offset + i]);
+    assert.equal(wrong, -1, `source offset ${offset}, ${length} bytes: byte ${wrong} differs`);
+    assert.ok(out.subarray(length).every((b) => b === 0xee), `source offset ${offset}, ${length} bytes: a byte after the copy changed`);
+  }
+  stream.destroy();
+});
+
 test('a host-to-device copy reads its source at call time: later writes to the array do not arrive', gpu, async () => {
   const { spin } = await testKernels();
   const stream = Stream.create();

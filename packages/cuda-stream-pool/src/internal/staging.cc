@@ -38,6 +38,9 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "binding/binding.h"
 #include "stream/completion.h"
@@ -56,6 +59,37 @@
 
 namespace csp {
 namespace {
+
+// memcpy into pinned staging that the GPU reads next, with non-temporal stores where the CPU has them (x86-64), so
+// that the bytes go to memory rather than stay dirty in this core's cache. The copy engine's reads of cache-dirty
+// lines are slow: measured on an H200 host, a 4 MiB pageable-to-device copy took 246 us of device time with memcpy
+// and 133-150 us with these stores (0.39 against 0.63-0.69 of a pinned copy's throughput); 64 KiB and 64 MiB copies
+// were unchanged. Copies out of staging keep memcpy: the caller reads its array next, and there streaming stores
+// gained nothing.
+void copy_into_staging(void* to, const void* from, size_t bytes) {
+#if defined(__x86_64__)
+  char* out = static_cast<char*>(to);
+  const char* in = static_cast<const char*>(from);
+  const size_t head = std::min(bytes, (16 - (reinterpret_cast<uintptr_t>(out) & 15)) & 15);  // to a 16-byte boundary
+  std::memcpy(out, in, head);
+  out += head, in += head, bytes -= head;
+  for (; bytes >= 64; bytes -= 64, out += 64, in += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + 48), d);
+  }
+  std::memcpy(out, in, bytes);
+  _mm_sfence();  // the stores are weakly ordered: complete them before the copy is queued or its gate opens
+#else
+  std::memcpy(to, from, bytes);
+#endif
+}
+
 
 constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSlabBytes = 8 * kMiB;
@@ -262,7 +296,7 @@ struct StreamedCopy {
     }
     const size_t held = chunks.size();
     while (opened < n && (opened < held || opened - held < finished)) {
-      if (to_device) std::memcpy(chunk(opened)->data, host.get() + offset(opened), length(opened));
+      if (to_device) copy_into_staging(chunk(opened)->data, host.get() + offset(opened), length(opened));
       open_gate(gate, gate.base + opened + 1);
       opened++;
     }
@@ -526,7 +560,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     try {
       copy_pieces(
           pieces, bytes,
-          [&](size_t k) { std::memcpy(chunks[k]->data, data + k * kChunkBytes, piece_bytes(k, bytes)); }, queue_ready);
+          [&](size_t k) { copy_into_staging(chunks[k]->data, data + k * kChunkBytes, piece_bytes(k, bytes)); }, queue_ready);
       arena(device).put(chunks, share_marker(enqueue_marker(*stream, MarkerUse::kAfterOwnWork), stream));
     } catch (...) {
       // Chunks whose copy may be queued are not reused; the others go back.
@@ -554,7 +588,7 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     }
   } else {
     PinnedBlock block(bytes, device);
-    std::memcpy(block.data(), data, bytes);
+    copy_into_staging(block.data(), data, bytes);
     check(drv().cuMemcpyHtoDAsync(target, block.data(), bytes, stream->handle), "cuMemcpyHtoDAsync", device,
           [&] { return copy_text(*stream, bytes) + " through pinned staging"; });
     block.fence(stream);
