@@ -42,7 +42,7 @@ test('without a driver the pinned cache is empty: cacheInfo() reports 0 bytes an
     { CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/libcuda.so.1' },
   );
   assert.equal(result.code, 0, result.stderr);
-  const empty = { idleBytes: 0, totalBytes: 0, staging: { capBytes: 64 << 20, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0 } };
+  const empty = { idleBytes: 0, totalBytes: 0, staging: { capBytes: 64 << 20, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 } };
   assert.deepEqual(JSON.parse(result.stdout), { info: empty, released: 0, again: empty });
 });
 

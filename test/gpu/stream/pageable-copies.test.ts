@@ -12,7 +12,7 @@ const MiB = 1 << 20;
 
 // A child that copies each size host -> device -> host and reports the sizes whose bytes came back wrong, the
 // source having been overwritten right after the first copy (it is read at call time).
-function roundTrips(sizes: number[]): string {
+function roundTrips(sizes: number[], evictedAtLeast = 0): string {
   return `
     import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
     const stream = Stream.create();
@@ -33,6 +33,10 @@ function roundTrips(sizes: number[]): string {
       buffer.free();
     }
     stream.destroy();
+    // Evictions run in the background: wait for the expected bytes (then the count must stay there), at most 10 s.
+    const until = Date.now() + 10_000;
+    while (PinnedBuffer.cacheInfo().staging.evictedBytes < ${evictedAtLeast} && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 50));
     console.log(JSON.stringify({ wrong, staging: PinnedBuffer.cacheInfo().staging }));`;
 }
 
@@ -44,6 +48,20 @@ test('pageable copies of sizes around the chunk and device-copy boundaries retur
   const out = JSON.parse(result.stdout);
   assert.deepEqual(out.wrong, []);
   assert.equal(out.staging.copyThreads, 3, 'copies of 1 MiB and more started the copy threads asked for');
+});
+
+test('the staging of device-to-host copies from 1 MiB to 8 MiB is evicted from the CPU caches once landed, and only theirs', gpu, async () => {
+  const evicted = [MiB, 2 * MiB + 1, 8 * MiB];
+  const skipped = [MiB - 1, 8 * MiB + 1, 17 * MiB];
+  const expected = process.arch === 'x64' ? evicted.reduce((a, b) => a + b) : 0;
+  const result = await runChild(roundTrips([...evicted, ...skipped], expected), { CUDA_STREAM_POOL_COPY_THREADS: '2' }, 240_000);
+  assert.equal(result.code, 0, result.stderr);
+  const out = JSON.parse(result.stdout);
+  assert.deepEqual(out.wrong, []);
+  assert.equal(out.staging.evictedBytes, expected, `evicted ${out.staging.evictedBytes} bytes`);
+  const alone = await runChild(roundTrips(evicted), { CUDA_STREAM_POOL_COPY_THREADS: '0' }, 240_000);
+  assert.equal(alone.code, 0, alone.stderr);
+  assert.equal(JSON.parse(alone.stdout).staging.evictedBytes, 0, 'without copy threads nothing is evicted');
 });
 
 test('a copy over chunks of two staging slabs that are neighbours in memory makes one device copy per slab', gpu, async () => {

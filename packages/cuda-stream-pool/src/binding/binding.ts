@@ -224,7 +224,7 @@ export interface NativeBinding {
   pinnedFree(pinned: NativeRef, buffer: ArrayBuffer): void;
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
-  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number; copyThreads: number };
+  stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number; copyThreads: number; evictedBytes: number };
   copyDeviceToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
   copyPinnedToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, pinned: NativeRef, pinnedOffset: number, bytes: number): void;
   copyDeviceToPinned(stream: NativeRef, pinned: NativeRef, pinnedOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
@@ -323,7 +323,7 @@ function unavailableBinding(reason: string): NativeBinding {
     callbackFailures: () => ({ count: 0, last: undefined }),
     claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
-    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0 }),
+    stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
     completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),

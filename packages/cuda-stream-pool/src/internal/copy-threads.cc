@@ -13,6 +13,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <utility>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "internal/lock-order.h"
 #include "internal/native-thread.h"
@@ -31,6 +35,23 @@ int wanted_threads() {
   }
   const long hardware = sysconf(_SC_NPROCESSORS_ONLN);
   return static_cast<int>(std::clamp(hardware - 1, 0L, 7L));
+}
+
+// Evicts the lines of [from, from + bytes) from every cache level: clflushopt where the CPU has it, else clflush.
+#if defined(__x86_64__)
+__attribute__((target("clflushopt"))) void evict_lines_opt(const char* from, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflushopt(const_cast<char*>(from + i));
+  _mm_sfence();
+}
+#endif
+void evict_lines(const char* from, size_t bytes) {
+#if defined(__x86_64__)
+  static const bool opt = __builtin_cpu_supports("clflushopt");
+  if (opt) return evict_lines_opt(from, bytes);
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(from + i);
+#else
+  (void)from, (void)bytes;
+#endif
 }
 
 // One caller's copy. Lives on the caller's stack: the caller returns only once no copy thread is inside it.
@@ -73,6 +94,22 @@ class CopyThreads {
   }
 
   int running() const { return running_.load(std::memory_order_relaxed); }
+  size_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+
+  // Queues an eviction in pieces that several threads share; dropped when no thread runs.
+  void evict(const char* from, size_t bytes) {
+#if !defined(__x86_64__)
+    return;  // evict_lines does nothing here
+#endif
+    if (running() == 0) return;
+    {
+      std::lock_guard<OrderedMutex> lock(mutex_);
+      for (size_t at = 0; at < bytes; at += kEvictPieceBytes)
+        evictions_.emplace_back(from + at, std::min(kEvictPieceBytes, bytes - at));
+      offers_.fetch_add(1, std::memory_order_relaxed);
+    }
+    work_.notify_all();
+  }
 
  private:
   void start_once() {
@@ -101,7 +138,16 @@ class CopyThreads {
         while (offers_.load(std::memory_order_relaxed) == seen && std::chrono::steady_clock::now() < until) cpu_relax();
         lock.lock();
       }
-      work_.wait(lock, [&] { return !jobs_.empty(); });
+      work_.wait(lock, [&] { return !jobs_.empty() || !evictions_.empty(); });
+      if (jobs_.empty()) {  // copies come first: an eviction only saves the next device copy some time
+        const auto [from, bytes] = evictions_.front();
+        evictions_.pop_front();
+        lock.unlock();
+        evict_lines(from, bytes);
+        evicted_.fetch_add(bytes, std::memory_order_relaxed);
+        lock.lock();
+        continue;
+      }
       Job* job = jobs_.front();
       job->helpers++;
       lock.unlock();
@@ -114,14 +160,17 @@ class CopyThreads {
   }
 
   static constexpr std::chrono::microseconds kLinger{500};
+  static constexpr size_t kEvictPieceBytes = 256 * 1024;
 
   OrderedMutex mutex_{LockLevel::kLeaf, "copy threads"};
   Condition work_;  // a job was offered
   Condition left_;  // a copy thread left a job
   std::deque<Job*> jobs_;
+  std::deque<std::pair<const char*, size_t>> evictions_;  // staging to evict when no copy needs help
   std::once_flag started_;
   std::atomic<int> running_{0};
   std::atomic<uint64_t> offers_{0};  // jobs offered so far: what a lingering thread watches
+  std::atomic<size_t> evicted_{0};   // bytes evicted so far
 };
 
 CopyThreads& copy_threads() {
@@ -167,6 +216,10 @@ void copy_in_parallel(size_t pieces, const std::function<void(size_t)>& copy_pie
   }
   threads.withdraw(job);
 }
+
+void evict_in_background(const char* from, size_t bytes) { copy_threads().evict(from, bytes); }
+
+size_t evicted_bytes() { return copy_threads().evicted(); }
 
 int copy_threads_running() { return copy_threads().running(); }
 

@@ -26,6 +26,14 @@ namespace csp {
 void copy_in_parallel(size_t pieces, const std::function<void(size_t)>& copy_piece,
                       const std::function<void(size_t)>& prefix_done = {});
 
+// Evicts `bytes` from `from` on from every cache level, on a copy thread with no copy to help (never before a copy
+// offered earlier or later), and returns at once; nothing when no copy thread runs. The memory must stay mapped
+// for good (staging). Any thread. See Note [staging eviction] in staging.cc.
+void evict_in_background(const char* from, size_t bytes);
+
+// Bytes evicted so far by evict_in_background, process-wide. Any thread.
+size_t evicted_bytes();
+
 // The copy threads running now (0 before the first parallel copy). Any thread.
 int copy_threads_running();
 

@@ -382,6 +382,17 @@ struct StreamedCopy {
 
 // Copies of at least this many bytes share their memcpy with the copy threads (Note [copy threads]).
 constexpr size_t kParallelBytes = 1 * kMiB;
+// Note [staging eviction]: the copy engine writes a device-to-host copy into staging slowly where the lines are still
+// in a core's private caches: it waits for each core to give its lines up. A landing's memcpy leaves them there (the
+// copy threads read them), and the next copy reuses the same chunks. So once a landing has read its chunks, the copy
+// threads evict them from the caches (clflushopt) when they have no copy to help, off the landing's critical path.
+// Measured on an H200 host (Xeon, 2 MiB of L2 per core), each device-to-host copy awaited before the next: the
+// device time of a 2 MiB copy fell from 100 to 60 us and of a 4 MiB copy from 190 to 120 us (0.43 to 0.54 and 0.40 to
+// 0.48 of a pinned copy's throughput); at 8 MiB it gained 60 us of device time and nothing overall, at 16 and 64 MiB
+// nothing (what the copy threads read no longer fits in their caches), and there the evictions delayed the next
+// landing. So only copies from kParallelBytes to kEvictMostBytes are evicted; host-to-device copies need none, as
+// they write staging with non-temporal stores (copy_into_staging).
+constexpr size_t kEvictMostBytes = 8 * kMiB;
 // The most chunks one device copy spans: a large copy's device copies then start while the rest of it is still being
 // snapshotted (host to device), and its first parts land while the rest is still copying (device to host).
 constexpr size_t kRunChunks = 8;
@@ -656,6 +667,11 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
         const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
         std::memcpy(static_cast<char*>(out) + begin, chunks[k]->data + (begin - k * kChunkBytes), finish - begin);
       });
+      if (bytes >= kParallelBytes && bytes <= kEvictMostBytes)  // Note [staging eviction]
+        for (size_t k = first; k < end; k++) {
+          const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
+          evict_in_background(chunks[k]->data + (begin - k * kChunkBytes), finish - begin);
+        }
     };
     landing->release = [chunks, device] { arena(device).put(chunks, SharedMarker()); };  // landed: the GPU is done
   } else if (!chunks.empty()) {
@@ -714,8 +730,9 @@ Napi::Value copy_landed(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), landed);
 }
 
-// stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes, copyThreads }: the cap per device, the staging allocated
-// on every device, the most staging in use at once on any one device, and the copy threads running.
+// stagingInfo() -> { capBytes, allocatedBytes, highWaterBytes, copyThreads, evictedBytes }: the cap per device, the
+// staging allocated on every device, the most staging in use at once on any one device, the copy threads running, and
+// the staging they evicted from the caches (Note [staging eviction]).
 Napi::Value staging_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   size_t allocated = 0, high_water = 0;
@@ -728,6 +745,7 @@ Napi::Value staging_info(const Napi::CallbackInfo& info) {
   out.Set("allocatedBytes", static_cast<double>(allocated));
   out.Set("highWaterBytes", static_cast<double>(high_water));
   out.Set("copyThreads", copy_threads_running());
+  out.Set("evictedBytes", static_cast<double>(evicted_bytes()));
   return out;
 }
 

@@ -42,6 +42,10 @@ export interface PinnedCacheInfo {
      * now: 0 until the first copy of at least 1 MiB, then `CUDA_STREAM_POOL_COPY_THREADS` (default: the machine's
      * hardware threads less one, at most 7), fewer if some could not start. */
     copyThreads: number;
+    /** Bytes of staging the copy threads have evicted from the CPU caches after device-to-host copies from 1 MiB to
+     * 8 MiB landed, so that the copy engine's next write into them is not slowed by cores holding the lines
+     * (`clflushopt`; x86-64 only, 0 elsewhere and without copy threads). Counted once done, process-wide. */
+    evictedBytes: number;
   };
 }
 
