@@ -43,7 +43,7 @@ export interface PinnedCacheInfo {
      * hardware threads less one, at most 7), fewer if some could not start. */
     copyThreads: number;
     /** Bytes of staging the copy threads have evicted from the CPU caches after device-to-host copies from 1 MiB to
-     * 8 MiB landed, so that the copy engine's next write into them is not slowed by cores holding the lines
+     * 8 MiB that fit in free staging chunks landed (not those streamed through the chunks or sent through a pinned block), so that the copy engine's next write into them is not slowed by cores holding the lines
      * (`clflushopt`; x86-64 only, 0 elsewhere and without copy threads). Counted once done, process-wide. */
     evictedBytes: number;
   };
