@@ -660,18 +660,16 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
       Landing* self = landing.get();  // the poll is the landing's own: it never outlives it
       landing->poll = [parts, self] { return parts->advance(self->ready_bytes); };
     }
-    landing->copy_out = [chunks, bytes](void* out, size_t from_byte, size_t to_byte) {
+    const bool evict = bytes >= kParallelBytes && bytes <= kEvictMostBytes;  // Note [staging eviction]
+    landing->copy_out = [chunks, evict](void* out, size_t from_byte, size_t to_byte) {
       const size_t first = from_byte / kChunkBytes, end = piece_count(to_byte);
       copy_pieces(end - first, to_byte - from_byte, [&](size_t i) {
         const size_t k = first + i;
         const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
-        std::memcpy(static_cast<char*>(out) + begin, chunks[k]->data + (begin - k * kChunkBytes), finish - begin);
+        const char* staged = chunks[k]->data + (begin - k * kChunkBytes);
+        std::memcpy(static_cast<char*>(out) + begin, staged, finish - begin);
+        if (evict) evict_in_background(staged, finish - begin);  // runs once no copy needs the threads
       });
-      if (bytes >= kParallelBytes && bytes <= kEvictMostBytes)  // Note [staging eviction]
-        for (size_t k = first; k < end; k++) {
-          const size_t begin = std::max(from_byte, k * kChunkBytes), finish = std::min(to_byte, (k + 1) * kChunkBytes);
-          evict_in_background(chunks[k]->data + (begin - k * kChunkBytes), finish - begin);
-        }
     };
     landing->release = [chunks, device] { arena(device).put(chunks, SharedMarker()); };  // landed: the GPU is done
   } else if (!chunks.empty()) {
