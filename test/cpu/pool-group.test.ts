@@ -22,6 +22,9 @@ const fake = (fakeDevice: number, streamIndex: number): Fake => ({ fakeDevice, s
 
 type Member = PoolGroupMember<Fake, StreamLease<Fake>, PoolCounters>;
 
+/** Each fake device's memory limit (bytes). */
+const MEMORY_LIMIT = 100;
+
 /** A pool policy over `size` fake streams of device `device`, as a group member. */
 function member(device: number, size: number): Member & { core: PoolCore<Fake> } {
   const poolStreams: PoolStreams<Fake> = {
@@ -33,11 +36,11 @@ function member(device: number, size: number): Member & { core: PoolCore<Fake> }
     scope: enterScope,
     drain: async () => {},
   };
-  const core = new PoolCore<Fake>(new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4)), size, 1, poolStreams);
+  const core = new PoolCore<Fake>(new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4)), size, 1, poolStreams, MEMORY_LIMIT);
   return {
     core,
     getStream: (index) => core.getStream(index),
-    tryAcquire: () => core.tryAcquire(),
+    tryAcquire: (options) => core.tryAcquire(options),
     acquire: (options) => core.acquire(options),
     stats: () => core.counters(),
   };
@@ -50,6 +53,27 @@ function group(...sizes: number[]) {
 }
 
 const where = (stream: Fake) => [stream.fakeDevice, stream.streamIndex];
+
+test('a memory budget goes to each device\'s pool: a device where it does not fit is skipped, and the wait is for memory there', async () => {
+  const { group: g, members } = group(2, 2);
+  const first = g.tryAcquire({ memoryBytes: 70 })!;
+  assert.equal(where(first.stream)[0], 0);
+  const second = g.tryAcquire({ memoryBytes: 70 })!;
+  assert.equal(where(second.stream)[0], 1, 'device 1 takes it');
+  assert.equal(g.tryAcquire({ memoryBytes: 40 }), undefined, 'fits on neither device now');
+  const waiting = g.acquire({ memoryBytes: 40 });
+  const small = g.tryAcquire({ memoryBytes: 30 })!;
+  assert.ok(small, 'a budget that fits beside one of them is granted');
+  assert.deepEqual(members.map((m) => m.core.counters().memoryWaiters), [1, 0], 'the wait queued on the device whose turn it was');
+  first.release();
+  const granted = await waiting;
+  assert.deepEqual([where(granted.stream)[0], granted.memoryBytes], [0, 40]);
+  assert.throws(() => g.tryAcquire({ memoryBytes: 101 }), { code: 'ERR_OUT_OF_RANGE', message: /memory limit, 100 bytes/ });
+  await assert.rejects(g.acquire({ memoryBytes: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => g.tryAcquire({ memory: 1 } as never), { code: 'ERR_INVALID_ARG_VALUE' });
+  for (const lease of [second, small, granted]) lease.release();
+  assert.deepEqual(members.map((m) => m.core.counters().memoryAdmittedBytes), [0, 0]);
+});
 
 test('getStream() goes round-robin over the devices, then over each device\'s streams', () => {
   const { group: g } = group(3, 3);

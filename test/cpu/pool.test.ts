@@ -9,87 +9,12 @@ import { currentStream, DestroyedError, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '#library/pool/pool.js';
 import { startWorker } from '../support/worker.js';
-import { BACKSTOP_MS, PoolCore, PROMOTE_MS, type PoolStreams } from '#library/pool/pool-policy.js';
+import { BACKSTOP_MS, PoolCore, PROMOTE_MS } from '#library/pool/pool-policy.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { ATTACHED_ENVS, CLOSING, DESTROYED, NEXT, OPEN, poolLayout, STATE } from '#library/pool/pool-words.js';
-import { enterScope, inScope } from '#library/stream/scope.js';
+import { enterScope } from '#library/stream/scope.js';
+import { fake, fakeStreamsFor, rig, shared, sibling, state, streamIndexOf, tick, type Fake } from '../support/pool-fakes.js';
 import { runChild } from '../support/child.js';
-
-// ---- fakes ----
-
-/** A fake stream: says which stream index it is, whether it is a lease's view, and why it was retired. The policy enters
- * its scope through enterScope, which takes any object. */
-interface Fake {
-  streamIndex: number;
-  view: number;
-  retired?: string;
-  used?: boolean;
-  lease?: object;
-}
-let views = 0;
-function fake(streamIndex: number, view = 0): Fake {
-  return { streamIndex, view, retired: undefined };
-}
-
-interface Rig {
-  core: PoolCore<Fake>;
-  words: Int32Array;
-  poolStreams: PoolStreams<Fake> & { idle: boolean[]; drained: number[]; probes: number[]; drain: (streamIndex: number) => Promise<void> };
-}
-
-function fakeStreamsFor(size: number, drainHook?: (streamIndex: number) => Promise<void>): Rig['poolStreams'] {
-  const idle = Array.from({ length: size }, () => true);
-  const drained: number[] = [];
-  const probes: number[] = [];
-  return {
-    streams: Array.from({ length: size }, (_, streamIndex) => fake(streamIndex)),
-    leaseView: (streamIndex, lease) => Object.assign(fake(streamIndex, ++views), { lease }), // a view keeps its lease, as in pool.ts
-    retire: (view, why) => {
-      view.retired ??= why;
-    },
-    isIdle: (streamIndex) => {
-      probes.push(streamIndex);
-      return idle[streamIndex]!;
-    },
-    used: (view) => view.used === true,
-    scope: enterScope,
-    drain: async (streamIndex) => {
-      await drainHook?.(streamIndex);
-      drained.push(streamIndex);
-    },
-    inScope,
-    idle,
-    drained,
-    probes,
-  };
-}
-
-/** A pool core over a fresh JS SharedArrayBuffer, as environment `environment`. */
-function rig(size: number, environment = 1, drainHook?: (streamIndex: number) => Promise<void>): Rig {
-  const words = new Int32Array(new SharedArrayBuffer(poolLayout(size).words * 4));
-  const poolStreams = fakeStreamsFor(size, drainHook);
-  return { core: new PoolCore(words, size, environment, poolStreams), words, poolStreams };
-}
-
-/** A second handle on the same words, as another environment (another "thread" in this thread). */
-function sibling(of: Rig, environment: number): Rig {
-  const poolStreams = fakeStreamsFor(of.core.size);
-  return { core: new PoolCore(of.words, of.core.size, environment, poolStreams), words: of.words, poolStreams };
-}
-
-const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-const streamIndexOf = (lease: StreamLease<Fake>) => lease.stream.streamIndex;
-
-/** Settles once `promise` settles, or reports that it is still pending after a few turns of the loop. */
-async function state<T>(promise: Promise<T>): Promise<'pending' | 'resolved' | 'rejected'> {
-  let result: 'pending' | 'resolved' | 'rejected' = 'pending';
-  promise.then(
-    () => (result = 'resolved'),
-    () => (result = 'rejected'),
-  );
-  for (let i = 0; i < 3; i++) await tick();
-  return result;
-}
 
 // ---- hand-out ----
 
@@ -768,13 +693,6 @@ test('closing one thread\'s handle waits for its own leases, then detaches it', 
 
 const workerUrl = new URL('../workers/pool-cpu-worker.js', import.meta.url);
 
-function shared(size: number) {
-  const description = native.poolCreateShared(size, poolLayout(size));
-  const poolStreams = fakeStreamsFor(size);
-  const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, poolStreams);
-  return { description, core, destroy: () => core.destroyEverywhere(() => native.poolDestroy(description.handle)) };
-}
-
 const start = (data: Record<string, unknown>) => startWorker(workerUrl, data);
 
 test('the shared words are one SharedArrayBuffer for every thread: getStream() walks one sequence across workers', async () => {
@@ -966,7 +884,7 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
   });
   assert.throws(() => new StreamPool({ count: 4 } as never), {
     code: 'ERR_INVALID_ARG_VALUE',
-    message: '"options.count" is not a StreamPool option; the options are "device", "size", "priority", "nonBlocking".',
+    message: '"options.count" is not a StreamPool option; the options are "device", "size", "priority", "nonBlocking", "memoryLimitBytes".',
   });
   assert.throws(() => new StreamPool(4 as never), { code: 'ERR_INVALID_ARG_TYPE', message: '"options" must be an object; received 4 (number).' });
 });

@@ -1,6 +1,7 @@
 // Worker for test/cpu/pool.test.ts: runs the pool policy with fake streams over native shared words (poolCreateShared), so
 // the cross-thread machinery (one backing store, attach, the cleanup hook) is tested without a GPU.
-// workerData: { id, mode, marks?, iterations?, tasks?, hold? }. Modes:
+// workerData: { id, mode, marks?, iterations?, tasks?, hold?, memoryBytes? }. Every lease asks for `memoryBytes` as
+// its budget (default none). Modes:
 //   'stress'     `tasks` concurrent loops of acquire/release, `iterations` in all; counts a stream held twice at once
 //                through `marks` (one Int32 per stream, shared with every worker); posts { violations, leases }
 //   'hold-exit'  leases `hold` streams, posts 'held', then ends without releasing them (the thread exits)
@@ -23,6 +24,7 @@ interface Data {
   iterations?: number;
   tasks?: number;
   hold?: number;
+  memoryBytes?: number;
 }
 interface Fake {
   streamIndex: number;
@@ -46,6 +48,7 @@ const poolStreams: PoolStreams<Fake> = {
 const core = new PoolCore(new Int32Array(description.memory), size, native.environmentId, poolStreams);
 const post = (message: unknown) => parentPort!.postMessage(message);
 const kept: unknown[] = [];
+const options = data.memoryBytes === undefined ? undefined : { memoryBytes: data.memoryBytes };
 
 switch (data.mode) {
   case 'stress': {
@@ -57,7 +60,7 @@ switch (data.mode) {
     await Promise.all(
       Array.from({ length: tasks }, async (_, task) => {
         for (let i = 0; i < perTask; i++) {
-          const lease = await core.acquire();
+          const lease = await core.acquire(options);
           const streamIndex = lease.stream.streamIndex;
           if (Atomics.add(marks, streamIndex, 1) !== 0) violations++;
           if ((i + task) % 3 === 0) await null; // hold across a turn of the loop now and then
@@ -73,14 +76,14 @@ switch (data.mode) {
   case 'hold-exit':
   case 'hold-stay': {
     const held = [];
-    for (let i = 0; i < (data.hold ?? 1); i++) held.push(await core.acquire());
+    for (let i = 0; i < (data.hold ?? 1); i++) held.push(await core.acquire(options));
     post({ held: held.map((lease) => lease.stream.streamIndex) });
     kept.push(held); // held on purpose: a collected lease would be reclaimed (Note [lease reclaim])
     if (data.mode === 'hold-stay') setInterval(() => {}, 1000);
     break;
   }
   case 'wait': {
-    const pending = core.acquire();
+    const pending = core.acquire(options);
     post('waiting');
     const lease = await pending;
     post({ got: lease.stream.streamIndex });
@@ -88,7 +91,7 @@ switch (data.mode) {
     break;
   }
   case 'wait-destroyed': {
-    const pending = core.acquire();
+    const pending = core.acquire(options);
     post('waiting');
     try {
       await pending;
@@ -112,7 +115,7 @@ switch (data.mode) {
     await Promise.all(
       Array.from({ length: data.tasks ?? 1 }, async (_, task) => {
         for (let i = 0; ; i++) {
-          const lease = await core.acquire();
+          const lease = await core.acquire(options);
           const streamIndex = lease.stream.streamIndex;
           Atomics.store(marks, streamIndex, me);
           if ((i + task) % 2 === 0) await null; // hold across a turn of the loop now and then

@@ -13,7 +13,7 @@ export { type CaptureMode } from './stream/capture.js';
 export { Event, type EventOptions } from './stream/event.js';
 export { currentStream, withStream } from './stream/scope.js';
 export { completionStats, type CompletionStats } from './stream/completion.js';
-export { StreamPool, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type RunOptions, type CloseOptions } from './pool/pool.js';
+export { StreamPool, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type TryAcquireOptions, type RunOptions, type CloseOptions } from './pool/pool.js';
 export { StreamLease } from './pool/stream-lease.js';
 export { StreamPoolGroup } from './pool/pool-group.js';
 export { Module, type ModuleLoadOptions } from './kernel/module.js';

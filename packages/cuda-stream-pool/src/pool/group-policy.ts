@@ -3,15 +3,15 @@
 // that its type stays over real streams. See Note [device spreading] in pool/pool-group.ts.
 import { DestroyedError } from '../binding/errors.js';
 import { validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
-import type { AcquireOptions, RunOptions } from './pool-policy.js';
+import type { AcquireOptions, RunOptions, TryAcquireOptions } from './pool-policy.js';
 
 /** What a group needs of each device's pool: `StreamPool` in the library, a pool policy over fake streams in the CPU
  * tests. `S` is the stream type, `L` the lease type, `T` what `stats()` returns. @internal */
 export interface PoolGroupMember<S, L extends { readonly stream: S; release(): void }, T> {
   /** The pool's next stream in round-robin order, or the one at `index % size`. */
   getStream(index?: number): S;
-  /** A lease now, or undefined when none is free. */
-  tryAcquire(): L | undefined;
+  /** A lease now, or undefined when none is free (or its budget does not fit). */
+  tryAcquire(options?: TryAcquireOptions): L | undefined;
   /** A lease, now or once one comes back. */
   acquire(options?: AcquireOptions): Promise<L>;
   /** The pool's counters. */
@@ -50,16 +50,17 @@ export class GroupCore<S, L extends { readonly stream: S; release(): void }, T> 
     return this.#members[i % count]!.getStream(Math.floor(i / count));
   }
 
-  tryAcquire(): L | undefined {
+  tryAcquire(options?: TryAcquireOptions): L | undefined {
     this.#check('tryAcquire');
-    return this.#tryEach();
+    return this.#tryEach(options === undefined ? undefined : { memoryBytes: validateOptions<TryAcquireOptions>(options, 'options', 'tryAcquire', ['memoryBytes']).memoryBytes });
   }
 
-  #tryEach(): L | undefined {
+  // A budget is checked by each member against its own device's limit.
+  #tryEach(options: TryAcquireOptions | undefined): L | undefined {
     const count = this.#members.length;
     for (let k = 0; k < count; k++) {
       const at = (this.#turn + k) % count;
-      const lease = this.#members[at]!.tryAcquire();
+      const lease = this.#members[at]!.tryAcquire(options);
       if (lease !== undefined) {
         this.#turn = (at + 1) % count;
         return lease;
@@ -70,11 +71,11 @@ export class GroupCore<S, L extends { readonly stream: S; release(): void }, T> 
 
   acquire(options?: AcquireOptions): Promise<L> {
     try {
-      const o = validateOptions<AcquireOptions>(options, 'options', 'acquire', ['signal']);
+      const o = validateOptions<AcquireOptions>(options, 'options', 'acquire', ['signal', 'memoryBytes']);
       const signal = validateSignal(o.signal, 'options.signal');
       this.#check('acquire');
       if (signal?.aborted) return Promise.reject(signal.reason);
-      const lease = this.#tryEach();
+      const lease = this.#tryEach(o.memoryBytes === undefined ? undefined : { memoryBytes: o.memoryBytes });
       if (lease !== undefined) return Promise.resolve(lease);
       const member = this.#members[this.#turn]!;
       this.#turn = (this.#turn + 1) % this.#members.length;

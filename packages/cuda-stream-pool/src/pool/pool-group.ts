@@ -22,7 +22,7 @@ import { enterScope } from '../stream/scope.js';
 import type { Device } from '../device/device.js';
 import type { Stream } from '../stream/stream.js';
 import type { StreamLease } from './stream-lease.js';
-import type { AcquireOptions, RunOptions, StreamPoolStats } from './pool-policy.js';
+import type { AcquireOptions, RunOptions, StreamPoolStats, TryAcquireOptions } from './pool-policy.js';
 import { GroupCore, type PoolGroupMember } from './group-policy.js';
 
 /** The policy of a group over StreamPools. */
@@ -93,17 +93,19 @@ export class StreamPoolGroup {
 
   /** A lease on a free stream of the first device, starting with the device whose turn it is, that has one; or
    * `undefined` when every stream of every device is leased (or a device's pool has waiters of this thread ahead).
+   * With `options.memoryBytes`, a device counts only while that budget fits its pool's `memoryLimitBytes` now (each
+   * device's default pool has a limit of its own: CUDA_STREAM_POOL_MEMORY_LIMIT, or that device's total memory).
    * Never waits. The turn moves to the device after the one that granted the lease.
-   * @throws {@link DestroyedError} after `destroy()`, or as `pool.tryAcquire()` of a device's pool.
-   * Thread-safety: the thread that made the group. */
-  tryAcquire(): StreamLease | undefined {
-    return this.#core.tryAcquire();
+   * @throws {@link DestroyedError} after `destroy()`, or as `pool.tryAcquire()` of a device's pool (a budget above
+   * a device's limit included). Thread-safety: the thread that made the group. */
+  tryAcquire(options?: TryAcquireOptions): StreamLease | undefined {
+    return this.#core.tryAcquire(options);
   }
 
   /** Resolves to a lease: at once on the first device, starting with the device whose turn it is, that has a free
    * stream; when every stream of every device is leased, the wait queues on the device whose turn it is (served first
-   * come first served there) and the turn moves on. Release the lease with `release()` or `using`; prefer
-   * {@link StreamPoolGroup.run}.
+   * come first served there) and the turn moves on. `options.memoryBytes` is a budget admitted by the device's pool, as
+   * `pool.acquire()` admits it. Release the lease with `release()` or `using`; prefer {@link StreamPoolGroup.run}.
    * @throws never synchronously: rejects with `options.signal.reason` when the signal aborts first, `TypeError`
    * ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for bad options, {@link DestroyedError} after `destroy()` or as
    * `pool.acquire()` of the device's pool. Thread-safety: the thread that made the group. */

@@ -3,7 +3,7 @@
 // the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake streams.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
-import { validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
   CLOSE_BELL,
@@ -13,7 +13,11 @@ import {
   ENV_WAKE_COUNTER,
   ENV_ENTRIES,
   ENV_STRIDE,
+  ENV_MEMORY_WAITERS,
   ENV_WAITERS,
+  MEMORY_LIMIT_INDEX,
+  MEMORY_LOCK,
+  MEMORY_TURN,
   NEXT,
   OPEN,
   poolLayout,
@@ -58,15 +62,26 @@ export interface PoolStreams<S> {
   inScope?(view: S): boolean;
 }
 
+/** Options for {@link StreamPool.tryAcquire}. */
+export interface TryAcquireOptions {
+  /** The GPU memory the task declares it will use at most while it holds the lease, in bytes: an integer from 0 to
+   * the pool's `memoryLimitBytes`. The lease is granted only while the budgets of every lease held in every thread,
+   * this one included, add up to no more than that limit; the budget comes back when the lease ends. A declaration:
+   * the library does not measure or police what the task allocates. @defaultValue 0 (no memory admission) */
+  memoryBytes?: number;
+}
+
 /** Options for {@link StreamPool.acquire}. */
-export interface AcquireOptions {
-  /** Aborts the wait for a lease; the promise rejects with `signal.reason`. A lease already granted is kept. */
+export interface AcquireOptions extends TryAcquireOptions {
+  /** Aborts the wait for a lease, or for its memory budget; the promise rejects with `signal.reason`. A lease already
+   * granted is kept. */
   signal?: AbortSignal;
 }
 
 /** Options for {@link StreamPool.run}. */
-export interface RunOptions {
-  /** Aborts the wait for a lease (not `fn` once it runs); the promise rejects with `signal.reason`. */
+export interface RunOptions extends TryAcquireOptions {
+  /** Aborts the wait for a lease, or for its memory budget (not `fn` once it runs); the promise rejects with
+   * `signal.reason`. */
   signal?: AbortSignal;
 }
 
@@ -85,8 +100,16 @@ export interface PoolCounters {
   leaseCounts: number[];
   /** Streams leased now, in any thread (including ones being handed from one thread to another). */
   leased: number;
-  /** acquire() calls waiting now, in all threads (a thread beyond the first 128 waiting at once is not counted). */
+  /** acquire() calls waiting now, in all threads (a thread beyond the first 128 waiting at once is not counted),
+   * those in `memoryWaiters` included. */
   waiters: number;
+  /** The most memory the budgets of the leases held at once may add up to (bytes): the pool's limit. */
+  memoryLimitBytes: number;
+  /** The budgets of the leases held now, in all threads, added up (bytes); at most `memoryLimitBytes`. */
+  memoryAdmittedBytes: number;
+  /** Of `waiters`, those queued in a thread whose first waiter has a stream and waits for its memory budget: waiting
+   * for memory rather than for a stream. */
+  memoryWaiters: number;
   /** Leases given back to the pool, in all threads since the pool was created, because they became unreachable
    * unreleased: neither the lease nor its `stream` could be reached any more, and the garbage collector reclaimed
    * them (a FinalizationRegistry; when that happens is up to the collector). A count of leases, from 0. */
@@ -94,6 +117,7 @@ export interface PoolCounters {
 }
 
 interface Waiter<S> {
+  bytes: number;
   resolve: (lease: StreamLease<S>) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -142,6 +166,29 @@ const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
  *   thread took, so consecutive leases rotate through the streams.
  */
 
+/* Note [memory admission]: a lease may carry a memory budget (bytes), and is granted only while the budgets of every
+ * lease held in every thread add up to no more than the pool's limit, as Spark's GPU semaphore bounds the tasks on a
+ * GPU. Budgets are declarations: nothing measures what a task allocates.
+ * - The budget lives with the lease word, in the stream's budget word (Note [pool shared words]): only the word's
+ *   holder writes it, and zeroes it before freeing or handing off the word. The admitted sum is the sum of the
+ *   budget words, so the native cleanup of a dead thread gives its budgets back with its lease words, and nothing
+ *   is counted twice or lost.
+ * - Admitting reads the sum and writes one budget word under MEMORY_LOCK (a compareExchange of this environment's
+ *   id); a release zeroes its word without it (a sum that still counts it only refuses more). The cleanup of a
+ *   thread that died holding the lock frees it.
+ * - Order: a waiter first gets a stream, then its budget, so that a budget never waits in a thread that could die
+ *   without a lease word to carry it. In a thread, waiters stay first come first served: a first waiter whose budget
+ *   does not fit keeps its stream (parked) and the waiters behind it wait too. Meanwhile the thread publishes its
+ *   waiters as memory waiters and none as waiters, so other threads hand it no stream it cannot use; one handed to
+ *   it anyway is passed on.
+ * - Across threads, the first thread whose budget does not fit takes MEMORY_TURN, and no other thread admits a
+ *   budget until it gives the turn up (admitted, aborted, detached or dead): a large budget is not starved by a
+ *   stream of small ones. A turn held by a thread that no longer waits is taken back by anyone.
+ * - Ending a lease with a budget rings every waiting thread (memory came back); a waiting thread also looks again
+ *   every BACKSTOP_MS, which covers budgets given back by the cleanup of a dead thread.
+ * - A lease without a budget neither waits for memory nor pays for admission, beyond one array read on release.
+ */
+
 /** The pool's policy for one thread's handle on a pool. @internal */
 export class PoolCore<S> implements LeaseOwner<S> {
   readonly size: number;
@@ -174,12 +221,24 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #closing: Promise<void> | undefined;
   #leasesBack: (() => void) | undefined;
   #terminated = false;
+  /** The budget words and the limit (Note [memory admission]), over the same buffer as #words. */
+  readonly #memory: BigInt64Array;
+  /** The index of stream 0's budget in #memory. */
+  readonly #budgetIndex: number;
+  /** The budget of this thread's lease on each stream (bytes), 0 for none. */
+  readonly #budgets: number[];
+  /** The stream this thread's first waiter holds while it waits for its memory budget; -1 when none. */
+  #parked = -1;
+  /** The waiter the parked stream is kept for. */
+  #parkedFor: Waiter<S> | undefined;
 
   /**
    * @param words - the shared words (Note [pool shared words]), over a SharedArrayBuffer.
    * @param environment - this thread's environment id, a positive integer unique among the threads sharing `words`.
+   * @param memoryLimitBytes - the pool's memory limit (Note [memory admission]); written only when the words have
+   * none yet, so the first handle made on them sets it.
    */
-  constructor(words: Int32Array, size: number, environment: number, poolStreams: PoolStreams<S>) {
+  constructor(words: Int32Array, size: number, environment: number, poolStreams: PoolStreams<S>, memoryLimitBytes?: number) {
     this.size = size;
     this.environment = environment;
     this.#words = words;
@@ -191,6 +250,15 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#young = new Array<StreamLease<S> | undefined>(size).fill(undefined);
     this.#held = new Array<WeakRef<StreamLease<S>> | undefined>(size).fill(undefined);
     this.#reclaimer = new FinalizationRegistry((streamIndex) => this.#reclaim(streamIndex));
+    this.#memory = new BigInt64Array(words.buffer, words.byteOffset, words.length >> 1);
+    this.#budgetIndex = this.#layout.budgetBase >> 1;
+    this.#budgets = new Array<number>(size).fill(0);
+    if (memoryLimitBytes !== undefined) Atomics.compareExchange(this.#memory, MEMORY_LIMIT_INDEX, 0n, BigInt(memoryLimitBytes));
+  }
+
+  /** The most memory the budgets of leases held at once may add up to, in bytes (Note [memory admission]). */
+  get memoryLimitBytes(): number {
+    return Number(Atomics.load(this.#memory, MEMORY_LIMIT_INDEX));
   }
 
   /** True once this handle cannot be used: detached here, or the pool destroyed anywhere. */
@@ -224,44 +292,65 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return this.#streams[streamIndex]!;
   }
 
-  /** A lease now if a stream is free and no waiter of this thread is ahead, else undefined; never waits. */
-  tryAcquire(method = 'tryAcquire'): StreamLease<S> | undefined {
+  /** A lease now if a stream is free, its budget fits and no waiter of this thread is ahead, else undefined; never
+   * waits. */
+  tryAcquire(options?: TryAcquireOptions, method = 'tryAcquire'): StreamLease<S> | undefined {
+    const bytes = options === undefined ? 0 : this.#budgetOf(validateOptions<TryAcquireOptions>(options, 'options', method, ['memoryBytes']));
     this.#checkOpen(method);
     if (this.#live > 0) return undefined;
     const streamIndex = this.#take();
-    return streamIndex < 0 ? undefined : this.#grant(streamIndex);
+    if (streamIndex < 0) return undefined;
+    if (bytes === 0 || this.#admit(streamIndex, bytes, false)) return this.#grant(streamIndex, bytes);
+    this.#handOff(streamIndex);
+    return undefined;
+  }
+
+  // options.memoryBytes, checked against the limit.
+  #budgetOf(options: Partial<TryAcquireOptions>): number {
+    if (options.memoryBytes === undefined) return 0;
+    const bytes = validateInteger(options.memoryBytes, 'options.memoryBytes', 0, Number.MAX_SAFE_INTEGER);
+    const limit = this.memoryLimitBytes;
+    if (bytes > limit)
+      throw outOfRange('options.memoryBytes', `at most the pool's memory limit, ${limit} bytes`, bytes, 'A budget above the limit could never be admitted.');
+    return bytes;
   }
 
   /** A lease, now or once a stream comes back; see Note [pool waiting]. */
   acquire(options?: AcquireOptions, method = 'acquire'): Promise<StreamLease<S>> {
     let signal: AbortSignal | undefined;
+    let bytes: number;
     try {
-      const o = validateOptions<AcquireOptions>(options, 'options', method, ['signal']);
+      const o = validateOptions<AcquireOptions>(options, 'options', method, ['signal', 'memoryBytes']);
       signal = validateSignal(o.signal, 'options.signal');
+      bytes = this.#budgetOf(o);
       this.#checkOpen(method);
     } catch (error) {
       return Promise.reject(error);
     }
     if (signal?.aborted) return Promise.reject(signal.reason);
+    let taken = -1;
     if (this.#live === 0) {
-      const streamIndex = this.#take();
-      if (streamIndex >= 0) return Promise.resolve(this.#grant(streamIndex));
+      taken = this.#take();
+      if (taken >= 0 && (bytes === 0 || this.#admit(taken, bytes, true))) return Promise.resolve(this.#grant(taken, bytes));
     }
     return new Promise<StreamLease<S>>((resolve, reject) => {
-      const waiter: Waiter<S> = { resolve, reject, signal, onAbort: undefined, settled: false };
+      const waiter: Waiter<S> = { bytes, resolve, reject, signal, onAbort: undefined, settled: false };
       if (signal) {
         waiter.onAbort = () => {
           if (waiter.settled) return;
           waiter.settled = true;
           this.#live--;
-          this.#publishWaiters();
           reject(signal.reason);
+          // The first waiter's stream goes to the waiter now first, or elsewhere.
+          if (waiter === this.#parkedFor) this.#unpark();
+          this.#publishWaiters();
           if (this.#live === 0) this.#stopWaiting();
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       this.#queue.push(waiter);
       this.#live++;
+      if (taken >= 0) this.#park(taken, waiter);
       this.#startWaiting();
     });
   }
@@ -275,7 +364,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     let lease: StreamLease<S> | undefined;
     try {
       validateFunction(fn, 'fn');
-      if (options === undefined) lease = this.tryAcquire('run');
+      if (options === undefined) lease = this.tryAcquire(undefined, 'run');
     } catch (error) {
       return Promise.reject(error);
     }
@@ -328,11 +417,24 @@ export class PoolCore<S> implements LeaseOwner<S> {
       if (Atomics.load(w, l.leaseBase + i) !== 0) leased++;
     }
     let waiters = 0;
+    let memoryWaiters = 0;
     for (let k = 0; k < ENV_ENTRIES; k++) {
       const entry = l.envBase + k * ENV_STRIDE;
-      if (Atomics.load(w, entry) !== 0) waiters += Atomics.load(w, entry + ENV_WAITERS);
+      if (Atomics.load(w, entry) === 0) continue;
+      const forMemory = Atomics.load(w, entry + ENV_MEMORY_WAITERS);
+      waiters += Atomics.load(w, entry + ENV_WAITERS) + forMemory;
+      memoryWaiters += forMemory;
     }
-    return { handOuts, leaseCounts, leased, waiters, leasesReclaimed: Atomics.load(u, RECLAIMED) };
+    return {
+      handOuts,
+      leaseCounts,
+      leased,
+      waiters,
+      memoryLimitBytes: this.memoryLimitBytes,
+      memoryAdmittedBytes: this.#admittedBytes(),
+      memoryWaiters,
+      leasesReclaimed: Atomics.load(u, RECLAIMED),
+    };
   }
 
   /** Destroys the pool for every thread: marks it destroyed, runs `destroyNative` (which destroys the streams),
@@ -538,9 +640,16 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#young[streamIndex] = undefined;
     this.#held[streamIndex] = undefined;
     this.#heldCount--;
+    const budget = this.#budgets[streamIndex]!;
+    if (budget !== 0) {
+      // Before the word leaves this thread: its next holder writes a budget of its own.
+      this.#budgets[streamIndex] = 0;
+      Atomics.store(this.#memory, this.#budgetIndex + streamIndex, 0n);
+    }
     const state = this.#words[STATE];
     if (state !== DESTROYED) {
       this.#handOff(streamIndex);
+      if (budget !== 0 && Atomics.load(this.#words, WAITING_ENVS) > 0) this.#ringAll(); // memory came back
       if (state === CLOSING) {
         this.#ring(CLOSE_BELL);
         this.#closeWake?.();
@@ -640,13 +749,14 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return streamIndex;
   }
 
-  #grant(streamIndex: number): StreamLease<S> {
+  #grant(streamIndex: number, bytes = 0): StreamLease<S> {
     // Only the holder of a stream's lease word writes its counter, so a plain increment is race-free (the CAS that took
     // the word orders it after the previous holder's); stats() may read it a moment late.
     const counts = this.#u32;
     const at = this.#layout.leaseCountBase + streamIndex;
     counts[at] = counts[at]! + 1;
-    const lease = leases.make(this, streamIndex);
+    const lease = leases.make(this, streamIndex, bytes);
+    this.#budgets[streamIndex] = bytes;
     this.#young[streamIndex] = lease;
     this.#heldCount++;
     if (this.#promotion === undefined) {
@@ -656,8 +766,9 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return lease;
   }
 
-  // This thread holds lease word `streamIndex` (+env) and no lease uses it: pass it on. See Note [pool waiting].
-  #handOff(streamIndex: number): void {
+  // This thread holds lease word `streamIndex` (+env) and no lease uses it: pass it on, to this thread's waiters too
+  // unless `local` is false. See Note [pool waiting].
+  #handOff(streamIndex: number, local = true): void {
     const w = this.#words;
     const env = this.environment;
     const at = this.#layout.leaseBase + streamIndex;
@@ -678,7 +789,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
           continue;
         }
       }
-      if (this.#live > 0) {
+      if (local && this.#live > 0) {
         this.#serveHead(streamIndex);
         return;
       }
@@ -712,33 +823,119 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return -1;
   }
 
-  // Gives `streamIndex` (held by this thread) to the first waiter still waiting.
+  // Gives `streamIndex` (held by this thread) to the first waiter still waiting, once its budget is admitted; parks it
+  // for that waiter when the budget does not fit (Note [memory admission]).
   #serveHead(streamIndex: number): void {
-    const queue = this.#queue;
-    let waiter: Waiter<S> | undefined;
-    while (this.#head < queue.length) {
-      const next = queue[this.#head++]!;
-      if (!next.settled) {
-        waiter = next;
-        break;
-      }
+    if (this.#parked >= 0) {
+      // The first waiter has a stream already: memory may have come back; this stream is for the waiter after it.
+      if (this.#retryParked() && this.#live > 0) this.#serveHead(streamIndex);
+      else this.#handOff(streamIndex, false);
+      return;
     }
-    if (this.#head > 64 && this.#head * 2 > queue.length) {
-      queue.splice(0, this.#head);
-      this.#head = 0;
-    }
+    const waiter = this.#firstWaiter();
     if (waiter === undefined) {
       // Unreachable while #live counts the unsettled waiters; kept so a stream is never lost.
       this.#live = 0;
       this.#handOff(streamIndex);
       return;
     }
+    if (waiter.bytes !== 0 && !this.#admit(streamIndex, waiter.bytes, true)) {
+      this.#park(streamIndex, waiter);
+      return;
+    }
+    this.#serve(waiter, streamIndex);
+  }
+
+  // The first waiter not settled yet; settled ones before it are dropped from the queue.
+  #firstWaiter(): Waiter<S> | undefined {
+    const queue = this.#queue;
+    while (this.#head < queue.length && queue[this.#head]!.settled) this.#head++;
+    if (this.#head > 64 && this.#head * 2 > queue.length) {
+      queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    return queue[this.#head];
+  }
+
+  // Grants `streamIndex` to `waiter`, whose budget (if any) is admitted on it.
+  #serve(waiter: Waiter<S>, streamIndex: number): void {
     waiter.settled = true;
     this.#live--;
     if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
     this.#publishWaiters();
-    waiter.resolve(this.#grant(streamIndex));
+    waiter.resolve(this.#grant(streamIndex, waiter.bytes));
     if (this.#live === 0) this.#stopWaiting();
+  }
+
+  // ---- memory admission (Note [memory admission]) ----
+
+  // Keeps `streamIndex` for `waiter`, the first waiter, until its budget fits.
+  #park(streamIndex: number, waiter: Waiter<S>): void {
+    this.#parked = streamIndex;
+    this.#parkedFor = waiter;
+    this.#publishWaiters();
+  }
+
+  // Admits the parked waiter's budget and serves it, if the budget fits now.
+  #retryParked(): boolean {
+    const waiter = this.#parkedFor!;
+    const streamIndex = this.#parked;
+    if (!this.#admit(streamIndex, waiter.bytes, true)) return false;
+    this.#parked = -1;
+    this.#parkedFor = undefined;
+    this.#serve(waiter, streamIndex);
+    return true;
+  }
+
+  // The parked stream's waiter went (aborted, rejected): the stream goes to the next waiter, or elsewhere.
+  #unpark(): void {
+    const streamIndex = this.#parked;
+    if (streamIndex < 0) return;
+    this.#parked = -1;
+    this.#parkedFor = undefined;
+    this.#giveUpTurn();
+    this.#publishWaiters();
+    this.#handOff(streamIndex);
+  }
+
+  /** Writes `bytes` as the budget of this thread's word `streamIndex` if the admitted sum stays within the limit and
+   * no other waiting thread has the turn. When it does not fit and `waits`, takes the turn if nobody has it. */
+  #admit(streamIndex: number, bytes: number, waits: boolean): boolean {
+    const w = this.#words;
+    const env = this.environment;
+    const turn = Atomics.load(w, MEMORY_TURN);
+    if (turn !== 0 && turn !== env) {
+      if (this.#registered(turn)) return false; // a thread that waits for memory is ahead
+      Atomics.compareExchange(w, MEMORY_TURN, turn, 0); // it stopped waiting without giving the turn up
+    }
+    if (!this.#lockMemory()) return false; // held for long: the backstop looks again
+    let fits: boolean;
+    try {
+      fits = this.#admittedBytes() + bytes <= this.memoryLimitBytes;
+      if (fits) Atomics.store(this.#memory, this.#budgetIndex + streamIndex, BigInt(bytes));
+    } finally {
+      Atomics.store(w, MEMORY_LOCK, 0);
+    }
+    if (fits) this.#giveUpTurn();
+    else if (waits) Atomics.compareExchange(w, MEMORY_TURN, 0, env);
+    return fits;
+  }
+
+  #lockMemory(): boolean {
+    // The lock is held for one sum of `size` words; the cleanup of a thread that died holding it frees it.
+    for (let spin = 0; spin < 10_000; spin++) if (Atomics.compareExchange(this.#words, MEMORY_LOCK, 0, this.environment) === 0) return true;
+    return false;
+  }
+
+  #giveUpTurn(): void {
+    if (Atomics.compareExchange(this.#words, MEMORY_TURN, this.environment, 0) === this.environment) this.#ringAll();
+  }
+
+  // The budgets of every lease held, in every thread (bytes).
+  #admittedBytes(): number {
+    let sum = 0n;
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++) sum += Atomics.load(this.#memory, this.#budgetIndex + streamIndex);
+    return Number(sum);
   }
 
   // ---- waiting ----
@@ -754,17 +951,22 @@ export class PoolCore<S> implements LeaseOwner<S> {
     for (let k = 0; k < ENV_ENTRIES; k++) {
       const entry = this.#layout.envBase + k * ENV_STRIDE;
       if (Atomics.compareExchange(w, entry, 0, this.environment) === 0) {
-        Atomics.store(w, entry + ENV_WAITERS, this.#live);
-        Atomics.add(w, WAITING_ENVS, 1);
         this.#entry = entry;
+        this.#publishWaiters();
+        Atomics.add(w, WAITING_ENVS, 1);
         return;
       }
     }
     // The table is full: this thread still gets streams, through its backstop timer.
   }
 
+  // A thread whose first waiter waits for memory publishes its waiters as memory waiters, so no stream is handed to it.
   #publishWaiters(): void {
-    if (this.#entry >= 0) Atomics.store(this.#words, this.#entry + ENV_WAITERS, this.#live);
+    const entry = this.#entry;
+    if (entry < 0) return;
+    const forMemory = this.#parked >= 0;
+    Atomics.store(this.#words, entry + ENV_WAITERS, forMemory ? 0 : this.#live);
+    Atomics.store(this.#words, entry + ENV_MEMORY_WAITERS, forMemory ? this.#live : 0);
   }
 
   // Serves this thread's queue from free and handed-over streams; then sleeps until its wake counter moves or the backstop.
@@ -780,12 +982,27 @@ export class PoolCore<S> implements LeaseOwner<S> {
     }
     const bell = this.#entry >= 0 ? Atomics.load(this.#words, this.#entry + ENV_WAKE_COUNTER) : 0;
     while (this.#live > 0) {
+      if (this.#parked >= 0) {
+        if (this.#retryParked()) continue;
+        this.#passHandedOn();
+        break;
+      }
       const streamIndex = this.#take();
       if (streamIndex < 0) break;
       this.#serveHead(streamIndex);
     }
     if (this.#live === 0) return this.#stopWaiting();
     this.#sleep(bell);
+  }
+
+  // While the first waiter waits for memory, streams handed to this thread (by a thread that read its waiters just
+  // before they were published as memory waiters) go on to others.
+  #passHandedOn(): void {
+    const w = this.#words;
+    const env = this.environment;
+    const base = this.#layout.leaseBase;
+    for (let streamIndex = 0; streamIndex < this.size; streamIndex++)
+      if (w[base + streamIndex] === -env && Atomics.compareExchange(w, base + streamIndex, -env, env) === -env) this.#handOff(streamIndex, false);
   }
 
   #sleep(bell: number): void {
@@ -806,7 +1023,8 @@ export class PoolCore<S> implements LeaseOwner<S> {
       this.#timer = undefined;
       this.#pump();
     }, BACKSTOP_MS);
-    if (this.#selfDeadlocked(false)) this.#timer.unref();
+    // A first waiter waiting for memory with a stream free is still waiting only for this thread's own leases.
+    if (this.#selfDeadlocked(this.#parked >= 0)) this.#timer.unref();
     else this.#timer.ref();
   }
 
@@ -834,6 +1052,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     const entry = this.#entry;
     this.#entry = -1;
     Atomics.store(w, entry + ENV_WAITERS, 0);
+    Atomics.store(w, entry + ENV_MEMORY_WAITERS, 0);
     Atomics.compareExchange(w, entry, this.environment, 0);
     Atomics.sub(w, WAITING_ENVS, 1);
     // Streams handed over after the last waiter was served: pass them on.
@@ -855,6 +1074,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
       waiter.reject(error);
     }
+    this.#unpark();
     this.#publishWaiters();
   }
 

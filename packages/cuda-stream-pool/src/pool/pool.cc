@@ -48,11 +48,15 @@ struct Layout {
   int32_t waiting_envs = 0;  // how many waiting-table entries are registered
   int32_t attached_envs = 0; // how many environments hold a handle (Note [pool attachments])
   int32_t lease_base = 0;    // `size` lease words
+  int32_t budget_base = 0;   // `size` 64-bit budgets, 8-byte aligned (two words each)
+  int32_t memory_lock = 0;   // the environment admitting a budget now, or 0
+  int32_t memory_turn = 0;   // the environment first in line for memory, or 0
   int32_t env_base = 0;      // the waiting table: env_entries entries of env_stride words
   int32_t env_entries = 0;
   int32_t env_stride = 0;
   int32_t env_wake_counter = 0;  // offsets in an entry; the entry's first word is the environment id
   int32_t env_waiters = 0;
+  int32_t env_memory_waiters = 0;
 };
 
 int32_t load_word(int32_t* word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
@@ -204,11 +208,15 @@ Layout read_layout(const Napi::Value& value) {
   layout.waiting_envs = at("waitingEnvs");
   layout.attached_envs = at("attachedEnvs");
   layout.lease_base = at("leaseBase");
+  layout.budget_base = at("budgetBase");
+  layout.memory_lock = at("memoryLock");
+  layout.memory_turn = at("memoryTurn");
   layout.env_base = at("envBase");
   layout.env_entries = at("envEntries");
   layout.env_stride = at("envStride");
   layout.env_wake_counter = at("envWakeCounter");
   layout.env_waiters = at("envWaiters");
+  layout.env_memory_waiters = at("envMemoryWaiters");
   return layout;
 }
 
@@ -350,9 +358,10 @@ Napi::Value pool_detach(const Napi::CallbackInfo& info) {
 }
 
 // The thread-exit transition of Note [pool shared words] (pool/pool-words.ts): gives back what `environment` held in
-// one pool. Its waiting-table entry goes first, then its lease words (held or handed to it): a hand-off racing with
-// this either re-reads the entry after it was cleared and takes its word back, or wrote its word before the sweep
-// below, which frees it. Then bumps every wake counter; native code cannot Atomics.notify, so waiters in other threads
+// one pool. Its waiting-table entry goes first, then its lease words (held or handed to it), each after its budget:
+// a hand-off racing with this either re-reads the entry after it was cleared and takes its word back, or wrote its
+// word before the sweep below, which frees it. Then the memory turn and lock, if it held them (Note [memory
+// admission] in pool/pool-policy.ts). Then bumps every wake counter; native code cannot Atomics.notify, so waiters in other threads
 // notice on their backstop timer (Note [pool waiting] in pool/pool-policy.ts).
 void release_exited_thread(PoolState& state, int environment) {
   const Layout& l = state.layout;
@@ -361,12 +370,22 @@ void release_exited_thread(PoolState& state, int environment) {
     int32_t* entry = &words[l.env_base + k * l.env_stride];
     if (load_word(entry) != environment) continue;
     store_word(entry + l.env_waiters, 0);  // before giving up the entry, so a new holder's count is never zeroed
+    store_word(entry + l.env_memory_waiters, 0);
     if (swap_word(entry, environment, 0)) add_word(&words[l.waiting_envs], -1);
   }
   for (int i = 0; i < state.size; i++) {
     int32_t* lease = &words[l.lease_base + i];
-    if (!swap_word(lease, environment, 0)) swap_word(lease, -environment, 0);
+    if (load_word(lease) == environment) {
+      // Only the holder of a word writes its budget, and this holder's JS has stopped. A word handed to it (-e) has
+      // none: the giver zeroed it first, and may take the word back and write a budget of its own meanwhile.
+      __atomic_store_n(reinterpret_cast<int64_t*>(&words[l.budget_base + 2 * i]), int64_t{0}, __ATOMIC_SEQ_CST);
+      swap_word(lease, environment, 0);
+    } else {
+      swap_word(lease, -environment, 0);
+    }
   }
+  swap_word(&words[l.memory_turn], environment, 0);
+  swap_word(&words[l.memory_lock], environment, 0);
   for (int k = 0; k < l.env_entries; k++) add_word(&words[l.env_base + k * l.env_stride + l.env_wake_counter], 1);
 }
 

@@ -30,13 +30,13 @@ import { enterScope, inScope } from '../stream/scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
 import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
-import { PoolCore, type AcquireOptions, type CloseOptions, type RunOptions, type StreamPoolStats } from './pool-policy.js';
+import { PoolCore, type AcquireOptions, type CloseOptions, type RunOptions, type StreamPoolStats, type TryAcquireOptions } from './pool-policy.js';
 import type { StreamLease } from './stream-lease.js';
 
 // The snapshot's type lives with the counters it extends; it is public under this file's name.
 export type { StreamPoolStats };
 
-export type { AcquireOptions, CloseOptions, RunOptions };
+export type { AcquireOptions, CloseOptions, RunOptions, TryAcquireOptions };
 
 /** Options for `new StreamPool()`. Every field is optional. */
 export interface PoolOptions {
@@ -51,6 +51,12 @@ export interface PoolOptions {
   /** True: the streams never synchronize implicitly with the legacy default stream (CU_STREAM_NON_BLOCKING).
    * @defaultValue true */
   nonBlocking?: boolean;
+  /** The most GPU memory the tasks holding leases may declare at once, in bytes: the sum of the `memoryBytes`
+   * budgets of the leases held at any moment, in every thread, stays at or under it, and a lease whose budget would
+   * pass it waits (see {@link StreamPool.acquire}). An integer from 1 to `Number.MAX_SAFE_INTEGER`; it may exceed the
+   * device's memory (managed memory can oversubscribe it). Fixed for the pool's life; threads that attach share it.
+   * @defaultValue the device's total memory, `device.totalMemoryBytes` */
+  memoryLimitBytes?: number;
 }
 
 /** What `pool.share()` returns: a plain, structured-cloneable record naming a pool, to post to a worker, which
@@ -78,7 +84,7 @@ const handles = new Map<number, WeakRef<StreamPool>>();
 /** This thread's handle on each device's default pool. */
 const defaultPools = new Map<number, StreamPool>();
 /** Set by attach()/default() for the constructor call that follows. */
-let opening: { description: PoolDescription; device: Device; owner: boolean } | undefined;
+let opening: { description: PoolDescription; device: Device; owner: boolean; memoryLimitBytes: number | undefined } | undefined;
 
 /** A pool of CUDA streams created once on one device, handed out round-robin (`getStream()`, shared) or leased
  * exclusively (`acquire()`, `tryAcquire()`, `run()`), from any thread or worker. See Note [pool hand-out].
@@ -136,6 +142,9 @@ export class StreamPool {
   readonly priority: number;
   /** Whether the streams do not synchronize with the legacy default stream (cuStreamGetFlags). */
   readonly nonBlocking: boolean;
+  /** The most memory the budgets of the leases held at once may add up to, in bytes: `options.memoryLimitBytes` of
+   * the pool's creation, or for a default pool CUDA_STREAM_POOL_MEMORY_LIMIT; by default the device's total memory. */
+  readonly memoryLimitBytes: number;
 
   /** Creates `options.size` streams on `options.device`, owned by this object.
    * @throws `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a wrong option type or an unknown option
@@ -146,15 +155,16 @@ export class StreamPool {
     let opened = opening;
     opening = undefined;
     if (opened === undefined) {
-      const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking']);
+      const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking', 'memoryLimitBytes']);
       const size = o.size === undefined ? DEFAULT_SIZE : validateInteger(o.size, 'options.size', 1, MAX_SIZE);
       const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
       const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
+      const limit = o.memoryLimitBytes === undefined ? undefined : validateInteger(o.memoryLimitBytes, 'options.memoryLimitBytes', 1, Number.MAX_SAFE_INTEGER);
       const device = resolveDevice(o.device);
       const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size));
-      opened = { description, device, owner: true };
+      opened = { description, device, owner: true, memoryLimitBytes: limit ?? device.totalMemoryBytes };
     }
-    const { description, device, owner } = opened;
+    const { description, device, owner, memoryLimitBytes } = opened;
     const refs = description.streams;
     // This object's collection releases this thread's handle on the pool (the last one destroys a forgotten pool)
     // and on its streams; each pool stream and lease view keeps it reachable (their `owner`).
@@ -180,7 +190,7 @@ export class StreamPool {
       scope: enterScope,
       drain: (streamIndex) => streams[streamIndex]!.synchronize(),
       inScope,
-    });
+    }, memoryLimitBytes);
     this.#handle = description.handle;
     this.#id = description.id;
     this.#owner = owner;
@@ -189,7 +199,8 @@ export class StreamPool {
     this.device = device;
     this.priority = streams[0]!.priority;
     this.nonBlocking = streams[0]!.nonBlocking;
-    lockFields(this, ['size', 'device', 'priority', 'nonBlocking']);
+    this.memoryLimitBytes = this.#core.memoryLimitBytes;
+    lockFields(this, ['size', 'device', 'priority', 'nonBlocking', 'memoryLimitBytes']);
     handles.set(description.id, new WeakRef(this));
   }
 
@@ -220,18 +231,35 @@ export class StreamPool {
    * While no other thread holds the pool and every stream is leased by this thread, the wait does not keep the
    * event loop alive (only this thread could end it; see {@link StreamPool.close}).
    * Release the lease with `release()` or `using`; prefer {@link StreamPool.run}, which cannot forget to.
-   * @throws never synchronously: bad options reject with `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE.
-   * Thread-safety: any thread sharing the pool. */
+   *
+   * GPU admission: with `options.memoryBytes`, the lease is granted only once that budget fits too: while the
+   * budgets of every lease held in every thread add up to no more than {@link StreamPool.memoryLimitBytes}. A waiter
+   * gets its stream first and keeps it while it waits for memory; the waiters after it in its thread wait behind it
+   * (first come first served), and while it waits no other thread admits a budget before it, so a large budget is not
+   * starved by small ones. The budget comes back when the lease ends. Budgets are declarations: the library does not
+   * measure or police what a task allocates. `stats()` shows `memoryAdmittedBytes` and `memoryWaiters`.
+   * @throws never synchronously: bad options reject with `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE,
+   * a `memoryBytes` that is not an integer from 0 to `memoryLimitBytes` with `RangeError` ERR_OUT_OF_RANGE (a
+   * budget above the limit could never be admitted). Follows: Spark RAPIDS' GPU semaphore, by bytes rather than
+   * by task count. Thread-safety: any thread sharing the pool.
+   * @example
+   * ```ts
+   * const lease = await pool.acquire({ memoryBytes: 2 ** 30 });  // waits while 1 GiB more would pass the limit
+   * ```
+   */
   acquire(options?: AcquireOptions): Promise<StreamLease> {
     return this.#core.acquire(options);
   }
 
-  /** A lease on a free stream now, or `undefined` when every stream is leased or this thread already has waiters
-   * (they come first). Never waits.
+  /** A lease on a free stream now, or `undefined` when every stream is leased, this thread already has waiters
+   * (they come first), or `options.memoryBytes` does not fit now (see {@link StreamPool.acquire}; a thread waiting for
+   * memory is ahead of it too). Never waits.
    * @throws {@link DestroyedError} (resource 'StreamPool') after destroy, while closing, or after this thread
-   * detached. Thread-safety: any thread sharing the pool. */
-  tryAcquire(): StreamLease | undefined {
-    return this.#core.tryAcquire();
+   * detached; `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for bad options, `RangeError`
+   * ERR_OUT_OF_RANGE for a `memoryBytes` that is not an integer from 0 to `memoryLimitBytes`. Thread-safety: any
+   * thread sharing the pool. */
+  tryAcquire(options?: TryAcquireOptions): StreamLease | undefined {
+    return this.#core.tryAcquire(options);
   }
 
   /** Leases a stream, runs `fn(stream)` with it as {@link currentStream} (AsyncLocalStorage: right across awaits,
@@ -243,6 +271,8 @@ export class StreamPool {
    * deeper than `size` waits for a lease that only the waiting code itself could release: while no other thread
    * holds the pool, that wait does not keep the event loop alive (a process with nothing else to do exits with code
    * 13, as for any unsettled top-level await).
+   * With `options.memoryBytes`, `fn` runs only once that budget is admitted, as for {@link StreamPool.acquire}, and
+   * the budget comes back when the lease is released.
    * @throws never synchronously: rejects with `TypeError` ERR_INVALID_ARG_TYPE for a non-function `fn`, and as
    * {@link StreamPool.acquire}. Thread-safety: any thread sharing the pool.
    * @example
@@ -256,8 +286,9 @@ export class StreamPool {
 
   /** Counters and settings, global across the threads sharing the pool: `handOuts[i]` counts getStream() results
    * that were stream i, `leaseCounts[i]` the leases granted on it, `leased` the streams leased now, `waiters` the
-   * acquire() calls waiting now, `leasesReclaimed` the leases given back because they became unreachable
-   * unreleased (see {@link StreamLease}). A snapshot: not atomic as a whole while other threads work.
+   * acquire() calls waiting now (of which `memoryWaiters` wait for a memory budget), `memoryLimitBytes` the limit
+   * and `memoryAdmittedBytes` the budgets of the leases held now, added up, `leasesReclaimed` the leases given back
+   * because they became unreachable unreleased (see {@link StreamLease}). A snapshot: not atomic as a whole while other threads work.
    * @throws {@link DestroyedError} after destroy or detach. */
   stats(): StreamPoolStats {
     const counters = this.#core.counters();
@@ -409,20 +440,23 @@ export class StreamPool {
     if (description === undefined)
       throw outOfRange('shared.id', 'the id of a pool created in this process', id, 'There is no such pool.', StreamPool.attach);
     check(description);
-    opening = { description, device: Device.get(description.device), owner: false };
+    opening = { description, device: Device.get(description.device), owner: false, memoryLimitBytes: undefined };
     return new StreamPool();
   }
 
   /** The process-wide pool of `device`: one per device per process, created by the first call in any thread and
    * reachable synchronously from every thread (no message needed), with CUDA_STREAM_POOL_SIZE streams (default 32),
-   * non-blocking, priority 0. The same object on every call in a thread.
+   * non-blocking, priority 0, and CUDA_STREAM_POOL_MEMORY_LIMIT as its `memoryLimitBytes` (an integer of bytes;
+   * default the device's total memory), read by the call that creates it. The same object on every call in a thread.
    * Lifetime: owned by the process; its streams live until exit. `destroy()`/`close()` on it only detach the
    * calling thread (a later `StreamPool.default()` call gives a new handle).
    * @throws `TypeError` ERR_INVALID_ARG_VALUE / `RangeError` ERR_OUT_OF_RANGE when CUDA_STREAM_POOL_SIZE is not an
-   * integer from 1 to 1024; as `Device.get` for `device`. Thread-safety: any thread; concurrent first calls in
+   * integer from 1 to 1024, or CUDA_STREAM_POOL_MEMORY_LIMIT not one from 1 to `Number.MAX_SAFE_INTEGER`; as
+   * `Device.get` for `device`. Thread-safety: any thread; concurrent first calls in
    * several threads create one pool. */
   static default(device?: Device | number): StreamPool {
     const size = poolSizeFromEnvironment(process.env.CUDA_STREAM_POOL_SIZE);
+    const limit = memoryLimitFromEnvironment(process.env.CUDA_STREAM_POOL_MEMORY_LIMIT);
     const d = resolveDevice(device, 'device');
     const known = defaultPools.get(d.ordinal);
     if (known !== undefined && !known.destroyed) return known;
@@ -434,7 +468,7 @@ export class StreamPool {
       releaseRef(description.handle);
       for (const ref of description.streams) releaseRef(ref);
     } else {
-      opening = { description, device: d, owner: false };
+      opening = { description, device: d, owner: false, memoryLimitBytes: limit ?? d.totalMemoryBytes };
       pool = new StreamPool();
     }
     defaultPools.set(d.ordinal, pool);
@@ -493,6 +527,20 @@ export function poolSizeFromEnvironment(value: string | undefined): number {
   const size = Number(text);
   if (size < 1 || size > MAX_SIZE) throw outOfRange('CUDA_STREAM_POOL_SIZE', `an integer from 1 to ${MAX_SIZE} (the default pool's size)`, value);
   return size;
+}
+
+/** The default pools' memory limit from CUDA_STREAM_POOL_MEMORY_LIMIT: undefined (the device's total memory) when
+ * unset or empty, else an integer of bytes from 1 to `Number.MAX_SAFE_INTEGER`.
+ * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
+ * outside that range. @internal */
+export function memoryLimitFromEnvironment(value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  const text = value.trim();
+  if (!/^\d+$/.test(text))
+    throw invalidValue('CUDA_STREAM_POOL_MEMORY_LIMIT', `must be a whole number of bytes (the default pools' memory limit); received ${JSON.stringify(value)}.`);
+  const bytes = Number(text);
+  if (bytes < 1 || bytes > Number.MAX_SAFE_INTEGER) throw outOfRange('CUDA_STREAM_POOL_MEMORY_LIMIT', `an integer from 1 to ${Number.MAX_SAFE_INTEGER} (bytes)`, value);
+  return bytes;
 }
 
 /** CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it: an integer from 1 to 32, else 8. @internal */

@@ -15,7 +15,7 @@ export interface LeaseOwner<S> {
 
 /** A lease's construction, and its stream wrapper (undefined while nobody has asked for it: Note [lean leases]); for
  * the pool's policy. @internal */
-export const leases = privateState<{ make<S>(owner: LeaseOwner<S>, streamIndex: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
+export const leases = privateState<{ make<S>(owner: LeaseOwner<S>, streamIndex: number, memoryBytes: number): StreamLease<S>; view<S>(lease: StreamLease<S>): S | undefined }>('StreamLease', ['make', 'view']);
 
 /** An exclusive lease on one stream of a {@link StreamPool}: until it is released, no other lease in any thread holds
  * that stream. `getStream()` (shared mode) may still hand the same stream out; see Note [pool hand-out].
@@ -32,16 +32,18 @@ export class StreamLease<S = Stream> {
   #core: LeaseOwner<S> | undefined;
   #streamIndex: number;
   #view: S | undefined = undefined;
+  readonly #memoryBytes: number;
 
-  private constructor(token: symbol, core: LeaseOwner<S>, streamIndex: number) {
+  private constructor(token: symbol, core: LeaseOwner<S>, streamIndex: number, memoryBytes: number) {
     checkConstruction(token, 'StreamLease', 'pool.acquire(), pool.tryAcquire() or pool.run()');
     this.#core = core;
     this.#streamIndex = streamIndex;
+    this.#memoryBytes = memoryBytes;
   }
 
   static {
     guardReceivers(StreamLease, (value) => #streamIndex in value);
-    register(leases, { make: (core, streamIndex) => new StreamLease(internalConstruction, core, streamIndex), view: (lease) => lease.#view });
+    register(leases, { make: (core, streamIndex, memoryBytes) => new StreamLease(internalConstruction, core, streamIndex, memoryBytes), view: (lease) => lease.#view });
   }
 
   /** The leased stream: a wrapper of its own, made on first read and retired when the lease ends, so that work
@@ -54,12 +56,18 @@ export class StreamLease<S = Stream> {
     return (this.#view ??= core.leaseView(this.#streamIndex, this));
   }
 
+  /** The memory budget admitted with this lease, in bytes (`options.memoryBytes` of the call that asked for it);
+   * 0 for none. The same after release, though the budget was given back then. */
+  get memoryBytes(): number {
+    return this.#memoryBytes;
+  }
+
   /** True once the lease was released (by `release()`, or by its pool detaching from this thread). */
   get released(): boolean {
     return this.#core === undefined;
   }
 
-  /** Ends the lease: the stream goes to the next waiter (this thread's first, or another thread's in turn) or back
+  /** Ends the lease: its memory budget comes back at once, and the stream goes to the next waiter (this thread's first, or another thread's in turn) or back
    * to the free streams. Work already queued on it goes on; the next holder's work queues behind it. Idempotent;
    * never throws. */
   release(): void {
