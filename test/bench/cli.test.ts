@@ -533,6 +533,25 @@ test('bench --devices all spreads the tasks over every GPU, with a row per devic
   }
 });
 
+test('bench --processes runs every mode again in one executor process per device, each verifying its own tasks', gpu, () => {
+  const count = Device.count();
+  const r = cli(['bench', '--devices', 'all', '--processes', '--workers', '2', '--mode', 'native,pool,lease', '--tasks', '64', '--runs', '1', '--elements', '65536', '--json'], { timeoutMs: 300_000 });
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout);
+  assert.equal(result.parameters.processes, true);
+  assert.deepEqual(result.processModes.map((m: { mode: string }) => m.mode), ['native', 'pool', 'lease']);
+  for (const mode of result.processModes) {
+    assert.equal(mode.verifiedTasks, 64, mode.mode);
+    assert.ok(mode.tasksPerSecond.median > 0);
+    if (count > 1) assert.deepEqual(mode.perDevice.map((d: { tasks: number; verifiedTasks: number }) => d.verifiedTasks), mode.perDevice.map((d: { tasks: number }) => d.tasks));
+  }
+  assert.equal(result.processModes[0].speedupOverNative, 1, 'the process rows compare with the process layout\'s native row');
+  const table = cli(['bench', '--processes', '--mode', 'pool', '--tasks', '16', '--runs', '1', '--elements', '65536'], { timeoutMs: 300_000 });
+  assert.equal(table.status, 0, table.stderr);
+  assert.match(table.stdout, /^│ pool, 1 process /m);
+  assert.match(table.stdout, /each mode again with one executor process per device \(1\)/);
+});
+
 test('a corrupted output element in native mode makes bench exit 1 naming that task and element', gpu, () => {
   const r = cli(['bench', '--tasks', '8', '--runs', '1', '--mode', 'native', '--elements', '65536'], {
     env: { CUDA_STREAM_POOL_BENCH_CORRUPT: '5:4321' },

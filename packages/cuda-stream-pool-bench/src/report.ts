@@ -31,6 +31,7 @@ export function formatReport(result: BenchResult): string {
   const setup = table();
   for (const row of environmentRows(result.environment)) setup.push(row);
   const several = (result.devices?.length ?? 0) > 1;
+  const processCount = p.devices?.length ?? 1;
   if (several)
     setup.push([
       'devices',
@@ -45,6 +46,7 @@ export function formatReport(result: BenchResult): string {
     ['modes', p.modes.join(', ')],
     ['pool size', String(p.poolSize)],
     ['phase times', p.phaseTimes ? 'on: each task also records 4 timing events, read after it completes' : 'off'],
+    ['processes', p.processes ? `one-process rows, then each mode again with one executor process per device (${processCount})` : 'one (this process drives every device)'],
   );
 
   const ms = result.phasesAloneMs;
@@ -59,9 +61,10 @@ export function formatReport(result: BenchResult): string {
     head: ['mode', 'tasks/s', 'p10-p90', 'GB/s', 'p50 ms', 'p99 ms', 'vs legacy', 'vs native', 'of bound', 'streams', 'verified'],
     colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
   });
-  for (const m of result.modes) {
+  const rows = [...result.modes.map((m) => ({ m, label: m.mode, part: 'device' })), ...(result.processModes ?? []).map((m) => ({ m, label: `${m.mode}, ${processCount} process${processCount > 1 ? 'es' : ''}`, part: 'process of device' }))];
+  for (const { m, label, part } of rows) {
     modes.push([
-      m.mode,
+      label,
       figure(m.tasksPerSecond.median),
       `${figure(m.tasksPerSecond.p10)}-${figure(m.tasksPerSecond.p90)}`,
       figure(m.gigabytesPerSecond.median),
@@ -75,7 +78,7 @@ export function formatReport(result: BenchResult): string {
     ]);
     for (const d of m.perDevice ?? [])
       modes.push([
-        `  device ${d.device}`,
+        `  ${part} ${d.device}`,
         figure(d.tasksPerSecond.median),
         `${figure(d.tasksPerSecond.p10)}-${figure(d.tasksPerSecond.p90)}`,
         figure(d.gigabytesPerSecond.median),
@@ -98,6 +101,12 @@ export function formatReport(result: BenchResult): string {
       ? [
           '  With several devices a mode\'s row is the total over them (its bound: the busiest device\'s tasks × the',
           '  longest phase), and a "device N" row below it is that device\'s share, timed on its own.',
+        ]
+      : []),
+    ...(result.processModes
+      ? [
+          `  "<mode>, N process(es)": the same tasks, each device's share run by an executor process of its own (its own`,
+          '  CUDA context, pool and threads), all at once; its "vs" columns compare with that layout\'s rows.',
         ]
       : []),
   ];

@@ -126,6 +126,9 @@ export const benchParametersSchema = z.object({
   /** The devices the tasks were spread over, as ordinals (`--devices`; one device: `--device`). Absent in results
    * saved before it was added, which ran on `environment.device` alone. */
   devices: distinct(limited(LIMITS.device)).optional(),
+  /** True with --processes: every mode also ran with one executor process per device (`processModes`). Absent in
+   * results saved before it was added. */
+  processes: z.boolean().optional(),
 });
 export type BenchParameters = z.output<typeof benchParametersSchema>;
 
@@ -209,8 +212,12 @@ export const benchResultSchema = z.object({
   phasesAloneMs: phaseTimesSchema,
   /** tasks × max(phasesAloneMs): the shortest wall time if the busiest engine never idled, ms. */
   overlapBoundMs: amount,
-  /** One entry per mode run, in run order, each mode once. */
+  /** One entry per mode run, in run order, each mode once: every device driven by this one process. */
   modes: distinct(modeResultSchema, (result) => result.mode).min(1),
+  /** With --processes: the same modes, each device's share run by an executor process of its own (a child process
+   * with its own context, pool and threads); `perDevice` is then each process's share. Speedups are against the
+   * modes of this list. */
+  processModes: distinct(modeResultSchema, (result) => result.mode).optional(),
   /** With several devices (`--devices`): each one's description, in the order of `parameters.devices`
    * (`environment.device` is the first, which calibrated the kernel and measured the phases alone). */
   devices: z.array(deviceDescriptionSchema).optional(),

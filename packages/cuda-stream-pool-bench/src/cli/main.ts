@@ -145,6 +145,11 @@ const bench = program
     'spread the tasks over several GPUs: all, or a comma list of ordinals; each device gets its own slots (--concurrency each), pool, pinned inputs and threads (--workers each), and the report adds a row per device (instead of --device)',
     devicesOption,
   )
+  .option(
+    '--processes',
+    'also run every mode with one executor process per device (a child process with its own CUDA context, pool, pinned inputs and --workers threads), and report those rows, per process and in total, beside the one-process rows',
+    false,
+  )
   .option('--json', 'print the results as JSON instead of tables (the schema: src/schema.ts, see the README)', false)
   .option(
     '--timeline <file.html>',
@@ -181,7 +186,7 @@ const bench = program
     const { createProgress } = await import('../progress.js');
     const { formatReport } = await import('../report.js');
     const modes = options.mode ?? [...MODES];
-    const progress = createProgress(modes.length * options.runs * options.tasks, options.quiet);
+    const progress = createProgress((options.processes ? 2 : 1) * modes.length * options.runs * options.tasks, options.quiet);
     let result: Awaited<ReturnType<typeof runExecutorBenchmark>>;
     try {
       result = await runExecutorBenchmark({
@@ -196,6 +201,7 @@ const bench = program
         devices,
         corrupt,
         phaseTimes: options.phases || options.timeline !== undefined || options.trace !== undefined,
+        processes: options.processes,
         progress,
       });
     } catch (error) {

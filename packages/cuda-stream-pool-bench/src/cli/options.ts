@@ -53,6 +53,8 @@ export interface BenchCliOptions {
   trace?: string;
   /** Record phase times (also implied by --timeline and --trace). */
   phases: boolean;
+  /** Also run every mode with one executor process per device. */
+  processes: boolean;
 }
 
 /** A commander argument parser for an integer option from `min` to `max` inclusive: decimal digits only, without a
