@@ -4,14 +4,14 @@
 // test/gpu/job-queue.test.ts; see examples/job-queue/README.md.
 //
 //   node dist/examples/job-queue/executor.js --redis redis://127.0.0.1:6379 --device 0 --concurrency 8
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
-import { Device, DeviceBuffer, Module, StreamPool, type Kernel } from 'cuda-stream-pool';
-import { inputOf, JOB_QUEUE, KERNEL_PTX, RESULTS_KEY, RUNNING_KEY, RUNS_KEY, STARTS_KEY, type JobData, type JobResult } from './jobs.js';
+import { Device, StreamPool } from 'cuda-stream-pool';
+import { loadFmaKernel, runFmaTask } from '../fma-task.js';
+import { JOB_QUEUE, RESULTS_KEY, RUNNING_KEY, RUNS_KEY, STARTS_KEY, type JobData, type JobResult } from './jobs.js';
 
 const { values: options } = parseArgs({
   options: {
@@ -25,23 +25,13 @@ const { values: options } = parseArgs({
 
 const device = Device.get(Number(options.device));
 const pool = new StreamPool({ device, size: 32 });
-const module = await Module.load(readFileSync(KERNEL_PTX, 'utf8'), { device });
-const fmaSteps: Kernel = module.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']);
+const { module, kernel } = await loadFmaKernel(device);
 const store = new Redis(options.redis, { maxRetriesPerRequest: null });
 
-/** One job: its input to the device, `steps` fused multiply-adds per element, the output back; the result is the sum
- * of the output in float64, in element order (what the test recomputes on the CPU). */
+/** One job: a task of ../fma-task.ts on a leased stream; its result is stored once per job id. */
 async function runJob(job: Job<JobData>): Promise<JobResult> {
-  const { seed, elements, steps, a, b } = job.data;
   await store.multi().hincrby(STARTS_KEY, job.id!, 1).hset(RUNNING_KEY, job.id!, process.pid).exec();
-  const sum = await pool.run(async (stream) => {
-    using buffer = DeviceBuffer.from(inputOf(seed, elements), { stream });
-    fmaSteps.launch({ grid: Math.ceil(elements / 256), block: 256, stream }, buffer, elements, steps, a, b);
-    const output = await buffer.toArray(Float32Array, { stream });
-    let total = 0;
-    for (const value of output) total += value;
-    return total;
-  }, { memoryBytes: elements * 4 });
+  const sum = await runFmaTask(pool, kernel, job.data);
   // BullMQ delivers at least once: a job whose executor died runs again. The result is stored once per job id (the
   // first run to finish wins); runs are counted as they start and as they finish, so reruns can be reported.
   const result: JobResult = { sum, executor: process.pid };

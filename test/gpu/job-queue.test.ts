@@ -4,7 +4,6 @@
 // redis-server package; CI installs it).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
 
@@ -12,8 +11,9 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 
 import { fmaSteps } from '#bench/fmaf.js';
-import { DeviceBuffer, Module, StreamPool } from 'cuda-stream-pool';
-import { inputOf, JOB_QUEUE, KERNEL_PTX, RESULTS_KEY, RUNNING_KEY, RUNS_KEY, STARTS_KEY, type JobData, type JobResult } from '../../examples/job-queue/jobs.js';
+import { Device, StreamPool } from 'cuda-stream-pool';
+import { inputOf, loadFmaKernel, runFmaTask } from '../../examples/fma-task.js';
+import { JOB_QUEUE, RESULTS_KEY, RUNNING_KEY, RUNS_KEY, STARTS_KEY, type JobData, type JobResult } from '../../examples/job-queue/jobs.js';
 import { gpu } from '../support/gpu.js';
 
 const EXECUTOR = new URL('../../examples/job-queue/executor.js', import.meta.url);
@@ -61,20 +61,14 @@ function expectedSum(seed: number): number {
 /** The jobs' work as tasks of this process, 8 at a time on one pool (as two executors of concurrency 4): seconds. */
 async function inProcessSeconds(): Promise<number> {
   await using pool = new StreamPool({ size: 32 });
-  using module = await Module.load(readFileSync(KERNEL_PTX, 'utf8'));
-  const kernel = module.getFunction('fma_steps', ['ptr', 'u32', 'u32', 'f32', 'f32']);
+  const { module, kernel } = await loadFmaKernel(Device.get(0));
+  using _module = module;
   let next = 0;
   const begun = performance.now();
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       for (let seed = next++; seed < JOBS; seed = next++) {
-        const sum = await pool.run(async (stream) => {
-          using buffer = DeviceBuffer.from(inputOf(seed, ELEMENTS), { stream });
-          kernel.launch({ grid: Math.ceil(ELEMENTS / 256), block: 256, stream }, buffer, ELEMENTS, STEPS, A, B);
-          let total = 0;
-          for (const value of await buffer.toArray(Float32Array, { stream })) total += value;
-          return total;
-        });
+        const sum = await runFmaTask(pool, kernel, { seed, elements: ELEMENTS, steps: STEPS, a: A, b: B });
         if (seed % 97 === 0) assert.equal(sum, expectedSum(seed));
       }
     }),
