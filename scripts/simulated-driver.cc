@@ -67,6 +67,7 @@
 //   is reported on stderr.
 //   SIMULATED_DRIVER_COUNTS=<file>: at exit, each thread's calls of each entry point, counted as the rules count
 //   them, are written to <file> as JSON ({"main/1": {"cuInit": 1, ...}, "csp-poller/1": {...}}).
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -119,7 +120,9 @@ namespace {
   X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo) X(cuMemPoolSetAccess)                       \
   X(cuMemPoolGetAccess) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)                       \
   X(cuStreamGetCaptureInfo) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
-  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)
+  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)          \
+  X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)           \
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -543,6 +546,12 @@ struct Block {
   size_t capacity = 0;  // what was allocated (whole pages)
   bool pooled = false;  // a stream-ordered allocation: its free returns it to the device's pool
   bool carved = false;  // pinned memory, carved from the pinned region: never given to free()
+  // Interprocess memory (Note [simulated interprocess handles]): cuMemAlloc's memfd, open until the free; memory
+  // mapped from a memfd (exported or imported) goes back with munmap; imported memory is another process's.
+  int shared_fd = -1;
+  unsigned long long shared_serial = 0;
+  bool mapped = false;
+  bool imported = false;
 };
 
 std::mutex memory_mutex;
@@ -603,6 +612,8 @@ void quarantine_block(uintptr_t base) {
     quarantined_bytes -= old->second.capacity;
     if (old->second.carved)
       madvise(reinterpret_cast<void*>(old->first), old->second.capacity, MADV_DONTNEED);  // its pages go back
+    else if (old->second.mapped)
+      munmap(reinterpret_cast<void*>(old->first), old->second.capacity);
     else
       std::free(reinterpret_cast<void*>(old->first));
     blocks.erase(old);
@@ -680,10 +691,63 @@ CUresult release(uintptr_t base, std::initializer_list<Kind> kinds, const char* 
     pool.used -= b.capacity;
     pool.free_blocks.push_back(base);
   } else {
-    std::memset(reinterpret_cast<void*>(base), 0xdb, b.size);
+    // Imported memory is the exporter's: its bytes stay. An export's memfd closes now, so no later import finds it.
+    if (!b.imported) std::memset(reinterpret_cast<void*>(base), 0xdb, b.size);
+    if (b.shared_fd >= 0) close(b.shared_fd);
+    b.shared_fd = -1;
     quarantine_block(base);
   }
   return CUDA_SUCCESS;
+}
+
+/* Note [simulated interprocess handles]: device memory and events that another process can open, as the driver's
+ * legacy IPC calls give them. cuMemAlloc's memory, and an interprocess event's state, live in a memfd mapped shared;
+ * a handle names the exporting process, the memfd's descriptor there and a serial that the memfd's name carries. The
+ * importer opens /proc/<pid>/fd/<fd>, checks the name (a descriptor number reused for another file is refused), and
+ * maps it. So an import fails (CUDA_ERROR_INVALID_VALUE) once the exporter freed the memory, destroyed the event or
+ * exited, as the driver refuses a handle it cannot open. An event's state is two counters: records made and records
+ * done, in any process; a wait or query compares them. Memory from a stream-ordered pool cannot be exported, as with
+ * the driver. */
+struct IpcHandleData {
+  char magic[8];  // "csp-mem" or "csp-evt"
+  int32_t pid;
+  int32_t fd;
+  unsigned long long serial;
+  unsigned long long bytes;
+};
+static_assert(sizeof(IpcHandleData) <= CU_IPC_HANDLE_SIZE, "an IPC handle holds 64 bytes");
+std::atomic<unsigned long long> ipc_serial{1};
+
+std::string ipc_name(int pid, unsigned long long serial) { return "csp-sim-ipc-" + std::to_string(pid) + "-" + std::to_string(serial); }
+
+// A new memfd of `bytes` (whole pages), mapped shared; null when it cannot be made.
+void* map_new_shared(size_t bytes, int* fd, unsigned long long* serial) {
+  *serial = ipc_serial.fetch_add(1);
+  *fd = static_cast<int>(syscall(SYS_memfd_create, ipc_name(getpid(), *serial).c_str(), 0u));
+  if (*fd < 0) return nullptr;
+  void* p = ftruncate(*fd, static_cast<off_t>(bytes)) == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0) : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    close(*fd);
+    return nullptr;
+  }
+  return p;
+}
+
+// Maps the memfd a handle names, in the exporting process; null when it is gone (freed, destroyed, exited) or the
+// handle is not one of this simulator's.
+void* map_exported(const IpcHandleData& h, const char* magic, size_t bytes) {
+  if (std::memcmp(h.magic, magic, sizeof h.magic) != 0 || h.pid == getpid()) return nullptr;
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  char target[256];
+  const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+  if (n <= 0) return nullptr;
+  target[n] = 0;
+  if (std::string(target).rfind("/memfd:" + ipc_name(h.pid, h.serial) + " ", 0) != 0) return nullptr;
+  const int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 // Whether an operation may touch [address, address + bytes) as device-visible memory (device, managed or mapped
@@ -1113,6 +1177,13 @@ struct Event {
   Capture* captured = nullptr;
   Stream* captured_from = nullptr;
   Node* captured_node = nullptr;
+  // An interprocess event's records, made and done in any process (Note [simulated interprocess handles]).
+  struct Shared {
+    std::atomic<unsigned long long> recorded{0}, done{0};
+  };
+  Shared* shared = nullptr;
+  int shared_fd = -1;  // the exporter's memfd, open until cuEventDestroy
+  unsigned long long shared_serial = 0;
 };
 
 // True when the event's last record was made in a capture that is still open.
@@ -1134,6 +1205,7 @@ Event* resolve_event(CUevent handle, const char* call) {
 }
 
 bool event_done(Event* e) {
+  if (e->shared) return e->shared->done.load(std::memory_order_acquire) >= e->shared->recorded.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> lock(e->mutex);
   return !e->stream || e->stream->completed.load(std::memory_order_acquire) >= e->position;
 }
@@ -1479,9 +1551,15 @@ CUresult s_cuEventCreate(CUevent* event, unsigned flags) {
   SIM_NEED_CONTEXT();
   if (flags & ~static_cast<unsigned>(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
     return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
   auto* e = new Event;  // never deleted, like streams
   e->device = current;
   e->flags = flags;
+  if (flags & CU_EVENT_INTERPROCESS) {
+    void* page = map_new_shared(4096, &e->shared_fd, &e->shared_serial);
+    if (!page) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->shared = new (page) Event::Shared;
+  }
   std::lock_guard<std::mutex> lock(handles_mutex);
   live_handles.insert(e);
   *event = reinterpret_cast<CUevent>(e);
@@ -1491,7 +1569,10 @@ CUresult s_cuEventDestroy(CUevent event) {
   SIM_ENTER(cuEventDestroy);
   if (!forget(event, "cuEventDestroy got an event handle that is destroyed or was never created"))
     return CUDA_ERROR_INVALID_HANDLE;
-  return fault_of(reinterpret_cast<Event*>(event)->device);
+  Event* e = reinterpret_cast<Event*>(event);
+  if (e->shared_fd >= 0) close(e->shared_fd);  // no later import finds it
+  e->shared_fd = -1;
+  return fault_of(e->device);
 }
 CUresult s_cuEventRecord(CUevent event, CUstream stream) {
   SIM_ENTER(cuEventRecord);
@@ -1508,10 +1589,15 @@ CUresult s_cuEventRecord(CUevent event, CUstream stream) {
   }
   std::lock_guard<std::mutex> lock(e->mutex);
   const unsigned long long generation = ++e->generation;
+  const unsigned long long record = e->shared ? e->shared->recorded.fetch_add(1) + 1 : 0;
   e->stream = s;
-  e->position = enqueue(s, {"cuEventRecord", {}, [e, generation] {
+  e->position = enqueue(s, {"cuEventRecord", {}, [e, generation, record] {
                               std::lock_guard<std::mutex> lock(e->mutex);
                               if (e->generation == generation) e->done_ms = now_ms();
+                              if (!e->shared) return;
+                              unsigned long long done = e->shared->done.load();
+                              while (done < record && !e->shared->done.compare_exchange_weak(done, record)) {
+                              }
                             }},
                         injected);
   return CUDA_SUCCESS;
@@ -1591,6 +1677,18 @@ CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
       return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     }
   }
+  Device* d = s->device;
+  if (e->shared) {
+    // Interprocess: the records made so far, in any process.
+    const unsigned long long record = e->shared->recorded.load(std::memory_order_acquire);
+    if (record == 0) return CUDA_SUCCESS;
+    Event::Shared* shared = e->shared;
+    enqueue(s, {"cuStreamWaitEvent", {}, [shared, record, d] {
+                  block_until(d, [&] { return shared->done.load(std::memory_order_acquire) >= record; });
+                }},
+            injected);
+    return CUDA_SUCCESS;
+  }
   Stream* source;
   unsigned long long position;
   {
@@ -1599,7 +1697,6 @@ CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
     position = e->position;
   }
   if (!source) return CUDA_SUCCESS;  // never recorded: nothing to wait for
-  Device* d = s->device;
   enqueue(s, {"cuStreamWaitEvent", {}, [source, position, d] {
                 block_until(d, [&] {
                   return source->completed.load(std::memory_order_acquire) >= position ||
@@ -1607,6 +1704,37 @@ CUresult s_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
                 });
               }},
           injected);
+  return CUDA_SUCCESS;
+}
+
+CUresult s_cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  SIM_ENTER(cuIpcGetEventHandle);
+  Event* e = resolve_event(event, "cuIpcGetEventHandle");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->shared_fd < 0) return CUDA_ERROR_INVALID_VALUE;  // not interprocess, or imported
+  IpcHandleData h{};
+  std::memcpy(h.magic, "csp-evt", 8);
+  h.pid = getpid();
+  h.fd = e->shared_fd;
+  h.serial = e->shared_serial;
+  std::memset(handle->reserved, 0, sizeof handle->reserved);
+  std::memcpy(handle->reserved, &h, sizeof h);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle handle) {
+  SIM_ENTER(cuIpcOpenEventHandle);
+  SIM_NEED_CONTEXT();
+  IpcHandleData h;
+  std::memcpy(&h, handle.reserved, sizeof h);
+  void* page = map_exported(h, "csp-evt", 4096);
+  if (!page) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new Event;  // never deleted, like streams
+  e->device = current;
+  e->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+  e->shared = static_cast<Event::Shared*>(page);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(e);
+  *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
 }
 
@@ -1791,6 +1919,79 @@ CUresult s_cuMemFree(CUdeviceptr pointer) {
   SIM_NEED_CONTEXT();
   if (conflicts_with_capture(current, false)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return release(pointer, {Kind::kDevice, Kind::kManaged}, "cuMemFree");
+}
+
+CUresult s_cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
+  SIM_ENTER(cuMemAlloc);
+  SIM_NEED_CONTEXT();
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > kDeviceBytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  const size_t capacity = whole_pages(bytes);
+  int fd = -1;
+  unsigned long long serial = 0;
+  void* p = map_new_shared(capacity, &fd, &serial);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xa5, capacity);
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block& b = blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), bytes, Kind::kDevice, current->ordinal, true, nullptr, capacity};
+  b.shared_fd = fd;
+  b.shared_serial = serial;
+  b.mapped = true;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemGetAddressRange(CUdeviceptr* base, size_t* bytes, CUdeviceptr pointer) {
+  SIM_ENTER(cuMemGetAddressRange);
+  SIM_NEED_CONTEXT();
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block* b = find_block(pointer, 1);
+  if (!b || !b->live || b->kind != Kind::kDevice) return CUDA_ERROR_NOT_FOUND;
+  if (base) *base = b->base;
+  if (bytes) *bytes = b->size;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr pointer) {
+  SIM_ENTER(cuIpcGetMemHandle);
+  SIM_NEED_CONTEXT();
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  auto it = blocks.find(pointer);
+  if (it == blocks.end() || !it->second.live || it->second.shared_fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  IpcHandleData h{};
+  std::memcpy(h.magic, "csp-mem", 8);
+  h.pid = getpid();
+  h.fd = it->second.shared_fd;
+  h.serial = it->second.shared_serial;
+  h.bytes = it->second.size;
+  std::memset(handle->reserved, 0, sizeof handle->reserved);
+  std::memcpy(handle->reserved, &h, sizeof h);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuIpcOpenMemHandle(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned flags) {
+  SIM_ENTER(cuIpcOpenMemHandle);
+  SIM_NEED_CONTEXT();
+  if (flags & ~static_cast<unsigned>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) return CUDA_ERROR_INVALID_VALUE;
+  IpcHandleData h;
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (h.bytes == 0 || h.bytes > kDeviceBytes) return CUDA_ERROR_INVALID_VALUE;
+  const size_t capacity = whole_pages(h.bytes);
+  void* p = map_exported(h, "csp-mem", capacity);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  Block& b = blocks[reinterpret_cast<uintptr_t>(p)] = {reinterpret_cast<uintptr_t>(p), h.bytes, Kind::kDevice, current->ordinal, true, nullptr, capacity};
+  b.mapped = true;
+  b.imported = true;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuIpcCloseMemHandle(CUdeviceptr pointer) {
+  SIM_ENTER(cuIpcCloseMemHandle);
+  SIM_NEED_CONTEXT();
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    auto it = blocks.find(pointer);
+    if (it == blocks.end() || !it->second.live || !it->second.imported) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return release(pointer, {Kind::kDevice}, "cuIpcCloseMemHandle");
 }
 CUresult s_cuMemHostGetDevicePointer(CUdeviceptr* device_pointer, void* host, unsigned flags) {
   SIM_ENTER(cuMemHostGetDevicePointer);

@@ -16,6 +16,7 @@ namespace own = csp;
 constexpr unsigned int own_memhostalloc[] = {own::CU_MEMHOSTALLOC_PORTABLE, own::CU_MEMHOSTALLOC_DEVICEMAP,
                                              own::CU_MEMHOSTALLOC_WRITECOMBINED};
 constexpr int own_device_cpu = own::CU_DEVICE_CPU;
+constexpr int own_ipc_handle_size = own::CU_IPC_HANDLE_SIZE;
 // The special stream handles are pointers; their integer values are compared instead.
 const std::uintptr_t own_stream_legacy = reinterpret_cast<std::uintptr_t>(own::CU_STREAM_LEGACY);
 const std::uintptr_t own_stream_per_thread = reinterpret_cast<std::uintptr_t>(own::CU_STREAM_PER_THREAD);
@@ -69,6 +70,8 @@ CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 // Structs and unions (layouts checked below).
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
 CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
+CORRESPONDING(CUipcMemHandle, CUipcMemHandle_v1)
+CORRESPONDING(CUipcEventHandle, CUipcEventHandle_v1)
 CORRESPONDING(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1)
 CORRESPONDING(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
 #undef CORRESPONDING
@@ -173,9 +176,11 @@ CHECK_ENUM(CUdriverProcAddressQueryResult)
   X(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED) X(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED)                       \
   X(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE) X(CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED)         \
   X(CU_GET_PROC_ADDRESS_DEFAULT) X(CU_GET_PROC_ADDRESS_LEGACY_STREAM) X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) \
-  X(CU_GET_PROC_ADDRESS_SUCCESS) X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+  X(CU_GET_PROC_ADDRESS_SUCCESS) X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) \
+  X(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
 CSP_CHECKED_VALUES(CHECK_VALUE)
 #undef CHECK_VALUE
+static_assert(own_ipc_handle_size == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
 
 // The values cuda.h defines as macros, captured above.
 static_assert(own_memhostalloc[0] == CU_MEMHOSTALLOC_PORTABLE && own_memhostalloc[1] == CU_MEMHOSTALLOC_DEVICEMAP &&
@@ -196,6 +201,8 @@ CHECK_FIELD(CUmemLocation, CUmemLocation_v1, id)
 CHECK_LAYOUT(CUmemAccessDesc, CUmemAccessDesc_v1)
 CHECK_FIELD(CUmemAccessDesc, CUmemAccessDesc_v1, location)
 CHECK_FIELD(CUmemAccessDesc, CUmemAccessDesc_v1, flags)
+CHECK_LAYOUT(CUipcMemHandle, CUipcMemHandle_v1)
+CHECK_LAYOUT(CUipcEventHandle, CUipcEventHandle_v1)
 CHECK_LAYOUT(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1)
 CHECK_FIELD(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1, result)
 CHECK_FIELD(CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo_v1, errorNode)

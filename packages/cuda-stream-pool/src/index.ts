@@ -10,7 +10,7 @@ export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMe
 export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions, type CopyOperand } from './stream/stream.js';
 export { Graph, GraphExec, type GraphKernelNode } from './graph/graph.js';
 export { type CaptureMode } from './stream/capture.js';
-export { Event, type EventOptions } from './stream/event.js';
+export { Event, type EventOptions, type EventIpcHandle, type EventOpenIpcOptions } from './stream/event.js';
 export { currentStream, withStream } from './stream/scope.js';
 export { completionStats, type CompletionStats } from './stream/completion.js';
 export { StreamPool, type PoolOptions, type SharedStreamPool, type StreamPoolStats, type AcquireOptions, type TryAcquireOptions, type RunOptions, type CloseOptions } from './pool/pool.js';
@@ -21,7 +21,7 @@ export { Kernel, type Dim3, type LaunchOptions, type KernelAttributes, type MaxP
 export { type ParamType, type KernelArgument, type KernelArguments } from './kernel/signature.js';
 export { Program, type CompileOptions } from './kernel/program.js';
 export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './binding/errors.js';
-export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer } from './memory/device-buffer.js';
+export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer, type DeviceBufferIpcHandle, type DeviceBufferOpenIpcOptions } from './memory/device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './memory/pinned-buffer.js';
 export { type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';
 export { MemoryPool } from './memory/memory-pool.js';

@@ -79,6 +79,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_module(env, exports);
   register_pool(env, exports);
   register_device_buffer(env, exports);
+  register_ipc(env, exports);
   register_pinned(env, exports);
   register_copy(env, exports);
   register_staging(env, exports);

@@ -127,6 +127,7 @@ void register_completion(Napi::Env env, Napi::Object exports);
 void register_module(Napi::Env env, Napi::Object exports);
 void register_pool(Napi::Env env, Napi::Object exports);
 void register_device_buffer(Napi::Env env, Napi::Object exports);
+void register_ipc(Napi::Env env, Napi::Object exports);
 void register_pinned(Napi::Env env, Napi::Object exports);
 void register_copy(Napi::Env env, Napi::Object exports);
 void register_staging(Napi::Env env, Napi::Object exports);

@@ -157,7 +157,7 @@ export interface NativeBinding {
   /** The exit of `environment` (Note [pool shared words]), as its cleanup hook makes it. */
   poolThreadExit(handle: NativeRef, environment: number): void;
 
-  eventCreate(device: number, timing: boolean, blockingSync: boolean): NativeRef;
+  eventCreate(device: number, timing: boolean, blockingSync: boolean, interprocess: boolean): NativeRef;
   /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
   eventRecord(event: NativeRef, stream: NativeRef): number;
   eventStatus(event: NativeRef): number;
@@ -212,6 +212,11 @@ export interface NativeBinding {
   factScratch(scratch: BigUint64Array): void;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number): NativeRef;
+  deviceBufferAllocExportable(stream: NativeRef, bytes: number): NativeRef;
+  deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
+  deviceBufferOpenIpc(stream: NativeRef, handle: Uint8Array, bytes: number): NativeRef;
+  eventExportIpc(event: NativeRef): Uint8Array;
+  eventOpenIpc(device: number, handle: Uint8Array): NativeRef;
   deviceBufferPointer(buffer: NativeRef): bigint;
   /** The completion marker (wantMarker), else undefined; or, refused because a stream that used the buffer is
    * capturing, that stream's capture status negated (-1, -2), with its id in `facts[1]`. */

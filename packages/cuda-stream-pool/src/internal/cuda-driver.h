@@ -232,6 +232,16 @@ struct CUmemAccessDesc {
   CUmemAccess_flags flags;
 };
 
+// Interprocess handles: opaque bytes that another process opens (cuIpcOpenMemHandle, cuIpcOpenEventHandle).
+constexpr int CU_IPC_HANDLE_SIZE = 64;
+struct CUipcMemHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
+struct CUipcEventHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
+enum CUipcMem_flags { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+
 enum CUstreamCaptureStatus {
   CU_STREAM_CAPTURE_STATUS_NONE = 0,
   CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
@@ -389,6 +399,13 @@ using PFN_cuMemAdvise = CUresult (*)(CUdeviceptr pointer, size_t bytes, CUmem_ad
 using PFN_cuMemHostAlloc = CUresult (*)(void** pointer, size_t bytes, unsigned int flags);
 using PFN_cuMemFreeHost = CUresult (*)(void* pointer);
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr pointer);
+using PFN_cuMemAlloc = CUresult (*)(CUdeviceptr* pointer, size_t bytes);
+using PFN_cuMemGetAddressRange = CUresult (*)(CUdeviceptr* base, size_t* bytes, CUdeviceptr pointer);
+using PFN_cuIpcGetMemHandle = CUresult (*)(CUipcMemHandle* handle, CUdeviceptr pointer);
+using PFN_cuIpcOpenMemHandle = CUresult (*)(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned int flags);
+using PFN_cuIpcCloseMemHandle = CUresult (*)(CUdeviceptr pointer);
+using PFN_cuIpcGetEventHandle = CUresult (*)(CUipcEventHandle* handle, CUevent event);
+using PFN_cuIpcOpenEventHandle = CUresult (*)(CUevent* event, CUipcEventHandle handle);
 using PFN_cuMemHostGetDevicePointer = CUresult (*)(CUdeviceptr* devicePointer, void* hostPointer, unsigned int flags);
 using PFN_cuMemcpyAsync = CUresult (*)(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream stream);
 using PFN_cuMemcpyHtoDAsync = CUresult (*)(CUdeviceptr destination, const void* source, size_t bytes,

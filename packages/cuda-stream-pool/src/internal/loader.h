@@ -26,7 +26,9 @@ namespace csp {
   X(cuLaunchKernel, 4000) X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
   X(cuMemAllocAsync, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020)                            \
   X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 8000) X(cuMemAdvise, 8000) X(cuMemHostAlloc, 2020)            \
-  X(cuMemFreeHost, 2000) X(cuMemFree, 3020)                                                                       \
+  X(cuMemFreeHost, 2000) X(cuMemFree, 3020) X(cuMemAlloc, 3020) X(cuMemGetAddressRange, 3020)                    \
+  X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010)                            \
+  X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                                                      \
   X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \
   X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemsetD8Async, 3020)      \
   X(cuMemsetD32Async, 3020) X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolGetAttribute, 11020)                   \

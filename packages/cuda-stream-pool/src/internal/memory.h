@@ -123,9 +123,17 @@ struct BufferUse {
   CUevent event = nullptr;  // created on first need; destroyed with the buffer
 };
 
+// Where a device buffer's memory came from, which says how it goes back (Note [interprocess memory] in memory/ipc.cc).
+enum class MemoryOrigin {
+  kPool,       // cuMemAllocFromPoolAsync: freed in stream order (cuMemFreeAsync)
+  kExportable, // cuMemAlloc, so that cuIpcGetMemHandle can export it: cuMemFree once the work before the free is done
+  kImported,   // cuIpcOpenMemHandle of another process's export: cuIpcCloseMemHandle, likewise
+};
+
 struct NativeDeviceBuffer : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "DeviceBuffer";
+  MemoryOrigin origin = MemoryOrigin::kPool;
   CUdeviceptr ptr = 0;
   size_t bytes = 0;
   int owner_environment = 0;
@@ -134,6 +142,16 @@ struct NativeDeviceBuffer : NativeObject {
   std::vector<BufferUse> uses;  // uses[0]: the allocation stream
   ~NativeDeviceBuffer() override;
 };
+
+// A new buffer object of `bytes` on `stream`'s device, whose allocation stream is `stream`, before its memory exists:
+// the caller sets `ptr` (or, failing, calls discard_device_buffer) and then wraps it with wrap_device_buffer. The
+// caller holds an entry of `stream`.
+std::shared_ptr<NativeDeviceBuffer> new_device_buffer(Napi::Env env, const std::shared_ptr<NativeStream>& stream, size_t bytes, MemoryOrigin origin);
+// Forgets a buffer object whose memory could not be made (nothing to free).
+void discard_device_buffer(NativeDeviceBuffer& buffer);
+// The owner's handle of a buffer whose memory exists: counted in the live bytes; releasing the handle while the
+// buffer is live (its DeviceBuffer was collected, or the thread exits) frees it as free() would.
+Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> buffer);
 
 // Reports a use of `buffer` on `stream` (Note [buffer uses]); `after_work`: the work is already queued, so a
 // per-thread stream of a borrowing thread is recorded now. The caller holds an entry of both objects and the device's

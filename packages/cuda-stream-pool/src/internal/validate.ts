@@ -156,3 +156,13 @@ export function guardReceivers(type: { name: string; prototype: object }, isInst
 export function lockFields<T extends object>(object: T, keys: readonly (keyof T & string)[]): void {
   for (const key of keys) Object.defineProperty(object, key, { writable: false, configurable: false });
 }
+
+/** Node's ERR_INVALID_STATE, as a TypeError (as Node's own validators make it): "Invalid state: `message`". */
+export function invalidState(message: string): TypeError & { code: string } {
+  const error = new TypeError(`Invalid state: ${message}`) as TypeError & { code: string };
+  error.code = 'ERR_INVALID_STATE';
+  Object.defineProperty(error, 'name', { value: 'TypeError [ERR_INVALID_STATE]', configurable: true });
+  void error.stack; // the stack's first line names the code, as Node's errors do
+  Object.defineProperty(error, 'name', { value: 'TypeError', configurable: true });
+  return error;
+}

@@ -198,7 +198,15 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
       if (ordered && fail(drv().cuStreamWaitEvent(free_stream, event, 0), "cuStreamWaitEvent")) ordered = false;
   }
   // A missing wait could free memory that another stream still uses: leak it instead.
-  if (ordered) fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
+  if (ordered && buffer.origin == MemoryOrigin::kPool) {
+    fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
+  } else if (ordered && !fail(drv().cuStreamSynchronize(free_stream), "cuStreamSynchronize")) {
+    // Not stream-ordered (Note [interprocess memory] in memory/ipc.cc): released once the work before it is done.
+    if (buffer.origin == MemoryOrigin::kExportable)
+      fail(drv().cuMemFree(buffer.ptr), "cuMemFree");
+    else
+      fail(drv().cuIpcCloseMemHandle(buffer.ptr), "cuIpcCloseMemHandle");
+  }
   // The free is work on its stream: a later wait there must not share a ticket written before it.
   if (free_on && free_stream == free_on->handle) free_on->submissions.fetch_add(1, std::memory_order_release);
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
@@ -228,14 +236,33 @@ NativeDeviceBuffer::~NativeDeviceBuffer() {
 
 namespace {
 
-// The owner's handle: releasing it while the buffer is live (its DeviceBuffer was collected, or the thread exits)
-// frees the memory in stream order.
-Napi::Value wrap_owner(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> object) {
-  return wrap_native(env, std::move(object), [](void* forgotten) {
-    auto& buffer = *static_cast<NativeDeviceBuffer*>(forgotten);
-    free_memory(buffer, nullptr, buffer.owner_environment, nullptr);
+}  // namespace
+
+std::shared_ptr<NativeDeviceBuffer> new_device_buffer(Napi::Env env, const std::shared_ptr<NativeStream>& stream, size_t bytes, MemoryOrigin origin) {
+  watch_retirement(*NativeStream::owner_of(stream));
+  auto object = std::make_shared<NativeDeviceBuffer>();
+  object->origin = origin;
+  object->device = stream->device;
+  object->bytes = bytes;
+  object->owner_environment = environment_of(env);
+  object->uses.push_back(BufferUse{NativeStream::owner_of(stream), object->owner_environment, nullptr});
+  return object;
+}
+
+void discard_device_buffer(NativeDeviceBuffer& buffer) {
+  buffer.retire_and_wait();  // nothing to free
+  buffer.uses.clear();
+}
+
+Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> buffer) {
+  live().device_bytes += static_cast<int64_t>(buffer->bytes);
+  return wrap_native(env, std::move(buffer), [](void* forgotten) {
+    auto& object = *static_cast<NativeDeviceBuffer*>(forgotten);
+    free_memory(object, nullptr, object.owner_environment, nullptr);
   });
 }
+
+namespace {
 
 // deviceBufferAlloc(stream, bytes) -> object: stream-ordered on the stream, from the device's default pool. The address
 // is read apart (deviceBufferPointer): a result object with named properties cost more than the allocation.
@@ -247,20 +274,13 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   const int device = stream->device;
   make_current(device);
   CUmemoryPool pool = default_pool(device);
-  watch_retirement(*NativeStream::owner_of(stream));
-  auto object = std::make_shared<NativeDeviceBuffer>();
-  object->device = device;
-  object->bytes = bytes;
-  object->owner_environment = environment_of(env);
-  object->uses.push_back(BufferUse{NativeStream::owner_of(stream), object->owner_environment, nullptr});
+  auto object = new_device_buffer(env, stream, bytes, MemoryOrigin::kPool);
   CUresult r = drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
-    object->retire_and_wait();  // nothing to free
-    object->uses.clear();
+    discard_device_buffer(*object);
     check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
-  live().device_bytes += static_cast<int64_t>(bytes);
-  return wrap_owner(env, std::move(object));
+  return wrap_device_buffer(env, std::move(object));
 }
 
 // deviceBufferPointer(ref) -> the allocation's address as a bigint; also after the free (no driver call).

@@ -11,8 +11,9 @@ import { deviceBuffers, register, streams } from '../internal/handles.js';
 import { captureRefusal, noteCaptured, requireNotCapturing } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
+import { checkExporter, ipcHandleBytes } from '../internal/ipc-handles.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -23,10 +24,42 @@ export interface DeviceBufferAllocOptions {
   /** The device, as a `Device` or an ordinal; must be the stream's device when both are given.
    * @defaultValue the stream's device, else 0 */
   device?: Device | number;
+  /** Allocate memory that another process can open ({@link DeviceBuffer.exportIpcHandle}): from cuMemAlloc, since
+   * the driver cannot export memory of a stream-ordered pool. Such memory is allocated at once, not in stream order,
+   * and its free first waits for the work ordered before it (cuStreamSynchronize on the freeing stream), then calls
+   * cuMemFree: allocate it once and keep it, as shared memory is used. Not with {@link DeviceBuffer.from}.
+   * @defaultValue false */
+  exportable?: boolean;
 }
 
+/** What {@link DeviceBuffer.exportIpcHandle} returns: a plain record, structured-cloneable and JSON-serializable, that
+ * another process of this machine passes to {@link DeviceBuffer.openIpcHandle}. It holds no resource: the exporting
+ * process must keep the buffer until every importer has freed its import. */
+export interface DeviceBufferIpcHandle {
+  /** Always `'cuda-stream-pool:DeviceBufferIpcHandle'`. */
+  readonly kind: 'cuda-stream-pool:DeviceBufferIpcHandle';
+  /** The driver's IPC memory handle (cuIpcGetMemHandle): 64 bytes as 128 lowercase hexadecimal digits. */
+  readonly handle: string;
+  /** The buffer's size in bytes. */
+  readonly byteLength: number;
+  /** The exporting process's id (`process.pid`): an import is refused once it has exited. */
+  readonly processId: number;
+}
+
+/** Options for {@link DeviceBuffer.openIpcHandle}. */
+export interface DeviceBufferOpenIpcOptions {
+  /** The stream the import is ordered after for its free, and the stream `free()` uses by default.
+   * @defaultValue {@link currentStream}(options.device) */
+  stream?: Stream;
+  /** The device to open the memory on (the exporter's device; its ordinal in this process may differ).
+   * @defaultValue the stream's device, else 0 */
+  device?: Device | number;
+}
+
+const IPC_KIND = 'cuda-stream-pool:DeviceBufferIpcHandle';
+
 /** Options for {@link DeviceBuffer.from}: as {@link DeviceBufferAllocOptions}; the copy is queued on the same stream. */
-export type DeviceBufferFromOptions = DeviceBufferAllocOptions;
+export type DeviceBufferFromOptions = Omit<DeviceBufferAllocOptions, 'exportable'>;
 
 /** Options for {@link DeviceBuffer.toArray}. */
 export interface ToArrayOptions {
@@ -131,6 +164,8 @@ export class DeviceBuffer {
   #freed: string | undefined;
   #parent: DeviceBuffer | undefined; // the allocation a subarray view belongs to
   #offset = 0; // bytes from the allocation's start (views)
+  /** Where the memory came from: the stream-ordered pool, cuMemAlloc for export, or another process's export. */
+  #origin: 'pool' | 'exportable' | 'imported' = 'pool';
   // Getters over private fields, not read-only own properties: a buffer is made per allocation, and defining
   // non-writable properties on each one cost more than the allocation's native call.
   readonly #byteLength: number;
@@ -209,21 +244,80 @@ export class DeviceBuffer {
    * {@link DestroyedError} for a destroyed stream; {@link CaptureError} while the stream is capturing a graph (a graph
    * owns no memory: allocate before the capture); {@link CudaUnavailableError} without a GPU; {@link CudaError}
    * `CUDA_ERROR_OUT_OF_MEMORY` naming the bytes asked for (later allocations still work).
-   * Wraps: cuMemAllocFromPoolAsync on the device's default pool (cuDeviceGetDefaultMemPool).
-   * Thread-safety: any thread or worker. Lifetime: owned; free with `free({ stream })` or `using`. */
+   * With `options.exportable`, the memory comes from cuMemAlloc instead, at once, so that another process can open
+   * it (see {@link DeviceBuffer.exportIpcHandle}).
+   * Wraps: cuMemAllocFromPoolAsync on the device's default pool (cuDeviceGetDefaultMemPool); cuMemAlloc when
+   * exportable. Thread-safety: any thread or worker. Lifetime: owned; free with `free({ stream })` or `using`. */
   static alloc(byteLength: number, options?: DeviceBufferAllocOptions): DeviceBuffer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
-    const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device']);
+    const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device', 'exportable']);
+    const exportable = o.exportable === undefined ? false : validateBoolean(o.exportable, 'options.exportable');
     const stream = DeviceBuffer.#allocationStream(o);
     const streamHandle = streamRef(stream, 'DeviceBuffer.alloc');
     requireNotCapturing(streamHandle, stream, 'DeviceBuffer.alloc()');
     let ref: NativeRef;
     try {
-      ref = native.deviceBufferAlloc(streamHandle, byteLength);
+      ref = exportable ? native.deviceBufferAllocExportable(streamHandle, byteLength) : native.deviceBufferAlloc(streamHandle, byteLength);
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
     const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, stream.device, stream, false);
+    if (exportable) buffer.#origin = 'exportable';
+    adopt(buffer, ref);
+    return buffer;
+  }
+
+  /** A record that another process of this machine passes to {@link DeviceBuffer.openIpcHandle} to use this buffer's
+   * memory: the driver's IPC memory handle, the size and this process's id. Plain data: send it any way (a message,
+   * a job's payload, a file). The memory is shared, not copied: order writes and reads across the processes with an
+   * interprocess event ({@link Event.exportIpcHandle}). Keep this buffer until every importer has freed its import:
+   * the driver leaves the importer's mapping of freed memory undefined, and no process is told.
+   * @throws `TypeError` ERR_INVALID_STATE when the buffer was not allocated with `{ exportable: true }`, is a view
+   * (`subarray`; the handle names a whole allocation), borrowed or imported; {@link DestroyedError} after `free()`;
+   * {@link CudaError} when the driver refuses. Wraps: cuIpcGetMemHandle. Thread-safety: the buffer's thread. */
+  exportIpcHandle(): DeviceBufferIpcHandle {
+    const ref = this.#use('exportIpcHandle');
+    if (this.#origin !== 'exportable' || this.#parent !== undefined || this.#borrowed)
+      throw invalidState(
+        `exportIpcHandle() needs a buffer allocated with DeviceBuffer.alloc(byteLength, { exportable: true }); this one is ${this.#parent ? 'a view (subarray) of a buffer' : this.#borrowed ? 'borrowed from another thread' : this.#origin === 'imported' ? 'imported from another process' : 'from the stream-ordered pool, which the driver cannot export'}.`,
+      );
+    const bytes = native.deviceBufferExportIpc(ref);
+    return Object.freeze({ kind: IPC_KIND, handle: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex'), byteLength: this.#byteLength, processId: process.pid });
+  }
+
+  /** Opens, in this process, the memory of a buffer that another process exported with
+   * {@link DeviceBuffer.exportIpcHandle}: a DeviceBuffer over the same device memory (no copy), usable as any other
+   * (copies, fills, kernel arguments, views, `share()` to workers). Its `free()` closes the import once the work
+   * ordered before it is done (cuStreamSynchronize, then cuIpcCloseMemHandle); the exporter's memory stays.
+   * @param handle - the record `exportIpcHandle()` returned, unchanged (or parsed back from its JSON).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `handle` is not such a record or a field has the wrong type;
+   * ERR_INVALID_ARG_VALUE when `handle.handle` is not 128 hexadecimal digits or names this process (the driver
+   * opens only another process's handles: use the buffer itself, or `share()` for workers); `RangeError`
+   * ERR_OUT_OF_RANGE for a bad `byteLength` or `processId`, or when the allocation holds fewer bytes than
+   * `byteLength`; {@link DestroyedError} when the exporting process has exited; {@link CudaError} when the driver
+   * refuses (a freed export, an altered handle: CUDA_ERROR_INVALID_VALUE and the like); as
+   * {@link DeviceBuffer.alloc} for the options. Wraps: cuIpcOpenMemHandle (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+   * cuMemGetAddressRange. Thread-safety: any thread. Lifetime: owned; free it before the exporter frees its buffer. */
+  static openIpcHandle(handle: DeviceBufferIpcHandle, options?: DeviceBufferOpenIpcOptions): DeviceBuffer {
+    const record = handle as Partial<DeviceBufferIpcHandle> | null;
+    if (record === null || typeof record !== 'object' || record.kind !== IPC_KIND)
+      throw invalidType('handle', 'a DeviceBufferIpcHandle from buffer.exportIpcHandle()', handle);
+    const { handle: hex, byteLength, processId } = record;
+    const bytes = ipcHandleBytes(hex, 'handle.handle');
+    validateInteger(byteLength, 'handle.byteLength', 1, Number.MAX_SAFE_INTEGER);
+    checkExporter(processId, 'DeviceBuffer', 'openIpcHandle');
+    const o = validateOptions<DeviceBufferOpenIpcOptions>(options, 'options', 'DeviceBuffer.openIpcHandle', ['stream', 'device']);
+    const stream = DeviceBuffer.#allocationStream(o);
+    const streamHandle = streamRef(stream, 'DeviceBuffer.openIpcHandle');
+    let ref: NativeRef;
+    try {
+      ref = native.deviceBufferOpenIpc(streamHandle, bytes, byteLength!);
+    } catch (error) {
+      if (error instanceof RangeError) throw outOfRange('handle.byteLength', 'at most the size of the exported allocation', byteLength, error.message);
+      throw renameDestroyed(error, 'DeviceBuffer.openIpcHandle');
+    }
+    const buffer = new DeviceBuffer(internalConstruction, ref, byteLength!, undefined, stream.device, stream, false);
+    buffer.#origin = 'imported';
     adopt(buffer, ref);
     return buffer;
   }

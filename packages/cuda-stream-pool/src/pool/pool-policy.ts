@@ -3,7 +3,7 @@
 // the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake streams.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
-import { outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { invalidState, outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
   CLOSE_BELL,
@@ -1150,14 +1150,4 @@ function abortPromise(signal: AbortSignal | undefined): { promise: Promise<never
   });
   promise.catch(() => {}); // raced, and only its rejection matters there
   return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
-}
-
-/** Node's ERR_INVALID_STATE, as a TypeError (as Node's own validators make it): "Invalid state: `message`". */
-function invalidState(message: string): TypeError & { code: string } {
-  const error = new TypeError(`Invalid state: ${message}`) as TypeError & { code: string };
-  error.code = 'ERR_INVALID_STATE';
-  Object.defineProperty(error, 'name', { value: 'TypeError [ERR_INVALID_STATE]', configurable: true });
-  void error.stack; // the stack's first line names the code, as Node's errors do
-  Object.defineProperty(error, 'name', { value: 'TypeError', configurable: true });
-  return error;
 }

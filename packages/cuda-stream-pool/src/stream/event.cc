@@ -26,6 +26,10 @@ std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool count
   // The object exists only once the driver made the event: a native object without one would count, and destroy, nothing.
   CUevent handle = nullptr;
   check(drv().cuEventCreate(&handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
+  return adopt_event(device, handle, counted);
+}
+
+std::shared_ptr<NativeEvent> adopt_event(int device, CUevent handle, bool counted) {
   auto object = std::make_shared<NativeEvent>();
   object->device = device;
   object->handle = handle;
@@ -49,11 +53,12 @@ void issue_event_record(NativeEvent& event, NativeStream& stream) {
         [&] { return std::string("device " + std::to_string(event.device)); });
 }
 
-// eventCreate(device, timing, blockingSync) -> object
+// eventCreate(device, timing, blockingSync, interprocess) -> object; interprocess events have no timing.
 Napi::Value event_create(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
   if (info[2].As<Napi::Boolean>().Value()) flags |= CU_EVENT_BLOCKING_SYNC;
+  if (info[3].As<Napi::Boolean>().Value()) flags |= CU_EVENT_INTERPROCESS;
   return wrap_native(info.Env(), create_event(device, flags, true));
 }
 
@@ -154,7 +159,7 @@ Napi::Value event_destroy(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kEventExports[] = {
-    {"eventCreate", "number, boolean, boolean", entry<event_create>},
+    {"eventCreate", "number, boolean, boolean, boolean", entry<event_create>},
     {"eventRecord", "ref, ref", unordered<event_record>},
     {"eventStatus", "ref", entry<event_status>},
     {"eventSynchronize", "ref", entry<event_synchronize>},

@@ -36,5 +36,7 @@ void throw_event_failure(NativeEvent& event);
 
 // Creates an event on `device` with CU_EVENT_* flags. Throws CudaFailure.
 std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool counted);
+// The object of an event the driver made elsewhere (cuIpcOpenEventHandle); it owns `handle` from now on.
+std::shared_ptr<NativeEvent> adopt_event(int device, CUevent handle, bool counted = true);
 
 }  // namespace csp

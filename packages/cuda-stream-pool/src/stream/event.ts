@@ -7,7 +7,8 @@ import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 // Type-only: Event.record(stream: Stream) names the class that sits above this file (the cycle test allows it).
 import type { Stream, WaitOptions } from './stream.js';
 import { privateState, register, streams } from '../internal/handles.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, validateBoolean, validateOptions } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, validateBoolean, validateOptions } from '../internal/validate.js';
+import { checkExporter, ipcHandleBytes } from '../internal/ipc-handles.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -19,7 +20,30 @@ export interface EventOptions {
   /** `synchronizeSync()` sleeps in the kernel instead of spinning on a CPU core (CU_EVENT_BLOCKING_SYNC).
    * @defaultValue false */
   blockingSync?: boolean;
+  /** An event that another process can wait on ({@link Event.exportIpcHandle}; CU_EVENT_INTERPROCESS). Such an
+   * event has no timing: with `timing: true` it is an ERR_INVALID_ARG_VALUE. @defaultValue false */
+  interprocess?: boolean;
 }
+
+/** What {@link Event.exportIpcHandle} returns: a plain record, structured-cloneable and JSON-serializable, that
+ * another process of this machine passes to {@link Event.openIpcHandle}. */
+export interface EventIpcHandle {
+  /** Always `'cuda-stream-pool:EventIpcHandle'`. */
+  readonly kind: 'cuda-stream-pool:EventIpcHandle';
+  /** The driver's IPC event handle (cuIpcGetEventHandle): 64 bytes as 128 lowercase hexadecimal digits. */
+  readonly handle: string;
+  /** The exporting process's id: an import is refused once it has exited. */
+  readonly processId: number;
+}
+
+/** Options for {@link Event.openIpcHandle}. */
+export interface EventOpenIpcOptions {
+  /** The device to open the event on (the exporter's device; its ordinal in this process may differ).
+   * @defaultValue 0 */
+  device?: Device | number;
+}
+
+const IPC_KIND = 'cuda-stream-pool:EventIpcHandle';
 
 /** An event's ref, and the ref of the capturing stream it was last recorded on, for stream/stream.ts. @internal */
 export const events = privateState<{ ref(event: Event, method: string): NativeRef; captured(event: Event): NativeRef | undefined }>('Event', ['ref', 'captured']);
@@ -46,6 +70,7 @@ export class Event {
   // properties on each one cost more than the event's native call.
   readonly #device: Device;
   readonly #timing: boolean;
+  #interprocess = false;
   /** The device the event belongs to. */
   get device(): Device {
     return this.#device;
@@ -82,14 +107,52 @@ export class Event {
     return ref;
   }
 
-  /** Creates an event. @throws {@link CudaUnavailableError} without a GPU; `TypeError` for bad options.
-   * Wraps: cuEventCreate. Lifetime: owned; `destroy()` or `using`. */
+  /** Creates an event. @throws {@link CudaUnavailableError} without a GPU; `TypeError` for bad options, and
+   * ERR_INVALID_ARG_VALUE for `interprocess` with `timing`. Wraps: cuEventCreate. Lifetime: owned; `destroy()` or
+   * `using`. */
   static create(options?: EventOptions): Event {
-    const o = validateOptions<EventOptions>(options, 'options', 'Event', ['device', 'timing', 'blockingSync']);
+    const o = validateOptions<EventOptions>(options, 'options', 'Event', ['device', 'timing', 'blockingSync', 'interprocess']);
     const timing = o.timing === undefined ? false : validateBoolean(o.timing, 'options.timing');
     const blockingSync = o.blockingSync === undefined ? false : validateBoolean(o.blockingSync, 'options.blockingSync');
+    const interprocess = o.interprocess === undefined ? false : validateBoolean(o.interprocess, 'options.interprocess');
+    if (interprocess && timing) throw invalidValue('options.timing', 'must be false for an interprocess event: the driver gives them no timing.');
     const device = resolveDevice(o.device);
-    return new Event(internalConstruction, native.eventCreate(device.ordinal, timing, blockingSync), device, timing);
+    const event = new Event(internalConstruction, native.eventCreate(device.ordinal, timing, blockingSync, interprocess), device, timing);
+    event.#interprocess = interprocess;
+    return event;
+  }
+
+  /** A record that another process of this machine passes to {@link Event.openIpcHandle}: there, `stream.waitEvent()`
+   * and `event.synchronize()` wait for the work this process recorded the event after. Plain data: send it any way.
+   * Record the event before the other process waits on it: a wait on an event never recorded returns at once.
+   * @throws `TypeError` ERR_INVALID_STATE when the event was not created with `{ interprocess: true }`;
+   * {@link DestroyedError} after `destroy()`; {@link CudaError} when the driver refuses. Wraps: cuIpcGetEventHandle. */
+  exportIpcHandle(): EventIpcHandle {
+    const ref = this.#use('exportIpcHandle');
+    if (!this.#interprocess) throw invalidState('exportIpcHandle() needs an event created with Event.create({ interprocess: true }).');
+    const bytes = native.eventExportIpc(ref);
+    return Object.freeze({ kind: IPC_KIND, handle: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex'), processId: process.pid });
+  }
+
+  /** Opens, in this process, an interprocess event of another process ({@link Event.exportIpcHandle}): waits on it
+   * (`stream.waitEvent(event)`, `event.synchronize()`, `query()`) follow the exporter's records. Recording it here
+   * moves it for the exporter too. No timing.
+   * @param handle - the record `exportIpcHandle()` returned, unchanged (or parsed back from its JSON).
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE when `handle` is not such a record; ERR_INVALID_ARG_VALUE for a bad
+   * `handle.handle` or a handle of this process; `RangeError` ERR_OUT_OF_RANGE for a bad `processId`;
+   * {@link DestroyedError} when the exporting process has exited; {@link CudaError} when the driver refuses.
+   * Wraps: cuIpcOpenEventHandle. Lifetime: owned; `destroy()` or `using`. */
+  static openIpcHandle(handle: EventIpcHandle, options?: EventOpenIpcOptions): Event {
+    const record = handle as Partial<EventIpcHandle> | null;
+    if (record === null || typeof record !== 'object' || record.kind !== IPC_KIND) throw invalidType('handle', 'an EventIpcHandle from event.exportIpcHandle()', handle);
+    const bytes = ipcHandleBytes(record.handle, 'handle.handle');
+    checkExporter(record.processId, 'Event', 'openIpcHandle');
+    const o = validateOptions<EventOpenIpcOptions>(options, 'options', 'Event.openIpcHandle', ['device']);
+    const device = resolveDevice(o.device);
+    const event = new Event(internalConstruction, native.eventOpenIpc(device.ordinal, bytes), device, false);
+    event.#interprocess = true;
+    event.#recorded = true; // by the exporter, as far as this process can tell
+    return event;
   }
 
   /** Captures the work queued on `stream` so far; the event completes when that work is done. Re-recording moves

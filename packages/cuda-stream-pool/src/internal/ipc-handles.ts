@@ -1,0 +1,25 @@
+// The checks that the interprocess handles of device buffers and events share (memory/ipc.cc has the driver side
+// and Note [interprocess memory]).
+import { DestroyedError } from '../binding/errors.js';
+import { invalidType, invalidValue, validateInteger } from '../internal/validate.js';
+
+/** The 64 bytes of a driver IPC handle from its 128 hexadecimal digits (`name` names the field in errors). @internal */
+export function ipcHandleBytes(hex: unknown, name: string): Uint8Array {
+  if (typeof hex !== 'string') throw invalidType(name, 'a string of 128 hexadecimal digits', hex);
+  if (!/^[0-9a-f]{128}$/i.test(hex)) throw invalidValue(name, `must be 128 hexadecimal digits (the driver's 64-byte IPC handle); received ${hex.length} characters.`);
+  return new Uint8Array(Buffer.from(hex, 'hex'));
+}
+
+/** Refuses a handle exported by this process (the driver opens only another process's) or by one that has exited
+ * (its memory and events are gone). @internal */
+export function checkExporter(processId: unknown, resource: string, method: string): void {
+  validateInteger(processId, 'handle.processId', 1, 2 ** 31 - 1);
+  if (processId === process.pid)
+    throw invalidValue('handle.processId', `is this process (${process.pid}): the driver opens only another process's handles. In this process, use the ${resource} itself (or share() it with a worker).`);
+  try {
+    process.kill(processId as number, 0);
+  } catch (error) {
+    // EPERM: it exists but belongs to another user; only ESRCH says it is gone.
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') throw new DestroyedError(resource, method, `was exported by process ${processId}, which has exited`);
+  }
+}
