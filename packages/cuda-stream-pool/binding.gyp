@@ -24,7 +24,7 @@
         "src/stream/completion.cc",
         "src/stream/copy.cc",
         "src/memory/device-buffer.cc",
-        "src/memory/ipc.cc",
+        "src/internal/ipc.cc",
         "src/memory/pinned-buffer.cc",
         "src/memory/managed-buffer.cc",
         "src/memory/memory-pool.cc",

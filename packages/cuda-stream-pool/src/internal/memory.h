@@ -123,7 +123,7 @@ struct BufferUse {
   CUevent event = nullptr;  // created on first need; destroyed with the buffer
 };
 
-// Where a device buffer's memory came from, which says how it goes back (Note [interprocess memory] in memory/ipc.cc).
+// Where a device buffer's memory came from, which says how it goes back (Note [interprocess memory] in internal/ipc.cc).
 enum class MemoryOrigin {
   kPool,       // cuMemAllocFromPoolAsync: freed in stream order (cuMemFreeAsync)
   kExportable, // cuMemAlloc, so that cuIpcGetMemHandle can export it: cuMemFree once the work before the free is done

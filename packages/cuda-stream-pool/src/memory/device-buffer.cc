@@ -201,7 +201,7 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
   if (ordered && buffer.origin == MemoryOrigin::kPool) {
     fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
   } else if (ordered && !fail(drv().cuStreamSynchronize(free_stream), "cuStreamSynchronize")) {
-    // Not stream-ordered (Note [interprocess memory] in memory/ipc.cc): released once the work before it is done.
+    // Not stream-ordered (Note [interprocess memory] in internal/ipc.cc): released once the work before it is done.
     if (buffer.origin == MemoryOrigin::kExportable)
       fail(drv().cuMemFree(buffer.ptr), "cuMemFree");
     else

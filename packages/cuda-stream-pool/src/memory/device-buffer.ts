@@ -13,7 +13,7 @@ import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-
 import { copyOnStream } from '../stream/copy.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
-import { checkExporter, ipcHandleBytes } from '../internal/ipc-handles.js';
+import { checkExporter, ipcHandleBytes } from '../internal/ipc.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {

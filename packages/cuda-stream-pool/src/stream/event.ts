@@ -8,7 +8,7 @@ import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import type { Stream, WaitOptions } from './stream.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, validateBoolean, validateOptions } from '../internal/validate.js';
-import { checkExporter, ipcHandleBytes } from '../internal/ipc-handles.js';
+import { checkExporter, ipcHandleBytes } from '../internal/ipc.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {

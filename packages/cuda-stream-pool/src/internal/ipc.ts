@@ -1,4 +1,4 @@
-// The checks that the interprocess handles of device buffers and events share (memory/ipc.cc has the driver side
+// The checks that the interprocess handles of device buffers and events share (internal/ipc.cc has the driver side
 // and Note [interprocess memory]).
 import { DestroyedError } from '../binding/errors.js';
 import { invalidType, invalidValue, validateInteger } from '../internal/validate.js';
