@@ -56,7 +56,18 @@ test('a buffer and an event exported by another process: the wait on the event o
     child.stdin.write('free\n');
     assert.equal(await nextLine(), 'freed');
     assert.throws(() => DeviceBuffer.openIpcHandle(handles.buffer, { stream }), (error: unknown) => error instanceof CudaError && /cuIpcOpenMemHandle/.test(error.message));
-    assert.throws(() => Event.openIpcHandle(handles.event), (error: unknown) => error instanceof CudaError && /cuIpcOpenEventHandle/.test(error.message));
+    // An event's handle: the simulated driver refuses it too; the driver (580) still opens it, as an event whose last
+    // record is complete.
+    let reopened: Event | undefined;
+    try {
+      reopened = Event.openIpcHandle(handles.event);
+    } catch (error) {
+      assert.ok(error instanceof CudaError && /cuIpcOpenEventHandle/.test(error.message), String(error));
+    }
+    if (reopened) {
+      assert.equal(reopened.query(), true);
+      reopened.destroy();
+    }
   } finally {
     child.stdin.write('exit\n');
     await new Promise((resolve) => child.once('exit', resolve));
