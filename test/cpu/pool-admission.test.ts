@@ -7,12 +7,9 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 
 import { StreamPool } from 'cuda-stream-pool';
-import { native } from '#library/binding/binding.js';
 import { memoryLimitFromEnvironment } from '#library/pool/pool.js';
-import { BACKSTOP_MS, PoolCore } from '#library/pool/pool-policy.js';
-import type { StreamLease } from '#library/pool/stream-lease.js';
-import { poolLayout } from '#library/pool/pool-words.js';
-import { fakeStreamsFor, rig, shared, sibling, state, streamIndexOf, tick, type Fake } from '../support/pool-fakes.js';
+import type { PoolCore } from '#library/pool/pool-policy.js';
+import { rig, runPoolModel, shared, sibling, state, streamIndexOf, tick, type Fake, type ModelHeld, type ModelStep } from '../support/pool-fakes.js';
 import { startWorker } from '../support/worker.js';
 
 const MiB = 2 ** 20;
@@ -192,96 +189,30 @@ test('close and detach reject a waiter that waits for memory and free the stream
 });
 
 test('budgets never pass the limit and none is lost, whatever the order of acquires, releases, aborts and deaths (model-based)', async () => {
-  type Op = { kind: 'acquire' | 'try' | 'release' | 'abort' | 'die' | 'tick'; who: number; pick: number; budget: number };
   const limit = 10;
-  const op = fc.record({
+  const step = fc.record({
     kind: fc.constantFrom('acquire', 'try', 'release', 'abort', 'die', 'tick'),
     who: fc.integer({ min: 0, max: 2 }),
     pick: fc.nat(),
     budget: fc.integer({ min: 0, max: limit }),
-  }) as fc.Arbitrary<Op>;
+  }) as fc.Arbitrary<ModelStep>;
+  const check = (held: readonly ModelHeld[], core: PoolCore<Fake>) => {
+    const sum = held.reduce((total, h) => total + h.lease.memoryBytes, 0);
+    assert.ok(sum <= limit, `budgets held add up to ${sum}, over the limit ${limit}`);
+    const admitted = core.counters().memoryAdmittedBytes;
+    assert.ok(admitted >= sum, `the pool counts ${admitted} admitted, less than the ${sum} held`);
+  };
+  const atTheEnd = (survivor: PoolCore<Fake>) => {
+    const stats = survivor.counters();
+    assert.deepEqual([stats.memoryWaiters, stats.memoryAdmittedBytes], [0, 0]);
+    const whole = survivor.tryAcquire({ memoryBytes: limit });
+    assert.ok(whole, 'the whole limit can be admitted again');
+    whole.release();
+  };
   await fc.assert(
-    fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 60 }), async (size, ops) => {
-      const description = native.poolCreateShared(size, poolLayout(size));
-      const words = new Int32Array(description.memory);
-      const threads = [11, 12, 13].map((environment) => ({
-        environment,
-        core: new PoolCore(words, size, environment, fakeStreamsFor(size), limit),
-        alive: true,
-      }));
-      const held: Array<{ lease: StreamLease<Fake>; who: number }> = [];
-      const pending: Array<{ controller: AbortController; who: number }> = [];
-      const check = () => {
-        const sum = held.reduce((total, h) => total + h.lease.memoryBytes, 0);
-        assert.ok(sum <= limit, `budgets held add up to ${sum}, over the limit ${limit}`);
-        const admitted = threads[0]!.core.counters().memoryAdmittedBytes;
-        assert.ok(admitted >= sum, `the pool counts ${admitted} admitted, less than the ${sum} held`);
-        const indices = held.map((h) => streamIndexOf(h.lease));
-        assert.equal(new Set(indices).size, indices.length, `two leases hold one stream: ${indices}`);
-      };
-      try {
-        for (const { kind, who, pick, budget } of ops) {
-          const thread = threads[who]!;
-          if (!thread.alive) {
-            await tick();
-            continue;
-          }
-          const core = thread.core;
-          if (kind === 'acquire') {
-            const controller = new AbortController();
-            const entry = { controller, who };
-            pending.push(entry);
-            const forget = () => {
-              const at = pending.indexOf(entry);
-              if (at >= 0) pending.splice(at, 1);
-            };
-            core.acquire({ signal: controller.signal, memoryBytes: budget }).then(
-              (lease) => {
-                forget();
-                if (!threads[who]!.alive) return;
-                held.push({ lease, who });
-                check();
-              },
-              forget,
-            );
-          } else if (kind === 'try') {
-            const lease = core.tryAcquire({ memoryBytes: budget });
-            if (lease) held.push({ lease, who });
-          } else if (kind === 'release' && held.length > 0) {
-            held.splice(pick % held.length, 1)[0]!.lease.release();
-          } else if (kind === 'abort' && pending.length > 0) {
-            pending[pick % pending.length]!.controller.abort();
-          } else if (kind === 'die' && threads.filter((t) => t.alive).length > 1) {
-            thread.alive = false;
-            core.stopAsIfTerminated();
-            native.poolThreadExit(description.handle, thread.environment);
-            for (let i = held.length - 1; i >= 0; i--) if (held[i]!.who === who) held.splice(i, 1);
-            for (let i = pending.length - 1; i >= 0; i--) if (pending[i]!.who === who) pending.splice(i, 1);
-          } else {
-            await tick();
-          }
-          check();
-        }
-        // Every live waiter is served once the holders let go (a dead thread's budgets came back with its words);
-        // a turn left by a dead thread is seen by the backstop.
-        const deadline = Date.now() + 20 * BACKSTOP_MS;
-        while ((held.length > 0 || pending.length > 0) && Date.now() < deadline) {
-          for (const h of held.splice(0)) h.lease.release();
-          await new Promise((resolve) => setTimeout(resolve, 1));
-          check();
-        }
-        assert.deepEqual([held.length, pending.length], [0, 0], 'every waiter was served');
-        const survivor = threads.find((t) => t.alive)!.core;
-        const stats = survivor.counters();
-        assert.deepEqual([stats.leased, stats.waiters, stats.memoryWaiters, stats.memoryAdmittedBytes], [0, 0, 0, 0]);
-        const whole = survivor.tryAcquire({ memoryBytes: limit });
-        assert.ok(whole, 'the whole limit can be admitted again');
-        whole.release();
-      } finally {
-        for (const t of threads) t.core.stopAsIfTerminated();
-        native.poolDestroy(description.handle);
-      }
-    }),
+    fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(step, { maxLength: 60 }), (size, steps) =>
+      runPoolModel(size, steps, { memoryLimitBytes: limit, check, finally: atTheEnd }),
+    ),
     { numRuns: 60 },
   );
 });

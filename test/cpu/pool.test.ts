@@ -9,11 +9,11 @@ import { currentStream, DestroyedError, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '#library/pool/pool.js';
 import { startWorker } from '../support/worker.js';
-import { BACKSTOP_MS, PoolCore, PROMOTE_MS } from '#library/pool/pool-policy.js';
+import { BACKSTOP_MS, PROMOTE_MS } from '#library/pool/pool-policy.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { ATTACHED_ENVS, CLOSING, DESTROYED, NEXT, OPEN, poolLayout, STATE } from '#library/pool/pool-words.js';
 import { enterScope } from '#library/stream/scope.js';
-import { fake, fakeStreamsFor, rig, shared, sibling, state, streamIndexOf, tick, type Fake } from '../support/pool-fakes.js';
+import { fake, rig, runPoolModel, shared, sibling, state, streamIndexOf, tick, type Fake, type ModelStep } from '../support/pool-fakes.js';
 import { runChild } from '../support/child.js';
 
 // ---- hand-out ----
@@ -148,89 +148,13 @@ test('release() twice does nothing the second time; lease.stream afterwards thro
 });
 
 test('leases are never aliased nor lost, whatever the order of acquires, releases, aborts and deaths (model-based)', async () => {
-  type Op = { kind: 'acquire' | 'try' | 'release' | 'abort' | 'die' | 'tick'; who: number; pick: number };
-  const op = fc.record({
+  const step = fc.record({
     kind: fc.constantFrom('acquire', 'try', 'release', 'abort', 'die', 'tick'),
     who: fc.integer({ min: 0, max: 2 }),
     pick: fc.nat(),
-  }) as fc.Arbitrary<Op>;
+  }) as fc.Arbitrary<ModelStep>;
   await fc.assert(
-    fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 60 }), async (size, ops) => {
-      // Native shared words, so that a death is the native thread-exit release itself (what a thread's cleanup hook runs).
-      const description = native.poolCreateShared(size, poolLayout(size));
-      const words = new Int32Array(description.memory);
-      const threads = [11, 12, 13].map((environment) => ({
-        environment,
-        core: new PoolCore(words, size, environment, fakeStreamsFor(size)),
-        alive: true,
-      }));
-      const held: Array<{ lease: StreamLease<Fake>; who: number }> = [];
-      const pending: Array<{ controller: AbortController; who: number }> = [];
-      const check = () => {
-        const indicesHeld = held.map((h) => streamIndexOf(h.lease));
-        assert.equal(new Set(indicesHeld).size, indicesHeld.length, `two leases hold one stream: ${indicesHeld}`);
-        assert.ok(indicesHeld.length <= size);
-      };
-      try {
-        for (const { kind, who, pick } of ops) {
-          const thread = threads[who]!;
-          if (!thread.alive) {
-            await tick();
-            continue;
-          }
-          const core = thread.core;
-          if (kind === 'acquire') {
-            const controller = new AbortController();
-            const entry = { controller, who };
-            pending.push(entry);
-            // An entry is gone from `pending` already when its thread died (splice(-1) would drop another's).
-            const forget = () => {
-              const at = pending.indexOf(entry);
-              if (at >= 0) pending.splice(at, 1);
-            };
-            core.acquire({ signal: controller.signal }).then(
-              (lease) => {
-                forget();
-                if (!threads[who]!.alive) return; // granted just before its thread died: its word went back
-                held.push({ lease, who });
-                check();
-              },
-              forget,
-            );
-          } else if (kind === 'try') {
-            const lease = core.tryAcquire();
-            if (lease) held.push({ lease, who });
-          } else if (kind === 'release' && held.length > 0) {
-            held.splice(pick % held.length, 1)[0]!.lease.release();
-          } else if (kind === 'abort' && pending.length > 0) {
-            pending[pick % pending.length]!.controller.abort();
-          } else if (kind === 'die' && threads.filter((t) => t.alive).length > 1) {
-            // The thread stops where it is, holding and waiting; its cleanup hook gives its words back.
-            thread.alive = false;
-            core.stopAsIfTerminated();
-            native.poolThreadExit(description.handle, thread.environment);
-            for (let i = held.length - 1; i >= 0; i--) if (held[i]!.who === who) held.splice(i, 1);
-            for (let i = pending.length - 1; i >= 0; i--) if (pending[i]!.who === who) pending.splice(i, 1);
-          } else {
-            await tick();
-          }
-          check();
-        }
-        // Everything still waiting in a live thread is served once the holders let go: no lease was lost.
-        while (held.length > 0 || pending.length > 0) {
-          for (const h of held.splice(0)) h.lease.release();
-          await new Promise((resolve) => setTimeout(resolve, 1));
-          check();
-        }
-        const survivor = threads.find((t) => t.alive)!.core;
-        assert.equal(survivor.counters().leased, 0, 'every stream is free again');
-        assert.equal(survivor.counters().waiters, 0);
-        for (let i = 0; i < size; i++) assert.ok(survivor.tryAcquire(), `stream ${i} can be leased`);
-      } finally {
-        for (const t of threads) t.core.stopAsIfTerminated();
-        native.poolDestroy(description.handle);
-      }
-    }),
+    fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.array(step, { maxLength: 60 }), (size, steps) => runPoolModel(size, steps, { check: () => {} })),
     { numRuns: 60 },
   );
 });

@@ -5,23 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
-
-// Runs `attempt` (an expression, awaited) under `fail`, then again without a failure; reports the first error's code
-// and call, and the live objects before, after the failure and after the retry.
-const failOnce = (setup: string, attempt: string, teardown = '') => `
-  import { cuda, DeviceBuffer, Event, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
-  ${setup}
-  const count = () => { const o = cuda.liveObjects(); return [o.streams, o.events, o.modules, o.deviceBytes, o.pinnedBytes]; };
-  const before = count();
-  let error;
-  try { await (${attempt}); } catch (e) { error = e; }
-  const afterFailure = count();
-  const retried = await (${attempt});
-  ${teardown}
-  console.log(JSON.stringify({
-    name: error?.name, code: error?.code, call: error?.call, before, afterFailure, retried: retried !== undefined,
-  }));`;
+import { failOnce, issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
 

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { failOnce, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const exporter = `
   import { spawn } from 'node:child_process';
@@ -23,16 +23,7 @@ for (const [what, fail, setup, attempt, teardown] of [
 ] as const) {
   test(`${what}: a failed ${fail.split(':')[0]} throws a CudaError naming it, leaves the live objects as they were, and a retry succeeds`, needsCompiler, async () => {
     const result = await simulatedJson<{ name: string; code: string; call: string; before: number[]; afterFailure: number[]; retried: boolean }>(
-      `import { cuda, DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
-       ${setup}
-       const count = () => { const o = cuda.liveObjects(); return [o.streams, o.events, o.deviceBytes]; };
-       const before = count();
-       let error;
-       try { await (${attempt}); } catch (e) { error = e; }
-       const afterFailure = count();
-       const retried = await (${attempt});
-       ${teardown}
-       console.log(JSON.stringify({ name: error?.name, code: error?.code, call: error?.call, before, afterFailure, retried: retried !== undefined }));`,
+      failOnce(setup, attempt, teardown),
       { fail },
     );
     const [call, code] = fail.split(':1=');

@@ -96,3 +96,20 @@ export const collectGarbage = `
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }`;
+
+/** A snippet for {@link simulatedJson} that runs `attempt` (an expression, awaited) under the failure rule, then again
+ * without a failure (`retried` holds its result for `teardown`); prints the first error's name, code and call, and
+ * the live objects before and after the failure. */
+export const failOnce = (setup: string, attempt: string, teardown = ''): string => `
+  import { cuda, DeviceBuffer, Event, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
+  ${setup}
+  const count = () => { const o = cuda.liveObjects(); return [o.streams, o.events, o.modules, o.deviceBytes, o.pinnedBytes]; };
+  const before = count();
+  let error;
+  try { await (${attempt}); } catch (e) { error = e; }
+  const afterFailure = count();
+  const retried = await (${attempt});
+  ${teardown}
+  console.log(JSON.stringify({
+    name: error?.name, code: error?.code, call: error?.call, before, afterFailure, retried: retried !== undefined,
+  }));`;

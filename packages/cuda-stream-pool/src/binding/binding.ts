@@ -211,8 +211,7 @@ export interface NativeBinding {
   handleCount(): number;
   factScratch(scratch: BigUint64Array): void;
 
-  deviceBufferAlloc(stream: NativeRef, bytes: number): NativeRef;
-  deviceBufferAllocExportable(stream: NativeRef, bytes: number): NativeRef;
+  deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
   deviceBufferOpenIpc(stream: NativeRef, handle: Uint8Array, bytes: number): NativeRef;
   eventExportIpc(event: NativeRef): Uint8Array;

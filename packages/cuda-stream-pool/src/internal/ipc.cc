@@ -49,24 +49,6 @@ Napi::Value handle_to_js(Napi::Env env, const Handle& handle) {
   return bytes;
 }
 
-// deviceBufferAllocExportable(stream, bytes) -> ref: device memory from cuMemAlloc on the stream's device, whose
-// allocation stream is `stream` (Note [interprocess memory]).
-Napi::Value device_buffer_alloc_exportable(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  auto stream = unwrap_native<NativeStream>(info[0]);
-  size_t bytes = to_size(info[1]);
-  Use<NativeStream> use(*stream, "Stream", "DeviceBuffer.alloc");
-  const int device = stream->device;
-  make_current(device);
-  auto object = new_device_buffer(env, stream, bytes, MemoryOrigin::kExportable);
-  CUresult r = drv().cuMemAlloc(&object->ptr, bytes);
-  if (r != CUDA_SUCCESS) {
-    discard_device_buffer(*object);
-    check(r, "cuMemAlloc", device, [&] { return std::to_string(bytes) + " bytes requested on device " + std::to_string(device); });
-  }
-  return wrap_device_buffer(env, std::move(object));
-}
-
 // deviceBufferExportIpc(ref) -> Uint8Array(64): the buffer's IPC memory handle (cuIpcGetMemHandle).
 Napi::Value device_buffer_export_ipc(const Napi::CallbackInfo& info) {
   auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
@@ -137,7 +119,6 @@ Napi::Value event_open_ipc(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kIpcExports[] = {
-    {"deviceBufferAllocExportable", "ref, number", entry<device_buffer_alloc_exportable>},
     {"deviceBufferExportIpc", "ref", entry<device_buffer_export_ipc>},
     {"deviceBufferOpenIpc", "ref, Uint8Array, number", entry<device_buffer_open_ipc>},
     {"eventExportIpc", "ref", entry<event_export_ipc>},

@@ -264,21 +264,24 @@ Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer
 
 namespace {
 
-// deviceBufferAlloc(stream, bytes) -> object: stream-ordered on the stream, from the device's default pool. The address
-// is read apart (deviceBufferPointer): a result object with named properties cost more than the allocation.
+// deviceBufferAlloc(stream, bytes, exportable) -> object: stream-ordered on the stream, from the device's default pool;
+// or, exportable, from cuMemAlloc at once (Note [interprocess memory] in internal/ipc.cc), with `stream` as its
+// allocation stream all the same. The address is read apart (deviceBufferPointer): a result object with named
+// properties cost more than the allocation.
 Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_native<NativeStream>(info[0]);
   size_t bytes = to_size(info[1]);
+  const bool exportable = info[2].As<Napi::Boolean>().Value();
   Use<NativeStream> use(*stream, "Stream", "DeviceBuffer.alloc");
   const int device = stream->device;
   make_current(device);
-  CUmemoryPool pool = default_pool(device);
-  auto object = new_device_buffer(env, stream, bytes, MemoryOrigin::kPool);
-  CUresult r = drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, pool, stream->handle);
+  auto object = new_device_buffer(env, stream, bytes, exportable ? MemoryOrigin::kExportable : MemoryOrigin::kPool);
+  const char* call = exportable ? "cuMemAlloc" : "cuMemAllocFromPoolAsync";
+  CUresult r = exportable ? drv().cuMemAlloc(&object->ptr, bytes) : drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, default_pool(device), stream->handle);
   if (r != CUDA_SUCCESS) {
     discard_device_buffer(*object);
-    check(r, "cuMemAllocFromPoolAsync", device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
+    check(r, call, device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
   return wrap_device_buffer(env, std::move(object));
 }
@@ -383,7 +386,7 @@ Napi::Value device_buffer_attach(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kDeviceBufferExports[] = {
-    {"deviceBufferAlloc", "ref, number", entry<device_buffer_alloc>},
+    {"deviceBufferAlloc", "ref, number, boolean", entry<device_buffer_alloc>},
     {"deviceBufferPointer", "ref", entry<device_buffer_pointer>},
     {"deviceBufferFree", "ref, ref?, boolean", entry<device_buffer_free>},
     {"deviceBufferUse", "ref, ref, boolean, string", unordered<device_buffer_use>},

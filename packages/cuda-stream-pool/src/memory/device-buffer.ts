@@ -257,7 +257,7 @@ export class DeviceBuffer {
     requireNotCapturing(streamHandle, stream, 'DeviceBuffer.alloc()');
     let ref: NativeRef;
     try {
-      ref = exportable ? native.deviceBufferAllocExportable(streamHandle, byteLength) : native.deviceBufferAlloc(streamHandle, byteLength);
+      ref = native.deviceBufferAlloc(streamHandle, byteLength, exportable);
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
