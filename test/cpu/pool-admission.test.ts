@@ -188,6 +188,16 @@ test('close and detach reject a waiter that waits for memory and free the stream
   await closing;
 });
 
+test('destroying the pool rejects a waiter that waits for memory with DestroyedError', async () => {
+  const { core } = rig(2, 1, undefined, 10 * MiB);
+  const held = core.tryAcquire({ memoryBytes: 8 * MiB })!;
+  const parked = core.acquire({ memoryBytes: 5 * MiB });
+  assert.equal(core.counters().memoryWaiters, 1);
+  core.destroyEverywhere(() => {});
+  await assert.rejects(parked, { name: 'DestroyedError', message: /was destroyed/ });
+  assert.equal(held.released, true);
+});
+
 test('budgets never pass the limit and none is lost, whatever the order of acquires, releases, aborts and deaths (model-based)', async () => {
   const limit = 10;
   const step = fc.record({

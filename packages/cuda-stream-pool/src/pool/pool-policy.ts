@@ -893,6 +893,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     if (streamIndex < 0) return;
     this.#parked = -1;
     this.#parkedFor = undefined;
+    if (this.#words[STATE] === DESTROYED) return; // every word is void now
     this.#giveUpTurn();
     this.#publishWaiters();
     this.#handOff(streamIndex);
