@@ -24,6 +24,17 @@ export function inputOf(seed: number, elements: number): Float32Array {
   return values;
 }
 
+/** A command-line option's value as a whole number of at least `least`; else exits with a message naming it (code 64,
+ * a usage error). */
+export function wholeNumber(option: string, text: string | undefined, least: number): number {
+  const value = text !== undefined && /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < least) {
+    console.error(`${option} must be a whole number of at least ${least}; received ${JSON.stringify(text)}.`);
+    process.exit(64);
+  }
+  return value;
+}
+
 /** Loads the kernel on `device`, in this thread (a module belongs to the thread that loaded it). */
 export async function loadFmaKernel(device: Device): Promise<{ module: Module; kernel: Kernel }> {
   const module = await Module.load(readFileSync(KERNEL_PTX, 'utf8'), { device });

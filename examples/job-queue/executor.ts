@@ -10,7 +10,7 @@ import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
 import { Device, StreamPool } from 'cuda-stream-pool';
-import { loadFmaKernel, runFmaTask } from '../fma-task.js';
+import { loadFmaKernel, runFmaTask, wholeNumber } from '../fma-task.js';
 import { JOB_QUEUE, RESULTS_KEY, RUNNING_KEY, RUNS_KEY, STARTS_KEY, type JobData, type JobResult } from './jobs.js';
 
 const { values: options } = parseArgs({
@@ -23,7 +23,7 @@ const { values: options } = parseArgs({
   },
 });
 
-const device = Device.get(Number(options.device));
+const device = Device.get(wholeNumber('--device', options.device, 0));
 const pool = new StreamPool({ device, size: 32 });
 const { module, kernel } = await loadFmaKernel(device);
 const store = new Redis(options.redis, { maxRetriesPerRequest: null });
@@ -31,7 +31,13 @@ const store = new Redis(options.redis, { maxRetriesPerRequest: null });
 /** One job: a task of ../fma-task.ts on a leased stream; its result is stored once per job id. */
 async function runJob(job: Job<JobData>): Promise<JobResult> {
   await store.multi().hincrby(STARTS_KEY, job.id!, 1).hset(RUNNING_KEY, job.id!, process.pid).exec();
-  const sum = await runFmaTask(pool, kernel, job.data);
+  let sum: number;
+  try {
+    sum = await runFmaTask(pool, kernel, job.data);
+  } catch (error) {
+    await store.hdel(RUNNING_KEY, job.id!); // it finished, failing: BullMQ records the failure
+    throw error;
+  }
   // BullMQ delivers at least once: a job whose executor died runs again. The result is stored once per job id (the
   // first run to finish wins); runs are counted as they start and as they finish, so reruns can be reported.
   const result: JobResult = { sum, executor: process.pid };
@@ -39,10 +45,10 @@ async function runJob(job: Job<JobData>): Promise<JobResult> {
   return result;
 }
 
-const lockDuration = Number(options['lock-ms']);
+const lockDuration = wholeNumber('--lock-ms', options['lock-ms'], 1);
 const worker = new Worker<JobData, JobResult>(JOB_QUEUE, runJob, {
   connection: { url: options.redis, maxRetriesPerRequest: null },
-  concurrency: Number(options.concurrency),
+  concurrency: wholeNumber('--concurrency', options.concurrency, 1),
   lockDuration,
   stalledInterval: Math.max(500, lockDuration / 2),
   // A job whose executor died is moved back to wait each time its lock expires; it must not fail for that.

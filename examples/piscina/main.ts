@@ -3,12 +3,14 @@
 // on leased streams of that pool, so leases are exclusive across every thread. Run by test/gpu/piscina.test.ts.
 //
 //   node dist/examples/piscina/main.js --threads 4 --tasks 8192 --elements 65536
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { Piscina } from 'piscina';
 
 import { StreamPool } from 'cuda-stream-pool';
-import type { FmaJob } from '../fma-task.js';
+import { wholeNumber, type FmaJob } from '../fma-task.js';
 
 /** What {@link runWithPiscina} does: `tasks` tasks of `elements` values and `steps` steps, `threads` workers, each with
  * `perThread` tasks in flight (Piscina's concurrentTasksPerWorker). */
@@ -50,7 +52,8 @@ export function job(seed: number, o: Pick<PiscinaRun, 'elements' | 'steps'>): Fm
   return { seed, elements: o.elements, steps: o.steps, a: 0.9990234375, b: 0.0009765625 };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a program (also through a symbolic link), not imported by the test.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   const { values } = parseArgs({
     options: {
       threads: { type: 'string', default: '4' },
@@ -60,7 +63,13 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       steps: { type: 'string', default: '16' },
     },
   });
-  const o = { threads: Number(values.threads), perThread: Number(values['per-thread']), tasks: Number(values.tasks), elements: Number(values.elements), steps: Number(values.steps) };
+  const o = {
+    threads: wholeNumber('--threads', values.threads, 1),
+    perThread: wholeNumber('--per-thread', values['per-thread'], 1),
+    tasks: wholeNumber('--tasks', values.tasks, 1),
+    elements: wholeNumber('--elements', values.elements, 1),
+    steps: wholeNumber('--steps', values.steps, 0),
+  };
   const { tasksPerSecond, leases } = await runWithPiscina(o);
   console.log(`${o.tasks} tasks of ${o.elements} float32 on ${o.threads} Piscina workers sharing one pool: ${tasksPerSecond.toFixed(0)} tasks/s (${leases} leases)`);
 }

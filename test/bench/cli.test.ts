@@ -543,7 +543,9 @@ test('bench --processes runs every mode again in one executor process per device
   for (const mode of result.processModes) {
     assert.equal(mode.verifiedTasks, 64, mode.mode);
     assert.ok(mode.tasksPerSecond.median > 0);
-    if (count > 1) assert.deepEqual(mode.perDevice.map((d: { tasks: number; verifiedTasks: number }) => d.verifiedTasks), mode.perDevice.map((d: { tasks: number }) => d.tasks));
+    if (count === 1) continue;
+    assert.deepEqual(mode.perDevice.map((d: { tasks: number; verifiedTasks: number }) => d.verifiedTasks), mode.perDevice.map((d: { tasks: number }) => d.tasks));
+    assert.equal(mode.streams, mode.perDevice.reduce((sum: number, d: { streams: number }) => sum + d.streams, 0), 'each process\'s streams count');
   }
   assert.equal(result.processModes[0].speedupOverNative, 1, 'the process rows compare with the process layout\'s native row');
   const table = cli(['bench', '--processes', '--mode', 'pool', '--tasks', '16', '--runs', '1', '--elements', '65536'], { timeoutMs: 300_000 });

@@ -11,11 +11,13 @@ const goneProcess = spawnSync(process.execPath, ['-e', '0']).pid!;
 
 test('DeviceBuffer.openIpcHandle() rejects anything but a record from exportIpcHandle(), naming the bad field', () => {
   const good = { kind: 'cuda-stream-pool:DeviceBufferIpcHandle', handle: HEX, byteLength: 4096, processId: goneProcess } as const;
-  for (const bad of [undefined, null, 42, {}, { ...good, kind: 'other' }])
+  for (const bad of [undefined, null, 42])
     assert.throws(() => DeviceBuffer.openIpcHandle(bad as never), { code: 'ERR_INVALID_ARG_TYPE', message: /"handle" must be a DeviceBufferIpcHandle/ });
+  for (const bad of [{}, { ...good, kind: 'other' }])
+    assert.throws(() => DeviceBuffer.openIpcHandle(bad as never), { code: 'ERR_INVALID_ARG_TYPE', message: /"handle\.kind" must be 'cuda-stream-pool:DeviceBufferIpcHandle'/ });
   assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, handle: 7 } as never), { code: 'ERR_INVALID_ARG_TYPE', message: /"handle\.handle"/ });
   assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, handle: 'ab' }), { code: 'ERR_INVALID_ARG_VALUE', message: /"handle\.handle" must be 128 hexadecimal digits.*received 2 characters/ });
-  assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, handle: 'zz'.repeat(64) }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, handle: HEX.slice(0, -2) + 'zz' }), { code: 'ERR_INVALID_ARG_VALUE', message: /character 126 is "z"/ });
   assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, byteLength: 0 }), { code: 'ERR_OUT_OF_RANGE', message: /"handle\.byteLength"/ });
   assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, processId: -1 }), { code: 'ERR_OUT_OF_RANGE', message: /"handle\.processId"/ });
   assert.throws(() => DeviceBuffer.openIpcHandle({ ...good, processId: process.pid }), { code: 'ERR_INVALID_ARG_VALUE', message: /is this process/ });

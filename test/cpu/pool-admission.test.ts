@@ -77,15 +77,39 @@ test('a budget above the limit is a RangeError naming the value and the limit; b
   assert.throws(() => core.tryAcquire({ memoryBytes: 10 * MiB + 1 }), {
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
-    message: `"options.memoryBytes" must be at most the pool's memory limit, ${10 * MiB} bytes; received ${10 * MiB + 1} (number). A budget above the limit could never be admitted.`,
+    message: `"options.memoryBytes" must be an integer from 0 to the pool's memory limit, ${10 * MiB} bytes; received ${10 * MiB + 1} (number). A budget above the limit could never be admitted.`,
   });
+  // The stack starts where the pool was called, not inside the library.
+  for (const call of [() => core.tryAcquire({ memoryBytes: -1 }), () => core.tryAcquire({ memoryBytes: 'x' as never })]) {
+    const error = (() => {
+      try {
+        call();
+      } catch (e) {
+        return e as Error;
+      }
+      return undefined;
+    })();
+    assert.doesNotMatch(error!.stack!.split('\n')[1]!, /pool-policy/, error!.stack);
+  }
+  for (const rejected of [core.acquire({ memoryBytes: -1 }), core.run(() => 1, { memoryBytes: -1 })]) {
+    const error = await rejected.catch((e: Error) => e);
+    assert.doesNotMatch((error as Error).stack!.split('\n')[1]!, /pool-policy/, (error as Error).stack);
+  }
+  assert.equal(core.tryAcquire({ memoryBytes: -0 })!.memoryBytes, 0);
+  assert.ok(Object.is(core.counters().memoryAdmittedBytes, 0));
+  core.destroyEverywhere(() => {});
   await assert.rejects(core.acquire({ memoryBytes: 11 * MiB }), { code: 'ERR_OUT_OF_RANGE' });
   await assert.rejects(core.run(() => 1, { memoryBytes: 11 * MiB }), { code: 'ERR_OUT_OF_RANGE' });
   await assert.rejects(core.acquire({ memoryBytes: -1 }), { code: 'ERR_OUT_OF_RANGE', message: /"options\.memoryBytes" must be an integer from 0/ });
   await assert.rejects(core.acquire({ memoryBytes: 1.5 }), { code: 'ERR_OUT_OF_RANGE' });
   await assert.rejects(core.acquire({ memoryBytes: '1' as unknown as number }), { code: 'ERR_INVALID_ARG_TYPE', message: /"options\.memoryBytes"/ });
   assert.throws(() => core.tryAcquire({ memoryByte: 1 } as never), { code: 'ERR_INVALID_ARG_VALUE', message: /"options\.memoryByte" is not a tryAcquire option/ });
-  const exact = core.tryAcquire({ memoryBytes: 10 * MiB })!; // the limit itself fits
+});
+
+test('a budget equal to the limit fits, and refused calls take nothing', () => {
+  const { core } = rig(2, 1, undefined, 10 * MiB);
+  assert.throws(() => core.tryAcquire({ memoryBytes: -1 }));
+  const exact = core.tryAcquire({ memoryBytes: 10 * MiB })!;
   assert.equal(core.counters().leased, 1, 'nothing was taken by the refused calls');
   exact.release();
 });

@@ -69,6 +69,9 @@ async function measureModes(plan: Plan, runs: DeviceRun[], label: string): Promi
       measured.push(await Promise.all(runs.map((run, k) => run.runner!.run(mode, firsts[k]!, counts[k]!, true, (tasks) => o.progress.tick(tasks)))));
     }
     const summary = summarizeMode(mode, measured.map((perDevice) => perDevice.flat()), o.tasks, partitionBytes, boundMs, o.phaseTimes);
+    // Stream ids are unique within a process only: executor processes' streams are counted process by process.
+    if (label !== '')
+      summary.streams = measured[measured.length - 1]!.reduce((sum, batches) => sum + new Set(batches.flatMap((b) => b.records.map((r) => r.streamId))).size, 0);
     if (runs.length > 1)
       summary.perDevice = runs.map((run, k) => ({
         device: run.device.ordinal,

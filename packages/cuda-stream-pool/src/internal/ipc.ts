@@ -6,7 +6,9 @@ import { invalidType, invalidValue, validateInteger } from '../internal/validate
 /** The 64 bytes of a driver IPC handle from its 128 hexadecimal digits (`name` names the field in errors). @internal */
 export function ipcHandleBytes(hex: unknown, name: string): Uint8Array {
   if (typeof hex !== 'string') throw invalidType(name, 'a string of 128 hexadecimal digits', hex);
-  if (!/^[0-9a-f]{128}$/i.test(hex)) throw invalidValue(name, `must be 128 hexadecimal digits (the driver's 64-byte IPC handle); received ${hex.length} characters.`);
+  if (hex.length !== 128) throw invalidValue(name, `must be 128 hexadecimal digits (the driver's 64-byte IPC handle); received ${hex.length} characters.`);
+  const bad = hex.search(/[^0-9a-f]/i);
+  if (bad >= 0) throw invalidValue(name, `must be 128 hexadecimal digits (the driver's 64-byte IPC handle); character ${bad} is ${JSON.stringify(hex[bad])}.`);
   return new Uint8Array(Buffer.from(hex, 'hex'));
 }
 

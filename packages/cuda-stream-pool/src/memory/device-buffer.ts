@@ -300,8 +300,8 @@ export class DeviceBuffer {
    * cuMemGetAddressRange. Thread-safety: any thread. Lifetime: owned; free it before the exporter frees its buffer. */
   static openIpcHandle(handle: DeviceBufferIpcHandle, options?: DeviceBufferOpenIpcOptions): DeviceBuffer {
     const record = handle as Partial<DeviceBufferIpcHandle> | null;
-    if (record === null || typeof record !== 'object' || record.kind !== IPC_KIND)
-      throw invalidType('handle', 'a DeviceBufferIpcHandle from buffer.exportIpcHandle()', handle);
+    if (record === null || typeof record !== 'object') throw invalidType('handle', 'a DeviceBufferIpcHandle from buffer.exportIpcHandle()', handle);
+    if (record.kind !== IPC_KIND) throw invalidType('handle.kind', `'${IPC_KIND}' (a record from buffer.exportIpcHandle())`, record.kind);
     const { handle: hex, byteLength, processId } = record;
     const bytes = ipcHandleBytes(hex, 'handle.handle');
     validateInteger(byteLength, 'handle.byteLength', 1, Number.MAX_SAFE_INTEGER);

@@ -3,7 +3,7 @@
 // the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake streams.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
-import { invalidState, outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { invalidState, invalidType, outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
   CLOSE_BELL,
@@ -295,7 +295,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   /** A lease now if a stream is free, its budget fits and no waiter of this thread is ahead, else undefined; never
    * waits. */
   tryAcquire(options?: TryAcquireOptions, method = 'tryAcquire'): StreamLease<S> | undefined {
-    const bytes = options === undefined ? 0 : this.#budgetOf(validateOptions<TryAcquireOptions>(options, 'options', method, ['memoryBytes']));
+    const bytes = options === undefined ? 0 : this.#budgetOf(validateOptions<TryAcquireOptions>(options, 'options', method, ['memoryBytes']), PoolCore.prototype.tryAcquire);
     this.#checkOpen(method);
     if (this.#live > 0) return undefined;
     const streamIndex = this.#take();
@@ -305,24 +305,28 @@ export class PoolCore<S> implements LeaseOwner<S> {
     return undefined;
   }
 
-  // options.memoryBytes, checked against the limit.
-  #budgetOf(options: Partial<TryAcquireOptions>): number {
-    if (options.memoryBytes === undefined) return 0;
-    const bytes = validateInteger(options.memoryBytes, 'options.memoryBytes', 0, Number.MAX_SAFE_INTEGER);
+  // options.memoryBytes, checked against the limit; an error's stack starts at the public method that called `caller`.
+  #budgetOf(options: Partial<TryAcquireOptions>, caller: Function): number {
+    const bytes = options.memoryBytes;
+    if (bytes === undefined) return 0;
+    if (typeof bytes !== 'number')
+      throw invalidType('options.memoryBytes', 'an integer (bytes)', bytes, typeof bytes === 'bigint' ? 'Pass Number(value).' : '', caller);
     const limit = this.memoryLimitBytes;
+    if (!Number.isInteger(bytes) || bytes < 0)
+      throw outOfRange('options.memoryBytes', `an integer from 0 to the pool's memory limit, ${limit} bytes`, bytes, '', caller);
     if (bytes > limit)
-      throw outOfRange('options.memoryBytes', `at most the pool's memory limit, ${limit} bytes`, bytes, 'A budget above the limit could never be admitted.');
-    return bytes;
+      throw outOfRange('options.memoryBytes', `an integer from 0 to the pool's memory limit, ${limit} bytes`, bytes, 'A budget above the limit could never be admitted.', caller);
+    return bytes + 0; // -0 is 0
   }
 
   /** A lease, now or once a stream comes back; see Note [pool waiting]. */
-  acquire(options?: AcquireOptions, method = 'acquire'): Promise<StreamLease<S>> {
+  acquire(options?: AcquireOptions, method = 'acquire', caller: Function = PoolCore.prototype.acquire): Promise<StreamLease<S>> {
     let signal: AbortSignal | undefined;
     let bytes: number;
     try {
       const o = validateOptions<AcquireOptions>(options, 'options', method, ['signal', 'memoryBytes']);
       signal = validateSignal(o.signal, 'options.signal');
-      bytes = this.#budgetOf(o);
+      bytes = this.#budgetOf(o, caller);
       this.#checkOpen(method);
     } catch (error) {
       return Promise.reject(error);
@@ -369,7 +373,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       return Promise.reject(error);
     }
     if (lease !== undefined) return this.#runLeased(lease, fn);
-    return this.acquire(options, 'run').then((granted) => this.#runLeased(granted, fn));
+    return this.acquire(options, 'run', PoolCore.prototype.run).then((granted) => this.#runLeased(granted, fn));
   }
 
   // Runs fn in the scope of the lease's stream and releases the lease however fn ends, settling with fn's outcome.

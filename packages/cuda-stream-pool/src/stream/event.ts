@@ -144,7 +144,8 @@ export class Event {
    * Wraps: cuIpcOpenEventHandle. Lifetime: owned; `destroy()` or `using`. */
   static openIpcHandle(handle: EventIpcHandle, options?: EventOpenIpcOptions): Event {
     const record = handle as Partial<EventIpcHandle> | null;
-    if (record === null || typeof record !== 'object' || record.kind !== IPC_KIND) throw invalidType('handle', 'an EventIpcHandle from event.exportIpcHandle()', handle);
+    if (record === null || typeof record !== 'object') throw invalidType('handle', 'an EventIpcHandle from event.exportIpcHandle()', handle);
+    if (record.kind !== IPC_KIND) throw invalidType('handle.kind', `'${IPC_KIND}' (a record from event.exportIpcHandle())`, record.kind);
     const bytes = ipcHandleBytes(record.handle, 'handle.handle');
     checkExporter(record.processId, 'Event', 'openIpcHandle');
     const o = validateOptions<EventOpenIpcOptions>(options, 'options', 'Event.openIpcHandle', ['device']);
