@@ -276,9 +276,11 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Use<NativeStream> use(*stream, "Stream", "DeviceBuffer.alloc");
   const int device = stream->device;
   make_current(device);
+  // Before the object exists: a failure to find the pool must not leave an object whose bytes were never counted.
+  CUmemoryPool pool = exportable ? nullptr : default_pool(device);
   auto object = new_device_buffer(env, stream, bytes, exportable ? MemoryOrigin::kExportable : MemoryOrigin::kPool);
   const char* call = exportable ? "cuMemAlloc" : "cuMemAllocFromPoolAsync";
-  CUresult r = exportable ? drv().cuMemAlloc(&object->ptr, bytes) : drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, default_pool(device), stream->handle);
+  CUresult r = exportable ? drv().cuMemAlloc(&object->ptr, bytes) : drv().cuMemAllocFromPoolAsync(&object->ptr, bytes, pool, stream->handle);
   if (r != CUDA_SUCCESS) {
     discard_device_buffer(*object);
     check(r, call, device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
