@@ -733,6 +733,18 @@ void* map_new_shared(size_t bytes, int* fd, unsigned long long* serial) {
   return p;
 }
 
+// Writes a handle of this process naming memfd `fd` (its `serial`) into the 64 bytes `out`.
+void write_handle(char* out, const char* magic, int fd, unsigned long long serial, unsigned long long bytes) {
+  IpcHandleData h{};
+  std::memcpy(h.magic, magic, sizeof h.magic);
+  h.pid = getpid();
+  h.fd = fd;
+  h.serial = serial;
+  h.bytes = bytes;
+  std::memset(out, 0, CU_IPC_HANDLE_SIZE);
+  std::memcpy(out, &h, sizeof h);
+}
+
 // Maps the memfd a handle names, in the exporting process; null when it is gone (freed, destroyed, exited) or the
 // handle is not one of this simulator's.
 void* map_exported(const IpcHandleData& h, const char* magic, size_t bytes) {
@@ -1712,13 +1724,7 @@ CUresult s_cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
   Event* e = resolve_event(event, "cuIpcGetEventHandle");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (e->shared_fd < 0) return CUDA_ERROR_INVALID_VALUE;  // not interprocess, or imported
-  IpcHandleData h{};
-  std::memcpy(h.magic, "csp-evt", 8);
-  h.pid = getpid();
-  h.fd = e->shared_fd;
-  h.serial = e->shared_serial;
-  std::memset(handle->reserved, 0, sizeof handle->reserved);
-  std::memcpy(handle->reserved, &h, sizeof h);
+  write_handle(handle->reserved, "csp-evt", e->shared_fd, e->shared_serial, 0);
   return CUDA_SUCCESS;
 }
 CUresult s_cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle handle) {
@@ -1956,14 +1962,7 @@ CUresult s_cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr pointer) {
   std::lock_guard<std::mutex> lock(memory_mutex);
   auto it = blocks.find(pointer);
   if (it == blocks.end() || !it->second.live || it->second.shared_fd < 0) return CUDA_ERROR_INVALID_VALUE;
-  IpcHandleData h{};
-  std::memcpy(h.magic, "csp-mem", 8);
-  h.pid = getpid();
-  h.fd = it->second.shared_fd;
-  h.serial = it->second.shared_serial;
-  h.bytes = it->second.size;
-  std::memset(handle->reserved, 0, sizeof handle->reserved);
-  std::memcpy(handle->reserved, &h, sizeof h);
+  write_handle(handle->reserved, "csp-mem", it->second.shared_fd, it->second.shared_serial, it->second.size);
   return CUDA_SUCCESS;
 }
 CUresult s_cuIpcOpenMemHandle(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned flags) {

@@ -50,12 +50,49 @@ function workerError(message: Extract<FromWorker, { kind: 'failed' }>, where: st
   return error;
 }
 
+/** One request at a time to a worker thread or a child process, answered by what it sends back: ticks along the way,
+ * then an answer, or a failure or its death, which also refuses every later request. */
+class Conversation<A> {
+  #pending: { resolve: (answer: A | undefined) => void; reject: (error: Error) => void } | undefined;
+  #onTick: ((tasks: number) => void) | undefined;
+  #dead: Error | undefined;
+
+  /** True once the other side failed or died. */
+  get dead(): boolean {
+    return this.#dead !== undefined;
+  }
+
+  /** The other side finished `tasks` more tasks of the request. */
+  tick(tasks: number): void {
+    this.#onTick?.(tasks);
+  }
+
+  /** The request's answer, or (with `error`) the failure or death that ends it and every later one. */
+  settle(error: Error | undefined, answer?: A): void {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (error) this.#dead ??= error;
+    if (!pending) return;
+    if (error) pending.reject(error);
+    else pending.resolve(answer);
+  }
+
+  /** Sends the request with `send` and resolves with its answer; rejects with the failure or death. */
+  ask(send: () => void, onTick?: (tasks: number) => void): Promise<A | undefined> {
+    if (this.#dead) return Promise.reject(this.#dead);
+    this.#onTick = onTick;
+    const answer = new Promise<A | undefined>((resolve, reject) => {
+      this.#pending = { resolve, reject };
+    });
+    send();
+    return answer;
+  }
+}
+
 /** One worker thread and the request it is answering. */
 class WorkerLink {
   readonly worker: Worker;
-  #pending: { resolve: (result: BatchResult | undefined) => void; reject: (error: Error) => void } | undefined;
-  #onTick: ((tasks: number) => void) | undefined;
-  #dead: Error | undefined;
+  readonly #conversation = new Conversation<BatchResult>();
   readonly exited: Promise<number>;
 
   constructor(
@@ -64,33 +101,21 @@ class WorkerLink {
   ) {
     this.worker = new Worker(new URL('./executor-worker.js', import.meta.url), { workerData: setup });
     this.exited = new Promise((resolve) => this.worker.once('exit', resolve));
+    const conversation = this.#conversation;
     this.worker.on('message', (message: FromWorker) => {
-      if (message.kind === 'tick') this.#onTick?.(message.tasks);
-      else if (message.kind === 'failed') this.#settle(workerError(message, `worker ${index}`));
-      else this.#settle(undefined, message.kind === 'done' ? message.result : undefined);
+      if (message.kind === 'tick') conversation.tick(message.tasks);
+      else if (message.kind === 'failed') conversation.settle(workerError(message, `worker ${index}`));
+      else conversation.settle(undefined, message.kind === 'done' ? message.result : undefined);
     });
-    this.worker.on('error', (error) => this.#settle(error));
-    this.worker.on('exit', (code) => this.#settle(new Error(`cuda-stream-pool bench: worker ${index} exited with code ${code} before answering.`)));
-  }
-
-  #settle(error: Error | undefined, result?: BatchResult): void {
-    const pending = this.#pending;
-    this.#pending = undefined;
-    if (error) this.#dead ??= error;
-    if (!pending) return;
-    if (error) pending.reject(error);
-    else pending.resolve(result);
+    this.worker.on('error', (error) => conversation.settle(error));
+    this.worker.on('exit', (code) => conversation.settle(new Error(`cuda-stream-pool bench: worker ${index} exited with code ${code} before answering.`)));
   }
 
   /** Resolves when the worker sent its next answer ('ready' or 'done'); rejects when it failed or died. */
   next(message: ToWorker | undefined, onTick?: (tasks: number) => void): Promise<BatchResult | undefined> {
-    if (this.#dead) return Promise.reject(this.#dead);
-    this.#onTick = onTick;
-    const answer = new Promise<BatchResult | undefined>((resolve, reject) => {
-      this.#pending = { resolve, reject };
-    });
-    if (message) this.worker.postMessage(message);
-    return answer;
+    return this.#conversation.ask(() => {
+      if (message) this.worker.postMessage(message);
+    }, onTick);
   }
 }
 
@@ -173,21 +198,20 @@ export type FromProcess =
 export class ProcessRunner implements Runner {
   readonly #child: ChildProcess;
   readonly #exited: Promise<number | null>;
-  #pending: { resolve: (results: BatchResult[] | undefined) => void; reject: (error: Error) => void } | undefined;
-  #onTick: ((tasks: number) => void) | undefined;
-  #dead: Error | undefined;
+  readonly #conversation = new Conversation<BatchResult[]>();
 
   private constructor(readonly device: number) {
     this.#child = fork(new URL('./executor-process.js', import.meta.url), [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     this.#exited = new Promise((resolve) => this.#child.once('exit', (code) => resolve(code)));
+    const conversation = this.#conversation;
     this.#child.on('message', (message: FromProcess) => {
-      if (message.kind === 'tick') this.#onTick?.(message.tasks);
-      else if (message.kind === 'failed') this.#settle(workerError(message, `the executor process of device ${device}`));
-      else this.#settle(undefined, message.kind === 'done' ? message.results : undefined);
+      if (message.kind === 'tick') conversation.tick(message.tasks);
+      else if (message.kind === 'failed') conversation.settle(workerError(message, `the executor process of device ${device}`));
+      else conversation.settle(undefined, message.kind === 'done' ? message.results : undefined);
     });
-    this.#child.on('error', (error) => this.#settle(error));
+    this.#child.on('error', (error) => conversation.settle(error));
     this.#child.on('exit', (code, signal) =>
-      this.#settle(new Error(`cuda-stream-pool bench: the executor process of device ${device} exited (${signal ?? `code ${code}`}) before answering.`)),
+      conversation.settle(new Error(`cuda-stream-pool bench: the executor process of device ${device} exited (${signal ?? `code ${code}`}) before answering.`)),
     );
   }
 
@@ -203,23 +227,8 @@ export class ProcessRunner implements Runner {
     return runner;
   }
 
-  #settle(error: Error | undefined, results?: BatchResult[]): void {
-    const pending = this.#pending;
-    this.#pending = undefined;
-    if (error) this.#dead ??= error;
-    if (!pending) return;
-    if (error) pending.reject(error);
-    else pending.resolve(results);
-  }
-
   #next(message: ToProcess, onTick?: (tasks: number) => void): Promise<BatchResult[] | undefined> {
-    if (this.#dead) return Promise.reject(this.#dead);
-    this.#onTick = onTick;
-    const answer = new Promise<BatchResult[] | undefined>((resolve, reject) => {
-      this.#pending = { resolve, reject };
-    });
-    this.#child.send(message);
-    return answer;
+    return this.#conversation.ask(() => this.#child.send(message), onTick);
   }
 
   async run(mode: Mode, first: number, count: number, timed: boolean, onTasksDone: (tasks: number) => void): Promise<BatchResult[]> {
@@ -228,7 +237,7 @@ export class ProcessRunner implements Runner {
 
   async dispose(failed: boolean): Promise<void> {
     if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
-    if (failed || this.#dead) this.#child.kill('SIGKILL');
+    if (failed || this.#conversation.dead) this.#child.kill('SIGKILL');
     else {
       this.#child.send({ kind: 'exit' } satisfies ToProcess);
       // A process that does not exit within 10 s of being asked is killed.

@@ -3,8 +3,22 @@
 import { DestroyedError } from '../binding/errors.js';
 import { invalidType, invalidValue, validateInteger } from '../internal/validate.js';
 
+/** A driver IPC handle's 64 bytes as the 128 lowercase hexadecimal digits of a record's `handle`. @internal */
+export function ipcHandleHex(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+}
+
+/** `record`, checked to be an object whose `kind` is `kind` (`what` says where such a record comes from), with its
+ * `handle`'s 64 bytes. @internal */
+export function ipcRecord<R extends { readonly kind: string; readonly handle: string }>(record: unknown, kind: R['kind'], what: string): { record: Partial<R>; bytes: Uint8Array } {
+  if (record === null || typeof record !== 'object') throw invalidType('handle', what, record);
+  const r = record as Partial<R>;
+  if (r.kind !== kind) throw invalidType('handle.kind', `'${kind}' (${what})`, r.kind);
+  return { record: r, bytes: ipcHandleBytes(r.handle, 'handle.handle') };
+}
+
 /** The 64 bytes of a driver IPC handle from its 128 hexadecimal digits (`name` names the field in errors). @internal */
-export function ipcHandleBytes(hex: unknown, name: string): Uint8Array {
+function ipcHandleBytes(hex: unknown, name: string): Uint8Array {
   if (typeof hex !== 'string') throw invalidType(name, 'a string of 128 hexadecimal digits', hex);
   if (hex.length !== 128) throw invalidValue(name, `must be 128 hexadecimal digits (the driver's 64-byte IPC handle); received ${hex.length} characters.`);
   const bad = hex.search(/[^0-9a-f]/i);

@@ -13,7 +13,7 @@ import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-
 import { copyOnStream } from '../stream/copy.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, viewBytes } from './host-views.js';
-import { checkExporter, ipcHandleBytes } from '../internal/ipc.js';
+import { checkExporter, ipcHandleHex, ipcRecord } from '../internal/ipc.js';
 
 /** Options for {@link DeviceBuffer.alloc}. */
 export interface DeviceBufferAllocOptions {
@@ -282,7 +282,7 @@ export class DeviceBuffer {
         `exportIpcHandle() needs a buffer allocated with DeviceBuffer.alloc(byteLength, { exportable: true }); this one is ${this.#parent ? 'a view (subarray) of a buffer' : this.#borrowed ? 'borrowed from another thread' : this.#origin === 'imported' ? 'imported from another process' : 'from the stream-ordered pool, which the driver cannot export'}.`,
       );
     const bytes = native.deviceBufferExportIpc(ref);
-    return Object.freeze({ kind: IPC_KIND, handle: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex'), byteLength: this.#byteLength, processId: process.pid });
+    return Object.freeze({ kind: IPC_KIND, handle: ipcHandleHex(bytes), byteLength: this.#byteLength, processId: process.pid });
   }
 
   /** Opens, in this process, the memory of a buffer that another process exported with
@@ -299,11 +299,8 @@ export class DeviceBuffer {
    * {@link DeviceBuffer.alloc} for the options. Wraps: cuIpcOpenMemHandle (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
    * cuMemGetAddressRange. Thread-safety: any thread. Lifetime: owned; free it before the exporter frees its buffer. */
   static openIpcHandle(handle: DeviceBufferIpcHandle, options?: DeviceBufferOpenIpcOptions): DeviceBuffer {
-    const record = handle as Partial<DeviceBufferIpcHandle> | null;
-    if (record === null || typeof record !== 'object') throw invalidType('handle', 'a DeviceBufferIpcHandle from buffer.exportIpcHandle()', handle);
-    if (record.kind !== IPC_KIND) throw invalidType('handle.kind', `'${IPC_KIND}' (a record from buffer.exportIpcHandle())`, record.kind);
-    const { handle: hex, byteLength, processId } = record;
-    const bytes = ipcHandleBytes(hex, 'handle.handle');
+    const { record, bytes } = ipcRecord<DeviceBufferIpcHandle>(handle, IPC_KIND, 'a DeviceBufferIpcHandle from buffer.exportIpcHandle()');
+    const { byteLength, processId } = record;
     validateInteger(byteLength, 'handle.byteLength', 1, Number.MAX_SAFE_INTEGER);
     checkExporter(processId, 'DeviceBuffer', 'openIpcHandle');
     const o = validateOptions<DeviceBufferOpenIpcOptions>(options, 'options', 'DeviceBuffer.openIpcHandle', ['stream', 'device']);

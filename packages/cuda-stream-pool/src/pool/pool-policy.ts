@@ -1000,14 +1000,15 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#sleep(bell);
   }
 
-  // While the first waiter waits for memory, streams handed to this thread (by a thread that read its waiters just
-  // before they were published as memory waiters) go on to others.
+  // Streams handed to this thread that none of its waiters will take go on to others: those handed after its last
+  // waiter was served, or, while its first waiter waits for memory, by a thread that read its waiters just before they
+  // were published as memory waiters.
   #passHandedOn(): void {
     const w = this.#words;
     const env = this.environment;
     const base = this.#layout.leaseBase;
     for (let streamIndex = 0; streamIndex < this.size; streamIndex++)
-      if (w[base + streamIndex] === -env && Atomics.compareExchange(w, base + streamIndex, -env, env) === -env) this.#handOff(streamIndex, false);
+      if (Atomics.load(w, base + streamIndex) === -env && Atomics.compareExchange(w, base + streamIndex, -env, env) === -env) this.#handOff(streamIndex, false);
   }
 
   #sleep(bell: number): void {
@@ -1062,10 +1063,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     Atomics.sub(w, WAITING_ENVS, 1);
     // Streams handed over after the last waiter was served: pass them on.
     if (w[STATE] === DESTROYED) return;
-    const env = this.environment;
-    const base = this.#layout.leaseBase;
-    for (let streamIndex = 0; streamIndex < this.size; streamIndex++)
-      if (Atomics.load(w, base + streamIndex) === -env && Atomics.compareExchange(w, base + streamIndex, -env, env) === -env) this.#handOff(streamIndex);
+    this.#passHandedOn();
   }
 
   #rejectAll(error: Error): void {

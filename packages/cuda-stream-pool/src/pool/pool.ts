@@ -520,13 +520,7 @@ function groupDevices(devices: unknown): Device[] {
  * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
  * outside 1 to 1024. @internal */
 export function poolSizeFromEnvironment(value: string | undefined): number {
-  if (value === undefined || value.trim() === '') return DEFAULT_SIZE;
-  const text = value.trim();
-  if (!/^\d+$/.test(text))
-    throw invalidValue('CUDA_STREAM_POOL_SIZE', `must be an integer from 1 to ${MAX_SIZE} (the default pool's size); received ${JSON.stringify(value)}.`);
-  const size = Number(text);
-  if (size < 1 || size > MAX_SIZE) throw outOfRange('CUDA_STREAM_POOL_SIZE', `an integer from 1 to ${MAX_SIZE} (the default pool's size)`, value);
-  return size;
+  return integerFromEnvironment('CUDA_STREAM_POOL_SIZE', value, MAX_SIZE, "the default pool's size") ?? DEFAULT_SIZE;
 }
 
 /** The default pools' memory limit from CUDA_STREAM_POOL_MEMORY_LIMIT: undefined (the device's total memory) when
@@ -534,13 +528,20 @@ export function poolSizeFromEnvironment(value: string | undefined): number {
  * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
  * outside that range. @internal */
 export function memoryLimitFromEnvironment(value: string | undefined): number | undefined {
+  return integerFromEnvironment('CUDA_STREAM_POOL_MEMORY_LIMIT', value, Number.MAX_SAFE_INTEGER, "the default pools' memory limit, in bytes");
+}
+
+/** The integer from 1 to `max` that the environment variable `name` holds (`what` says what it sets, in errors);
+ * undefined when unset or empty. Spaces around the digits are allowed.
+ * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
+ * outside 1 to `max`. */
+function integerFromEnvironment(name: string, value: string | undefined, max: number, what: string): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const text = value.trim();
-  if (!/^\d+$/.test(text))
-    throw invalidValue('CUDA_STREAM_POOL_MEMORY_LIMIT', `must be a whole number of bytes (the default pools' memory limit); received ${JSON.stringify(value)}.`);
-  const bytes = Number(text);
-  if (bytes < 1 || bytes > Number.MAX_SAFE_INTEGER) throw outOfRange('CUDA_STREAM_POOL_MEMORY_LIMIT', `an integer from 1 to ${Number.MAX_SAFE_INTEGER} (bytes)`, value);
-  return bytes;
+  if (!/^\d+$/.test(text)) throw invalidValue(name, `must be an integer from 1 to ${max} (${what}); received ${JSON.stringify(value)}.`);
+  const number = Number(text);
+  if (number < 1 || number > max) throw outOfRange(name, `an integer from 1 to ${max} (${what})`, value);
+  return number;
 }
 
 /** CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it: an integer from 1 to 32, else 8. @internal */

@@ -8,7 +8,7 @@ import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import type { Stream, WaitOptions } from './stream.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, validateBoolean, validateOptions } from '../internal/validate.js';
-import { checkExporter, ipcHandleBytes } from '../internal/ipc.js';
+import { checkExporter, ipcHandleHex, ipcRecord } from '../internal/ipc.js';
 
 /** Options for {@link Event.create}. */
 export interface EventOptions {
@@ -131,7 +131,7 @@ export class Event {
     const ref = this.#use('exportIpcHandle');
     if (!this.#interprocess) throw invalidState('exportIpcHandle() needs an event created with Event.create({ interprocess: true }).');
     const bytes = native.eventExportIpc(ref);
-    return Object.freeze({ kind: IPC_KIND, handle: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex'), processId: process.pid });
+    return Object.freeze({ kind: IPC_KIND, handle: ipcHandleHex(bytes), processId: process.pid });
   }
 
   /** Opens, in this process, an interprocess event of another process ({@link Event.exportIpcHandle}): waits on it
@@ -143,10 +143,7 @@ export class Event {
    * {@link DestroyedError} when the exporting process has exited; {@link CudaError} when the driver refuses.
    * Wraps: cuIpcOpenEventHandle. Lifetime: owned; `destroy()` or `using`. */
   static openIpcHandle(handle: EventIpcHandle, options?: EventOpenIpcOptions): Event {
-    const record = handle as Partial<EventIpcHandle> | null;
-    if (record === null || typeof record !== 'object') throw invalidType('handle', 'an EventIpcHandle from event.exportIpcHandle()', handle);
-    if (record.kind !== IPC_KIND) throw invalidType('handle.kind', `'${IPC_KIND}' (a record from event.exportIpcHandle())`, record.kind);
-    const bytes = ipcHandleBytes(record.handle, 'handle.handle');
+    const { record, bytes } = ipcRecord<EventIpcHandle>(handle, IPC_KIND, 'an EventIpcHandle from event.exportIpcHandle()');
     checkExporter(record.processId, 'Event', 'openIpcHandle');
     const o = validateOptions<EventOpenIpcOptions>(options, 'options', 'Event.openIpcHandle', ['device']);
     const device = resolveDevice(o.device);
