@@ -62,6 +62,8 @@
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
 //                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
+//   SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES=1: devices have compute capability 8.0 and neither thread-block clusters nor
+//   cooperative launch (by default: 9.0 and both).
 //   A malformed rule or value (flags take 1 or 0; SIMULATED_DRIVER_DEVICES 1 to 64) ends the process with code 70.
 //   SIMULATED_DRIVER_TRACE=1: each injected failure, and each thread's first call (with the name rules use for it),
 //   is reported on stderr.
@@ -112,7 +114,8 @@ namespace {
   X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuEventCreate)       \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                                                               \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)       \
-  X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxPotentialBlockSize)                \
+  X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx)                                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxPotentialBlockSize)                                \
   X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemAllocManaged)             \
   X(cuMemPrefetchAsync) X(cuMemAdvise) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemFree)                             \
   X(cuMemHostGetDevicePointer) X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                          \
@@ -163,6 +166,8 @@ const ResultName kResults[] = {
     SIM_RESULT(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
     SIM_RESULT(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
     SIM_RESULT(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
+    SIM_RESULT(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch"),
+    SIM_RESULT(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
     SIM_RESULT(CUDA_ERROR_ASSERT, "device-side assert triggered"),
@@ -214,6 +219,11 @@ bool tracing() {
   return on;
 }
 
+bool no_launch_attributes() {
+  static const bool on = flag("SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES");
+  return on;
+}
+
 bool no_64_bit_memory_operations() {
   static const bool on = flag("SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS");
   return on;
@@ -243,7 +253,7 @@ CUresult parse_result(const std::string& text) {
 bool queues_work(int entry) {
   switch (entry) {
     case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord: case e_cuStreamWaitEvent:
-    case e_cuLaunchKernel: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync: case e_cuMemcpyAsync:
+    case e_cuLaunchKernel: case e_cuLaunchKernelEx: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync: case e_cuMemcpyAsync:
     case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync: case e_cuMemcpyPeerAsync:
     case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_operation:
       return true;
@@ -1371,9 +1381,12 @@ CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
     case 18: *value = 0; break;
     case 33: *value = d + 1; break;
     case 40: *value = 2; break;
-    case 75: *value = 9; break;
+    case 75: *value = no_launch_attributes() ? 8 : 9; break;
     case 76: *value = 0; break;
     case 97: *value = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      *value = no_launch_attributes() ? 0 : 1;
+      break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
       *value = no_64_bit_memory_operations() ? 0 : 1;
       break;
@@ -1809,18 +1822,67 @@ CUresult s_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribut
   reinterpret_cast<Function*>(function)->max_dynamic_shared = value;
   return CUDA_SUCCESS;
 }
+// Blocks of `threads` threads that one simulated multiprocessor holds at once: 2048 threads' worth.
+int blocks_per_multiprocessor(unsigned threads) { return static_cast<int>(2048 / std::max(1u, threads)); }
+
+// The checks and the queuing of cuLaunchKernel and cuLaunchKernelEx; `attributes` null for the former.
+CUresult launch(Stream* s, Function* f, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                void** params, const CUlaunchAttribute* attributes, unsigned count, const Injection& injected) {
+  if (!live(f->module)) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
+  const unsigned long long blocks = static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2];
+  const unsigned threads = block[0] * block[1] * block[2];
+  if (blocks == 0 || threads == 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; i++) {
+    const CUlaunchAttribute& a = attributes[i];
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+        const auto& c = a.value.clusterDim;
+        if (no_launch_attributes()) return CUDA_ERROR_NOT_SUPPORTED;
+        if (c.x == 0 || c.y == 0 || c.z == 0 || c.x * c.y * c.z > 8) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        if (grid[0] % c.x || grid[1] % c.y || grid[2] % c.z) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        break;
+      }
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (!a.value.cooperative) break;
+        if (no_launch_attributes()) return CUDA_ERROR_NOT_SUPPORTED;
+        if (blocks > 132ull * blocks_per_multiprocessor(threads)) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        break;  // in order anyway: letting the kernel start early is an allowance, not a promise
+      case CU_LAUNCH_ATTRIBUTE_IGNORE:
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  enqueue(s, kernel_operation(f, f->name, grid, block, shared, params), injected);
+  return CUDA_SUCCESS;
+}
 CUresult s_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shared, CUstream stream, void** params, void**) {
   SIM_ENTER(cuLaunchKernel);
   SIM_QUEUE_ON(cuLaunchKernel, stream);
   if (!function) return CUDA_ERROR_INVALID_HANDLE;
-  auto* f = reinterpret_cast<Function*>(function);
-  if (!live(f->module)) return CUDA_ERROR_INVALID_HANDLE;
-  if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
-  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
   const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  enqueue(s, kernel_operation(f, f->name, grid, block, shared, params), injected);
+  return launch(s, reinterpret_cast<Function*>(function), grid, block, shared, params, nullptr, 0, injected);
+}
+CUresult s_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void** params, void** extra) {
+  SIM_ENTER(cuLaunchKernelEx);
+  if (!config || extra || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  SIM_QUEUE_ON(cuLaunchKernelEx, config->hStream);
+  if (!function) return CUDA_ERROR_INVALID_HANDLE;
+  const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  return launch(s, reinterpret_cast<Function*>(function), grid, block, config->sharedMemBytes, params, config->attrs,
+                config->numAttrs, injected);
+}
+CUresult s_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction function, int threads, size_t) {
+  SIM_ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+  if (!function || !blocks) return CUDA_ERROR_INVALID_HANDLE;
+  if (threads <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *blocks = blocks_per_multiprocessor(static_cast<unsigned>(threads));
   return CUDA_SUCCESS;
 }
 CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction function, CUoccupancyB2DSize, size_t,

@@ -20,7 +20,7 @@ export { Module, type ModuleLoadOptions } from './kernel/module.js';
 export { Kernel, type Dim3, type LaunchOptions, type KernelAttributes, type MaxPotentialBlockSizeOptions } from './kernel/kernel.js';
 export { type ParamType, type KernelArgument, type KernelArguments } from './kernel/signature.js';
 export { Program, type CompileOptions } from './kernel/program.js';
-export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError } from './binding/errors.js';
+export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureError, UnsupportedError } from './binding/errors.js';
 export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer, type DeviceBufferIpcHandle, type DeviceBufferOpenIpcOptions } from './memory/device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './memory/pinned-buffer.js';
 export { type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';

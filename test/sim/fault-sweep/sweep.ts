@@ -37,7 +37,8 @@ const LOADER = new Set(['cuInit', 'cuDeviceGetCount', 'cuDriverGetVersion', 'cuG
 // The simulated driver's calls that queue work (its queues_work()): only those can fault or be lost.
 const QUEUES_WORK = new Set([
   'cuGraphLaunch', 'cuStreamWriteValue64', 'cuStreamWaitValue64', 'cuEventRecord', 'cuStreamWaitEvent', 'cuLaunchKernel',
-  'cuMemFreeAsync', 'cuMemPrefetchAsync', 'cuMemcpyAsync', 'cuMemcpyHtoDAsync', 'cuMemcpyDtoHAsync', 'cuMemcpyDtoDAsync',
+  'cuLaunchKernelEx', 'cuMemFreeAsync', 'cuMemPrefetchAsync', 'cuMemcpyAsync', 'cuMemcpyHtoDAsync', 'cuMemcpyDtoHAsync',
+  'cuMemcpyDtoDAsync',
   'cuMemcpyPeerAsync', 'cuMemsetD8Async', 'cuMemsetD32Async',
 ]);
 

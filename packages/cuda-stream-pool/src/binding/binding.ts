@@ -89,6 +89,7 @@ export interface NativeBinding {
   deviceInfo(ordinal: number): {
     name: string; major: number; minor: number; multiprocessorCount: number; asyncEngineCount: number;
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
+    cooperativeLaunch: boolean; clusterLaunch: boolean;
   };
   deviceFault(ordinal: number): number;
   // device.cc, Note [peer access]: `ordinal` accessing `peer`'s memory.
@@ -193,6 +194,11 @@ export interface NativeBinding {
   kernelLaunch(
     kernel: NativeRef, stream: NativeRef, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
     dynamicSharedMemBytes: number, params: Uint8Array,
+  ): void;
+  // cuLaunchKernelEx: cluster dimensions 0 for none; flags 1 cooperative, 2 programmatic dependent launch.
+  kernelLaunchWithAttributes(
+    kernel: NativeRef, stream: NativeRef, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
+    dynamicSharedMemBytes: number, params: Uint8Array, clusterX: number, clusterY: number, clusterZ: number, flags: number,
   ): void;
 
   nvrtcLoad(): Promise<

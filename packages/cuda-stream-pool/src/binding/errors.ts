@@ -111,6 +111,25 @@ export class CaptureError extends Error {
   }
 }
 
+/** The device or the driver lacks a feature that the call asked for, found before anything reached the driver: for
+ * example thread-block clusters or programmatic dependent launch on a device below compute capability 9.0, or a
+ * cooperative launch where the device has none. Nothing was queued; everything else keeps working. */
+export class UnsupportedError extends Error {
+  /** Always `'UnsupportedError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
+  override readonly name = 'UnsupportedError';
+  /** Always `'ERR_CUDA_UNSUPPORTED'`. */
+  readonly code = 'ERR_CUDA_UNSUPPORTED';
+  /** What is missing, in words: `'thread-block clusters'`, `'cooperative launch'`, `'programmatic dependent launch'`. */
+  readonly feature: string;
+  /** The ordinal of the device that lacks it. */
+  readonly device: number;
+  constructor(feature: string, device: number, why: string) {
+    super(`${feature} is not supported on device ${device}: ${why}`);
+    this.feature = feature;
+    this.device = device;
+  }
+}
+
 /** The kinds of error the addon asks makeNativeError for, each with how many arguments follow the kind
  * (src/binding/errors.cc; checked by test/cpu/contract.test.ts). */
 export const NATIVE_ERROR_KINDS = { cuda: 6, destroyed: 2, unavailable: 2 } as const;

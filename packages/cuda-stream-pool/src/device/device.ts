@@ -63,6 +63,12 @@ export class Device {
   readonly streamPriorityRange: Readonly<StreamPriorityRange>;
   /** Whether stream-ordered allocation (cuMemAllocAsync) is supported (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED). */
   readonly memoryPoolsSupported: boolean;
+  /** Whether kernels may be launched cooperatively, every block resident at once (the `cooperative` option of
+   * `kernel.launch()`; CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH). */
+  readonly cooperativeLaunch: boolean;
+  /** Whether kernels may be launched in thread-block clusters (the `cluster` option of `kernel.launch()`;
+   * CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, compute capability 9.0 and later). */
+  readonly clusterLaunch: boolean;
 
   private constructor(token: symbol, ordinal: number) {
     checkConstruction(token, 'Device', 'Device.get(ordinal)');
@@ -75,7 +81,9 @@ export class Device {
     this.asyncEngineCount = info.asyncEngineCount;
     this.streamPriorityRange = Object.freeze({ greatest: info.greatestPriority, least: info.leastPriority });
     this.memoryPoolsSupported = info.memoryPoolsSupported;
-    lockFields(this, ['ordinal', 'name', 'computeCapability', 'multiprocessorCount', 'totalMemoryBytes', 'asyncEngineCount', 'streamPriorityRange', 'memoryPoolsSupported']);
+    this.cooperativeLaunch = info.cooperativeLaunch;
+    this.clusterLaunch = info.clusterLaunch;
+    lockFields(this, ['ordinal', 'name', 'computeCapability', 'multiprocessorCount', 'totalMemoryBytes', 'asyncEngineCount', 'streamPriorityRange', 'memoryPoolsSupported', 'cooperativeLaunch', 'clusterLaunch']);
     instances.add(this);
   }
 

@@ -89,6 +89,7 @@ enum CUresult {
   CUDA_ERROR_INVALID_ADDRESS_SPACE = 717,
   CUDA_ERROR_INVALID_PC = 718,
   CUDA_ERROR_LAUNCH_FAILED = 719,
+  CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
@@ -103,6 +104,7 @@ enum CUresult {
   CUDA_ERROR_TIMEOUT = 909,
   CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
   CUDA_ERROR_EXTERNAL_DEVICE = 911,
+  CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -131,7 +133,9 @@ enum CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89,
   CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 91,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95,
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+  CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH = 120,
   // Stream memory operations at the 12.0 ABI (cuStreamWriteValue64 and friends are the _v2 entry points): 32-bit
   // ones work on every device; 64-bit ones where CAN_USE_64_BIT_STREAM_MEM_OPS is 1. The _V1 attributes describe
   // the retired v1 entry points and are declared only so nobody mistakes them for these.
@@ -313,6 +317,45 @@ struct CUDA_KERNEL_NODE_PARAMS {
   CUcontext ctx;  // used only when func is null
 };
 
+// Launch attributes of cuLaunchKernelEx, the three the library sets. The value is a 64-byte union in cuda.h; only
+// the members those three use are named here (others hold pointers, hence the union's 8-byte alignment).
+enum CUlaunchAttributeID {
+  CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
+  CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+};
+
+union alignas(8) CUlaunchAttributeValue {
+  char pad[64];
+  int cooperative;
+  struct {
+    unsigned int x;
+    unsigned int y;
+    unsigned int z;
+  } clusterDim;
+  int programmaticStreamSerializationAllowed;
+};
+
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+};
+
+struct CUlaunchConfig {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+
 enum CUdriverProcAddress_flags {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
@@ -384,6 +427,10 @@ using PFN_cuLaunchKernel = CUresult (*)(CUfunction function, unsigned int gridDi
                                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream stream,
                                         void** kernelParams, void** extra);
+using PFN_cuLaunchKernelEx = CUresult (*)(const CUlaunchConfig* config, CUfunction function, void** kernelParams,
+                                          void** extra);
+using PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor = CUresult (*)(int* blocks, CUfunction function, int blockSize,
+                                                                     size_t dynamicSharedMemBytes);
 using PFN_cuOccupancyMaxPotentialBlockSize = CUresult (*)(int* minGridSize, int* blockSize, CUfunction function,
                                                           CUoccupancyB2DSize blockSizeToDynamicSharedMemBytes,
                                                           size_t dynamicSharedMemBytes, int blockSizeLimit);

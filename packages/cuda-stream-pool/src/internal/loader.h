@@ -23,7 +23,8 @@ namespace csp {
   X(cuStreamWaitValue64, 11070) X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000)             \
   X(cuEventQuery, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 2000) X(cuModuleLoadDataEx, 2010)      \
   X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000) X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000)   \
-  X(cuLaunchKernel, 4000) X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
+  X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060) X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050) \
+  X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
   X(cuMemAllocAsync, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020)                            \
   X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 8000) X(cuMemAdvise, 8000) X(cuMemHostAlloc, 2020)            \
   X(cuMemFreeHost, 2000) X(cuMemFree, 3020) X(cuMemAlloc, 3020) X(cuMemGetAddressRange, 3020)                    \

@@ -3,13 +3,15 @@
 import { native, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
+import { UnsupportedError } from '../binding/errors.js';
+import type { Device } from '../device/device.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamRef } from '../stream/stream.js';
 import { noteCapturedLaunch } from '../stream/capture.js';
 import type { Module } from './module.js';
 import type { ParamType } from './signature.js';
 import { ArgumentPacker } from './argument-packer.js';
-import { checkConstruction, guardReceivers, invalidType, invalidValue, lockFields, validateInteger, validateOptions } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions } from '../internal/validate.js';
 
 /** Grid or block dimensions: a number, or `[x]`, `[x, y]`, `[x, y, z]`; missing dimensions are 1. */
 export type Dim3 = number | [number] | [number, number] | [number, number, number];
@@ -28,6 +30,27 @@ export interface LaunchOptions {
   dynamicSharedMemBytes?: number;
   /** The stream to launch on; must be on the kernel's device. @defaultValue {@link currentStream}(kernel's device) */
   stream?: Stream;
+  /** Thread-block cluster dimensions, in blocks: the blocks of one cluster run at once on neighbouring
+   * multiprocessors and share their shared memory (distributed shared memory). Each grid dimension must be a multiple
+   * of the cluster's, and a cluster holds at most 8 blocks (the portable size). Needs a device with
+   * {@link Device.clusterLaunch} (compute capability 9.0 and later). In the kernel: `cooperative_groups::this_cluster()`
+   * or the PTX registers `%cluster_ctarank` and `%clusterid`. Set through CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION.
+   * @defaultValue no clusters */
+  cluster?: Dim3;
+  /** Launch cooperatively: every block of the grid is resident at once, so blocks may wait for each other (a
+   * grid-wide barrier such as `cooperative_groups::this_grid().sync()`). The grid may hold at most as many blocks as
+   * fit on the device at once (`maxActiveBlocksPerMultiprocessor` times the multiprocessors), else
+   * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. Needs a device with {@link Device.cooperativeLaunch}. Set through
+   * CU_LAUNCH_ATTRIBUTE_COOPERATIVE. @defaultValue false */
+  cooperative?: boolean;
+  /** Programmatic dependent launch: this kernel may start while the kernel before it on the stream is still
+   * running, once every block of that kernel has called `cudaTriggerProgrammaticLaunchCompletion()` (PTX
+   * `griddepcontrol.launch_dependents`) or exited. This kernel must call `cudaGridDependencySynchronize()` (PTX
+   * `griddepcontrol.wait`) before it reads what the earlier kernel writes: that call waits for the earlier kernel to
+   * finish and its memory to be visible. Work before the call (setup, loads of other data) overlaps the earlier
+   * kernel's tail. Only kernels gain: after a copy or an event the launch waits as usual. Needs compute capability
+   * 9.0 or later. Set through CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION. @defaultValue false */
+  programmaticDependentLaunch?: boolean;
 }
 
 /** Options for {@link Kernel.maxPotentialBlockSize}. */
@@ -66,7 +89,41 @@ export function readDims(value: unknown, name: string, out: number[], at: number
   for (let i = 0; i < 3; i++) out[at + i] = i < value.length ? validateInteger(value[i], `${name}[${i}]`, 1, 2 ** 32 - 1) : 1;
 }
 
-const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream'];
+const LAUNCH_KEYS: readonly string[] = ['grid', 'block', 'dynamicSharedMemBytes', 'stream', 'cluster', 'cooperative', 'programmaticDependentLaunch'];
+
+/** The most blocks in a cluster that every device with clusters launches (the portable cluster size). */
+const PORTABLE_CLUSTER_BLOCKS = 8;
+
+function readFlag(value: unknown, name: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw invalidType(name, 'a boolean', value);
+  return value;
+}
+
+/** The launch attributes of `options` as kernelLaunchWithAttributes takes them: cluster x, y, z (0 for none) into
+ * out[0..2], and the flags (1 cooperative, 2 programmatic dependent launch) returned; each checked against the device.
+ * `grid` is the launch's grid, already read. @internal */
+export function readLaunchAttributes(options: LaunchOptions, device: Device, grid: readonly number[], out: number[]): number {
+  const cooperative = readFlag(options.cooperative, 'options.cooperative');
+  const programmatic = readFlag(options.programmaticDependentLaunch, 'options.programmaticDependentLaunch');
+  out[0] = out[1] = out[2] = 0;
+  if (options.cluster !== undefined) {
+    readDims(options.cluster, 'options.cluster', out, 0);
+    const blocks = out[0]! * out[1]! * out[2]!;
+    if (blocks > PORTABLE_CLUSTER_BLOCKS)
+      throw outOfRange('options.cluster', `at most ${PORTABLE_CLUSTER_BLOCKS} blocks in all (the portable cluster size)`, options.cluster);
+    for (let i = 0; i < 3; i++)
+      if (grid[i]! % out[i]! !== 0)
+        throw invalidValue('options.grid', `must be a multiple of "options.cluster" in each dimension; grid [${grid.join(', ')}] and cluster [${out.join(', ')}] differ in dimension ${'xyz'[i]}.`);
+    if (!device.clusterLaunch)
+      throw new UnsupportedError('thread-block clusters', device.ordinal, `it has compute capability ${device.computeCapability.major}.${device.computeCapability.minor}; clusters need 9.0 or later (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH is 0).`);
+  }
+  if (cooperative && !device.cooperativeLaunch)
+    throw new UnsupportedError('cooperative launch', device.ordinal, 'CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0.');
+  if (programmatic && device.computeCapability.major < 9)
+    throw new UnsupportedError('programmatic dependent launch', device.ordinal, `it has compute capability ${device.computeCapability.major}.${device.computeCapability.minor}; programmatic dependent launch needs 9.0 or later.`);
+  return (cooperative ? 1 : 0) | (programmatic ? 2 : 0);
+}
 
 /** The native ref of a kernel, also after its module was unloaded (for graphs to hold the module). @internal */
 export const kernels = privateState<{ ref(kernel: Kernel<readonly unknown[]>): NativeRef }>('Kernel', ['ref']);
@@ -83,6 +140,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   #module: Module;
   #packer: ArgumentPacker;
   #shape = [1, 1, 1, 1, 1, 1];
+  #cluster = [0, 0, 0];
   /** The kernel's `extern "C"` name in the module. */
   readonly name: string;
   /** The parameter types, in order. */
@@ -162,7 +220,11 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
    * the module or the stream was destroyed; {@link CudaError} from cuLaunchKernel naming the kernel, the grid, the
    * block, the shared memory, the stream and the kernel's limits when the driver refuses the launch (too many threads
    * per block, too much shared memory). None of these leaves the stream unusable.
-   * Wraps: cuLaunchKernel. Thread-safety: the thread that loaded the module; any stream of the kernel's device.
+   * With `cluster`, `cooperative` or `programmaticDependentLaunch` the launch goes through cuLaunchKernelEx, and a
+   * device without the feature is an {@link UnsupportedError} before anything is queued; a cooperative grid larger
+   * than the device holds at once is a {@link CudaError} CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE naming the limit.
+   * Wraps: cuLaunchKernel, or cuLaunchKernelEx with launch attributes. Thread-safety: the thread that loaded the
+   * module; any stream of the kernel's device.
    * @example
    * ```ts
    * saxpy.launch({ grid: Math.ceil(n / 256), block: 256, stream }, n, 2.0, x, y);
@@ -182,10 +244,17 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
     if (stream.device !== device)
       throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
+    const plain = options.cluster === undefined && options.cooperative === undefined && options.programmaticDependentLaunch === undefined;
+    const cluster = this.#cluster;
+    const flags = plain ? 0 : readLaunchAttributes(options, device, [shape[0]!, shape[1]!, shape[2]!], cluster);
     this.#packer.pack(args);
     const streamHandle = streamRef(stream, 'kernel.launch');
     this.#packer.bindPointers(args, stream);
-    native.kernelLaunch(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    if (plain) {
+      native.kernelLaunch(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+    } else {
+      native.kernelLaunchWithAttributes(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes, cluster[0]!, cluster[1]!, cluster[2]!, flags);
+    }
     noteCapturedLaunch(streamHandle, this);
   }
 }

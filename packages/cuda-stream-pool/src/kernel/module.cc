@@ -267,25 +267,56 @@ Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// The context of a failed launch: the kernel, the launch shape, the stream, and the kernel's own limits (read only
-// now, on the failure path), so that "invalid argument" says which limit was crossed.
+// Launch attributes beyond the shape, set through cuLaunchKernelEx; a launch with none is a plain cuLaunchKernel.
+struct LaunchAttributes {
+  unsigned cluster[3] = {0, 0, 0};  // blocks per thread-block cluster; 0: no cluster dimension
+  bool cooperative = false;         // every block resident at once (grid-wide synchronization is legal)
+  bool programmatic = false;        // programmatic stream serialization: may start before the previous kernel ends
+};
+
+// The most blocks of `kernel` that a cooperative launch of this block size and shared memory may have: what fits on
+// the device at once. -1 when the driver cannot say.
+long long cooperative_block_limit(const NativeKernel& kernel, unsigned threads, unsigned shared) {
+  const int device = kernel.module->device;
+  int per_multiprocessor = 0;
+  if (drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel.handle, static_cast<int>(threads),
+                                                        shared) != CUDA_SUCCESS)
+    return -1;
+  const int multiprocessors = device_attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  return multiprocessors < 0 ? -1 : static_cast<long long>(per_multiprocessor) * multiprocessors;
+}
+
+// The context of a failed launch: the kernel, the launch shape and attributes, the stream, and the kernel's own limits
+// (read only now, on the failure path), so that "invalid argument" says which limit was crossed.
 std::string launch_detail(const NativeKernel& kernel, const NativeStream& stream, const unsigned* grid, const unsigned* block,
-                          unsigned shared) {
+                          unsigned shared, const LaunchAttributes* attributes = nullptr) {
   auto dims = [](const unsigned* d) {
     return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
   };
+  const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
   std::string detail = "kernel \"" + kernel.name + "\" with grid " + dims(grid) + ", block " + dims(block) + " (" +
-                       std::to_string(static_cast<unsigned long long>(block[0]) * block[1] * block[2]) +
-                       " threads) and " + std::to_string(shared) + " bytes of dynamic shared memory, on device " +
-                       std::to_string(kernel.module->device);
+                       std::to_string(threads) + " threads) and " + std::to_string(shared) +
+                       " bytes of dynamic shared memory";
+  if (attributes) {
+    if (attributes->cluster[0]) detail += ", clusters of " + dims(attributes->cluster) + " blocks";
+    if (attributes->cooperative) detail += ", cooperative";
+    if (attributes->programmatic) detail += ", programmatic dependent launch";
+  }
+  detail += ", on device " + std::to_string(kernel.module->device);
   unsigned long long id = 0;
   if (drv().cuStreamGetId(stream.handle, &id) == CUDA_SUCCESS) detail += ", stream " + std::to_string(id);
-  int threads = 0, dynamic = 0;
-  if (drv().cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.handle) == CUDA_SUCCESS &&
+  int most_threads = 0, dynamic = 0;
+  if (drv().cuFuncGetAttribute(&most_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.handle) == CUDA_SUCCESS &&
       drv().cuFuncGetAttribute(&dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.handle) ==
           CUDA_SUCCESS)
-    detail += " (this kernel allows at most " + std::to_string(threads) + " threads per block and " +
+    detail += " (this kernel allows at most " + std::to_string(most_threads) + " threads per block and " +
               std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemBytes raises the latter)";
+  if (attributes && attributes->cooperative && threads <= 1024) {
+    const long long limit = cooperative_block_limit(kernel, static_cast<unsigned>(threads), shared);
+    if (limit >= 0)
+      detail += "; a cooperative launch of this block size has room for at most " + std::to_string(limit) +
+                " blocks at once";
+  }
   return detail;
 }
 
@@ -297,7 +328,7 @@ constexpr unsigned kInlineParams = 32;
 // from cuLaunchKernel, with launch_detail): a recorded launch is issued later, and validation stays synchronous.
 // The device's dimension limits and the kernel's attributes are read once and cached.
 void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const unsigned (&grid)[3],
-                        const unsigned (&block)[3], unsigned shared) {
+                        const unsigned (&block)[3], unsigned shared, const LaunchAttributes* attributes) {
   const int device = kernel.module->device;
   static std::atomic<int> limits[kMaxDevices][6] = {};  // block x, y, z, grid x, y, z; 0 until read
   auto limit = [&](int index, CUdevice_attribute attribute) {
@@ -327,12 +358,19 @@ void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const 
                        grid[2] > limit(5, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z) ||
                        threads > attribute(kernel.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) ||
                        shared > attribute(kernel.max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  if (refused) check(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel", device, launch_detail(kernel, stream, grid, block, shared));
+  const char* call = attributes ? "cuLaunchKernelEx" : "cuLaunchKernel";
+  if (refused) check(CUDA_ERROR_INVALID_VALUE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
+  if (attributes && attributes->cooperative) {
+    const long long limit = cooperative_block_limit(kernel, static_cast<unsigned>(threads), shared);
+    if (limit >= 0 && static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] > static_cast<unsigned long long>(limit))
+      check(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
+  }
 }
 
-// The driver call of kernelLaunch, by the calling thread or the submission thread: `slots` holds one slot per argument.
+// The driver call of kernelLaunch and kernelLaunchWithAttributes, by the calling thread or the submission thread:
+// `slots` holds one slot per argument.
 void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const unsigned* grid, const unsigned* block,
-                  unsigned shared, uint8_t* slots, size_t slot_bytes) {
+                  unsigned shared, uint8_t* slots, size_t slot_bytes, const LaunchAttributes* attributes) {
   const size_t count = slot_bytes / kKernelArgSlotBytes;
   void* inline_pointers[kInlineParams];
   std::vector<void*> heap_pointers;
@@ -344,43 +382,89 @@ void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const 
   for (size_t i = 0; i < count; i++) pointers[i] = slots + kKernelArgSlotBytes * i;
   const int device = kernel.module->device;
   make_current(device);
-  CUresult r = drv().cuLaunchKernel(kernel.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                                    stream.handle, count ? pointers : nullptr, nullptr);
-  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", device, launch_detail(kernel, stream, grid, block, shared));
+  if (!attributes) {
+    CUresult r = drv().cuLaunchKernel(kernel.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                      stream.handle, count ? pointers : nullptr, nullptr);
+    if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", device, launch_detail(kernel, stream, grid, block, shared));
+    return;
+  }
+  CUlaunchAttribute list[3] = {};
+  unsigned listed = 0;
+  if (attributes->cluster[0]) {
+    list[listed].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    list[listed].value.clusterDim = {attributes->cluster[0], attributes->cluster[1], attributes->cluster[2]};
+    listed++;
+  }
+  if (attributes->cooperative) {
+    list[listed].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    list[listed++].value.cooperative = 1;
+  }
+  if (attributes->programmatic) {
+    list[listed].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    list[listed++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  const CUlaunchConfig config{grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, stream.handle, list, listed};
+  CUresult r = drv().cuLaunchKernelEx(&config, kernel.handle, count ? pointers : nullptr, nullptr);
+  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernelEx", device, launch_detail(kernel, stream, grid, block, shared, attributes));
 }
 
-// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
-// Every value is already validated by kernel/module.ts; params holds one slot per argument.
-Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
-  auto kernel = unwrap_native<NativeKernel>(info[0]);
-  auto stream = unwrap_native<NativeStream>(info[1]);
-  // Literal indices: the contract test reads them.
-  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
-                            info[4].As<Napi::Number>().Uint32Value()};
-  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
-                             info[7].As<Napi::Number>().Uint32Value()};
-  unsigned shared = info[8].As<Napi::Number>().Uint32Value();
-  auto params = info[9].As<Napi::Uint8Array>();
+// The body of kernelLaunch and kernelLaunchWithAttributes (`attributes` null for the former), after each read its
+// arguments. Every value is already validated by kernel/kernel.ts; params holds one slot per argument.
+Napi::Value launch(Napi::Env env, const std::shared_ptr<NativeKernel>& kernel, const std::shared_ptr<NativeStream>& stream,
+                   const unsigned (&grid)[3], const unsigned (&block)[3], unsigned shared, Napi::Uint8Array params,
+                   const LaunchAttributes* attributes) {
   Use<NativeModule> use(*kernel->module, "Module", "kernel.launch");
   Use<NativeStream> use_stream(*stream, "Stream", "kernel.launch");
-  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+  if (Submitter* submitter = recording_for(env, *stream)) {
     make_current(kernel->module->device);
-    check_launch_shape(*kernel, *stream, grid, block, shared);
+    check_launch_shape(*kernel, *stream, grid, block, shared, attributes);
     // The argument slots are copied: JS reuses its packing buffer for the next launch.
     record_operation(*submitter, stream,
                      [k = kernel, m = Held<NativeModule>(kernel->module, "Module", "kernel.launch"),
                       s = Held<NativeStream>(stream, "Stream", "kernel.launch"),
                       slots = std::vector<uint8_t>(params.Data(), params.Data() + params.ByteLength()),
                       grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
-                      block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared](const FailurePointer& failure) mutable {
+                      block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared,
+                      with = attributes != nullptr,
+                      copied = attributes ? *attributes : LaunchAttributes{}](const FailurePointer& failure) mutable {
                        if (failure) return false;
-                       issue_launch(*k, *s, grid.data(), block.data(), shared, slots.data(), slots.size());
+                       issue_launch(*k, *s, grid.data(), block.data(), shared, slots.data(), slots.size(),
+                                    with ? &copied : nullptr);
                        return true;
                      });
-    return info.Env().Undefined();
+    return env.Undefined();
   }
-  issue_launch(*kernel, *stream, grid, block, shared, params.Data(), params.ByteLength());
-  return info.Env().Undefined();
+  issue_launch(*kernel, *stream, grid, block, shared, params.Data(), params.ByteLength(), attributes);
+  return env.Undefined();
+}
+
+// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
+Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
+  // Literal indices: the contract test reads them.
+  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
+                            info[4].As<Napi::Number>().Uint32Value()};
+  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
+                             info[7].As<Napi::Number>().Uint32Value()};
+  return launch(info.Env(), unwrap_native<NativeKernel>(info[0]), unwrap_native<NativeStream>(info[1]), grid, block,
+                info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), nullptr);
+}
+
+// kernelLaunchWithAttributes(the arguments of kernelLaunch, clusterX, clusterY, clusterZ, flags): cluster dimensions
+// 0 for none; flags 1 cooperative, 2 programmatic dependent launch.
+Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
+  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
+                            info[4].As<Napi::Number>().Uint32Value()};
+  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
+                             info[7].As<Napi::Number>().Uint32Value()};
+  LaunchAttributes attributes;
+  attributes.cluster[0] = info[10].As<Napi::Number>().Uint32Value();
+  attributes.cluster[1] = info[11].As<Napi::Number>().Uint32Value();
+  attributes.cluster[2] = info[12].As<Napi::Number>().Uint32Value();
+  const unsigned flags = info[13].As<Napi::Number>().Uint32Value();
+  attributes.cooperative = (flags & 1) != 0;
+  attributes.programmatic = (flags & 2) != 0;
+  return launch(info.Env(), unwrap_native<NativeKernel>(info[0]), unwrap_native<NativeStream>(info[1]), grid, block,
+                info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), &attributes);
 }
 
 }  // namespace
@@ -416,6 +500,9 @@ const Export kModuleExports[] = {
     {"kernelMaxPotentialBlockSize", "ref, number, number", entry<kernel_max_potential_block_size>},
     {"kernelSetMaxDynamicSharedMemBytes", "ref, number", entry<kernel_set_max_dynamic_shared>},
     {"kernelLaunch", "ref, ref, number, number, number, number, number, number, number, Uint8Array", unordered<kernel_launch>},
+    {"kernelLaunchWithAttributes",
+     "ref, ref, number, number, number, number, number, number, number, Uint8Array, number, number, number, number",
+     unordered<kernel_launch_with_attributes>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {

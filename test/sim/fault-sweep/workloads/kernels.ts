@@ -1,5 +1,5 @@
 // The test kernels from their PTX (Module.load: there is no NVRTC here), their attributes and occupancy, launches
-// that write and that spin, a missing kernel (an error from the driver, named through cuGetErrorName), and events:
+// that write and that spin (plainly and with launch attributes), a missing kernel (an error from the driver, named through cuGetErrorName), and events:
 // timed, blocking, waited on by another stream, queried, synchronized both ways, an elapsed time.
 import { readFileSync } from 'node:fs';
 
@@ -53,6 +53,11 @@ export const workload: Workload = {
         if (!(Event.elapsedMs(start, end) >= 0)) throw new WrongResult('a negative elapsed time');
         await marker.synchronize();
         expectAll('fill_u32', await words.toArray(Uint32Array, { stream: second }), 42);
+        // Through cuLaunchKernelEx: clusters with programmatic dependent launch, then a cooperative grid.
+        fill.launch({ grid: 8, block: 128, stream, cluster: 2, programmaticDependentLaunch: true }, words, 43, 1024);
+        expectAll('fill_u32 in clusters', await words.toArray(Uint32Array, { stream }), 43);
+        fill.launch({ grid: 8, block: 128, stream, cooperative: true }, words, 44, 1024);
+        expectAll('fill_u32 cooperatively', await words.toArray(Uint32Array, { stream }), 44);
         const [begun, ended] = await stamps.toArray(BigUint64Array, { stream });
         if (!(ended! - begun! >= 1_000_000n)) throw new WrongResult('the spin kernel took less than 1 ms');
       },
