@@ -62,6 +62,8 @@
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
 //                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
+//   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13000 (default 13000). Below 12080 it
+//   has no cuMemcpyBatchAsync; from 12080 to 12090 it hands out that call's CUDA 12.8 form (with failIdx).
 //   SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES=1: devices have compute capability 8.0 and neither thread-block clusters nor
 //   cooperative launch (by default: 9.0 and both).
 //   A malformed rule or value (flags take 1 or 0; SIMULATED_DRIVER_DEVICES 1 to 64) ends the process with code 70.
@@ -125,7 +127,7 @@ namespace {
   X(cuStreamGetCaptureInfo) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
   X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)          \
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)           \
-  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemcpyBatchAsync)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -255,7 +257,8 @@ bool queues_work(int entry) {
     case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord: case e_cuStreamWaitEvent:
     case e_cuLaunchKernel: case e_cuLaunchKernelEx: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync: case e_cuMemcpyAsync:
     case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync: case e_cuMemcpyPeerAsync:
-    case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_operation:
+    case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_cuMemcpyBatchAsync:
+    case e_operation:
       return true;
     default:
       return false;
@@ -445,6 +448,13 @@ unsigned long long env_number(const char* name, unsigned long long fallback, uns
   bad_configuration(std::string(name) + "='" + text + "' is not a whole number from " + std::to_string(least) +
                     " to " + std::to_string(most));
 }
+
+int driver_version() {
+  static const int version = static_cast<int>(env_number("SIMULATED_DRIVER_VERSION", 13000, 12000, 13000));
+  if (version < 12000) bad_configuration("SIMULATED_DRIVER_VERSION must be from 12000 to 13000");
+  return version;
+}
+
 
 // ---- Devices, contexts, progress -----------------------------------------------------------------------------
 
@@ -2125,6 +2135,46 @@ CUresult s_cuMemcpyPeerAsync(CUdeviceptr destination, CUcontext, CUdeviceptr sou
   return queue_copy(s, "cuMemcpyPeerAsync", {destination, bytes, Access::kDevice}, {source, bytes, Access::kDevice},
                     injected);
 }
+// A batch: each copy is checked before any is queued, then queued as cuMemcpyAsync would queue it (a pageable source
+// is read now, which is what CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL asks for; the copies run in order, which is
+// one of the orders a batch allows).
+CUresult batch_copy(Stream* s, CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                    CUmemcpyAttributes* attrs, size_t* starts, size_t attributes, const Injection& injected) {
+  if (s == s->device->legacy || !dsts || !srcs || !sizes || count == 0 || !attrs || !starts ||
+      attributes == 0 || attributes > count || starts[0] != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < attributes; k++) {
+    if ((k > 0 && starts[k] <= starts[k - 1]) || starts[k] >= count) return CUDA_ERROR_INVALID_VALUE;
+    const int order = attrs[k].srcAccessOrder;
+    if (order < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || order > CU_MEMCPY_SRC_ACCESS_ORDER_ANY) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (check_at_call({dsts[i], sizes[i], Access::kHost}) != CUDA_SUCCESS ||
+        check_at_call({srcs[i], sizes[i], Access::kHost}) != CUDA_SUCCESS)
+      return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++) {
+    const CUresult r = queue_copy(s, "cuMemcpyBatchAsync", {dsts[i], sizes[i], Access::kHost},
+                                  {srcs[i], sizes[i], Access::kHost}, injected);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                              CUmemcpyAttributes* attrs, size_t* starts, size_t attributes, CUstream stream) {
+  SIM_ENTER(cuMemcpyBatchAsync);
+  SIM_QUEUE_ON(cuMemcpyBatchAsync, stream);
+  return batch_copy(s, dsts, srcs, sizes, count, attrs, starts, attributes, injected);
+}
+// The CUDA 12.8 form: on failure, failIdx names the copy that failed, or SIZE_MAX when none in particular.
+CUresult s_cuMemcpyBatchAsync_v12080(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                     CUmemcpyAttributes* attrs, size_t* starts, size_t attributes, size_t* failed,
+                                     CUstream stream) {
+  SIM_ENTER(cuMemcpyBatchAsync);
+  SIM_QUEUE_ON(cuMemcpyBatchAsync, stream);
+  if (!failed) return CUDA_ERROR_INVALID_VALUE;
+  *failed = SIZE_MAX;
+  return batch_copy(s, dsts, srcs, sizes, count, attrs, starts, attributes, injected);
+}
 CUresult s_cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream) {
   SIM_ENTER(cuMemsetD8Async);
   SIM_QUEUE_ON(cuMemsetD8Async, stream);
@@ -2425,10 +2475,10 @@ __attribute__((visibility("default"))) CUresult cuCtxSetCurrent(CUcontext contex
 
 __attribute__((visibility("default"))) CUresult cuDriverGetVersion(int* version) {
   SIM_ENTER(cuDriverGetVersion);
-  *version = 13000;
+  *version = driver_version();
   return CUDA_SUCCESS;
 }
-__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
+__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int requested, cuuint64_t,
                                                                    CUdriverProcAddressQueryResult* status) {
   SIM_ENTER(cuGetProcAddress_v2);
   static const std::unordered_map<std::string, void*> table = {
@@ -2437,12 +2487,22 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
 #undef SIM_TABLE
   };
   auto it = table.find(symbol);
-  if (it == table.end()) {
+  // cuMemcpyBatchAsync came with CUDA 12.8 and changed its form in 13.0: the one asked for, if the driver has it.
+  const bool batch = it != table.end() && std::strcmp(symbol, "cuMemcpyBatchAsync") == 0;
+  if (it == table.end() || (batch && (driver_version() < 12080 || requested < 12080))) {
     *pfn = nullptr;
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
   }
-  *pfn = it->second;
+  if (batch && requested < 13000) {
+    *pfn = reinterpret_cast<void*>(&s_cuMemcpyBatchAsync_v12080);
+  } else if (batch && driver_version() < 13000) {
+    *pfn = nullptr;
+    if (status) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    return CUDA_ERROR_NOT_FOUND;
+  } else {
+    *pfn = it->second;
+  }
   if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
 }

@@ -68,6 +68,7 @@ CORRESPONDING(CUgraphNodeType, CUgraphNodeType)
 CORRESPONDING(CUgraphExecUpdateResult, CUgraphExecUpdateResult)
 CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 CORRESPONDING(CUlaunchAttributeID, CUlaunchAttributeID)
+CORRESPONDING(CUmemcpySrcAccessOrder, CUmemcpySrcAccessOrder)
 // Structs and unions (layouts checked below).
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
 CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
@@ -78,6 +79,7 @@ CORRESPONDING(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
 CORRESPONDING(CUlaunchAttributeValue, CUlaunchAttributeValue)
 CORRESPONDING(CUlaunchAttribute, CUlaunchAttribute)
 CORRESPONDING(CUlaunchConfig, CUlaunchConfig)
+CORRESPONDING(CUmemcpyAttributes, CUmemcpyAttributes_v1)
 #undef CORRESPONDING
 
 // Scalar typedefs.
@@ -97,6 +99,9 @@ CSP_DRIVER_FUNCTIONS(CHECK_ENTRY_POINT)
 CSP_OPTIONAL_DRIVER_FUNCTIONS(CHECK_ENTRY_POINT)
 CHECK_ENTRY_POINT(cuDriverGetVersion, 2020)
 CHECK_ENTRY_POINT(cuGetProcAddress, 12000)
+static_assert(Corresponds<std::remove_pointer_t<own::PFN_cuMemcpyBatchAsync_v12080>,
+                          std::remove_pointer_t<PFN_cuMemcpyBatchAsync_v12080>>::value,
+              "PFN_cuMemcpyBatchAsync_v12080 in cuda-driver.h differs from the toolkit's");
 #undef CHECK_ENTRY_POINT
 // The required table is asked for at 12.0, so none of its versions may be later.
 #define CHECK_REQUIRED_VERSION(name, version) static_assert(version <= 12000, #name " is not in the CUDA 12.0 ABI");
@@ -119,6 +124,7 @@ CHECK_ENUM(CUgraphNodeType)
 CHECK_ENUM(CUgraphExecUpdateResult)
 CHECK_ENUM(CUdriverProcAddressQueryResult)
 CHECK_ENUM(CUlaunchAttributeID)
+CHECK_ENUM(CUmemcpySrcAccessOrder)
 #undef CHECK_ENUM
 
 #define CHECK_VALUE(name) static_assert(static_cast<long long>(own::name) == static_cast<long long>(::name), #name);
@@ -183,7 +189,9 @@ CHECK_ENUM(CUlaunchAttributeID)
   X(CU_GET_PROC_ADDRESS_DEFAULT) X(CU_GET_PROC_ADDRESS_LEGACY_STREAM) X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) \
   X(CU_GET_PROC_ADDRESS_SUCCESS) X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) \
   X(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) X(CU_LAUNCH_ATTRIBUTE_IGNORE) X(CU_LAUNCH_ATTRIBUTE_COOPERATIVE)                \
-  X(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) X(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+  X(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) X(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)                 \
+  X(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID) X(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) X(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) \
+  X(CU_MEMCPY_SRC_ACCESS_ORDER_ANY) X(CU_MEMCPY_SRC_ACCESS_ORDER_MAX)
 CSP_CHECKED_VALUES(CHECK_VALUE)
 #undef CHECK_VALUE
 static_assert(own_ipc_handle_size == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
@@ -239,6 +247,11 @@ static_assert(offsetof(decltype(own::CUlaunchAttributeValue::clusterDim), z) ==
 CHECK_LAYOUT(CUlaunchAttribute, CUlaunchAttribute)
 CHECK_FIELD(CUlaunchAttribute, CUlaunchAttribute, id)
 CHECK_FIELD(CUlaunchAttribute, CUlaunchAttribute, value)
+CHECK_LAYOUT(CUmemcpyAttributes, CUmemcpyAttributes_v1)
+CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, srcAccessOrder)
+CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, srcLocHint)
+CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, dstLocHint)
+CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, flags)
 #define LAUNCH_CONFIG_FIELD(field) CHECK_FIELD(CUlaunchConfig, CUlaunchConfig, field)
 CHECK_LAYOUT(CUlaunchConfig, CUlaunchConfig)
 LAUNCH_CONFIG_FIELD(gridDimX)

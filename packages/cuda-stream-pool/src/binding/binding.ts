@@ -241,6 +241,10 @@ export interface NativeBinding {
   copyPageableToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, source: Uint8Array): void;
   copyDeviceToPageable(stream: NativeRef, destination: Uint8Array, src: NativeRef, srcOffset: number): NativeRef;
   copyLanded(flag: NativeRef): boolean;
+  // stream/copy.cc, Note [batched copies]: per copy, operands [dst, src] (a buffer ref or a pageable source's
+  // Uint8Array), kinds [dst, src] (0 device, 1 pinned, 2 pageable), layout [dstOffset, srcOffset, bytes]; false when
+  // the driver or the stream cannot batch (nothing queued).
+  copyBatch(stream: NativeRef, operands: NativeRef[], kinds: Uint8Array, layout: Float64Array): boolean;
   memoryFill(stream: NativeRef, dst: NativeRef, offset: number, value: number, count: number, elementSize: 1 | 4): void;
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
   memoryPoolSetReleaseThreshold(device: number, bytes: number): void;

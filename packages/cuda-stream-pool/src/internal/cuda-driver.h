@@ -356,6 +356,23 @@ struct CUlaunchConfig {
   unsigned int numAttrs;
 };
 
+// Batched copies (cuMemcpyBatchAsync): when each copy may read its source. STREAM: in stream order, as any copy;
+// DURING_API_CALL: before the call returns (a source that may change right after it, such as pageable JS memory).
+enum CUmemcpySrcAccessOrder {
+  CU_MEMCPY_SRC_ACCESS_ORDER_INVALID = 0x0,
+  CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1,
+  CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL = 0x2,
+  CU_MEMCPY_SRC_ACCESS_ORDER_ANY = 0x3,
+  CU_MEMCPY_SRC_ACCESS_ORDER_MAX = 0x7FFFFFFF,
+};
+
+struct CUmemcpyAttributes {
+  CUmemcpySrcAccessOrder srcAccessOrder;
+  CUmemLocation srcLocHint;
+  CUmemLocation dstLocHint;
+  unsigned int flags;
+};
+
 enum CUdriverProcAddress_flags {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
@@ -462,6 +479,14 @@ using PFN_cuMemcpyDtoDAsync = CUresult (*)(CUdeviceptr destination, CUdeviceptr 
                                            CUstream stream);
 using PFN_cuMemcpyPeerAsync = CUresult (*)(CUdeviceptr destination, CUcontext destinationContext, CUdeviceptr source,
                                            CUcontext sourceContext, size_t bytes, CUstream stream);
+// cuMemcpyBatchAsync changed between CUDA 12.8 (a failIdx output before the stream) and 13.0 (none); the loader
+// resolves the one the driver's version has (Note [batched copies] in stream/copy.cc).
+using PFN_cuMemcpyBatchAsync = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                            CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                            CUstream stream);
+using PFN_cuMemcpyBatchAsync_v12080 = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                                   CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                                   size_t* failIdx, CUstream stream);
 using PFN_cuMemsetD8Async = CUresult (*)(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream);
 using PFN_cuMemsetD32Async = CUresult (*)(CUdeviceptr destination, unsigned int value, size_t count,
                                           CUstream stream);

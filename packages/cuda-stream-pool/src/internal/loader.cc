@@ -69,6 +69,8 @@ void load_once() {
   resolve_optional(#name, abi_version, reinterpret_cast<void**>(&g_driver.name));
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_RESOLVE_OPTIONAL)
 #undef CSP_RESOLVE_OPTIONAL
+  if (!g_driver.cuMemcpyBatchAsync && version < 13000)
+    resolve_optional("cuMemcpyBatchAsync", 12080, reinterpret_cast<void**>(&g_driver.cuMemcpyBatchAsync_v12080));
   if (!missing.empty()) {
     g_state.unavailable_reason = "the CUDA driver in " + path + " (CUDA " + version_text(version) +
                                  ") lacks entry points " + missing + ". Update the NVIDIA driver.";

@@ -39,11 +39,12 @@ namespace csp {
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphExecUpdate, 12000)                       \
   X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000)                                 \
   X(cuGraphKernelNodeGetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
-// Newer than CUDA 12.0, each requested at the version it came with, and null on older drivers: used only to list a
-// module's kernels in error messages and to check a kernel's signature against its parameters.
+// Newer than CUDA 12.0, each requested at the version it came with, and null on older drivers: used to list a
+// module's kernels in error messages, to check a kernel's signature against its parameters, and for batched copies
+// (on a CUDA 12.8 driver cuMemcpyBatchAsync_v12080 holds the older ABI of cuMemcpyBatchAsync instead).
 #define CSP_OPTIONAL_DRIVER_FUNCTIONS(X)                                                                 \
   X(cuModuleGetFunctionCount, 12040) X(cuModuleEnumerateFunctions, 12040) X(cuFuncGetName, 12030)       \
-  X(cuFuncGetParamInfo, 12040)
+  X(cuFuncGetParamInfo, 12040) X(cuMemcpyBatchAsync, 13000)
 
 // The resolved table. Members carry the documented names, so calls read drv().cuStreamDestroy(stream).
 struct Driver {
@@ -51,6 +52,7 @@ struct Driver {
   CSP_DRIVER_FUNCTIONS(CSP_DECLARE)
   CSP_OPTIONAL_DRIVER_FUNCTIONS(CSP_DECLARE)
 #undef CSP_DECLARE
+  PFN_cuMemcpyBatchAsync_v12080 cuMemcpyBatchAsync_v12080 = nullptr;  // a 12.8 driver's, when cuMemcpyBatchAsync is null
 };
 
 struct DriverState {

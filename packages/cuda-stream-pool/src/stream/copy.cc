@@ -1,6 +1,8 @@
 // Copies and fills in stream order between device buffers and pinned memory (pageable JS memory goes through
 // staging.cc). Runs on: any JS thread (main or worker). Each call makes its driver call and records the buffers'
 // uses (Note [buffer uses]); error details are built only when a call fails.
+#include <algorithm>
+#include <deque>
 #include <optional>
 
 #include "binding/binding.h"
@@ -189,6 +191,109 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// Note [batched copies]: stream.copyBatch() queues many copies in one driver call, cuMemcpyBatchAsync (CUDA 12.8 and
+// later; the 12.8 ABI has a failIdx output that 13.0 dropped, and the loader resolves whichever the driver has). The
+// copies of a batch run in stream order as a whole but in any order among themselves, as the driver documents. Each
+// source is read in stream order, except pageable JS memory, which the driver reads before the call returns
+// (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL): the bytes as they are at the call, as staging would take them, with
+// no staging. Where the batch cannot be used (an older driver, the legacy default stream, which the call refuses),
+// copyBatch returns false having done nothing, and stream/copy.ts queues the copies one by one instead.
+enum BatchOperand : uint8_t { kBatchDevice = 0, kBatchPinned = 1, kBatchPageable = 2 };
+
+// copyBatch(stream, operands, kinds, layout) -> whether the batch was queued. For copy i: operands[2i] is the
+// destination and operands[2i + 1] the source, each a DeviceBuffer or PinnedBuffer ref, or (a source only) a
+// Uint8Array of pageable memory; kinds[2i] and kinds[2i + 1] say which (BatchOperand); layout[3i..3i+2] holds the
+// destination offset, the source offset and the bytes. Checked by stream/copy.ts: at least one side of each copy is a
+// DeviceBuffer on the stream's device, and no copy is empty.
+Napi::Value copy_batch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  auto operands = info[1].As<Napi::Array>();
+  auto kinds = info[2].As<Napi::Uint8Array>();
+  auto layout = info[3].As<Napi::TypedArray>().As<Napi::Float64Array>();
+  const Driver& driver = drv();
+  if ((!driver.cuMemcpyBatchAsync && !driver.cuMemcpyBatchAsync_v12080) || stream->handle == CU_STREAM_LEGACY)
+    return Napi::Boolean::New(env, false);
+  Use<NativeStream> use_stream(*stream, "Stream", "copyBatch");
+  const size_t count = layout.ElementLength() / 3;
+  std::vector<std::shared_ptr<NativeDeviceBuffer>> devices;
+  std::vector<std::shared_ptr<NativePinnedBuffer>> pinned;
+  std::deque<Use<NativeDeviceBuffer>> device_uses;
+  std::deque<Use<NativePinnedBuffer>> pinned_uses;
+  std::vector<CUdeviceptr> dsts(count), srcs(count);
+  std::vector<size_t> sizes(count);
+  std::vector<CUmemcpyAttributes> attributes;
+  std::vector<size_t> attribute_starts;
+  size_t total = 0;
+  for (size_t i = 0; i < count; i++) {
+    const size_t bytes = static_cast<size_t>(layout[3 * i + 2]);
+    sizes[i] = bytes;
+    total += bytes;
+    CUmemcpySrcAccessOrder order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    for (int side = 0; side < 2; side++) {
+      const Napi::Value operand = operands.Get(static_cast<uint32_t>(2 * i + side));
+      const size_t offset = static_cast<size_t>(layout[3 * i + side]);
+      const char* what = side == 0 ? "destination" : "source";
+      CUdeviceptr address = 0;
+      switch (kinds[2 * i + side]) {
+        case kBatchDevice: {
+          auto buffer = unwrap_native<NativeDeviceBuffer>(operand);
+          if (std::find(devices.begin(), devices.end(), buffer) == devices.end()) {
+            device_uses.emplace_back(*buffer, "DeviceBuffer", "copyBatch");
+            devices.push_back(buffer);
+          }
+          check_span(what, offset, bytes, buffer->bytes, env);
+          address = buffer->ptr + offset;
+          break;
+        }
+        case kBatchPinned: {
+          auto buffer = unwrap_native<NativePinnedBuffer>(operand);
+          if (std::find(pinned.begin(), pinned.end(), buffer) == pinned.end()) {
+            pinned_uses.emplace_back(*buffer, "PinnedBuffer", "copyBatch");
+            pinned.push_back(buffer);
+          }
+          check_span(what, offset, bytes, buffer->bytes, env);
+          address = reinterpret_cast<CUdeviceptr>(static_cast<char*>(buffer->data) + offset);
+          break;
+        }
+        default: {
+          auto view = operand.As<Napi::Uint8Array>();
+          check_span(what, offset, bytes, view.ByteLength(), env);
+          address = reinterpret_cast<CUdeviceptr>(view.Data() + offset);
+          order = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+        }
+      }
+      (side == 0 ? dsts : srcs)[i] = address;
+    }
+    // One attribute entry for each run of copies that read their sources alike.
+    if (attributes.empty() || attributes.back().srcAccessOrder != order) {
+      CUmemcpyAttributes entry{};
+      entry.srcAccessOrder = order;
+      attributes.push_back(entry);
+      attribute_starts.push_back(i);
+    }
+  }
+  if (count == 0) return Napi::Boolean::New(env, true);
+  const int environment = environment_of(env);
+  make_current(stream->device);
+  for (auto& buffer : devices) note_use_before_work(*buffer, stream, environment);
+  CUresult r;
+  if (driver.cuMemcpyBatchAsync)
+    r = driver.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, attributes.data(),
+                                  attribute_starts.data(), attributes.size(), stream->handle);
+  else {
+    size_t failed = 0;
+    r = driver.cuMemcpyBatchAsync_v12080(dsts.data(), srcs.data(), sizes.data(), count, attributes.data(),
+                                         attribute_starts.data(), attributes.size(), &failed, stream->handle);
+  }
+  check(r, "cuMemcpyBatchAsync", stream->device, [&] {
+    return where(*stream) + ", a batch of " + std::to_string(count) + " copies, " + std::to_string(total) + " bytes";
+  });
+  for (auto& buffer : pinned) fence_pinned(*buffer, stream);
+  for (auto& buffer : devices) note_use_after_work(*buffer, stream, environment);
+  return Napi::Boolean::New(env, true);
+}
+
 }  // namespace
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
@@ -197,6 +302,7 @@ const Export kCopyExports[] = {
     {"copyPinnedToDevice", "ref, ref, number, ref, number, number", unordered<copy_pinned<true>>},
     {"copyDeviceToPinned", "ref, ref, number, ref, number, number", unordered<copy_pinned<false>>},
     {"memoryFill", "ref, ref, number, number, number, number", unordered<memory_fill>},
+    {"copyBatch", "ref, array, Uint8Array, object", entry<copy_batch>},
 };
 
 void register_copy(Napi::Env env, Napi::Object exports) {

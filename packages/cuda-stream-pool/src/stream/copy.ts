@@ -9,7 +9,7 @@ import { landingQueued } from './completion.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
 import { PinnedBuffer, pinnedBuffers, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
-import { noteCaptured, requireNotCapturing } from './capture.js';
+import { captureStatus, noteCaptured, requireNotCapturing } from './capture.js';
 import { invalidType, invalidValue, outOfRange, validateFloat32, validateOptions } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from '../memory/host-views.js';
 
@@ -136,71 +136,187 @@ function checkOffset(value: unknown, name: string, size: number, what: string): 
 
 /** `options.byteLength` of copy and fill: an integer from 0 to `available` (`what` says what that many bytes are);
  * `available` when undefined. */
-function checkByteLength(value: unknown, available: number, what: string): number {
+function checkByteLength(value: unknown, available: number, what: string, name = 'options.byteLength'): number {
   if (value === undefined) return available;
-  if (typeof value !== 'number') throw invalidType('options.byteLength', 'an integer', value);
+  if (typeof value !== 'number') throw invalidType(name, 'an integer', value);
   if (!Number.isInteger(value) || value < 0 || value > available)
-    throw outOfRange('options.byteLength', `an integer from 0 to ${available} (${what})`, value);
+    throw outOfRange(name, `an integer from 0 to ${available} (${what})`, value);
   return value;
 }
 
-/** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
- * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
-export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
-  const o = validateOptions<CopyOptions>(options, 'options', 'copy', ['byteLength', 'dstOffset', 'srcOffset']);
-  const d = operand(dst, 'dst', call);
-  const s = operand(src, 'src', call);
-  const addressed = (op: Operand) => op.kind === 'device' || op.kind === 'managed';
+/** A copy checked and ready to queue: its operands, offsets and length. */
+interface CheckedCopy {
+  d: Operand;
+  s: Operand;
+  dst: unknown;
+  src: unknown;
+  dstOffset: number;
+  srcOffset: number;
+  byteLength: number;
+}
+
+/** Every check of one copy on `stream`, as `stream.copy()` makes them; `name` prefixes the argument names in
+ * messages (`''` for stream.copy, `'copies[3].'` for a batch). */
+function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call: string, name = ''): CheckedCopy {
+  const o = validateOptions<CopyOptions>(options, name ? name.slice(0, -1) : 'options', 'copy', name ? ['byteLength', 'dstOffset', 'srcOffset', 'dst', 'src'] : ['byteLength', 'dstOffset', 'srcOffset']);
+  const option = name || 'options.';
+  const d = operand(dst, `${name}dst`, call);
+  const s = operand(src, `${name}src`, call);
   if (!addressed(d) && !addressed(s))
-    throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).');
+    throw invalidValue(`${name}dst`, `and "${name}src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).`);
   if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
-    throw invalidValue(d.kind === 'managed' ? 'src' : 'dst', 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
+    throw invalidValue(d.kind === 'managed' ? `${name}src` : `${name}dst`, 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
   // Between DeviceBuffers of two devices the stream may be on either device (a peer copy); every other copy stays on
   // the stream's device.
-  const peer = d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device;
-  if (peer) {
+  if (d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device) {
     if (stream.device !== d.buffer.device && stream.device !== s.buffer.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but a copy from device ${s.buffer.device.ordinal} to device ${d.buffer.device.ordinal} is ordered on a stream of one of those two devices.`);
   } else {
-    for (const [name, op] of [['dst', d], ['src', s]] as const)
+    for (const [side, op] of [[`${name}dst`, d], [`${name}src`, s]] as const)
       if (addressed(op) && op.buffer.device !== stream.device)
-        throw invalidValue(name, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+        throw invalidValue(side, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
   }
   // Before the ranges: a length-tracking view of a shrunk buffer would otherwise be refused for its length.
   if (d.kind === 'pageable' && isResizable(d.memory))
-    throw invalidValue('dst', 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
-  const srcOffset = checkOffset(o.srcOffset, 'options.srcOffset', s.length, 'the source');
-  const dstOffset = checkOffset(o.dstOffset, 'options.dstOffset', d.length, 'the destination');
+    throw invalidValue(`${name}dst`, 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
+  const srcOffset = checkOffset(o.srcOffset, `${option}srcOffset`, s.length, 'the source');
+  const dstOffset = checkOffset(o.dstOffset, `${option}dstOffset`, d.length, 'the destination');
   const available = s.length - srcOffset;
   const room = d.length - dstOffset;
-  const byteLength = checkByteLength(o.byteLength, available, `the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}`);
+  const byteLength = checkByteLength(o.byteLength, available, `the source's ${s.length} bytes from "${option}srcOffset" ${srcOffset}`, `${option}byteLength`);
   if (byteLength > room)
     throw outOfRange(
-      'options.byteLength',
-      `at most ${room} to fit the destination (its ${d.length} bytes from "options.dstOffset" ${dstOffset})`,
+      `${option}byteLength`,
+      `at most ${room} to fit the destination (its ${d.length} bytes from "${option}dstOffset" ${dstOffset})`,
       byteLength,
-      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "options.srcOffset" ${srcOffset}; pass "options.byteLength".` : '',
+      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "${option}srcOffset" ${srcOffset}; pass "${option}byteLength".` : '',
     );
   if (addressed(d) && addressed(s)) {
     const a = d.buffer.ptr + BigInt(dstOffset);
     const b = s.buffer.ptr + BigInt(srcOffset);
     const n = BigInt(byteLength);
     if (n > 0n && a < b + n && b < a + n)
-      throw invalidValue('src', `overlaps "dst": device bytes ${b} to ${b + n} and ${a} to ${a + n}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
+      throw invalidValue(`${name}src`, `overlaps "${name}dst": device bytes ${b} to ${b + n} and ${a} to ${a + n}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
   }
   if (s.kind === 'pageable') {
     const start = s.base + srcOffset;
     const hit = stillPending(s.memory).find((p) => p.start < start + byteLength && start < p.end);
     if (hit)
-      throw invalidValue('src', `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
+      throw invalidValue(`${name}src`, `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
   }
+  return { d, s, dst, src, dstOffset, srcOffset, byteLength };
+}
+
+const addressed = (op: Operand): op is Extract<Operand, { buffer: DeviceMemory }> => op.kind === 'device' || op.kind === 'managed';
+
+function isPeer(d: Operand, s: Operand): boolean {
+  return d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device;
+}
+
+/** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
+ * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
+export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
+  const copy = checkCopy(stream, dst, src, options, call);
   const sb = streams.ref(stream, call);
-  if (byteLength === 0) return;
+  if (copy.byteLength === 0) return;
+  queueChecked(stream, sb, copy, call);
+}
+
+function queueChecked(stream: StreamFacts, sb: NativeRef, c: CheckedCopy, call: string): void {
   try {
-    queueCopy(stream, sb, d, s, dst, src, dstOffset, srcOffset, byteLength);
+    queueCopy(stream, sb, c.d, c.s, c.dst, c.src, c.dstOffset, c.srcOffset, c.byteLength);
   } catch (error) {
     // The native layer names its own step ("DeviceBuffer.copy()"), e.g. for a borrowed view whose owner freed it.
     throw renameDestroyed(error, call);
+  }
+}
+
+/** The device bytes or pinned bytes a batched copy touches: `space` is 'device' (addresses) or the pinned record. */
+interface Touched {
+  space: unknown;
+  start: bigint;
+  end: bigint;
+  index: number;
+  writes: boolean;
+}
+
+function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched | undefined {
+  const n = BigInt(byteLength);
+  if (op.kind === 'device' || op.kind === 'managed') {
+    const start = op.buffer.ptr + BigInt(offset);
+    return { space: 'device', start, end: start + n, index, writes };
+  }
+  if (op.kind === 'pinned') return { space: op.ref, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
+  return undefined;
+}
+
+/** Queues the copies of a batch on `stream`; see `Stream.copyBatch`. @internal */
+export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
+  if (!Array.isArray(copies)) throw invalidType('copies', 'an array of { dst, src, byteLength?, dstOffset?, srcOffset? }', copies);
+  const checked: CheckedCopy[] = [];
+  for (let i = 0; i < copies.length; i++) {
+    const entry: unknown = copies[i];
+    if (typeof entry !== 'object' || entry === null) throw invalidType(`copies[${i}]`, 'an object { dst, src, byteLength?, dstOffset?, srcOffset? }', entry);
+    const { dst, src } = entry as { dst: unknown; src: unknown };
+    checked.push(checkCopy(stream, dst, src, entry, 'stream.copyBatch', `copies[${i}].`));
+  }
+  // The copies of a batch run in any order and at once: none may write bytes that another reads or writes.
+  const regions = new Map<unknown, Touched[]>();
+  checked.forEach((c, index) => {
+    if (c.byteLength === 0) return;
+    for (const t of [touched(c.d, c.dstOffset, c.byteLength, index, true), touched(c.s, c.srcOffset, c.byteLength, index, false)]) {
+      if (!t) continue;
+      const list = regions.get(t.space);
+      if (list) list.push(t);
+      else regions.set(t.space, [t]);
+    }
+  });
+  for (const list of regions.values()) {
+    list.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+    let writer: Touched | undefined; // the write reaching furthest so far
+    let any: Touched | undefined; // the region reaching furthest so far
+    for (const t of list) {
+      const clash = (t.writes ? any : writer);
+      if (clash && clash.end > t.start && clash.index !== t.index)
+        throw invalidValue(`copies[${Math.max(clash.index, t.index)}]`, `overlaps copies[${Math.min(clash.index, t.index)}]: ${t.writes && clash.writes ? 'both write' : 'one writes bytes the other reads'} (${t.space === 'device' ? 'device' : 'pinned'} bytes ${t.start > clash.start ? t.start : clash.start} to ${t.end < clash.end ? t.end : clash.end}); the copies of a batch run in any order. Queue them as separate copies or batches.`);
+      if (!any || t.end > any.end) any = t;
+      if (t.writes && (!writer || t.end > writer.end)) writer = t;
+    }
+  }
+  const sb = streams.ref(stream, 'stream.copyBatch');
+  const batched: CheckedCopy[] = [];
+  const single: CheckedCopy[] = [];
+  const capturing = captureStatus(sb) !== 0;
+  for (const c of checked) {
+    if (c.byteLength === 0) continue;
+    const batchable = !capturing && (c.d.kind === 'device' || c.d.kind === 'pinned') && c.s.kind !== 'managed' && !isPeer(c.d, c.s);
+    (batchable ? batched : single).push(c);
+  }
+  if (batched.length > 0 && !queueBatch(sb, batched)) single.unshift(...batched);
+  for (const c of single) queueChecked(stream, sb, c, 'stream.copyBatch');
+}
+
+const BATCH_KIND = { device: 0, pinned: 1, pageable: 2 } as const;
+
+/** Queues `copies` in one cuMemcpyBatchAsync; false (nothing queued) where the driver or the stream cannot. */
+function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
+  const operands: unknown[] = [];
+  const kinds = new Uint8Array(copies.length * 2);
+  const layout = new Float64Array(copies.length * 3);
+  copies.forEach((c, i) => {
+    for (const [side, op] of [[0, c.d], [1, c.s]] as const) {
+      if (op.kind === 'managed') return; // not batched: see copyBatchOnStream
+      kinds[2 * i + side] = BATCH_KIND[op.kind];
+      if (op.kind === 'pageable') operands.push(new Uint8Array(op.memory, op.base, op.length));
+      else operands.push(op.ref);
+      layout[3 * i + side] = (op.kind === 'device' || op.kind === 'pinned' ? op.base : 0) + (side === 0 ? c.dstOffset : c.srcOffset);
+    }
+    layout[3 * i + 2] = c.byteLength;
+  });
+  try {
+    return native.copyBatch(sb, operands as NativeRef[], kinds, layout);
+  } catch (error) {
+    throw renameDestroyed(error, 'stream.copyBatch');
   }
 }
 

@@ -1,6 +1,6 @@
 // Copies of every kind on one device: pageable and pinned host memory both ways, device to device, fills of each
-// element type, a pageable copy larger than the staging cap (in pieces, each behind a gate), toArray, and a wait of
-// one stream on another. It trims the pinned cache at the end.
+// element type, a pageable copy larger than the staging cap (in pieces, each behind a gate), batches, toArray, and a
+// wait of one stream on another. It trims the pinned cache at the end.
 import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 
 import { cleanUp, expectAll, expectElements, type Workload } from '../workload.js';
@@ -50,6 +50,16 @@ export const workload: Workload = {
         await stream.synchronize();
         expectElements('pinned to device', new Uint8Array(words.buffer), input);
         expectElements('large round trip', bigBack, large);
+        // One batch: pinned, pageable and device sources into b, and b back into pinned memory.
+        stream.fill(b, 0);
+        stream.copyBatch([
+          { dst: b, src: pinned, byteLength: 16384 },
+          { dst: b, src: input, srcOffset: 16384, dstOffset: 16384, byteLength: 16384 },
+          { dst: b, src: a, srcOffset: 32768, dstOffset: 32768, byteLength: 32768 },
+        ]);
+        stream.copyBatch([{ dst: pinned, src: b }]);
+        await stream.synchronize();
+        expectElements('batched copies', pinned.bytes, input);
         stream.synchronizeSync();
       },
       async () => {
