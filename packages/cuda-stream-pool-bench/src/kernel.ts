@@ -1,11 +1,11 @@
 // Micro-benchmarks of kernels: the cost of kernel.launch() beside the same cuLaunchKernel in a C++ loop of the same run
-// (the benchmark addon's launchLoop), and the time Program.compile() takes, first in a process and with NVRTC already
-// loaded, beside loading the cached CUBIN.
+// (the benchmark addon's launchLoop), a producer-consumer chain with programmatic dependent launch beside the same
+// chain without it, and the time Program.compile() takes, first in a process and with NVRTC already loaded, beside
+// loading the cached CUBIN.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
-import { Device, Program, Stream, type Kernel } from 'cuda-stream-pool';
-import { Module } from 'cuda-stream-pool';
+import { Device, DeviceBuffer, Module, Program, Stream, type Kernel } from 'cuda-stream-pool';
 import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
@@ -59,6 +59,67 @@ function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { libra
   }, RUNS, LAUNCHES);
   stream.synchronizeSync();
   return { library, native };
+}
+
+/** A producer and a consumer of 64 Ki floats: the consumer waits for the producer's memory (griddepcontrol.wait),
+ * and the producer lets its dependent start at once (griddepcontrol.launch_dependents). */
+const CHAIN_PROGRAM = `
+extern "C" __global__ void produce(float* data, unsigned int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] = data[i] * 1.0001f + 0.5f;
+}
+extern "C" __global__ void consume(const float* data, float* out, unsigned int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = data[i] + 1.0f;
+}`;
+const CHAIN_ELEMENTS = 1 << 16;
+const CHAIN_PAIRS = 100;
+
+/** µs per producer-consumer pair, 100 pairs back to back on one stream until the last is done: the consumer launched
+ * with programmatic dependent launch against without. */
+async function chainRow(device: Device): Promise<MicroResult> {
+  const module = await Program.compile(CHAIN_PROGRAM, { device });
+  const stream = Stream.create({ device });
+  const data = DeviceBuffer.alloc(CHAIN_ELEMENTS * 4, { stream });
+  const out = DeviceBuffer.alloc(CHAIN_ELEMENTS * 4, { stream });
+  try {
+    stream.fill(data, 0);
+    const produce = module.getFunction('produce', ['ptr', 'u32']);
+    const consume = module.getFunction('consume', ['ptr', 'ptr', 'u32']);
+    const shape = { grid: CHAIN_ELEMENTS / 256, block: 256, stream };
+    const chain = (programmaticDependentLaunch: boolean) => (rounds: number) => {
+      for (let r = 0; r < rounds; r++) {
+        for (let p = 0; p < CHAIN_PAIRS; p++) {
+          produce.launch(shape, data, CHAIN_ELEMENTS);
+          consume.launch({ ...shape, programmaticDependentLaunch }, data, out, CHAIN_ELEMENTS);
+        }
+        stream.synchronizeSync();
+      }
+    };
+    const options = { minCalls: 5, maxCalls: 50, runs: RUNS };
+    const plain = steadySync(chain(false), options);
+    const overlapped = steadySync(chain(true), options);
+    const perPair = (s: Sample): Sample => micro({ ...s, median: s.median / CHAIN_PAIRS, p10: s.p10 / CHAIN_PAIRS, p90: s.p90 / CHAIN_PAIRS });
+    return {
+      name: `a two-kernel chain with programmatic dependent launch (${CHAIN_PAIRS} producer-consumer pairs, 64 Ki floats), per pair`,
+      unit: 'µs',
+      value: perPair(overlapped),
+      baselineName: 'the same chain without it',
+      baseline: perPair(plain),
+      ratio: overlapped.median / plain.median,
+      better: 'lower',
+      target: '< 1× the chain without it',
+      met: overlapped.median < plain.median,
+    };
+  } finally {
+    data.free();
+    out.free();
+    await stream.synchronize();
+    stream.destroy();
+    module.unload();
+  }
 }
 
 const run = promisify(execFile);
@@ -122,9 +183,11 @@ export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): P
 
   const compiler = await nvrtcInfo();
   if (!compiler.available) {
-    process.stderr.write(`kernel benchmarks: compile times not measured: ${compiler.reason}\n`);
+    process.stderr.write(`kernel benchmarks: compile times and programmatic dependent launch not measured: ${compiler.reason}\n`);
     return results;
   }
+  if (device.computeCapability.major >= 9) results.push(await chainRow(device));
+  else process.stderr.write(`kernel benchmarks: programmatic dependent launch not measured: device ${device.ordinal} has compute capability ${device.computeCapability.major}.${device.computeCapability.minor}, below 9.0\n`);
   const first = await firstCompileSample(device.ordinal, 5);
   const warm = await timeAsync(async () => (await Program.compile(SMALL_PROGRAM, { device, cache: false })).unload(), 1, 9);
   // The first call fills the in-memory compile cache; the timed calls hit it.

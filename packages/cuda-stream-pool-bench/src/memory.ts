@@ -1,7 +1,7 @@
 // Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
 // benchmark addon, native/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
 // against pinned copies and against the driver's own copy of pageable memory (64 KiB, 4 MiB and 64 MiB), the
-// enqueue cost of a small pinned copy, and an alloc+free pair.
+// enqueue cost of a small pinned copy, 64 small copies in one batch against 64 single copies, and an alloc+free pair.
 import { Device, DeviceBuffer, PinnedBuffer, Stream, completionStats } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
 import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio } from './harness.js';
@@ -112,6 +112,8 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
       ),
     );
 
+    results.push(...batchRows(stream, buffer, pinned, runs));
+
     const pairBytes = 1 << 20;
     const iterations = 2000;
     // Each pair queues its allocation and free on the stream: at most `iterations` a run, the stream idle between runs.
@@ -142,6 +144,44 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
     stream.destroy();
   }
   return results;
+}
+
+/** Copies in one batch of the batch rows, and bytes of each. */
+const BATCH_COPIES = 64;
+const BATCH_PIECE = 4096;
+/** The batch target: 64 small copies in one stream.copyBatch() at most this many times 64 stream.copy() calls. */
+const BATCH_TARGET = 1 / 1.5;
+
+/** 64 copies of 4 KiB from pinned memory and from pageable JS memory to the device, in one `stream.copyBatch()`
+ * against 64 `stream.copy()` calls, each timed from the first call until the stream has finished them (a
+ * synchronizeSync() per round of 64). */
+function batchRows(stream: Stream, buffer: DeviceBuffer, pinned: PinnedBuffer, runs: number): MicroResult[] {
+  const pageable = Array.from({ length: BATCH_COPIES }, (_, i) => new Uint8Array(BATCH_PIECE).fill(i));
+  const rows: MicroResult[] = [];
+  for (const [what, source] of [['pinned', (i: number) => pinned.bytes.subarray(i * BATCH_PIECE, (i + 1) * BATCH_PIECE)], ['pageable', (i: number) => pageable[i]!]] as const) {
+    const copies = Array.from({ length: BATCH_COPIES }, (_, i) => ({ dst: buffer, src: source(i), dstOffset: i * BATCH_PIECE }));
+    const round = (batched: boolean) => (rounds: number) => {
+      for (let r = 0; r < rounds; r++) {
+        if (batched) stream.copyBatch(copies);
+        else for (const c of copies) stream.copy(c.dst, c.src, { dstOffset: c.dstOffset });
+        stream.synchronizeSync();
+      }
+    };
+    const options = { minCalls: 20, maxCalls: 200, runs };
+    const single = steadySync(round(false), options);
+    const batch = steadySync(round(true), options);
+    const row: MicroResult = {
+      name: `stream.copyBatch() of ${BATCH_COPIES} ${what} → device copies of 4 KiB, to the last copy done`,
+      unit: 'µs',
+      value: { ...batch, median: batch.median / 1000, p10: batch.p10 / 1000, p90: batch.p90 / 1000 },
+      baselineName: `${BATCH_COPIES} stream.copy() calls${what === 'pageable' ? ' (staged)' : ''}`,
+      baseline: { ...single, median: single.median / 1000, p10: single.p10 / 1000, p90: single.p90 / 1000 },
+      ratio: batch.median / single.median,
+      better: 'lower',
+    };
+    rows.push(what === 'pinned' ? targetRatio(row, Number(BATCH_TARGET.toFixed(3))) : row);
+  }
+  return rows;
 }
 
 /** The sizes of the pageable rows, each with the copies of one timed run and the targets of its rows: against the

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { CudaError, Device, DeviceBuffer, Program, Stream, type Kernel, type Module } from 'cuda-stream-pool';
-import { gpuNotSimulated } from '../../support/gpu.js';
+import { gpu, gpuNotSimulated } from '../../support/gpu.js';
 
 const SOURCE = String.raw`
 __device__ unsigned long long now() {
@@ -65,7 +65,7 @@ async function kernels(): Promise<Record<'clusterRanks' | 'allArrive' | 'primary
   };
 }
 
-test('the device reports clusters and cooperative launch (an H100/H200 has both)', gpuNotSimulated('nvrtc'), () => {
+test('the device reports clusters and cooperative launch (an H100/H200 has both)', gpu, () => {
   const device = Device.get(0);
   assert.equal(device.clusterLaunch, device.computeCapability.major >= 9);
   assert.equal(typeof device.cooperativeLaunch, 'boolean');
