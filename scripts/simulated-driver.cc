@@ -451,7 +451,9 @@ unsigned long long env_number(const char* name, unsigned long long fallback, uns
 
 int driver_version() {
   static const int version = static_cast<int>(env_number("SIMULATED_DRIVER_VERSION", 13000, 12000, 13000));
-  if (version < 12000) bad_configuration("SIMULATED_DRIVER_VERSION must be from 12000 to 13000");
+  if (version < 12000)
+    bad_configuration("SIMULATED_DRIVER_VERSION='" + std::string(std::getenv("SIMULATED_DRIVER_VERSION")) +
+                      "' is not a whole number from 12000 to 13000");
   return version;
 }
 
@@ -1344,6 +1346,8 @@ CUresult s_cuInit(unsigned flags) {
   copy_bytes_per_us();
   kernel_fma_per_us();
   no_64_bit_memory_operations();
+  no_launch_attributes();
+  driver_version();
   return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult s_cuGetErrorName(CUresult error, const char** name) {
