@@ -127,7 +127,9 @@ namespace {
   X(cuStreamGetCaptureInfo) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecUpdate) X(cuGraphDestroy)  \
   X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams) X(cuGraphExecKernelNodeSetParams)          \
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)           \
-  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemcpyBatchAsync)
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemcpyBatchAsync) X(cuDeviceGetDevResource)                   \
+  X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxGetDevResource)       \
+  X(cuGreenCtxStreamCreate)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -170,6 +172,8 @@ const ResultName kResults[] = {
     SIM_RESULT(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
     SIM_RESULT(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch"),
     SIM_RESULT(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size"),
+    SIM_RESULT(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type"),
+    SIM_RESULT(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
     SIM_RESULT(CUDA_ERROR_ASSERT, "device-side assert triggered"),
@@ -1490,6 +1494,71 @@ CUresult s_cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int prio
 CUresult s_cuStreamCreate(CUstream* stream, unsigned flags) {
   SIM_ENTER(cuStreamCreate);
   return create_stream(stream, flags, 0);
+}
+// Partitions (green contexts): 132 multiprocessors split in steps of 8, as on an H100/H200. A partition's streams are
+// ordinary streams of its device: which multiprocessors their kernels use is not modelled.
+constexpr unsigned kMultiprocessors = 132, kPartitionStep = 8;
+struct GreenContext {
+  Device* device;
+  unsigned multiprocessors;
+};
+CUdevResource sm_resource(unsigned count) {
+  CUdevResource r{};
+  r.type = CU_DEV_RESOURCE_TYPE_SM;
+  r.sm.smCount = count;
+  r.sm.minSmPartitionSize = kPartitionStep;
+  r.sm.smCoscheduledAlignment = kPartitionStep;
+  return r;
+}
+CUresult s_cuDeviceGetDevResource(CUdevice d, CUdevResource* result, CUdevResourceType type) {
+  SIM_ENTER(cuDeviceGetDevResource);
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  if (!result || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  *result = sm_resource(kMultiprocessors);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDevSmResourceSplitByCount(CUdevResource* result, unsigned* groups, const CUdevResource* input,
+                                       CUdevResource* remaining, unsigned flags, unsigned count) {
+  SIM_ENTER(cuDevSmResourceSplitByCount);
+  if (!groups || !input || input->type != CU_DEV_RESOURCE_TYPE_SM || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned size = std::max(kPartitionStep, (count + kPartitionStep - 1) / kPartitionStep * kPartitionStep);
+  const unsigned fit = input->sm.smCount / size;
+  if (!result) return (*groups = fit), CUDA_SUCCESS;
+  if (*groups == 0 || fit == 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+  *groups = std::min(*groups, fit);
+  for (unsigned i = 0; i < *groups; i++) result[i] = sm_resource(size);
+  if (remaining) *remaining = sm_resource(input->sm.smCount - *groups * size);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources, unsigned count) {
+  SIM_ENTER(cuDevResourceGenerateDesc);
+  if (!desc || !resources || count != 1 || resources[0].type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
+  *desc = reinterpret_cast<CUdevResourceDesc>(new unsigned(resources[0].sm.smCount));  // never freed, as the driver's
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGreenCtxCreate(CUgreenCtx* context, CUdevResourceDesc desc, CUdevice d, unsigned flags) {
+  SIM_ENTER(cuGreenCtxCreate);
+  if (!context || !desc || flags != CU_GREEN_CTX_DEFAULT_STREAM) return CUDA_ERROR_INVALID_VALUE;
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *context = reinterpret_cast<CUgreenCtx>(new GreenContext{&devices()[d], *reinterpret_cast<unsigned*>(desc)});
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGreenCtxGetDevResource(CUgreenCtx context, CUdevResource* result, CUdevResourceType type) {
+  SIM_ENTER(cuGreenCtxGetDevResource);
+  if (!context) return CUDA_ERROR_INVALID_HANDLE;
+  if (!result || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  *result = sm_resource(reinterpret_cast<GreenContext*>(context)->multiprocessors);
+  return CUDA_SUCCESS;
+}
+CUresult s_cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx context, unsigned flags, int priority) {
+  SIM_ENTER(cuGreenCtxStreamCreate);
+  if (!context) return CUDA_ERROR_INVALID_HANDLE;
+  if (!stream || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;  // as the driver: non-blocking only
+  Stream* s = new_stream(reinterpret_cast<GreenContext*>(context)->device, flags, priority < -5 ? -5 : priority > 0 ? 0 : priority);
+  std::lock_guard<std::mutex> lock(handles_mutex);
+  live_handles.insert(s);
+  *stream = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
 }
 CUresult s_cuStreamDestroy(CUstream stream) {
   SIM_ENTER(cuStreamDestroy);

@@ -18,6 +18,7 @@
         "src/binding/binding.cc",
         "src/binding/errors.cc",
         "src/device/device.cc",
+        "src/device/partition.cc",
         "src/stream/stream.cc",
         "src/stream/capture.cc",
         "src/stream/event.cc",

@@ -53,6 +53,8 @@ CORRESPONDING(CUmemPoolHandle_st, CUmemPoolHandle_st)
 CORRESPONDING(CUgraph_st, CUgraph_st)
 CORRESPONDING(CUgraphNode_st, CUgraphNode_st)
 CORRESPONDING(CUgraphExec_st, CUgraphExec_st)
+CORRESPONDING(CUgreenCtx_st, CUgreenCtx_st)
+CORRESPONDING(CUdevResourceDesc_st, CUdevResourceDesc_st)
 // Enums (values checked below).
 CORRESPONDING(CUresult, CUresult)
 CORRESPONDING(CUdevice_attribute, CUdevice_attribute)
@@ -69,6 +71,7 @@ CORRESPONDING(CUgraphExecUpdateResult, CUgraphExecUpdateResult)
 CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 CORRESPONDING(CUlaunchAttributeID, CUlaunchAttributeID)
 CORRESPONDING(CUmemcpySrcAccessOrder, CUmemcpySrcAccessOrder)
+CORRESPONDING(CUdevResourceType, CUdevResourceType)
 // Structs and unions (layouts checked below).
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
 CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
@@ -80,6 +83,8 @@ CORRESPONDING(CUlaunchAttributeValue, CUlaunchAttributeValue)
 CORRESPONDING(CUlaunchAttribute, CUlaunchAttribute)
 CORRESPONDING(CUlaunchConfig, CUlaunchConfig)
 CORRESPONDING(CUmemcpyAttributes, CUmemcpyAttributes_v1)
+CORRESPONDING(CUdevSmResource, CUdevSmResource)
+CORRESPONDING(CUdevResource, CUdevResource)
 #undef CORRESPONDING
 
 // Scalar typedefs.
@@ -125,6 +130,7 @@ CHECK_ENUM(CUgraphExecUpdateResult)
 CHECK_ENUM(CUdriverProcAddressQueryResult)
 CHECK_ENUM(CUlaunchAttributeID)
 CHECK_ENUM(CUmemcpySrcAccessOrder)
+CHECK_ENUM(CUdevResourceType)
 #undef CHECK_ENUM
 
 #define CHECK_VALUE(name) static_assert(static_cast<long long>(own::name) == static_cast<long long>(::name), #name);
@@ -145,7 +151,7 @@ CHECK_ENUM(CUmemcpySrcAccessOrder)
   X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) X(CUDA_ERROR_STREAM_CAPTURE_MERGE) X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) \
   X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED) X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION)                                       \
   X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) X(CUDA_ERROR_CAPTURED_EVENT) X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)       \
-  X(CUDA_ERROR_TIMEOUT) X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) X(CUDA_ERROR_EXTERNAL_DEVICE) X(CUDA_ERROR_INVALID_CLUSTER_SIZE) X(CUDA_ERROR_UNKNOWN)  \
+  X(CUDA_ERROR_TIMEOUT) X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) X(CUDA_ERROR_EXTERNAL_DEVICE) X(CUDA_ERROR_INVALID_CLUSTER_SIZE) X(CUDA_ERROR_INVALID_RESOURCE_TYPE) X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION) X(CUDA_ERROR_UNKNOWN)  \
   X(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK) X(CU_DEVICE_ATTRIBUTE_WARP_SIZE)                                      \
   X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_INTEGRATED)                                      \
   X(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) X(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS)                               \
@@ -191,7 +197,8 @@ CHECK_ENUM(CUmemcpySrcAccessOrder)
   X(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) X(CU_LAUNCH_ATTRIBUTE_IGNORE) X(CU_LAUNCH_ATTRIBUTE_COOPERATIVE)                \
   X(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) X(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)                 \
   X(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID) X(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) X(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) \
-  X(CU_MEMCPY_SRC_ACCESS_ORDER_ANY) X(CU_MEMCPY_SRC_ACCESS_ORDER_MAX)
+  X(CU_MEMCPY_SRC_ACCESS_ORDER_ANY) X(CU_MEMCPY_SRC_ACCESS_ORDER_MAX) X(CU_DEV_RESOURCE_TYPE_INVALID)                \
+  X(CU_DEV_RESOURCE_TYPE_SM) X(CU_GREEN_CTX_DEFAULT_STREAM)
 CSP_CHECKED_VALUES(CHECK_VALUE)
 #undef CHECK_VALUE
 static_assert(own_ipc_handle_size == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
@@ -252,6 +259,13 @@ CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, srcAccessOrder)
 CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, srcLocHint)
 CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, dstLocHint)
 CHECK_FIELD(CUmemcpyAttributes, CUmemcpyAttributes_v1, flags)
+CHECK_LAYOUT(CUdevSmResource, CUdevSmResource)
+CHECK_FIELD(CUdevSmResource, CUdevSmResource, smCount)
+CHECK_FIELD(CUdevSmResource, CUdevSmResource, minSmPartitionSize)
+CHECK_FIELD(CUdevSmResource, CUdevSmResource, smCoscheduledAlignment)
+CHECK_LAYOUT(CUdevResource, CUdevResource)
+CHECK_FIELD(CUdevResource, CUdevResource, type)
+CHECK_FIELD(CUdevResource, CUdevResource, sm)
 #define LAUNCH_CONFIG_FIELD(field) CHECK_FIELD(CUlaunchConfig, CUlaunchConfig, field)
 CHECK_LAYOUT(CUlaunchConfig, CUlaunchConfig)
 LAUNCH_CONFIG_FIELD(gridDimX)

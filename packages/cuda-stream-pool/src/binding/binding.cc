@@ -73,6 +73,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("environmentId", Napi::Number::New(env, data->environment_id));
   export_all(env, exports, kHandleExports);
   register_device(env, exports);
+  register_partition(env, exports);
   register_stream(env, exports);
   register_event(env, exports);
   register_completion(env, exports);

@@ -121,6 +121,7 @@ void export_all(Napi::Env env, Napi::Object exports, const Export (&table)[N], v
 
 // Each concept file adds its functions to the exports object.
 void register_device(Napi::Env env, Napi::Object exports);
+void register_partition(Napi::Env env, Napi::Object exports);
 void register_stream(Napi::Env env, Napi::Object exports);
 void register_event(Napi::Env env, Napi::Object exports);
 void register_completion(Napi::Env env, Napi::Object exports);

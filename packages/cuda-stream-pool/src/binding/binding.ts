@@ -79,7 +79,7 @@ export type NativeRef = number & { readonly __nativeRef: unique symbol };
  * shared words without streams; `owner` is the creating environment's id. */
 export interface PoolDescription {
   handle: NativeRef; id: number; memory: SharedArrayBuffer; streams: NativeRef[]; device: number; size: number;
-  nonBlocking: boolean; priority: number; isDefault: boolean; owner: number;
+  nonBlocking: boolean; priority: number; isDefault: boolean; owner: number; partition: number;
 }
 
 export interface NativeBinding {
@@ -92,6 +92,13 @@ export interface NativeBinding {
     cooperativeLaunch: boolean; clusterLaunch: boolean;
   };
   deviceFault(ordinal: number): number;
+  // device/partition.cc, Note [partitions]: why the device cannot be partitioned, or its multiprocessors, the
+  // driver's granularity and the split made so far (requested 0: the partition of those left over).
+  partitionInfo(ordinal: number): {
+    reason?: string; total?: number; minimum?: number; alignment?: number;
+    split?: { requested: number[]; counts: number[] } | null;
+  };
+  partitionCreate(ordinal: number, multiprocessors: number[]): { requested: number[]; counts: number[] };
   // device.cc, Note [peer access]: `ordinal` accessing `peer`'s memory.
   deviceCanAccessPeer(ordinal: number, peer: number): boolean;
   deviceEnablePeerAccess(ordinal: number, peer: number): void;
@@ -118,7 +125,7 @@ export interface NativeBinding {
   managedAdvise(managed: NativeRef, offset: number, bytes: number, advice: number, device: number): void;
   managedCopy(stream: NativeRef, managed: NativeRef, managedOffset: number, other: NativeRef, otherOffset: number, toManaged: boolean, bytes: number): void;
 
-  streamCreate(device: number, nonBlocking: boolean, priority: number): NativeRef;
+  streamCreate(device: number, nonBlocking: boolean, priority: number, partition: number): NativeRef;
   streamBorrow(device: number, handle: bigint): NativeRef;
   /** The device of the live library stream with this handle, or -1. */
   streamOwnerDevice(handle: bigint): number;
@@ -147,7 +154,7 @@ export interface NativeBinding {
   streamDestroy(stream: NativeRef): void;
 
   // pool.cc: the pool's process-wide state; `layout` is poolLayout() from pool/pool-words.ts, read by name.
-  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
+  poolCreate(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout, partition: number): PoolDescription;
   poolCreateShared(size: number, layout: PoolLayout): PoolDescription;
   poolDefault(device: number, size: number, nonBlocking: boolean, priority: number, layout: PoolLayout): PoolDescription;
   /** Undefined for an id that no pool ever had. */

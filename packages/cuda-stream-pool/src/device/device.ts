@@ -4,6 +4,7 @@ import { native } from '../binding/binding.js';
 import { driverState, requireCuda } from '../binding/cuda.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateOptions, validateSignal } from '../internal/validate.js';
 import { memoryPoolOf, type MemoryPool } from '../memory/memory-pool.js';
+import { partitionDevice, partitionsOf, type DevicePartition } from './partition.js';
 
 /** A compute capability such as `{ major: 9, minor: 0 }` for an H100/H200. */
 export interface ComputeCapability {
@@ -89,6 +90,36 @@ export class Device {
 
   static {
     guardReceivers(Device, (value) => instances.has(value));
+  }
+
+  /** Splits the device's streaming multiprocessors into partitions that never overlap, one per entry of
+   * `multiprocessors` (each rounded up by the driver to its granularity: a multiple of 8 on an H100/H200), plus one
+   * more for those left over, if any; returns them in that order. Streams and pools created with
+   * `{ partition }` run their kernels only on its multiprocessors, so a latency-sensitive load on one partition keeps
+   * its share of the GPU while a batch load fills another. A device is split once per process: a later call, in any
+   * thread, with the same counts returns the same partitions, and `device.partitions` reads them.
+   * @param multiprocessors - one integer from 1 to `multiprocessorCount` per partition.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for an empty or non-array `multiprocessors`; `RangeError`
+   * ERR_OUT_OF_RANGE when a count is out of range or the rounded counts do not fit the device; `TypeError`
+   * ERR_INVALID_STATE when the device was split already with other counts; {@link UnsupportedError} where the
+   * driver has no green contexts with streams (before CUDA 12.5) or the device cannot be partitioned;
+   * {@link CudaError} when the driver refuses.
+   * Wraps: cuDeviceGetDevResource, cuDevSmResourceSplitByCount, cuDevResourceGenerateDesc, cuGreenCtxCreate,
+   * cuGreenCtxGetDevResource. Thread-safety: any thread; the split is process-wide.
+   * @example
+   * ```ts
+   * const [latency, batch] = Device.get(0).partition([16]); // 16 multiprocessors, and the rest
+   * const interactive = new StreamPool({ partition: latency, size: 4 });
+   * const bulk = new StreamPool({ partition: batch });
+   * ```
+   */
+  partition(multiprocessors: readonly number[]): readonly DevicePartition[] {
+    return partitionDevice(this, multiprocessors);
+  }
+
+  /** The device's partitions once {@link Device.partition} has split it (in any thread), else `undefined`. */
+  get partitions(): readonly DevicePartition[] | undefined {
+    return partitionsOf(this);
   }
 
   /** The device's default memory pool, which `DeviceBuffer.alloc` allocates from: `usedBytes`, `reservedBytes`,

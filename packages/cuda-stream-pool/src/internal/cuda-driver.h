@@ -30,6 +30,8 @@ struct CUmemPoolHandle_st;
 struct CUgraph_st;
 struct CUgraphNode_st;
 struct CUgraphExec_st;
+struct CUgreenCtx_st;
+struct CUdevResourceDesc_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
@@ -40,6 +42,8 @@ using CUmemoryPool = CUmemPoolHandle_st*;
 using CUgraph = CUgraph_st*;
 using CUgraphNode = CUgraphNode_st*;
 using CUgraphExec = CUgraphExec_st*;
+using CUgreenCtx = CUgreenCtx_st*;
+using CUdevResourceDesc = CUdevResourceDesc_st*;
 
 // The special stream handles: the legacy default stream and the calling thread's per-thread default stream.
 inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(std::uintptr_t{0x1});
@@ -105,6 +109,8 @@ enum CUresult {
   CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
   CUDA_ERROR_EXTERNAL_DEVICE = 911,
   CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
+  CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
+  CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -373,6 +379,27 @@ struct CUmemcpyAttributes {
   unsigned int flags;
 };
 
+// Partitions of a device's multiprocessors (green contexts, CUDA 12.4 and later; streams in them from 12.5).
+enum CUdevResourceType { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 };
+
+struct CUdevSmResource {
+  unsigned int smCount;
+  unsigned int minSmPartitionSize;
+  unsigned int smCoscheduledAlignment;
+};
+
+// A resource as the driver describes it: the type, space the driver keeps to itself, and the SM description.
+struct CUdevResource {
+  CUdevResourceType type;
+  unsigned char _internal_padding[92];
+  union {
+    CUdevSmResource sm;
+    unsigned char _oversize[48];
+  };
+};
+
+enum CUgreenCtxCreate_flags { CU_GREEN_CTX_DEFAULT_STREAM = 0x1 };
+
 enum CUdriverProcAddress_flags {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
@@ -496,6 +523,18 @@ using PFN_cuMemPoolSetAttribute = CUresult (*)(CUmemoryPool pool, CUmemPool_attr
 using PFN_cuMemPoolTrimTo = CUresult (*)(CUmemoryPool pool, size_t bytesToKeep);
 using PFN_cuMemPoolSetAccess = CUresult (*)(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count);
 using PFN_cuMemPoolGetAccess = CUresult (*)(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location);
+// Green contexts:
+using PFN_cuDeviceGetDevResource = CUresult (*)(CUdevice device, CUdevResource* result, CUdevResourceType type);
+using PFN_cuDevSmResourceSplitByCount = CUresult (*)(CUdevResource* result, unsigned int* nbGroups,
+                                                     const CUdevResource* input, CUdevResource* remaining,
+                                                     unsigned int useFlags, unsigned int minCount);
+using PFN_cuDevResourceGenerateDesc = CUresult (*)(CUdevResourceDesc* desc, CUdevResource* resources,
+                                                   unsigned int nbResources);
+using PFN_cuGreenCtxCreate = CUresult (*)(CUgreenCtx* context, CUdevResourceDesc desc, CUdevice device,
+                                          unsigned int flags);
+using PFN_cuGreenCtxGetDevResource = CUresult (*)(CUgreenCtx context, CUdevResource* result, CUdevResourceType type);
+using PFN_cuGreenCtxStreamCreate = CUresult (*)(CUstream* stream, CUgreenCtx context, unsigned int flags,
+                                                int priority);
 // Stream capture and graphs:
 using PFN_cuStreamBeginCapture = CUresult (*)(CUstream stream, CUstreamCaptureMode mode);
 using PFN_cuStreamEndCapture = CUresult (*)(CUstream stream, CUgraph* graph);

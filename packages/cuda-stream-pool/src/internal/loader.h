@@ -40,11 +40,14 @@ namespace csp {
   X(cuGraphDestroy, 10000) X(cuGraphExecDestroy, 10000) X(cuGraphGetNodes, 10000)                                 \
   X(cuGraphKernelNodeGetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
 // Newer than CUDA 12.0, each requested at the version it came with, and null on older drivers: used to list a
-// module's kernels in error messages, to check a kernel's signature against its parameters, and for batched copies
-// (on a CUDA 12.8 driver cuMemcpyBatchAsync_v12080 holds the older ABI of cuMemcpyBatchAsync instead).
-#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X)                                                                 \
-  X(cuModuleGetFunctionCount, 12040) X(cuModuleEnumerateFunctions, 12040) X(cuFuncGetName, 12030)       \
-  X(cuFuncGetParamInfo, 12040) X(cuMemcpyBatchAsync, 13000)
+// module's kernels in error messages, to check a kernel's signature against its parameters, for batched copies (on a
+// CUDA 12.8 driver cuMemcpyBatchAsync_v12080 holds the older ABI of cuMemcpyBatchAsync instead) and for partitions
+// (green contexts: device/partition.cc).
+#define CSP_OPTIONAL_DRIVER_FUNCTIONS(X)                                                                   \
+  X(cuModuleGetFunctionCount, 12040) X(cuModuleEnumerateFunctions, 12040) X(cuFuncGetName, 12030)         \
+  X(cuFuncGetParamInfo, 12040) X(cuMemcpyBatchAsync, 13000) X(cuDeviceGetDevResource, 12040)              \
+  X(cuDevSmResourceSplitByCount, 12040) X(cuDevResourceGenerateDesc, 12040) X(cuGreenCtxCreate, 12040)    \
+  X(cuGreenCtxGetDevResource, 12040) X(cuGreenCtxStreamCreate, 12050)
 
 // The resolved table. Members carry the documented names, so calls read drv().cuStreamDestroy(stream).
 struct Driver {

@@ -104,6 +104,7 @@ struct PoolState {
   int size = 0;
   bool non_blocking = true;
   int priority = 0;
+  int partition = -1;  // the device partition its streams run on, or -1
   bool is_default = false;
   int owner_environment = 0;
   Layout layout;
@@ -230,14 +231,15 @@ std::shared_ptr<PoolState> new_state(int size, const Layout& layout) {
   return state;
 }
 
-void add_streams(PoolState& state, int device, bool non_blocking, int priority) {
+void add_streams(PoolState& state, int device, bool non_blocking, int priority, int partition = -1) {
   state.device = device;
   state.non_blocking = non_blocking;
   state.priority = priority;
+  state.partition = partition;
   unsigned flags = non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   state.streams.reserve(state.size);
   // A failure part way leaves the created objects to their destructors, which destroy the streams.
-  for (int i = 0; i < state.size; i++) state.streams.push_back(create_stream(device, flags, priority));
+  for (int i = 0; i < state.size; i++) state.streams.push_back(create_stream(device, flags, priority, partition));
 }
 
 // { handle, id, memory, streams, device, size, nonBlocking, priority, isDefault, owner } for one more handle.
@@ -257,6 +259,7 @@ Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted
   out.Set("size", state->size);
   out.Set("nonBlocking", state->non_blocking);
   out.Set("priority", state->priority);
+  out.Set("partition", state->partition);
   out.Set("isDefault", state->is_default);
   out.Set("owner", state->owner_environment);
   out.Set("handle", wrap_native(env, std::move(handle)));
@@ -276,14 +279,15 @@ Napi::Value register_new(Napi::Env env, std::shared_ptr<PoolState> state) {
   return handle_description(env, std::move(state), std::move(streams));
 }
 
-// poolCreate(device, size, nonBlocking, priority, layout) -> description: creates `size` streams and the words.
+// poolCreate(device, size, nonBlocking, priority, layout, partition) -> description: creates `size` streams (in the
+// device's partition `partition`, or on the whole device for -1) and the words.
 Napi::Value pool_create(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   int size = info[1].As<Napi::Number>().Int32Value();
   bool non_blocking = info[2].As<Napi::Boolean>().Value();
   int priority = info[3].As<Napi::Number>().Int32Value();
   auto state = new_state(size, read_layout(info[4]));
-  add_streams(*state, device, non_blocking, priority);
+  add_streams(*state, device, non_blocking, priority, info[5].As<Napi::Number>().Int32Value());
   return register_new(info.Env(), std::move(state));
 }
 
@@ -415,7 +419,7 @@ Napi::Value pool_thread_exit(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kPoolExports[] = {
-    {"poolCreate", "number, number, boolean, number, object", entry<pool_create>},
+    {"poolCreate", "number, number, boolean, number, object, number", entry<pool_create>},
     {"poolCreateShared", "number, object", entry<pool_create_shared>},
     {"poolDefault", "number, number, boolean, number, object", entry<pool_default>},
     {"poolAttach", "number", entry<pool_attach>},

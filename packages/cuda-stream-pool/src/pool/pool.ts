@@ -24,6 +24,7 @@
 import { native, type NativeRef, type PoolDescription } from '../binding/binding.js';
 import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
+import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
 import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
 import { enterScope, inScope } from '../stream/scope.js';
@@ -57,6 +58,10 @@ export interface PoolOptions {
    * device's memory (managed memory can oversubscribe it). Fixed for the pool's life; threads that attach share it.
    * @defaultValue the device's total memory, `device.totalMemoryBytes` */
   memoryLimitBytes?: number;
+  /** A partition of the device (from `device.partition()`): every stream of the pool runs its kernels only on the
+   * partition's multiprocessors (cuGreenCtxStreamCreate). `device` may be left out; `nonBlocking` must not be false.
+   * @defaultValue the whole device */
+  partition?: DevicePartition;
 }
 
 /** What `pool.share()` returns: a plain, structured-cloneable record naming a pool, to post to a worker, which
@@ -145,6 +150,8 @@ export class StreamPool {
   /** The most memory the budgets of the leases held at once may add up to, in bytes: `options.memoryLimitBytes` of
    * the pool's creation, or for a default pool CUDA_STREAM_POOL_MEMORY_LIMIT; by default the device's total memory. */
   readonly memoryLimitBytes: number;
+  /** The device partition whose multiprocessors the pool's kernels run on, or `undefined` for the whole device. */
+  readonly partition: DevicePartition | undefined;
 
   /** Creates `options.size` streams on `options.device`, owned by this object.
    * @throws `TypeError` ERR_INVALID_ARG_TYPE / ERR_INVALID_ARG_VALUE for a wrong option type or an unknown option
@@ -155,13 +162,14 @@ export class StreamPool {
     let opened = opening;
     opening = undefined;
     if (opened === undefined) {
-      const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking', 'memoryLimitBytes']);
+      const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking', 'memoryLimitBytes', 'partition']);
       const size = o.size === undefined ? DEFAULT_SIZE : validateInteger(o.size, 'options.size', 1, MAX_SIZE);
       const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
       const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
       const limit = o.memoryLimitBytes === undefined ? undefined : validateInteger(o.memoryLimitBytes, 'options.memoryLimitBytes', 1, Number.MAX_SAFE_INTEGER);
-      const device = resolveDevice(o.device);
-      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size));
+      const device = resolveDevice(o.device ?? partitionDeviceOf(o.partition));
+      const partition = partitionIndex(o.partition, o.device === undefined ? undefined : device, o.nonBlocking);
+      const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size), partition);
       opened = { description, device, owner: true, memoryLimitBytes: limit ?? device.totalMemoryBytes };
     }
     const { description, device, owner, memoryLimitBytes } = opened;
@@ -200,7 +208,8 @@ export class StreamPool {
     this.priority = streams[0]!.priority;
     this.nonBlocking = streams[0]!.nonBlocking;
     this.memoryLimitBytes = this.#core.memoryLimitBytes;
-    lockFields(this, ['size', 'device', 'priority', 'nonBlocking', 'memoryLimitBytes']);
+    this.partition = description.partition < 0 ? undefined : partitionsOf(device)![description.partition];
+    lockFields(this, ['size', 'device', 'priority', 'nonBlocking', 'memoryLimitBytes', 'partition']);
     handles.set(description.id, new WeakRef(this));
   }
 

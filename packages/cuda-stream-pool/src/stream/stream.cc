@@ -1,5 +1,6 @@
 // Streams: create, borrow, query, synchronize, wait, destroy. Runs on: any JS thread (main or worker).
 #include "stream/stream.h"
+#include "device/partition.h"
 
 #include <algorithm>
 #include <map>
@@ -84,13 +85,21 @@ void NativeStream::release() {
   live().streams--;
 }
 
-std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority) {
+std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority, int partition) {
   make_current(device);
   const auto [least, greatest] = priority_range(device);
   auto object = std::make_shared<NativeStream>();
   object->device = device;
-  check(drv().cuStreamCreateWithPriority(&object->handle, flags, priority), "cuStreamCreateWithPriority", device,
-        [&] { return std::string("device " + std::to_string(device)); });
+  if (partition >= 0) {
+    CUgreenCtx context = partition_context(device, partition);
+    if (!context) check(CUDA_ERROR_INVALID_VALUE, "cuGreenCtxStreamCreate", device, "no such partition");
+    check(drv().cuGreenCtxStreamCreate(&object->handle, context, flags, priority), "cuGreenCtxStreamCreate", device,
+          [&] { return std::string("device " + std::to_string(device) + ", partition " + std::to_string(partition)); });
+    object->partition = partition;
+  } else {
+    check(drv().cuStreamCreateWithPriority(&object->handle, flags, priority), "cuStreamCreateWithPriority", device,
+          [&] { return std::string("device " + std::to_string(device)); });
+  }
   object->owned = true;
   live().streams++;
   {
@@ -115,12 +124,13 @@ void depends_on(NativeStream& object, uint64_t devices) {
   if (devices) object.owner().dependencies.add(devices, object.device);
 }
 
-// streamCreate(device, nonBlocking, priority) -> object
+// streamCreate(device, nonBlocking, priority, partition) -> object; partition -1 for the whole device.
 Napi::Value stream_create(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   int priority = info[2].As<Napi::Number>().Int32Value();
-  return wrap_native(info.Env(), create_stream(device, flags, priority));
+  int partition = info[3].As<Napi::Number>().Int32Value();
+  return wrap_native(info.Env(), create_stream(device, flags, priority, partition));
 }
 
 // streamShareHandle(ref): JS code read the stream's handle, so work may reach the stream from outside the library;
@@ -343,7 +353,7 @@ Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kStreamExports[] = {
-    {"streamCreate", "number, boolean, number", entry<stream_create>},
+    {"streamCreate", "number, boolean, number, number", entry<stream_create>},
     {"streamBorrow", "number, bigint", entry<stream_borrow>},
     {"streamOwnerDevice", "bigint", entry<stream_owner_device>},
     {"streamShareHandle", "ref", entry<stream_share_handle>},

@@ -98,6 +98,7 @@ struct NativeStream : NativeObject {
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
+  int partition = -1;  // the device partition its kernels run on, or -1 for the whole device
   ~NativeStream() override;
   // Retires the object at once; an owned stream is destroyed (queued work still completes) when no call is in flight
   // any more. Never waits; idempotent.
@@ -119,6 +120,7 @@ int capture_status(NativeStream& stream);
 void capture_closed(NativeStream& stream);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
-std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority);
+// `partition`: the index of a partition of the device (Note [partitions] in device/partition.cc), or -1.
+std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority, int partition = -1);
 
 }  // namespace csp

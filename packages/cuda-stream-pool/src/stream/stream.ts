@@ -3,6 +3,7 @@
 import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
+import { partitionDeviceOf, partitionIndex, type DevicePartition } from '../device/partition.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import { Event, events } from './event.js';
@@ -28,6 +29,10 @@ export interface StreamOptions {
    * `device.streamPriorityRange`, and `stream.priority` reports the effective value.
    * @defaultValue the device's least priority (0 on current GPUs) */
   priority?: number;
+  /** A partition of the device (from `device.partition()`): the stream runs its kernels only on the partition's
+   * multiprocessors (cuGreenCtxStreamCreate). `device` may be left out; `nonBlocking` must not be false.
+   * @defaultValue the whole device */
+  partition?: DevicePartition;
 }
 
 /** Options for waits: `{ signal }` aborts the wait (not the GPU work), rejecting with `signal.reason`. */
@@ -187,14 +192,16 @@ export class Stream {
   /** Creates a stream that this object owns.
    * @throws {@link CudaUnavailableError} without a GPU; `TypeError`/`RangeError` for bad options; {@link CudaError}
    * when the driver cannot create a stream.
-   * Wraps: cuStreamCreateWithPriority. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
+   * With `options.partition`, a stream of that partition (`ERR_INVALID_ARG_VALUE` beside `nonBlocking: false` or
+   * another device). Wraps: cuStreamCreateWithPriority, or cuGreenCtxStreamCreate in a partition. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
    * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
   static create(options?: StreamOptions): Stream {
-    const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority']);
+    const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority', 'partition']);
     const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
     const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-    const device = resolveDevice(o.device);
-    return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority), device, 'owned');
+    const device = resolveDevice(o.device ?? partitionDeviceOf(o.partition));
+    const partition = partitionIndex(o.partition, o.device === undefined ? undefined : device, o.nonBlocking);
+    return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority, partition), device, 'owned');
   }
 
   /** The legacy default stream of `device` (CU_STREAM_LEGACY), which synchronizes with every blocking stream.

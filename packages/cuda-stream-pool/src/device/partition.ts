@@ -1,0 +1,104 @@
+// Partitions of a device's multiprocessors (green contexts): the split, made once per device and process, and the
+// DevicePartition objects that pools and streams are created in. Mechanism and the driver's rules: Note [partitions]
+// in device/partition.cc.
+import { native } from '../binding/binding.js';
+import { UnsupportedError } from '../binding/errors.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
+import type { Device } from './device.js';
+
+/** Every DevicePartition made by the library: the brand that receivers are checked against. */
+const instances = new WeakSet<object>();
+
+/** A share of a device's streaming multiprocessors (a green context): kernels queued on a stream created in it
+ * ({@link Stream.create} or `new StreamPool()` with `partition`) run only on its multiprocessors, so work on other
+ * partitions cannot take them. Made by {@link Device.partition}, once per device and process; every thread sees the
+ * same partitions (`device.partitions`). Everything but where kernels run is as on the whole device: memory, events,
+ * copies, graphs, leases, workers, and `device.synchronize()`, which waits for every partition's work.
+ * Copies are not partitioned: the copy engines serve every partition. */
+export class DevicePartition {
+  /** The device it is a share of. */
+  readonly device: Device;
+  /** Its place in the device's split, from 0; the multiprocessors left over, if any, are the last partition. */
+  readonly index: number;
+  /** The multiprocessors it got: what was asked for, rounded up by the driver to its granularity (on an H100/H200
+   * multiples of 8), as cuGreenCtxGetDevResource reports them. */
+  readonly multiprocessorCount: number;
+  /** The multiprocessors asked for, or `undefined` for the partition of those left over. */
+  readonly requestedMultiprocessors: number | undefined;
+
+  /** @internal */
+  constructor(token: symbol, device: Device, index: number, multiprocessorCount: number, requested: number | undefined) {
+    checkConstruction(token, 'DevicePartition', 'device.partition(multiprocessors)');
+    this.device = device;
+    this.index = index;
+    this.multiprocessorCount = multiprocessorCount;
+    this.requestedMultiprocessors = requested;
+    lockFields(this, ['device', 'index', 'multiprocessorCount', 'requestedMultiprocessors']);
+    instances.add(this);
+  }
+
+  static {
+    guardReceivers(DevicePartition, (value) => instances.has(value));
+  }
+}
+
+/** This thread's partitions of each device, once the split is known here. */
+const known = new Map<number, readonly DevicePartition[]>();
+
+function build(device: Device, split: { requested: number[]; counts: number[] }): readonly DevicePartition[] {
+  const partitions = Object.freeze(
+    split.counts.map((count, i) => new DevicePartition(internalConstruction, device, i, count, split.requested[i] === 0 ? undefined : split.requested[i])),
+  );
+  known.set(device.ordinal, partitions);
+  return partitions;
+}
+
+/** The device's partitions, made by any thread, or `undefined` before the split. @internal */
+export function partitionsOf(device: Device): readonly DevicePartition[] | undefined {
+  const cached = known.get(device.ordinal);
+  if (cached) return cached;
+  const info = native.partitionInfo(device.ordinal);
+  return info.split ? build(device, info.split) : undefined;
+}
+
+/** Splits `device` as {@link Device.partition} documents. @internal */
+export function partitionDevice(device: Device, multiprocessors: unknown): readonly DevicePartition[] {
+  if (!Array.isArray(multiprocessors) || multiprocessors.length === 0)
+    throw invalidType('multiprocessors', 'a non-empty array of multiprocessor counts, one per partition', multiprocessors);
+  const asked = multiprocessors.map((count, i) => validateInteger(count, `multiprocessors[${i}]`, 1, device.multiprocessorCount));
+  const info = native.partitionInfo(device.ordinal);
+  if (info.reason !== undefined) throw new UnsupportedError('partitions', device.ordinal, `${info.reason}.`);
+  if (info.split) {
+    const same = info.split.requested.filter((r) => r !== 0);
+    if (same.length !== asked.length || same.some((r, i) => r !== asked[i]))
+      throw Object.assign(
+        invalidValue('multiprocessors', `asks for partitions of [${asked.join(', ')}] multiprocessors, but device ${device.ordinal} was split already into [${info.split.counts.join(', ')}] (asked [${same.join(', ')}]); a device is split once per process so that partitions never overlap. Use device.partitions.`),
+        { code: 'ERR_INVALID_STATE' },
+      );
+    return partitionsOf(device)!;
+  }
+  // The driver's rounding: at least `minimum`, in steps of `alignment`.
+  const rounded = asked.map((count) => Math.max(info.minimum!, Math.ceil(count / info.alignment!) * info.alignment!));
+  const total = rounded.reduce((a, b) => a + b, 0);
+  if (total > info.total!)
+    throw outOfRange('multiprocessors', `partitions that fit the device's ${info.total} multiprocessors once each is rounded up to at least ${info.minimum} and a multiple of ${info.alignment} ([${asked.join(', ')}] rounds up to [${rounded.join(', ')}], ${total} in all)`, multiprocessors);
+  return build(device, native.partitionCreate(device.ordinal, asked));
+}
+
+/** The device of `value` when it is a DevicePartition, else `undefined` (the option is checked later). @internal */
+export function partitionDeviceOf(value: unknown): Device | undefined {
+  return typeof value === 'object' && value !== null && instances.has(value) ? (value as DevicePartition).device : undefined;
+}
+
+/** The partition option of `Stream.create()` and `new StreamPool()`: its index, checked against `nonBlocking` and a
+ * `device` given beside it; -1 without one. @internal */
+export function partitionIndex(partition: unknown, device: Device | undefined, nonBlocking: boolean | undefined): number {
+  if (partition === undefined) return -1;
+  if (partitionDeviceOf(partition) === undefined) throw invalidType('options.partition', 'a DevicePartition (from device.partition())', partition);
+  const { device: own, index } = partition as DevicePartition;
+  if (device !== undefined && device !== own)
+    throw invalidValue('options.device', `is device ${device.ordinal}, but "options.partition" is a partition of device ${own.ordinal}; give one of the two.`);
+  if (nonBlocking === false)
+    throw invalidValue('options.nonBlocking', 'must not be false with "options.partition": the streams of a partition are non-blocking (the driver refuses others).');
+  return index;
+}
