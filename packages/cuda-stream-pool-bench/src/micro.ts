@@ -10,6 +10,7 @@ import { describeEnvironment, environmentRows } from './environment.js';
 import { MICRO_SCHEMA, type MicroGroupResult, type MicroReport, type MicroResult, type Sample } from './schema.js';
 import { streamMicroBenchmarks } from './stream.js';
 import { peerMicroBenchmarks, peerSkipReason } from './peer.js';
+import { partitionMicroBenchmarks, partitionSkipReason } from './partition-latency.js';
 
 type MicroFunction = (options: { device: number }) => Promise<MicroResult[]>;
 
@@ -35,6 +36,7 @@ const GROUPS: Group[] = [
   { name: 'kernel', file: './kernel.js', exportName: 'kernelMicroBenchmarks' },
   { name: 'graph', file: './graph.js', exportName: 'graphMicroBenchmarks' },
   { name: 'peer', file: './peer.js', exportName: 'peerMicroBenchmarks', run: peerMicroBenchmarks, skipReason: peerSkipReason },
+  { name: 'partition', file: './partition-latency.js', exportName: 'partitionMicroBenchmarks', run: partitionMicroBenchmarks, skipReason: partitionSkipReason },
 ];
 
 async function loadGroup(group: Group, device: number): Promise<MicroGroupResult> {
