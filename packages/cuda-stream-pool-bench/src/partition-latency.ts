@@ -18,8 +18,10 @@ const LATENCY_MULTIPROCESSORS = 16;
 /** A latency task: fma_steps over 16 blocks of 256 elements, 2,000 steps (tens of µs on one multiprocessor each). */
 const TASK_ELEMENTS = 16 * FMA_BLOCK;
 const TASK_STEPS = 2000;
-/** Latency tasks per measurement (the p99 is the 10th slowest of 1,000). */
+/** Latency tasks per measurement, at least (the p99 is the 10th slowest of 1,000). */
 const TASKS = 1000;
+/** How long the batch load is measured, at least: the latency tasks beside it go on as long. */
+const LOAD_MS = 2000;
 /** The batch load: streams, each running kernels of 64 blocks per multiprocessor and 20,000 steps back to back. */
 const BATCH_STREAMS = 4;
 const BATCH_STEPS = 20_000;
@@ -40,11 +42,12 @@ function microseconds(sample: Sample): Sample {
   return { ...sample, median: sample.median / 1000, p10: sample.p10 / 1000, p90: sample.p90 / 1000 };
 }
 
-/** The times of `TASKS` latency tasks on `stream`, each launched and awaited in turn (after 50 not counted), in ns:
- * their summary and their p99. */
-async function latency(kernel: Kernel, stream: Stream, data: DeviceBuffer): Promise<{ sample: Sample; p99: number }> {
+/** The times of latency tasks on `stream`, each launched and awaited in turn (after 50 not counted), in ns: their
+ * summary and their p99. `TASKS` of them, and more until `forMs` milliseconds have passed. */
+async function latency(kernel: Kernel, stream: Stream, data: DeviceBuffer, forMs = 0): Promise<{ sample: Sample; p99: number }> {
   const times: number[] = [];
-  for (let i = -50; i < TASKS; i++) {
+  const until = process.hrtime.bigint() + BigInt(forMs) * 1_000_000n;
+  for (let i = -50; i < TASKS || process.hrtime.bigint() < until; i++) {
     const start = process.hrtime.bigint();
     kernel.launch({ grid: TASK_ELEMENTS / FMA_BLOCK, block: FMA_BLOCK, stream }, data, TASK_ELEMENTS, TASK_STEPS, 1.0001, 0.5);
     await stream.synchronize();
@@ -76,11 +79,12 @@ async function underLoad<T>(kernel: Kernel, streams: Stream[], data: DeviceBuffe
   const done = kernels - before;
   running = false;
   await Promise.all(feeders);
+  // Kernels are counted in pairs as their waits settle: at most 2 per stream off over the whole window.
   return { result, kernelsPerSecond: done / seconds };
 }
 
 /** Measures the latency tasks and the batch load as the file header says. Splits device 0's multiprocessors into
- * 16 and the rest (once per process). Needs a GPU whose driver has green contexts; takes about 10 seconds.
+ * 16 and the rest (once per process). Needs a GPU whose driver has green contexts; takes about 10 seconds (the load is measured 2 s with and 2 s without partitions).
  * @throws {@link UnsupportedError} without partitions; {@link CudaError} when the driver fails. */
 export async function partitionMicroBenchmarks(options: PartitionMicroOptions = {}): Promise<MicroResult[]> {
   const device = Device.get(options.device ?? 0);
@@ -99,8 +103,8 @@ export async function partitionMicroBenchmarks(options: PartitionMicroOptions = 
   try {
     const idle = await latency(fmaSteps, onPartition, taskData);
     const idleWhole = await latency(fmaSteps, onDevice, taskData);
-    const partitioned = await underLoad(fmaSteps, batchOnRest, batchData, blocks, () => latency(fmaSteps, onPartition, taskData));
-    const shared = await underLoad(fmaSteps, batchOnDevice, batchData, blocks, () => latency(fmaSteps, onDevice, taskData));
+    const partitioned = await underLoad(fmaSteps, batchOnRest, batchData, blocks, () => latency(fmaSteps, onPartition, taskData, LOAD_MS));
+    const shared = await underLoad(fmaSteps, batchOnDevice, batchData, blocks, () => latency(fmaSteps, onDevice, taskData, LOAD_MS));
     // The p99 of one run of TASKS tasks, shown as the figure itself.
     const p99 = (p: number, of: Sample): Sample => microseconds({ median: p, p10: p, p90: p, runs: of.runs });
     const idleP99 = p99(idle.p99, idle.sample);
