@@ -43,11 +43,12 @@ function microseconds(sample: Sample): Sample {
 }
 
 /** The times of latency tasks on `stream`, each launched and awaited in turn (after 50 not counted), in ns: their
- * summary and their p99. `TASKS` of them, and more until `forMs` milliseconds have passed. */
+ * summary and their p99. `TASKS` of them; with `forMs`, as many as `forMs` milliseconds take, and at least 100. */
 async function latency(kernel: Kernel, stream: Stream, data: DeviceBuffer, forMs = 0): Promise<{ sample: Sample; p99: number }> {
   const times: number[] = [];
   const until = process.hrtime.bigint() + BigInt(forMs) * 1_000_000n;
-  for (let i = -50; i < TASKS || process.hrtime.bigint() < until; i++) {
+  const least = forMs > 0 ? 100 : TASKS;
+  for (let i = -50; i < least || (forMs > 0 && process.hrtime.bigint() < until); i++) {
     const start = process.hrtime.bigint();
     kernel.launch({ grid: TASK_ELEMENTS / FMA_BLOCK, block: FMA_BLOCK, stream }, data, TASK_ELEMENTS, TASK_STEPS, 1.0001, 0.5);
     await stream.synchronize();
