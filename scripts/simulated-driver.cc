@@ -129,7 +129,7 @@ namespace {
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)           \
   X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemcpyBatchAsync) X(cuDeviceGetDevResource)                   \
   X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxGetDevResource)       \
-  X(cuGreenCtxStreamCreate)
+  X(cuGreenCtxStreamCreate) X(cuMemHostRegister) X(cuMemHostUnregister)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -172,6 +172,8 @@ const ResultName kResults[] = {
     SIM_RESULT(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
     SIM_RESULT(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch"),
     SIM_RESULT(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size"),
+    SIM_RESULT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped"),
+    SIM_RESULT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region"),
     SIM_RESULT(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type"),
     SIM_RESULT(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
@@ -572,6 +574,7 @@ struct Block {
   size_t capacity = 0;  // what was allocated (whole pages)
   bool pooled = false;  // a stream-ordered allocation: its free returns it to the device's pool
   bool carved = false;  // pinned memory, carved from the pinned region: never given to free()
+  bool registered = false;  // host memory of the process, page-locked by cuMemHostRegister: never freed here
   // Interprocess memory (Note [simulated interprocess handles]): cuMemAlloc's memfd, open until the free; memory
   // mapped from a memfd (exported or imported) goes back with munmap; imported memory is another process's.
   int shared_fd = -1;
@@ -2058,6 +2061,39 @@ CUresult s_cuMemHostAlloc(void** pointer, size_t bytes, unsigned flags) {
   void* p = allocate(bytes, Kind::kPinned, current->ordinal);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *pointer = p;
+  return CUDA_SUCCESS;
+}
+// Registered host memory is pinned memory the simulator does not own: a copy queued with it reads or writes it when
+// the copy runs, and a copy that runs after cuMemHostUnregister finds it unregistered (reported, like memory freed).
+// Ranges overlapping a registration are refused, as the driver refuses them.
+CUresult s_cuMemHostRegister(void* pointer, size_t bytes, unsigned flags) {
+  SIM_ENTER(cuMemHostRegister);
+  SIM_NEED_CONTEXT();
+  if (!pointer || bytes == 0 || flags > 0xf) return CUDA_ERROR_INVALID_VALUE;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  for (auto it = blocks.lower_bound(base); it != blocks.end() && it->first < base + bytes;) {
+    if (it->second.live) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    it = it->second.registered ? blocks.erase(it) : std::next(it);  // an ended registration of these pages
+  }
+  auto before = blocks.lower_bound(base);
+  if (before != blocks.begin()) {
+    --before;
+    if (before->second.live && before->first + before->second.size > base) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
+  Block b{base, bytes, Kind::kPinned, current->ordinal, true, nullptr, bytes};
+  b.registered = true;
+  blocks[base] = b;
+  return CUDA_SUCCESS;
+}
+CUresult s_cuMemHostUnregister(void* pointer) {
+  SIM_ENTER(cuMemHostUnregister);
+  SIM_NEED_CONTEXT();
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  auto it = blocks.find(reinterpret_cast<uintptr_t>(pointer));
+  if (it == blocks.end() || !it->second.live || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  it->second.live = false;
+  it->second.freed_by = "cuMemHostUnregister";
   return CUDA_SUCCESS;
 }
 CUresult s_cuMemFreeHost(void* pointer) {

@@ -27,6 +27,7 @@
         "src/memory/device-buffer.cc",
         "src/internal/ipc.cc",
         "src/memory/pinned-buffer.cc",
+        "src/memory/host-registration.cc",
         "src/memory/managed-buffer.cc",
         "src/memory/memory-pool.cc",
         "src/kernel/program.cc",
@@ -48,6 +49,7 @@
         "src/internal/gates.cc",
         "src/internal/handle-table.cc",
         "src/internal/submission.cc",
+        "src/internal/v8-memory.cc",
         "src/internal/glibc-compat.cc"
       ]
     }

@@ -808,7 +808,7 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
   });
   assert.throws(() => new StreamPool({ count: 4 } as never), {
     code: 'ERR_INVALID_ARG_VALUE',
-    message: '"options.count" is not a StreamPool option; the options are "device", "size", "priority", "nonBlocking", "memoryLimitBytes".',
+    message: '"options.count" is not a StreamPool option; the options are "device", "size", "priority", "nonBlocking", "memoryLimitBytes", "partition".',
   });
   assert.throws(() => new StreamPool(4 as never), { code: 'ERR_INVALID_ARG_TYPE', message: '"options" must be an object; received 4 (number).' });
 });

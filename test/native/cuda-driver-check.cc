@@ -15,6 +15,7 @@
 namespace own = csp;
 constexpr unsigned int own_memhostalloc[] = {own::CU_MEMHOSTALLOC_PORTABLE, own::CU_MEMHOSTALLOC_DEVICEMAP,
                                              own::CU_MEMHOSTALLOC_WRITECOMBINED};
+constexpr unsigned int own_memhostregister_portable = own::CU_MEMHOSTREGISTER_PORTABLE;
 constexpr int own_device_cpu = own::CU_DEVICE_CPU;
 constexpr int own_ipc_handle_size = own::CU_IPC_HANDLE_SIZE;
 // The special stream handles are pointers; their integer values are compared instead.
@@ -207,6 +208,7 @@ static_assert(own_ipc_handle_size == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
 static_assert(own_memhostalloc[0] == CU_MEMHOSTALLOC_PORTABLE && own_memhostalloc[1] == CU_MEMHOSTALLOC_DEVICEMAP &&
               own_memhostalloc[2] == CU_MEMHOSTALLOC_WRITECOMBINED);
 static_assert(own_device_cpu == CU_DEVICE_CPU);
+static_assert(own_memhostregister_portable == CU_MEMHOSTREGISTER_PORTABLE);
 
 // Struct layouts: size, alignment, and each field's offset and type.
 #define CHECK_LAYOUT(own_type, toolkit_type)                                                      \

@@ -1,8 +1,9 @@
 // Micro-benchmarks of stream-ordered memory, each beside the same work in a native C++ loop of the same run (the
-// benchmark addon, native/calls.cc): 64 MiB copies pinned<->device in GB/s, pageable copies through staging
+// benchmark addon, native/calls.cc): 64 MiB copies pinned<->device in GB/s, from a registered ArrayBuffer against a
+// PinnedBuffer, pageable copies through staging
 // against pinned copies and against the driver's own copy of pageable memory (64 KiB, 4 MiB and 64 MiB), the
 // enqueue cost of a small pinned copy, 64 small copies in one batch against 64 single copies, and an alloc+free pair.
-import { Device, DeviceBuffer, PinnedBuffer, Stream, completionStats } from 'cuda-stream-pool';
+import { Device, DeviceBuffer, HostRegistration, PinnedBuffer, Stream, completionStats } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
 import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio } from './harness.js';
 import type { MicroResult, Sample } from './schema.js';
@@ -79,10 +80,35 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
       return [summarize(mine), summarize(theirs)];
     };
 
+    // Two library copies alternating, each run against the other, as `measure` does with the native loop.
+    const measureBoth = async (first: () => void, second: () => void): Promise<[Sample, Sample]> => {
+      const a: number[] = [];
+      const b: number[] = [];
+      for (let r = -1; r < runs; r++) {
+        const x = await library(first);
+        const y = await library(second);
+        if (r >= 0) {
+          a.push(x);
+          b.push(y);
+        }
+      }
+      return [summarize(a), summarize(b)];
+    };
+
     const [h2d, h2dNative] = await measure(() => stream.copy(buffer, pinned), true);
     results.push(throughputRow(`stream.copy() pinned → device, ${mib}`, h2d, 'cuMemcpyHtoDAsync (C++ loop)', h2dNative, 0.95));
     const [d2h, d2hNative] = await measure(() => stream.copy(pinned, buffer), false);
     results.push(throughputRow(`stream.copy() device → pinned, ${mib}`, d2h, 'cuMemcpyDtoHAsync (C++ loop)', d2hNative, 0.95));
+
+    // The same copy from an ArrayBuffer of the caller's, registered (page-locked in place), against the PinnedBuffer.
+    const own = new Uint8Array(bytes);
+    const registration = HostRegistration.register(own);
+    try {
+      const [fromRegistered, fromPinned] = await measureBoth(() => stream.copy(buffer, own), () => stream.copy(buffer, pinned));
+      results.push(throughputRow(`stream.copy() registered ArrayBuffer → device, ${mib}`, fromRegistered, `stream.copy() PinnedBuffer → device, ${mib}`, fromPinned, 0.95));
+    } finally {
+      registration.unregister();
+    }
 
     results.push(...(await pageableRows(stream, buffer, pinned, ordinal, runs)));
 

@@ -82,6 +82,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_device_buffer(env, exports);
   register_ipc(env, exports);
   register_pinned(env, exports);
+  register_host_registration(env, exports);
   register_copy(env, exports);
   register_staging(env, exports);
   register_memory_pool(env, exports);

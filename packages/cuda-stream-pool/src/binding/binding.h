@@ -130,6 +130,7 @@ void register_pool(Napi::Env env, Napi::Object exports);
 void register_device_buffer(Napi::Env env, Napi::Object exports);
 void register_ipc(Napi::Env env, Napi::Object exports);
 void register_pinned(Napi::Env env, Napi::Object exports);
+void register_host_registration(Napi::Env env, Napi::Object exports);
 void register_copy(Napi::Env env, Napi::Object exports);
 void register_staging(Napi::Env env, Napi::Object exports);
 void register_memory_pool(Napi::Env env, Napi::Object exports);

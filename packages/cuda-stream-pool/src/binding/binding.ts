@@ -105,7 +105,7 @@ export interface NativeBinding {
   devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
   /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
   currentDevice(): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; graphs: number; graphExecs: number; contexts: number[] };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; registeredBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
   cudaError(code: number, call: string, detail: string): Error;
   /** True for the first caller of the process (binding/environment.ts reports unknown values once). */
@@ -251,6 +251,10 @@ export interface NativeBinding {
   // stream/copy.cc, Note [batched copies]: per copy, operands [dst, src] (a buffer ref or a pageable source's
   // Uint8Array), kinds [dst, src] (0 device, 1 pinned, 2 pageable), layout [dstOffset, srcOffset, bytes]; false when
   // the driver or the stream cannot batch (nothing queued).
+  // memory/host-registration.cc, Note [registered host memory]: { ref, registered: bytes locked } or the pages of
+  // another registration that share one of its pages.
+  hostRegister(buffer: ArrayBufferLike): { ref?: NativeRef; registered?: number; overlaps?: [number, number] };
+  hostUnregister(ref: NativeRef): void;
   copyBatch(stream: NativeRef, operands: NativeRef[], kinds: Uint8Array, layout: Float64Array): boolean;
   memoryFill(stream: NativeRef, dst: NativeRef, offset: number, value: number, count: number, elementSize: 1 | 4): void;
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };
@@ -340,7 +344,7 @@ function unavailableBinding(reason: string): NativeBinding {
     completionRef: () => {},
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
-    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
     callbackFailures: () => ({ count: 0, last: undefined }),
     claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),

@@ -31,6 +31,9 @@ export interface LiveObjects {
   /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts
    * until the device's queued work is done and cuMemFree ran). */
   managedBytes: number;
+  /** Bytes of host memory page-locked by live `HostRegistration`s (whole pages; after `unregister()` the pages are
+   * unlocked once the copies queued with them are done). */
+  registeredBytes: number;
   /** Driver graphs (CUgraph) not yet destroyed: one per `Graph`, which counts until it is destroyed and every
    * `GraphExec` instantiated from it or updated with it is destroyed (or collected) too. */
   graphs: number;

@@ -154,6 +154,7 @@ Napi::Value live_objects(const Napi::CallbackInfo& info) {
   out.Set("deviceBytes", static_cast<double>(c.device_bytes.load()));
   out.Set("pinnedBytes", static_cast<double>(c.pinned_bytes.load()));
   out.Set("managedBytes", static_cast<double>(c.managed_bytes.load()));
+  out.Set("registeredBytes", static_cast<double>(c.registered_bytes.load()));
   out.Set("graphs", static_cast<double>(c.graphs.load()));
   out.Set("graphExecs", static_cast<double>(c.graph_execs.load()));
   Napi::Array contexts = Napi::Array::New(env);

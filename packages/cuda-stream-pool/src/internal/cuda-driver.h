@@ -54,6 +54,9 @@ constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned int CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
 constexpr unsigned int CU_MEMHOSTALLOC_WRITECOMBINED = 0x04;
 
+// cuMemHostRegister flags.
+constexpr unsigned int CU_MEMHOSTREGISTER_PORTABLE = 0x01;
+
 enum CUresult {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_INVALID_VALUE = 1,
@@ -489,6 +492,8 @@ using PFN_cuMemPrefetchAsync = CUresult (*)(CUdeviceptr pointer, size_t bytes, C
 using PFN_cuMemAdvise = CUresult (*)(CUdeviceptr pointer, size_t bytes, CUmem_advise advice, CUdevice device);
 using PFN_cuMemHostAlloc = CUresult (*)(void** pointer, size_t bytes, unsigned int flags);
 using PFN_cuMemFreeHost = CUresult (*)(void* pointer);
+using PFN_cuMemHostRegister = CUresult (*)(void* pointer, size_t bytes, unsigned int flags);
+using PFN_cuMemHostUnregister = CUresult (*)(void* pointer);
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr pointer);
 using PFN_cuMemAlloc = CUresult (*)(CUdeviceptr* pointer, size_t bytes);
 using PFN_cuMemGetAddressRange = CUresult (*)(CUdeviceptr* base, size_t* bytes, CUdeviceptr pointer);

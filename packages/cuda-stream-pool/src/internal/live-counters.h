@@ -7,6 +7,7 @@ namespace csp {
 
 struct LiveCounters {
   std::atomic<int64_t> streams{0}, events{0}, modules{0}, device_bytes{0}, pinned_bytes{0}, managed_bytes{0};
+  std::atomic<int64_t> registered_bytes{0};  // host memory page-locked by HostRegistration, until unregistered
   std::atomic<int64_t> graphs{0}, graph_execs{0};  // driver graphs and executable graphs not yet destroyed
 };
 LiveCounters& live();

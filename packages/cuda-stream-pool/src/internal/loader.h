@@ -27,7 +27,8 @@ namespace csp {
   X(cuOccupancyMaxPotentialBlockSize, 6050) X(cuMemGetInfo, 3020)                         \
   X(cuMemAllocAsync, 11020) X(cuMemAllocFromPoolAsync, 11020) X(cuMemFreeAsync, 11020)                            \
   X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 8000) X(cuMemAdvise, 8000) X(cuMemHostAlloc, 2020)            \
-  X(cuMemFreeHost, 2000) X(cuMemFree, 3020) X(cuMemAlloc, 3020) X(cuMemGetAddressRange, 3020)                    \
+  X(cuMemFreeHost, 2000) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000) X(cuMemFree, 3020)              \
+  X(cuMemAlloc, 3020) X(cuMemGetAddressRange, 3020)                                                              \
   X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010)                            \
   X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                                                      \
   X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \

@@ -95,6 +95,14 @@ class PinnedBlock {
   Block* block_;
 };
 
+// Host memory the driver page-locked in place (cuMemHostRegister: Note [registered host memory] in
+// memory/host-registration.cc), as a block of the pinned cache that is never reused: once released and its fences
+// have completed, the cache unregisters it and lets `keep` go. `base`/`bytes`: the registered pages.
+Block* registered_block(void* base, size_t bytes, int device, std::shared_ptr<void> keep);
+// Hands a registered block back (its holder is done); it is unregistered once its copies are done: now, when they
+// already are, else at a later use of the cache. Never throws.
+void release_registered(Block* block);
+
 // Records that a copy using `pinned` was just queued on `stream` (Note [pinned cache]): its block is reused only
 // after that copy. The caller holds entries of both objects and the device's context is current. Throws CudaFailure;
 // the block is then never reused nor freed, since the copy may still run.

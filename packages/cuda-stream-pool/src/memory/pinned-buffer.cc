@@ -38,6 +38,10 @@ struct Block {
   size_t size = 0;
   std::vector<Fence> fences;  // touched by the block's one holder, or by the cache after release()
   bool unfenced = false;      // a fence failed, so a queued copy may use it at any time: never reused, never freed
+  // Registered host memory (Note [registered host memory]): unregistered, never reused, once its fences completed.
+  bool registered = false;
+  int device = 0;             // whose context registered it
+  std::shared_ptr<void> keep; // the memory's owner (a JS backing store), let go once unregistered
 };
 
 bool same_stream(const std::weak_ptr<NativeStream>& a, const std::weak_ptr<NativeStream>& b) {
@@ -59,17 +63,21 @@ class PinnedCache {
   // context must be current. Throws CudaFailure (CUDA_ERROR_OUT_OF_MEMORY naming the bytes).
   Block* acquire(size_t bytes, int device) {
     const size_t want = size_class(bytes);
+    std::vector<Block*> done;
     {
       std::lock_guard<OrderedMutex> lock(mutex_);
       collect_locked();
+      done.swap(unregistering_);
       auto it = idle_.lower_bound(want);
       if (it != idle_.end() && it->first <= 2 * want) {
         Block* block = it->second;
         idle_.erase(it);
         idle_bytes_ -= block->size;
+        unregister(done);
         return block;
       }
     }
+    unregister(done);
     void* ptr = nullptr;
     check(drv().cuMemHostAlloc(&ptr, want, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", device,
           [&] { return std::string(device_text(device) + ", " + std::to_string(want) + " bytes of pinned host memory (asked for " +
@@ -117,17 +125,30 @@ class PinnedCache {
     retiring_.push_back(block);
   }
 
-  // cuMemFreeHost for every idle block; returns the bytes freed. May stall while the GPU works (that is why it is
-  // explicit). Blocks still in use or waiting for queued copies stay.
-  size_t trim() {
-    std::vector<Block*> victims;
+  // Moves what is done to idle, and unregisters the registered blocks that are done. Any JS thread.
+  void collect() {
+    std::vector<Block*> done;
     {
       std::lock_guard<OrderedMutex> lock(mutex_);
       collect_locked();
+      done.swap(unregistering_);
+    }
+    unregister(done);
+  }
+
+  // cuMemFreeHost for every idle block; returns the bytes freed. May stall while the GPU works (that is why it is
+  // explicit). Blocks still in use or waiting for queued copies stay.
+  size_t trim() {
+    std::vector<Block*> victims, done;
+    {
+      std::lock_guard<OrderedMutex> lock(mutex_);
+      collect_locked();
+      done.swap(unregistering_);
       for (auto& entry : idle_) victims.push_back(entry.second);
       idle_.clear();
       idle_bytes_ = 0;
     }
+    unregister(done);
     size_t freed = 0;
     for (Block* block : victims) {
       check_quiet(drv().cuMemFreeHost(block->ptr), 0);
@@ -139,8 +160,8 @@ class PinnedCache {
   }
 
   size_t idle_bytes() {
+    collect();
     std::lock_guard<OrderedMutex> lock(mutex_);
-    collect_locked();
     return idle_bytes_;
   }
   size_t total_bytes() const { return total_bytes_.load(); }
@@ -186,12 +207,26 @@ class PinnedCache {
                                     return true;
                                   }),
                    fences.end());
-      if (fences.empty())
+      if (fences.empty() && block->registered)
+        unregistering_.push_back(block);
+      else if (fences.empty())
         add_idle_locked(block);
       else
         retiring_[kept++] = block;
     }
     retiring_.resize(kept);
+    if (caller >= 0) make_current_quiet(caller);
+  }
+
+  // cuMemHostUnregister of registered blocks whose copies are done, outside the cache's lock (the call may wait).
+  static void unregister(std::vector<Block*>& done) {
+    if (done.empty()) return;
+    const int caller = current_device();
+    for (Block* block : done) {
+      if (make_current_quiet(block->device)) check_quiet(drv().cuMemHostUnregister(block->ptr), block->device);
+      delete block;  // lets the memory's owner go
+    }
+    done.clear();
     if (caller >= 0) make_current_quiet(caller);
   }
 
@@ -203,6 +238,7 @@ class PinnedCache {
   OrderedMutex mutex_{LockLevel::kCache, "pinned cache"};
   std::multimap<size_t, Block*> idle_;
   std::vector<Block*> retiring_;
+  std::vector<Block*> unregistering_;  // registered blocks whose copies are done, to unregister outside the lock
   std::vector<CUevent> spare_events_[kMaxDevices];
   size_t idle_bytes_ = 0;
   std::atomic<size_t> total_bytes_{0};
@@ -241,6 +277,23 @@ void PinnedBlock::fence(const std::shared_ptr<NativeStream>& stream) {
   } catch (...) {
     // The cache then never takes the block back (Block::unfenced).
   }
+}
+
+Block* registered_block(void* base, size_t bytes, int device, std::shared_ptr<void> keep) {
+  auto* block = new Block();
+  block->ptr = base;
+  block->size = bytes;
+  block->registered = true;
+  block->device = device;
+  block->keep = std::move(keep);
+  return block;
+}
+
+void release_registered(Block* block) {
+  never_throws("releasing registered host memory", [&] {
+    pinned_cache().release(block);
+    pinned_cache().collect();
+  });
 }
 
 void fence_pinned(NativePinnedBuffer& pinned, const std::shared_ptr<NativeStream>& stream) {

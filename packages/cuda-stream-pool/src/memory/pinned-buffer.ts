@@ -1,7 +1,5 @@
 // Pinned (page-locked) host memory from the library's pinned-block cache, seen from JS as an external ArrayBuffer.
 // Pinned memory is recycled, never freed while the GPU works: see Note [pinned cache] in memory/pinned-buffer.cc.
-import { types } from 'node:util';
-
 import { native, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { driverState } from '../binding/cuda.js';
@@ -70,10 +68,13 @@ export function hostView<T extends ArrayBufferView>(memory: ArrayBuffer, Ctor: P
 interface PinnedRecord {
   ref: NativeRef;
   freed: boolean;
+  /** The memory is the caller's, page-locked by a HostRegistration: a detached buffer is refused, not freed. */
+  registered?: true;
 }
 
-// Per thread: the ArrayBuffers of this thread's PinnedBuffers, so a view into one is copied directly.
-const records = new WeakMap<ArrayBuffer, PinnedRecord>();
+// Per thread: the ArrayBuffers of this thread's PinnedBuffers and HostRegistrations, so a view into one is copied
+// directly.
+const records = new WeakMap<ArrayBufferLike, PinnedRecord>();
 const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new (...args: never[]) => ArrayBufferView;
 
 /** The pinned record behind a PinnedBuffer, for stream/copy.ts. @internal */
@@ -194,9 +195,17 @@ export class PinnedBuffer {
   }
 }
 
-/** The pinned record of an ArrayBuffer made by a PinnedBuffer of this thread, if it is one. @internal */
+/** The pinned record of an ArrayBuffer made by a PinnedBuffer of this thread, or registered by a HostRegistration of
+ * this thread, if it is one. @internal */
 export function pinnedRecordOf(buffer: ArrayBufferLike): PinnedRecord | undefined {
-  return types.isArrayBuffer(buffer) ? records.get(buffer) : undefined;
+  return records.get(buffer);
+}
+
+/** Makes copies with `memory` (an ArrayBuffer or SharedArrayBuffer the caller owns) pinned copies through `record`,
+ * or ordinary ones again when `record` is undefined. For memory/host-registration.ts. @internal */
+export function setRegisteredRecord(memory: ArrayBufferLike, record: PinnedRecord | undefined): void {
+  if (record) records.set(memory, record);
+  else records.delete(memory);
 }
 
 export type { PinnedRecord };

@@ -5,22 +5,14 @@
 //
 // Note [one backing store]: every thread must see the pool's words as the same SharedArrayBuffer, so that
 // Atomics.add/compareExchange act on one counter and Atomics.notify in one thread wakes Atomics.waitAsync in
-// another. N-API (Node 20) cannot make a SharedArrayBuffer, so this file uses V8's API: one v8::BackingStore over
-// native memory, created once per pool and kept here as a shared_ptr; each thread gets its own
-// v8::SharedArrayBuffer over that same store. An experiment (two workers and the main thread, 10^6 Atomics.add
-// each on native memory) showed that Atomics.add is shared either way, but Atomics.notify wakes a waiter in
-// another thread only when both SharedArrayBuffers share one BackingStore object: V8's futex wait list matches
-// waiters by backing store, not only by address. A store made per thread over the same memory counted right and
-// never woke anybody. The store's deleter frees the memory once the last SharedArrayBuffer in any thread and
-// this registry have let go of it, on whichever thread that happens.
-//
-// Note [V8 in one place]: SharedWords below is the only use of V8's C++ API in the addon; nothing else includes
-// v8.h. Node-API cannot make a SharedArrayBuffer over native memory that every thread reaches synchronously, which
-// StreamPool.default() needs (see Note [one backing store]). V8's C++ API is outside Node-API's promise of one
-// binary for every Node.js version, so the class uses the fewest calls that do the job (BackingStore creation and
-// destruction, SharedArrayBuffer::New, Isolate::GetCurrent), all unchanged from Node.js 20 to 24; CI loads one
-// build under Node.js 20, 22 and 24 and runs the whole CPU suite with it.
-#include <v8.h>
+// another. N-API (Node 20) cannot make a SharedArrayBuffer, so the pool uses V8's API (SharedWords, in
+// internal/v8-memory.cc: Note [V8 in one place]): one v8::BackingStore over native memory, created once per pool and
+// kept here; each thread gets its own v8::SharedArrayBuffer over that same store. An experiment (two workers and the
+// main thread, 10^6 Atomics.add each on native memory) showed that Atomics.add is shared either way, but
+// Atomics.notify wakes a waiter in another thread only when both SharedArrayBuffers share one BackingStore object:
+// V8's futex wait list matches waiters by backing store, not only by address. A store made per thread over the same
+// memory counted right and never woke anybody. The store's deleter frees the memory once the last SharedArrayBuffer
+// in any thread and this registry have let go of it, on whichever thread that happens.
 
 #include <climits>
 #include <cstdlib>
@@ -32,6 +24,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/v8-memory.h"
 #include "internal/loader.h"
 #include "stream/stream.h"
 #include "internal/lock-order.h"
@@ -66,37 +59,6 @@ bool swap_word(int32_t* word, int32_t expected, int32_t desired) {
   return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-// Memory that every thread sees as one SharedArrayBuffer. See Note [V8 in one place] and Note [one backing store].
-class SharedWords {
- public:
-  SharedWords() = default;
-  // Zeroed, 64-byte aligned memory of `bytes` bytes (a multiple of 64), freed once the last SharedArrayBuffer over
-  // it in any thread and every SharedWords copy have let go of it, on whichever thread that happens.
-  static SharedWords allocate(size_t bytes) {
-    void* memory = std::aligned_alloc(64, bytes);
-    if (memory == nullptr) throw std::bad_alloc();
-    std::memset(memory, 0, bytes);
-    SharedWords out;
-    out.words_ = static_cast<int32_t*>(memory);
-    out.store_ = v8::SharedArrayBuffer::NewBackingStore(
-        memory, bytes, [](void* data, size_t, void*) { std::free(data); }, nullptr);
-    return out;
-  }
-  int32_t* words() const { return words_; }
-  // A new SharedArrayBuffer over the same backing store, for the calling JS thread. Node's own Node-API converts
-  // between v8::Local<v8::Value> and napi_value by copying the pointer; so does this.
-  Napi::Value to_js(Napi::Env env) const {
-    v8::Local<v8::Value> buffer = v8::SharedArrayBuffer::New(v8::Isolate::GetCurrent(), store_);
-    napi_value out;
-    static_assert(sizeof(out) == sizeof(buffer), "napi_value and v8::Local<v8::Value> differ in size");
-    std::memcpy(&out, &buffer, sizeof(out));
-    return Napi::Value(env, out);
-  }
-
- private:
-  std::shared_ptr<v8::BackingStore> store_;
-  int32_t* words_ = nullptr;
-};
 
 struct PoolState {
   int id = 0;

@@ -100,7 +100,7 @@ function operand(value: unknown, name: string, call: string): Operand {
   }
   // A freed PinnedBuffer detaches its views: that is a DestroyedError, found before the detach.
   const record = pinnedRecordOf(memory);
-  if (record) return pinnedOperand(record, base, length, call);
+  if (record && !(record.registered && detached)) return pinnedOperand(record, base, length, call);
   if (detached) throw detachedError(name, memory !== value);
   return { kind: 'pageable', memory, base, length };
 }

@@ -1,7 +1,7 @@
 // Copies of every kind on one device: pageable and pinned host memory both ways, device to device, fills of each
-// element type, a pageable copy larger than the staging cap (in pieces, each behind a gate), batches, toArray, and a
-// wait of one stream on another. It trims the pinned cache at the end.
-import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+// element type, a pageable copy larger than the staging cap (in pieces, each behind a gate), batches, registered host
+// memory, toArray, and a wait of one stream on another. It trims the pinned cache at the end.
+import { DeviceBuffer, HostRegistration, PinnedBuffer, Stream } from 'cuda-stream-pool';
 
 import { cleanUp, expectAll, expectElements, type Workload } from '../workload.js';
 
@@ -60,6 +60,17 @@ export const workload: Workload = {
         stream.copyBatch([{ dst: pinned, src: b }]);
         await stream.synchronize();
         expectElements('batched copies', pinned.bytes, input);
+        // Registered host memory: a pinned copy each way, unregistered while the second may still be queued.
+        const registered = new Uint8Array(new ArrayBuffer(SMALL));
+        const registration = HostRegistration.register(registered);
+        try {
+          stream.copy(b, input);
+          stream.copy(registered, b);
+        } finally {
+          registration.unregister();
+        }
+        await stream.synchronize();
+        expectElements('registered host memory', registered, input);
         stream.synchronizeSync();
       },
       async () => {
