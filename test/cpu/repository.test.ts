@@ -119,6 +119,7 @@ const allowedCycleEdges: Record<string, Record<string, string>> = {
     'stream/stream.ts -> graph/graph.ts': 'Stream.endCapture() returns a Graph, which launches on streams',
     'stream/event.ts -> stream/stream.ts': 'Event.record(stream: Stream), while Stream.waitEvent and recordEvent take and make Events',
     'memory/memory-pool.ts -> device/device.ts': 'MemoryPool.device is a Device, whose memoryPool getter returns the MemoryPool',
+    'device/partition.ts -> device/device.ts': 'DevicePartition.device is a Device, whose partition() and partitions return DevicePartitions',
     'kernel/kernel.ts -> kernel/module.ts': 'Kernel.module is the Module, whose getFunction makes the Kernels',
   },
   'packages/cuda-stream-pool-bench/src': {},
