@@ -129,7 +129,7 @@ namespace {
   X(cuMemAlloc) X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)           \
   X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuMemcpyBatchAsync) X(cuDeviceGetDevResource)                   \
   X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxGetDevResource)       \
-  X(cuGreenCtxStreamCreate) X(cuMemHostRegister) X(cuMemHostUnregister)
+  X(cuGreenCtxStreamCreate) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemcpy2DAsync)
 #define SIM_ENTRY_POINTS(X) SIM_PROC_ENTRY_POINTS(X) X(cuDriverGetVersion) X(cuGetProcAddress_v2) X(operation)
 
 enum Entry : int {
@@ -263,7 +263,7 @@ bool queues_work(int entry) {
     case e_cuStreamWriteValue64: case e_cuStreamWaitValue64: case e_cuEventRecord: case e_cuStreamWaitEvent:
     case e_cuLaunchKernel: case e_cuLaunchKernelEx: case e_cuMemFreeAsync: case e_cuMemPrefetchAsync: case e_cuMemcpyAsync:
     case e_cuMemcpyHtoDAsync: case e_cuMemcpyDtoHAsync: case e_cuMemcpyDtoDAsync: case e_cuMemcpyPeerAsync:
-    case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_cuMemcpyBatchAsync:
+    case e_cuMemsetD8Async: case e_cuMemsetD32Async: case e_cuGraphLaunch: case e_cuMemcpyBatchAsync: case e_cuMemcpy2DAsync:
     case e_operation:
       return true;
     default:
@@ -1405,6 +1405,7 @@ CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
     case 75: *value = no_launch_attributes() ? 8 : 9; break;
     case 76: *value = 0; break;
     case 97: *value = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
       *value = no_launch_attributes() ? 0 : 1;
       break;
@@ -2283,6 +2284,47 @@ CUresult s_cuMemcpyBatchAsync_v12080(CUdeviceptr* dsts, CUdeviceptr* srcs, size_
   if (!failed) return CUDA_ERROR_INVALID_VALUE;
   *failed = SIZE_MAX;
   return batch_copy(s, dsts, srcs, sizes, count, attrs, starts, attributes, injected);
+}
+// A 2D copy: rows of WidthInBytes, each side's rows its pitch apart. Device and pinned (or registered) memory are
+// read and written when the copy runs; pageable host memory is read now (a source) or waited for (a destination), as
+// the driver's copies of pageable memory are.
+CUresult s_cuMemcpy2DAsync(const CUDA_MEMCPY2D* copy, CUstream stream) {
+  SIM_ENTER(cuMemcpy2DAsync);
+  SIM_QUEUE_ON(cuMemcpy2DAsync, stream);
+  if (!copy) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY2D c = *copy;
+  auto side = [](CUmemorytype type, uintptr_t host, CUdeviceptr device) -> uintptr_t {
+    return type == CU_MEMORYTYPE_HOST ? host : type == CU_MEMORYTYPE_DEVICE ? device : 0;
+  };
+  const uintptr_t src = side(c.srcMemoryType, reinterpret_cast<uintptr_t>(c.srcHost), c.srcDevice) + c.srcXInBytes + c.srcY * c.srcPitch;
+  const uintptr_t dst = side(c.dstMemoryType, reinterpret_cast<uintptr_t>(c.dstHost), c.dstDevice) + c.dstXInBytes + c.dstY * c.dstPitch;
+  if (c.WidthInBytes == 0 || c.Height == 0) return CUDA_SUCCESS;
+  if (!src || !dst || c.srcPitch < c.WidthInBytes || c.dstPitch < c.WidthInBytes) return CUDA_ERROR_INVALID_VALUE;
+  const size_t src_extent = (c.Height - 1) * c.srcPitch + c.WidthInBytes, dst_extent = (c.Height - 1) * c.dstPitch + c.WidthInBytes;
+  const Range destination{dst, dst_extent, c.dstMemoryType == CU_MEMORYTYPE_HOST ? Access::kHost : Access::kDevice};
+  const Range source{src, src_extent, c.srcMemoryType == CU_MEMORYTYPE_HOST ? Access::kHost : Access::kDevice};
+  if (check_at_call(destination) != CUDA_SUCCESS || check_at_call(source) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  const bool pageable_source = source.access == Access::kHost && !is_pinned_or_device(src);
+  const bool pageable_destination = destination.access == Access::kHost && !is_pinned_or_device(dst);
+  if ((pageable_source || pageable_destination) && invalidate_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::shared_ptr<std::vector<unsigned char>> snapshot;
+  if (pageable_source) {
+    const auto* from = reinterpret_cast<const unsigned char*>(src);
+    snapshot = std::make_shared<std::vector<unsigned char>>(from, from + src_extent);
+  }
+  Operation op{"cuMemcpy2DAsync", {destination}, [c, src, dst, snapshot] {
+                 const auto* from = snapshot ? snapshot->data() : reinterpret_cast<const unsigned char*>(src);
+                 for (size_t y = 0; y < c.Height; y++)
+                   std::memmove(reinterpret_cast<unsigned char*>(dst) + y * c.dstPitch, from + y * c.srcPitch, c.WidthInBytes);
+               }};
+  if (!pageable_source) op.ranges.push_back(source);
+  op.node_type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  const bool from_device = on_device(src), to_device = on_device(dst);
+  op.engine = from_device == to_device ? Engine::kNone : to_device ? Engine::kHostToDevice : Engine::kDeviceToHost;
+  const unsigned long long position = enqueue(s, std::move(op), injected);
+  if (pageable_destination)
+    return block_until(s->device, [s, position] { return s->completed.load() >= position; });
+  return CUDA_SUCCESS;
 }
 CUresult s_cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream) {
   SIM_ENTER(cuMemsetD8Async);

@@ -55,6 +55,7 @@ CORRESPONDING(CUgraph_st, CUgraph_st)
 CORRESPONDING(CUgraphNode_st, CUgraphNode_st)
 CORRESPONDING(CUgraphExec_st, CUgraphExec_st)
 CORRESPONDING(CUgreenCtx_st, CUgreenCtx_st)
+CORRESPONDING(CUarray_st, CUarray_st)
 CORRESPONDING(CUdevResourceDesc_st, CUdevResourceDesc_st)
 // Enums (values checked below).
 CORRESPONDING(CUresult, CUresult)
@@ -73,6 +74,7 @@ CORRESPONDING(CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
 CORRESPONDING(CUlaunchAttributeID, CUlaunchAttributeID)
 CORRESPONDING(CUmemcpySrcAccessOrder, CUmemcpySrcAccessOrder)
 CORRESPONDING(CUdevResourceType, CUdevResourceType)
+CORRESPONDING(CUmemorytype, CUmemorytype)
 // Structs and unions (layouts checked below).
 CORRESPONDING(CUmemLocation, CUmemLocation_v1)
 CORRESPONDING(CUmemAccessDesc, CUmemAccessDesc_v1)
@@ -86,6 +88,7 @@ CORRESPONDING(CUlaunchConfig, CUlaunchConfig)
 CORRESPONDING(CUmemcpyAttributes, CUmemcpyAttributes_v1)
 CORRESPONDING(CUdevSmResource, CUdevSmResource)
 CORRESPONDING(CUdevResource, CUdevResource)
+CORRESPONDING(CUDA_MEMCPY2D, CUDA_MEMCPY2D_v2)
 #undef CORRESPONDING
 
 // Scalar typedefs.
@@ -132,6 +135,7 @@ CHECK_ENUM(CUdriverProcAddressQueryResult)
 CHECK_ENUM(CUlaunchAttributeID)
 CHECK_ENUM(CUmemcpySrcAccessOrder)
 CHECK_ENUM(CUdevResourceType)
+CHECK_ENUM(CUmemorytype)
 #undef CHECK_ENUM
 
 #define CHECK_VALUE(name) static_assert(static_cast<long long>(own::name) == static_cast<long long>(::name), #name);
@@ -199,7 +203,8 @@ CHECK_ENUM(CUdevResourceType)
   X(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) X(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)                 \
   X(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID) X(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) X(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) \
   X(CU_MEMCPY_SRC_ACCESS_ORDER_ANY) X(CU_MEMCPY_SRC_ACCESS_ORDER_MAX) X(CU_DEV_RESOURCE_TYPE_INVALID)                \
-  X(CU_DEV_RESOURCE_TYPE_SM) X(CU_GREEN_CTX_DEFAULT_STREAM)
+  X(CU_DEV_RESOURCE_TYPE_SM) X(CU_GREEN_CTX_DEFAULT_STREAM) X(CU_MEMORYTYPE_HOST) X(CU_MEMORYTYPE_DEVICE)               \
+  X(CU_MEMORYTYPE_ARRAY) X(CU_MEMORYTYPE_UNIFIED) X(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT)
 CSP_CHECKED_VALUES(CHECK_VALUE)
 #undef CHECK_VALUE
 static_assert(own_ipc_handle_size == CU_IPC_HANDLE_SIZE, "CU_IPC_HANDLE_SIZE");
@@ -268,6 +273,25 @@ CHECK_FIELD(CUdevSmResource, CUdevSmResource, smCoscheduledAlignment)
 CHECK_LAYOUT(CUdevResource, CUdevResource)
 CHECK_FIELD(CUdevResource, CUdevResource, type)
 CHECK_FIELD(CUdevResource, CUdevResource, sm)
+#define MEMCPY2D_FIELD(field) CHECK_FIELD(CUDA_MEMCPY2D, CUDA_MEMCPY2D_v2, field)
+CHECK_LAYOUT(CUDA_MEMCPY2D, CUDA_MEMCPY2D_v2)
+MEMCPY2D_FIELD(srcXInBytes)
+MEMCPY2D_FIELD(srcY)
+MEMCPY2D_FIELD(srcMemoryType)
+MEMCPY2D_FIELD(srcHost)
+MEMCPY2D_FIELD(srcDevice)
+MEMCPY2D_FIELD(srcArray)
+MEMCPY2D_FIELD(srcPitch)
+MEMCPY2D_FIELD(dstXInBytes)
+MEMCPY2D_FIELD(dstY)
+MEMCPY2D_FIELD(dstMemoryType)
+MEMCPY2D_FIELD(dstHost)
+MEMCPY2D_FIELD(dstDevice)
+MEMCPY2D_FIELD(dstArray)
+MEMCPY2D_FIELD(dstPitch)
+MEMCPY2D_FIELD(WidthInBytes)
+MEMCPY2D_FIELD(Height)
+#undef MEMCPY2D_FIELD
 #define LAUNCH_CONFIG_FIELD(field) CHECK_FIELD(CUlaunchConfig, CUlaunchConfig, field)
 CHECK_LAYOUT(CUlaunchConfig, CUlaunchConfig)
 LAUNCH_CONFIG_FIELD(gridDimX)

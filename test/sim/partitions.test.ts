@@ -31,7 +31,7 @@ test('a device is split once per process: the counts are rounded up, the rest is
   assert.equal(result.read, true);
   assert.equal(result.frozen, true);
   assert.equal(result.other.code, 'ERR_INVALID_STATE');
-  assert.equal(result.other.message, '"multiprocessors" asks for partitions of [16] multiprocessors, but device 0 was split already into [8, 32, 92] (asked [7, 30]); a device is split once per process so that partitions never overlap. Use device.partitions.');
+  assert.equal(result.other.message, 'Invalid state: device 0 was split already into partitions of [8, 32, 92] multiprocessors (asked [7, 30]), and "multiprocessors" asks for [16]; a device is split once per process so that partitions never overlap. Use device.partitions.');
 });
 
 test('bad counts are refused before anything is split, naming the rounding; a rest below the smallest partition is none', needsCompiler, async () => {

@@ -25,7 +25,7 @@ export { CudaError, CudaUnavailableError, DestroyedError, CompileError, CaptureE
 export { DeviceBuffer, type DeviceBufferAllocOptions, type DeviceBufferFromOptions, type ToArrayOptions, type TypedArrayConstructor, type DeviceBufferFreeOptions, type DeviceBufferAttachOptions, type SharedDeviceBuffer, type DeviceBufferIpcHandle, type DeviceBufferOpenIpcOptions } from './memory/device-buffer.js';
 export { PinnedBuffer, type PinnedViewConstructor, type PinnedCacheInfo } from './memory/pinned-buffer.js';
 export { HostRegistration } from './memory/host-registration.js';
-export { type CopyOptions, type FillOptions, type FillType } from './stream/copy.js';
+export { type CopyOptions, type Copy2DOptions, type FillOptions, type FillType } from './stream/copy.js';
 export { MemoryPool } from './memory/memory-pool.js';
 export { ManagedBuffer, type ManagedBufferAllocOptions, type ManagedAdvice, type ManagedAdviseOptions } from './memory/managed-buffer.js';
 

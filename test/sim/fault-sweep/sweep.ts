@@ -39,7 +39,7 @@ const LOADER = new Set(['cuInit', 'cuDeviceGetCount', 'cuDriverGetVersion', 'cuG
 const QUEUES_WORK = new Set([
   'cuGraphLaunch', 'cuStreamWriteValue64', 'cuStreamWaitValue64', 'cuEventRecord', 'cuStreamWaitEvent', 'cuLaunchKernel',
   'cuLaunchKernelEx', 'cuMemFreeAsync', 'cuMemPrefetchAsync', 'cuMemcpyAsync', 'cuMemcpyHtoDAsync', 'cuMemcpyDtoHAsync',
-  'cuMemcpyDtoDAsync', 'cuMemcpyPeerAsync', 'cuMemsetD8Async', 'cuMemsetD32Async', 'cuMemcpyBatchAsync',
+  'cuMemcpyDtoDAsync', 'cuMemcpyPeerAsync', 'cuMemsetD8Async', 'cuMemsetD32Async', 'cuMemcpyBatchAsync', 'cuMemcpy2DAsync',
 ]);
 
 // Cases left out, each with why: a workload (or '*'), an entry point, a thread key (or '*'), an action (or '*'), and

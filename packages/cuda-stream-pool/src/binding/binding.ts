@@ -89,7 +89,7 @@ export interface NativeBinding {
   deviceInfo(ordinal: number): {
     name: string; major: number; minor: number; multiprocessorCount: number; asyncEngineCount: number;
     memoryPoolsSupported: boolean; totalMemoryBytes: number; greatestPriority: number; leastPriority: number;
-    cooperativeLaunch: boolean; clusterLaunch: boolean;
+    cooperativeLaunch: boolean; clusterLaunch: boolean; pitchAlignment: number;
   };
   deviceFault(ordinal: number): number;
   // device/partition.cc, Note [partitions]: why the device cannot be partitioned, or its multiprocessors, the
@@ -255,6 +255,11 @@ export interface NativeBinding {
   // another registration that share one of its pages.
   hostRegister(buffer: ArrayBufferLike): { ref?: NativeRef; registered?: number; overlaps?: [number, number] };
   hostUnregister(ref: NativeRef): void;
+  // stream/copy.cc: kinds 0 DeviceBuffer, 1 pinned (a PinnedBuffer or registered host memory).
+  copy2D(
+    stream: NativeRef, dst: NativeRef, dstKind: number, dstOffset: number, dstPitch: number,
+    src: NativeRef, srcKind: number, srcOffset: number, srcPitch: number, widthBytes: number, height: number,
+  ): void;
   copyBatch(stream: NativeRef, operands: NativeRef[], kinds: Uint8Array, layout: Float64Array): boolean;
   memoryFill(stream: NativeRef, dst: NativeRef, offset: number, value: number, count: number, elementSize: 1 | 4): void;
   memoryPoolInfo(device: number): { usedBytes: number; reservedBytes: number; releaseThresholdBytes: number };

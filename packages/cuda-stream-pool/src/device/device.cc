@@ -53,6 +53,7 @@ Napi::Value device_info(const Napi::CallbackInfo& info) {
   out.Set("memoryPoolsSupported", attribute(dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, ordinal) != 0);
   out.Set("cooperativeLaunch", attribute(dev, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, ordinal) != 0);
   out.Set("clusterLaunch", attribute(dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, ordinal) != 0);
+  out.Set("pitchAlignment", attribute(dev, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, ordinal));
   out.Set("totalMemoryBytes", static_cast<double>(total));
   out.Set("greatestPriority", greatest);
   out.Set("leastPriority", least);

@@ -70,6 +70,9 @@ export class Device {
   /** Whether kernels may be launched in thread-block clusters (the `cluster` option of `kernel.launch()`;
    * CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, compute capability 9.0 and later). */
   readonly clusterLaunch: boolean;
+  /** The alignment of the rows of pitched memory, in bytes (CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT): the pitch
+   * of `DeviceBuffer.allocPitched()` is a multiple of it. */
+  readonly pitchAlignmentBytes: number;
 
   private constructor(token: symbol, ordinal: number) {
     checkConstruction(token, 'Device', 'Device.get(ordinal)');
@@ -84,7 +87,8 @@ export class Device {
     this.memoryPoolsSupported = info.memoryPoolsSupported;
     this.cooperativeLaunch = info.cooperativeLaunch;
     this.clusterLaunch = info.clusterLaunch;
-    lockFields(this, ['ordinal', 'name', 'computeCapability', 'multiprocessorCount', 'totalMemoryBytes', 'asyncEngineCount', 'streamPriorityRange', 'memoryPoolsSupported', 'cooperativeLaunch', 'clusterLaunch']);
+    this.pitchAlignmentBytes = info.pitchAlignment;
+    lockFields(this, ['pitchAlignmentBytes', 'ordinal', 'name', 'computeCapability', 'multiprocessorCount', 'totalMemoryBytes', 'asyncEngineCount', 'streamPriorityRange', 'memoryPoolsSupported', 'cooperativeLaunch', 'clusterLaunch']);
     instances.add(this);
   }
 

@@ -3,7 +3,7 @@
 // in device/partition.cc.
 import { native } from '../binding/binding.js';
 import { UnsupportedError } from '../binding/errors.js';
-import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
+import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
 import type { Device } from './device.js';
 
 /** Every DevicePartition made by the library: the brand that receivers are checked against. */
@@ -71,10 +71,7 @@ export function partitionDevice(device: Device, multiprocessors: unknown): reado
   if (info.split) {
     const same = info.split.requested.filter((r) => r !== 0);
     if (same.length !== asked.length || same.some((r, i) => r !== asked[i]))
-      throw Object.assign(
-        invalidValue('multiprocessors', `asks for partitions of [${asked.join(', ')}] multiprocessors, but device ${device.ordinal} was split already into [${info.split.counts.join(', ')}] (asked [${same.join(', ')}]); a device is split once per process so that partitions never overlap. Use device.partitions.`),
-        { code: 'ERR_INVALID_STATE' },
-      );
+      throw invalidState(`device ${device.ordinal} was split already into partitions of [${info.split.counts.join(', ')}] multiprocessors (asked [${same.join(', ')}]), and "multiprocessors" asks for [${asked.join(', ')}]; a device is split once per process so that partitions never overlap. Use device.partitions.`);
     return partitionsOf(device)!;
   }
   // The driver's rounding: at least `minimum`, in steps of `alignment`.

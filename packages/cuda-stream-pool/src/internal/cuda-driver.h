@@ -31,6 +31,7 @@ struct CUgraph_st;
 struct CUgraphNode_st;
 struct CUgraphExec_st;
 struct CUgreenCtx_st;
+struct CUarray_st;
 struct CUdevResourceDesc_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
@@ -43,6 +44,7 @@ using CUgraph = CUgraph_st*;
 using CUgraphNode = CUgraphNode_st*;
 using CUgraphExec = CUgraphExec_st*;
 using CUgreenCtx = CUgreenCtx_st*;
+using CUarray = CUarray_st*;
 using CUdevResourceDesc = CUdevResourceDesc_st*;
 
 // The special stream handles: the legacy default stream and the calling thread's per-thread default stream.
@@ -130,6 +132,7 @@ enum CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_INTEGRATED = 18,
   CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
   CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS = 31,
+  CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT = 51,
   CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
   CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
   CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT = 40,
@@ -382,6 +385,34 @@ struct CUmemcpyAttributes {
   unsigned int flags;
 };
 
+// 2D copies (cuMemcpy2DAsync): where each side lives, and the copy, in the layout of the CUDA 3.2 ABI (cuda.h:
+// CUDA_MEMCPY2D_v2). The library never uses arrays.
+enum CUmemorytype {
+  CU_MEMORYTYPE_HOST = 0x01,
+  CU_MEMORYTYPE_DEVICE = 0x02,
+  CU_MEMORYTYPE_ARRAY = 0x03,
+  CU_MEMORYTYPE_UNIFIED = 0x04,
+};
+
+struct CUDA_MEMCPY2D {
+  size_t srcXInBytes;
+  size_t srcY;
+  CUmemorytype srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes;
+  size_t dstY;
+  CUmemorytype dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes;
+  size_t Height;
+};
+
 // Partitions of a device's multiprocessors (green contexts, CUDA 12.4 and later; streams in them from 12.5).
 enum CUdevResourceType { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 };
 
@@ -519,6 +550,7 @@ using PFN_cuMemcpyBatchAsync = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs
 using PFN_cuMemcpyBatchAsync_v12080 = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
                                                    CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                                    size_t* failIdx, CUstream stream);
+using PFN_cuMemcpy2DAsync = CUresult (*)(const CUDA_MEMCPY2D* copy, CUstream stream);
 using PFN_cuMemsetD8Async = CUresult (*)(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream);
 using PFN_cuMemsetD32Async = CUresult (*)(CUdeviceptr destination, unsigned int value, size_t count,
                                           CUstream stream);

@@ -32,7 +32,8 @@ namespace csp {
   X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010)                            \
   X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                                                      \
   X(cuMemHostGetDevicePointer, 3020) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoDAsync, 3020)                            \
-  X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemsetD8Async, 3020)      \
+  X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyPeerAsync, 4000) X(cuMemcpy2DAsync, 3020)     \
+  X(cuMemsetD8Async, 3020)                                                                                        \
   X(cuMemsetD32Async, 3020) X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolGetAttribute, 11020)                   \
   X(cuMemPoolSetAttribute, 11020) X(cuMemPoolTrimTo, 11020) X(cuMemPoolSetAccess, 11020)                             \
   X(cuMemPoolGetAccess, 11020) X(cuStreamBeginCapture, 10010)                                                    \

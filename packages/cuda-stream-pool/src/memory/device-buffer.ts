@@ -171,6 +171,12 @@ export class DeviceBuffer {
   readonly #byteLength: number;
   #ptr: bigint | undefined; // read from the ref on first use: most buffers never need it as a bigint
   readonly #device: Device;
+  #pitch: number | undefined;
+  /** Bytes from the start of one row to the next, for a buffer from {@link DeviceBuffer.allocPitched} (a multiple of
+   * `device.pitchAlignmentBytes`); `undefined` for others. `stream.copy2D()` takes it as the buffer's default pitch. */
+  get pitch(): number | undefined {
+    return this.#pitch;
+  }
   /** The size in bytes. */
   get byteLength(): number {
     return this.#byteLength;
@@ -200,6 +206,7 @@ export class DeviceBuffer {
       is: (value: unknown): value is DeviceBuffer => typeof value === 'object' && value !== null && #ref in value,
       ref: (buffer, method) => (buffer as DeviceBuffer).#use(method),
       offset: (buffer) => (buffer as DeviceBuffer).#offset,
+      pitch: (buffer) => (buffer as DeviceBuffer).#pitch,
     });
   }
 
@@ -264,6 +271,35 @@ export class DeviceBuffer {
     const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, stream.device, stream, false);
     if (exportable) buffer.#origin = 'exportable';
     adopt(buffer, ref);
+    return buffer;
+  }
+
+  /** Allocates `height` rows of at least `widthBytes` bytes each, in stream order as {@link DeviceBuffer.alloc} does,
+   * each row starting at a multiple of the device's pitch alignment: the buffer's {@link DeviceBuffer.pitch} is
+   * `widthBytes` rounded up to `device.pitchAlignmentBytes`, and its `byteLength` is `pitch * height`. Row `y` starts
+   * at byte `y * pitch`. Use it with {@link Stream.copy2D} and with kernels that take the pitch.
+   * @param widthBytes - bytes of each row's data, an integer from 1.
+   * @param height - rows, an integer from 1.
+   * @throws as {@link DeviceBuffer.alloc}, and `RangeError` ERR_OUT_OF_RANGE for a bad `widthBytes` or `height` or a
+   * size past `Number.MAX_SAFE_INTEGER`. Wraps: cuMemAllocFromPoolAsync (cuMemAllocPitch is not stream-ordered),
+   * with the pitch from CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT.
+   * @example
+   * ```ts
+   * using image = DeviceBuffer.allocPitched(width * 4, height, { stream }); // rows of `width` floats
+   * stream.copy2D(image, pixels, { widthBytes: width * 4, height });
+   * ```
+   */
+  static allocPitched(widthBytes: number, height: number, options?: Omit<DeviceBufferAllocOptions, 'exportable'>): DeviceBuffer {
+    validateInteger(widthBytes, 'widthBytes', 1, Number.MAX_SAFE_INTEGER);
+    validateInteger(height, 'height', 1, Number.MAX_SAFE_INTEGER);
+    const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.allocPitched', ['stream', 'device']);
+    const device = o.stream !== undefined && streams.is(o.stream) ? o.stream.device : resolveDevice(o.device);
+    const alignment = Math.max(1, device.pitchAlignmentBytes);
+    const pitch = Math.ceil(widthBytes / alignment) * alignment;
+    if (pitch * height > Number.MAX_SAFE_INTEGER)
+      throw outOfRange('height', `at most ${Math.floor(Number.MAX_SAFE_INTEGER / pitch)} rows of ${pitch} bytes`, height);
+    const buffer = DeviceBuffer.alloc(pitch * height, o);
+    buffer.#pitch = pitch;
     return buffer;
   }
 

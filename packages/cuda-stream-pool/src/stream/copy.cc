@@ -294,6 +294,85 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(env, true);
 }
 
+// copy2D(stream, dst, dstKind, dstOffset, dstPitch, src, srcKind, srcOffset, srcPitch, widthBytes, height): `height`
+// rows of `widthBytes` bytes, each side's rows `pitch` bytes apart from `offset`; each side a DeviceBuffer (kind 0)
+// or a PinnedBuffer or registered host memory (kind 1). Checked by stream/copy.ts; issued by the calling thread
+// (after what it recorded, with deferred submission).
+Napi::Value copy_2d(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto stream = unwrap_native<NativeStream>(info[0]);
+  const bool dst_device = info[2].As<Napi::Number>().Int32Value() == kBatchDevice;
+  const size_t dst_offset = to_size(info[3]), dst_pitch = to_size(info[4]);
+  const bool src_device = info[6].As<Napi::Number>().Int32Value() == kBatchDevice;
+  const size_t src_offset = to_size(info[7]), src_pitch = to_size(info[8]);
+  const size_t width = to_size(info[9]), height = to_size(info[10]);
+  Use<NativeStream> use_stream(*stream, "Stream", "copy2D");
+  std::shared_ptr<NativeDeviceBuffer> device_side[2];
+  std::shared_ptr<NativePinnedBuffer> pinned_side[2];
+  std::optional<Use<NativeDeviceBuffer>> device_use[2];
+  std::optional<Use<NativePinnedBuffer>> pinned_use[2];
+  CUDA_MEMCPY2D copy{};
+  copy.WidthInBytes = width;
+  copy.Height = height;
+  const size_t extent_dst = height == 0 ? 0 : (height - 1) * dst_pitch + width;
+  const size_t extent_src = height == 0 ? 0 : (height - 1) * src_pitch + width;
+  for (int side = 0; side < 2; side++) {
+    const bool device = side == 0 ? dst_device : src_device;
+    const Napi::Value operand = info[side == 0 ? 1 : 5];
+    const size_t offset = side == 0 ? dst_offset : src_offset, extent = side == 0 ? extent_dst : extent_src;
+    const char* what = side == 0 ? "destination" : "source";
+    CUmemorytype type;
+    CUdeviceptr address = 0;
+    void* host = nullptr;
+    if (device) {
+      device_side[side] = unwrap_native<NativeDeviceBuffer>(operand);
+      if (side == 1 && device_side[1] == device_side[0]) {
+        check_span(what, offset, extent, device_side[1]->bytes, env);
+        copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        copy.srcDevice = device_side[1]->ptr + offset;
+        copy.srcPitch = src_pitch;
+        device_side[1] = nullptr;  // one buffer: entered, and its use noted, once
+        continue;
+      }
+      device_use[side].emplace(*device_side[side], "DeviceBuffer", "copy2D");
+      check_span(what, offset, extent, device_side[side]->bytes, env);
+      type = CU_MEMORYTYPE_DEVICE;
+      address = device_side[side]->ptr + offset;
+    } else {
+      pinned_side[side] = unwrap_native<NativePinnedBuffer>(operand);
+      pinned_use[side].emplace(*pinned_side[side], "PinnedBuffer", "copy2D");
+      check_span(what, offset, extent, pinned_side[side]->bytes, env);
+      type = CU_MEMORYTYPE_HOST;
+      host = static_cast<char*>(pinned_side[side]->data) + offset;
+    }
+    if (side == 0) {
+      copy.dstMemoryType = type;
+      copy.dstDevice = address;
+      copy.dstHost = host;
+      copy.dstPitch = dst_pitch;
+    } else {
+      copy.srcMemoryType = type;
+      copy.srcDevice = address;
+      copy.srcHost = host;
+      copy.srcPitch = src_pitch;
+    }
+  }
+  if (width == 0 || height == 0) return env.Undefined();
+  const int environment = environment_of(env);
+  make_current(stream->device);
+  for (auto& buffer : device_side)
+    if (buffer) note_use_before_work(*buffer, stream, environment);
+  check(drv().cuMemcpy2DAsync(&copy, stream->handle), "cuMemcpy2DAsync", stream->device, [&] {
+    return where(*stream) + ", " + std::to_string(height) + " rows of " + std::to_string(width) + " bytes (pitches " +
+           std::to_string(dst_pitch) + " and " + std::to_string(src_pitch) + ")";
+  });
+  for (auto& pinned : pinned_side)
+    if (pinned) fence_pinned(*pinned, stream);
+  for (auto& buffer : device_side)
+    if (buffer) note_use_after_work(*buffer, stream, environment);
+  return env.Undefined();
+}
+
 }  // namespace
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
@@ -303,6 +382,7 @@ const Export kCopyExports[] = {
     {"copyDeviceToPinned", "ref, ref, number, ref, number, number", unordered<copy_pinned<false>>},
     {"memoryFill", "ref, ref, number, number, number, number", unordered<memory_fill>},
     {"copyBatch", "ref, array, Uint8Array, object", entry<copy_batch>},
+    {"copy2D", "ref, ref, number, number, number, ref, number, number, number, number, number", entry<copy_2d>},
 };
 
 void register_copy(Napi::Env env, Napi::Object exports) {

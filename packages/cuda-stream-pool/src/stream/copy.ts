@@ -10,7 +10,7 @@ import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { deviceBuffers, managedBuffers, streams, type DeviceMemory, type StreamFacts } from '../internal/handles.js';
 import { PinnedBuffer, pinnedBuffers, pinnedRecordOf, type PinnedRecord } from '../memory/pinned-buffer.js';
 import { captureStatus, noteCaptured, requireNotCapturing } from './capture.js';
-import { invalidType, invalidValue, outOfRange, validateFloat32, validateOptions } from '../internal/validate.js';
+import { invalidType, invalidValue, outOfRange, validateFloat32, validateInteger, validateOptions } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from '../memory/host-views.js';
 
 /** Options for `stream.copy()`. Offsets count bytes from the start of each operand (for a view: from the view's
@@ -297,6 +297,67 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
 }
 
 const BATCH_KIND = { device: 0, pinned: 1, pageable: 2 } as const;
+
+/** Options for `stream.copy2D()`: the rectangle, and where it lies on each side. */
+export interface Copy2DOptions {
+  /** Bytes of each row to copy, an integer from 0 to each side's pitch. */
+  widthBytes: number;
+  /** Rows to copy, an integer from 0. */
+  height: number;
+  /** Bytes from one destination row to the next. @defaultValue the destination's `pitch` if it is a pitched
+   * DeviceBuffer, else `widthBytes` */
+  dstPitch?: number;
+  /** Bytes from one source row to the next. @defaultValue the source's `pitch` if it is a pitched DeviceBuffer, else
+   * `widthBytes` */
+  srcPitch?: number;
+  /** Where the destination's first row starts, in bytes from the start of the operand. @defaultValue 0 */
+  dstOffset?: number;
+  /** Where the source's first row starts, in bytes from the start of the operand. @defaultValue 0 */
+  srcOffset?: number;
+}
+
+/** Queues a 2D copy on `stream`; see `Stream.copy2D`. @internal */
+export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown): void {
+  if (options === undefined) throw invalidType('options', 'an object { widthBytes, height, dstPitch?, srcPitch?, dstOffset?, srcOffset? }', options);
+  const o = validateOptions<Copy2DOptions>(options, 'options', 'copy2D', ['widthBytes', 'height', 'dstPitch', 'srcPitch', 'dstOffset', 'srcOffset']);
+  const width = validateInteger(o.widthBytes, 'options.widthBytes', 0, Number.MAX_SAFE_INTEGER);
+  const height = validateInteger(o.height, 'options.height', 0, Number.MAX_SAFE_INTEGER);
+  const sides = ([['dst', dst, o.dstPitch, o.dstOffset], ['src', src, o.srcPitch, o.srcOffset]] as const).map(([name, value, pitchOption, offsetOption]) => {
+    const op = operand(value, name, 'stream.copy2D');
+    if (op.kind === 'pageable')
+      throw invalidValue(name, 'is pageable host memory; a 2D copy takes pinned memory: a PinnedBuffer (or a view of one), or a buffer registered with HostRegistration.');
+    if (op.kind === 'managed') throw invalidValue(name, 'is a ManagedBuffer; 2D copies take DeviceBuffers and pinned host memory.');
+    if (op.kind === 'device' && op.buffer.device !== stream.device)
+      throw invalidValue(name, `is a DeviceBuffer on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+    const own = op.kind === 'device' ? deviceBuffers.pitch(op.buffer) : undefined;
+    const pitch = pitchOption === undefined ? own ?? width : validateInteger(pitchOption, `options.${name}Pitch`, 0, Number.MAX_SAFE_INTEGER);
+    if (pitch < width) throw outOfRange(`options.${name}Pitch`, `at least "options.widthBytes" (${width})`, pitch, pitchOption === undefined ? 'It defaulted to "options.widthBytes" or the buffer\'s pitch.' : '');
+    const offset = checkOffset(offsetOption, `options.${name}Offset`, op.length, name === 'dst' ? 'the destination' : 'the source');
+    const extent = height === 0 || width === 0 ? 0 : (height - 1) * pitch + width;
+    if (extent > op.length - offset)
+      throw outOfRange('options.height', `at most ${width === 0 ? height : Math.floor((op.length - offset - width) / pitch) + 1} rows to fit the ${name === 'dst' ? 'destination' : 'source'} (${op.length} bytes from offset ${offset}, rows ${pitch} bytes apart)`, height);
+    return { op, pitch, offset, extent };
+  });
+  const [d, s] = sides as [(typeof sides)[0], (typeof sides)[0]];
+  if (d.op.kind !== 'device' && s.op.kind !== 'device')
+    throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer.');
+  if (d.op.kind === 'device' && s.op.kind === 'device') {
+    const a = d.op.buffer.ptr + BigInt(d.offset);
+    const b = s.op.buffer.ptr + BigInt(s.offset);
+    if (d.extent > 0 && a < b + BigInt(s.extent) && b < a + BigInt(d.extent))
+      throw invalidValue('src', 'overlaps "dst": their rows share device memory, and a copy between overlapping ranges is undefined. Copy through a temporary buffer.');
+  }
+  const sb = streams.ref(stream, 'stream.copy2D');
+  if (width === 0 || height === 0) return;
+  requireNotCapturing(sb, stream, 'stream.copy2D()');
+  const base = (op: Operand) => (op.kind === 'device' || op.kind === 'pinned' ? op.base : 0);
+  const ref = (op: Operand) => (op.kind === 'device' || op.kind === 'pinned' ? op.ref : 0) as NativeRef;
+  try {
+    native.copy2D(sb, ref(d.op), BATCH_KIND[d.op.kind === 'device' ? 'device' : 'pinned'], base(d.op) + d.offset, d.pitch, ref(s.op), BATCH_KIND[s.op.kind === 'device' ? 'device' : 'pinned'], base(s.op) + s.offset, s.pitch, width, height);
+  } catch (error) {
+    throw renameDestroyed(error, 'stream.copy2D');
+  }
+}
 
 /** Queues `copies` in one cuMemcpyBatchAsync; false (nothing queued) where the driver or the stream cannot. */
 function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {

@@ -8,7 +8,7 @@ import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import { Event, events } from './event.js';
 import { privateState, register, streams } from '../internal/handles.js';
-import { copyBatchOnStream, copyOnStream, fillOnStream, type CopyOptions, type FillOptions } from './copy.js';
+import { copy2DOnStream, copyBatchOnStream, copyOnStream, fillOnStream, type Copy2DOptions, type CopyOptions, type FillOptions } from './copy.js';
 import { abandonCapture, beginCapture, CAPTURE_MODES, captureRefusal, captureStatus, endCapture, noteJoin, requireNotCapturing, type CaptureMode, type CaptureRecord } from './capture.js';
 // Type-only imports of the classes above this file, which the public signatures name (Stream.fill(DeviceBuffer),
 // Stream.copy(ManagedBuffer, ...), Stream.endCapture(): Graph); the cycle test allows exactly these.
@@ -389,6 +389,27 @@ export class Stream {
    */
   copyBatch(copies: readonly BatchCopy[]): void {
     copyBatchOnStream(this, copies);
+  }
+
+  /** Queues a copy of a rectangle of bytes, `options.height` rows of `options.widthBytes` bytes, and returns at
+   * once. On each side, row `y` starts at `offset + y * pitch`: pitched device memory ({@link DeviceBuffer.allocPitched},
+   * whose `pitch` is the default) or rows of a larger host image. One side must be a `DeviceBuffer`; the other a
+   * `DeviceBuffer`, or pinned host memory (a `PinnedBuffer`, a view of one, or a buffer registered with
+   * `HostRegistration`, copied in place, read and written when the copy runs). Pageable host memory is refused.
+   * @throws `TypeError` ERR_INVALID_ARG_TYPE for other operands or options; ERR_INVALID_ARG_VALUE for pageable or
+   * managed memory, two host operands, a buffer of another device or overlapping device rows; `RangeError`
+   * ERR_OUT_OF_RANGE for a pitch below the width or rows past an operand's end (naming how many fit);
+   * {@link DestroyedError} for a freed buffer or a destroyed stream; {@link CaptureError} while the stream captures
+   * (copy before or after the capture); {@link CudaError} naming cuMemcpy2DAsync when the driver refuses.
+   * Wraps: cuMemcpy2DAsync. Thread-safety: any thread that has the operands.
+   * @example
+   * ```ts
+   * // The 64 × 32 pixel tile at (x, y) of a 4-byte-per-pixel image in pinned memory, into a pitched buffer.
+   * stream.copy2D(tile, image, { widthBytes: 64 * 4, height: 32, srcPitch: imageWidth * 4, srcOffset: (y * imageWidth + x) * 4 });
+   * ```
+   */
+  copy2D(dst: DeviceBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView, src: DeviceBuffer | PinnedBuffer | ArrayBufferLike | ArrayBufferView, options: Copy2DOptions): void {
+    copy2DOnStream(this, dst, src, options);
   }
 
   /** Queues a fill of `dst` with `value` from `options.offset` for `options.byteLength` bytes (default: the rest),

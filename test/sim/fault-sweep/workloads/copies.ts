@@ -1,6 +1,6 @@
 // Copies of every kind on one device: pageable and pinned host memory both ways, device to device, fills of each
 // element type, a pageable copy larger than the staging cap (in pieces, each behind a gate), batches, registered host
-// memory, toArray, and a wait of one stream on another. It trims the pinned cache at the end.
+// memory, 2D copies, toArray, and a wait of one stream on another. It trims the pinned cache at the end.
 import { DeviceBuffer, HostRegistration, PinnedBuffer, Stream } from 'cuda-stream-pool';
 
 import { cleanUp, expectAll, expectElements, type Workload } from '../workload.js';
@@ -71,6 +71,14 @@ export const workload: Workload = {
         }
         await stream.synchronize();
         expectElements('registered host memory', registered, input);
+        // A 2D copy: 64 rows of 1 KiB from pinned memory into pitched device memory, and back.
+        const pitched = keep(DeviceBuffer.allocPitched(1000, 64, { stream }));
+        stream.copy2D(pitched, pinned, { widthBytes: 1000, height: 64, srcPitch: 1024 });
+        const rows = keep(PinnedBuffer.alloc(SMALL));
+        stream.copy2D(rows, pitched, { widthBytes: 1000, height: 64, dstPitch: 1024 });
+        await stream.synchronize();
+        for (let r = 0; r < 64; r++)
+          expectElements(`2D row ${r}`, rows.bytes.subarray(r * 1024, r * 1024 + 1000), input.subarray(r * 1024, r * 1024 + 1000));
         stream.synchronizeSync();
       },
       async () => {
