@@ -317,15 +317,15 @@ Napi::Value copy_2d(const Napi::CallbackInfo& info) {
   const size_t extent_dst = height == 0 ? 0 : (height - 1) * dst_pitch + width;
   const size_t extent_src = height == 0 ? 0 : (height - 1) * src_pitch + width;
   for (int side = 0; side < 2; side++) {
-    const bool device = side == 0 ? dst_device : src_device;
-    const Napi::Value operand = info[side == 0 ? 1 : 5];
+    const bool first = side == 0;
+    const bool device = first ? dst_device : src_device;
     const size_t offset = side == 0 ? dst_offset : src_offset, extent = side == 0 ? extent_dst : extent_src;
     const char* what = side == 0 ? "destination" : "source";
     CUmemorytype type;
     CUdeviceptr address = 0;
     void* host = nullptr;
     if (device) {
-      device_side[side] = unwrap_native<NativeDeviceBuffer>(operand);
+      device_side[side] = unwrap_native<NativeDeviceBuffer>(info[first ? 1 : 5]);
       if (side == 1 && device_side[1] == device_side[0]) {
         check_span(what, offset, extent, device_side[1]->bytes, env);
         copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -339,7 +339,7 @@ Napi::Value copy_2d(const Napi::CallbackInfo& info) {
       type = CU_MEMORYTYPE_DEVICE;
       address = device_side[side]->ptr + offset;
     } else {
-      pinned_side[side] = unwrap_native<NativePinnedBuffer>(operand);
+      pinned_side[side] = unwrap_native<NativePinnedBuffer>(info[first ? 1 : 5]);
       pinned_use[side].emplace(*pinned_side[side], "PinnedBuffer", "copy2D");
       check_span(what, offset, extent, pinned_side[side]->bytes, env);
       type = CU_MEMORYTYPE_HOST;
