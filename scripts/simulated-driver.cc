@@ -945,6 +945,7 @@ struct Stream {
   Device* device = nullptr;
   unsigned flags = 0;
   int priority = 0;
+  unsigned multiprocessors = 0;  // a partition's stream: its multiprocessors (cooperative launches); 0: the device's
   unsigned long long id = 0;
   bool destroyed = false;  // under mutex
   bool started = false;    // its thread
@@ -1500,7 +1501,8 @@ CUresult s_cuStreamCreate(CUstream* stream, unsigned flags) {
   return create_stream(stream, flags, 0);
 }
 // Partitions (green contexts): 132 multiprocessors split in steps of 8, as on an H100/H200. A partition's streams are
-// ordinary streams of its device: which multiprocessors their kernels use is not modelled.
+// ordinary streams of its device: which multiprocessors their kernels use is not modelled, except that a cooperative
+// launch may have only as many blocks as the partition holds.
 constexpr unsigned kMultiprocessors = 132, kPartitionStep = 8;
 struct GreenContext {
   Device* device;
@@ -1559,6 +1561,7 @@ CUresult s_cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx context, unsigned
   if (!context) return CUDA_ERROR_INVALID_HANDLE;
   if (!stream || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;  // as the driver: non-blocking only
   Stream* s = new_stream(reinterpret_cast<GreenContext*>(context)->device, flags, priority < -5 ? -5 : priority > 0 ? 0 : priority);
+  s->multiprocessors = reinterpret_cast<GreenContext*>(context)->multiprocessors;
   std::lock_guard<std::mutex> lock(handles_mutex);
   live_handles.insert(s);
   *stream = reinterpret_cast<CUstream>(s);
@@ -1934,7 +1937,8 @@ CUresult launch(Stream* s, Function* f, const unsigned grid[3], const unsigned b
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         if (!a.value.cooperative) break;
         if (no_launch_attributes()) return CUDA_ERROR_NOT_SUPPORTED;
-        if (blocks > 132ull * blocks_per_multiprocessor(threads)) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        if (blocks > (s->multiprocessors ? s->multiprocessors : 132ull) * blocks_per_multiprocessor(threads))
+          return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
         break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
         break;  // in order anyway: letting the kernel start early is an allowance, not a promise

@@ -104,11 +104,14 @@ test('copies of one batch that write what another reads or writes are refused, n
        outcome(() => stream.copyBatch([{ dst: b, src: a, byteLength: 4096 }, { dst: a, src: pinned, dstOffset: 4095, byteLength: 10 }])),
        outcome(() => stream.copyBatch([{ dst: pinned, src: a, byteLength: 4096 }, { dst: b, src: pinned.bytes.subarray(4000), byteLength: 10 }])),
      ];
+     const page = new Uint8Array(4096);
+     refused.push(outcome(() => stream.copyBatch([{ dst: page, src: a, byteLength: 4096 }, { dst: b, src: page }])));
      const untouched = [...new Set(await a.toArray(Uint8Array, { stream }))];
      refused.push(outcome(() => stream.copyBatch([{ dst: a.subarray(0, 4096), src: pinned, byteLength: 4096 }, { dst: a.subarray(4096), src: pinned, byteLength: 4096 }])));
      console.log(JSON.stringify({ refused, untouched }));`,
   );
-  const [writesTwice, writesRead, pinnedClash, neighbours] = result.refused;
+  const [writesTwice, writesRead, pinnedClash, hostClash, neighbours] = result.refused;
+  assert.match(hostClash!.message, /^"copies\[1\]" overlaps copies\[0\]: one writes bytes the other reads \(host bytes 0 to 4096\)/);
   assert.equal(writesTwice!.code, 'ERR_INVALID_ARG_VALUE');
   assert.match(writesTwice!.message, /^"copies\[1\]" overlaps copies\[0\]: both write \(device bytes \d+ to \d+\); the copies of a batch run in any order\./);
   assert.match(writesRead!.message, /^"copies\[1\]" overlaps copies\[0\]: one writes bytes the other reads \(device bytes/);

@@ -59,16 +59,20 @@ test('bad rectangles and operands are refused, naming what fits', needsCompiler,
        outcome(() => stream.copy2D(pitched, plain)),
        outcome(() => DeviceBuffer.allocPitched(0, 4, { stream })),
        outcome(() => stream.copy2D(pitched, plain, { widthBytes: 100, height: 10, srcPitch: 100, dstOffset: 1 }) ?? 'fits'),
+       outcome(() => stream.copy2D(pitched, pitched, { widthBytes: 50, height: 10, dstOffset: 50 }) ?? 'fits'), // left half to right half
+       outcome(() => stream.copy2D(pitched, pitched, { widthBytes: 50, height: 9, dstOffset: 128 + 20 })), // rows 0..8 into 1..9, shifted
      ];
      console.log(JSON.stringify({ refused }));`,
   );
-  const [pageable, tooManyRows, narrowPitch, twoHost, overlap, noOptions, zeroWidth, fits] = result.refused;
+  const [pageable, tooManyRows, narrowPitch, twoHost, overlap, noOptions, zeroWidth, fits, halves, shifted] = result.refused;
+  assert.equal(halves, 'fits');
+  assert.match(shifted!.message, /^"src" overlaps "dst": destination row 0 shares device memory with source row 1/);
   assert.match(pageable!.message, /^"src" is pageable host memory; a 2D copy takes pinned memory/);
   assert.equal(tooManyRows!.code, 'ERR_OUT_OF_RANGE');
   assert.match(tooManyRows!.message, /^"options.height" must be at most 10 rows to fit the destination \(1280 bytes from offset 0, rows 128 bytes apart\); received 11/);
   assert.match(narrowPitch!.message, /^"options.srcPitch" must be at least "options.widthBytes" \(100\); received 50/);
   assert.match(twoHost!.message, /^"dst" and "src" are both host memory/);
-  assert.match(overlap!.message, /^"src" overlaps "dst"/);
+  assert.match(overlap!.message, /^"src" overlaps "dst": destination row 0 shares device memory with source row 0/);
   assert.equal(noOptions!.code, 'ERR_INVALID_ARG_TYPE');
   assert.equal(zeroWidth!.code, 'ERR_OUT_OF_RANGE');
   assert.equal(fits, 'fits');

@@ -124,7 +124,7 @@ test('what cannot be registered is refused with its reason; the same buffer twic
   assert.match(result.refused[5]!.message, /is the memory of a PinnedBuffer/);
   assert.ok(result.twice[0]! >= 100000 && result.twice[1] === result.twice[0], JSON.stringify(result.twice));
   assert.equal(result.twice[2], 0);
-  assert.match(result.overlap ?? '', /^"memory" shares a memory page with another registered buffer \(pages at \d+ to \d+\); two registrations cannot lock one page/);
+  assert.match(result.overlap ?? '', /^"memory" shares a memory page with another registered buffer \(its pages at 0x[0-9a-f]+ to 0x[0-9a-f]+\); two registrations cannot lock one page/);
   assert.equal(result.buffer, 'Buffer.alloc registered');
 });
 
@@ -166,4 +166,54 @@ test('a copy with registered memory whose fence fails is reported, and its pages
   );
   assert.equal(result.code, 'CUDA_ERROR_UNKNOWN');
   assert.equal(result.kept, 0); // the registration ended; its pages stay locked, since the copy may still run
+});
+
+test('a second registration of a buffer keeps its copies pinned after the first ends; a capture refuses registered memory', needsCompiler, async () => {
+  const result = await simulatedJson<{ lateWrite: number[]; stillRegistered: boolean; capture: { name: string; message: string } }>(
+    `${setup}
+     import { Graph } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const device = DeviceBuffer.alloc(65536, { stream });
+     const source = new Uint8Array(65536).fill(1);
+     const first = HostRegistration.register(source);
+     const second = HostRegistration.register(source);
+     first.unregister();
+     // Still a pinned copy through the second registration: it reads the source when it runs.
+     for (let i = 0; i < 10; i++) stream.fill(device, 0);
+     stream.copy(device, source);
+     source.fill(2);
+     const lateWrite = [...new Set(await device.toArray(Uint8Array, { stream }))];
+     const capture = await Graph.capture(stream, (s) => s.copy(device, source)).then(() => 'captured', (e) => ({ name: e.name, message: e.message }));
+     const stillRegistered = second.registered;
+     second.unregister();
+     device.free();
+     console.log(JSON.stringify({ lateWrite, stillRegistered, capture }));`,
+    { operationDelayUs: 2000 },
+  );
+  assert.deepEqual(result.lateWrite, [2]);
+  assert.equal(result.stillRegistered, true);
+  assert.equal(result.capture.name, 'CaptureError');
+  assert.match(result.capture.message, /^stream\.copy\(\) of registered host memory \(a graph would outlive the registration; copy a PinnedBuffer instead\)/);
+});
+
+test('a worker that exits without unregistering ends its registrations', needsCompiler, async () => {
+  const result = await simulatedJson<{ during: number; after: number }>(
+    `${setup}
+     import { Worker } from 'node:worker_threads';
+     Stream.create().destroy(); // this thread's driver state, which liveObjects() reads
+     const shared = new SharedArrayBuffer(1 << 20);
+     const worker = new Worker(\`
+       import { parentPort, workerData } from 'node:worker_threads';
+       import { HostRegistration } from 'cuda-stream-pool';
+       HostRegistration.register(workerData); // forgotten
+       parentPort.postMessage('registered');
+       parentPort.once('message', () => parentPort.close()); // then the worker ends\`, { eval: true, workerData: shared });
+     await new Promise((resolve) => worker.once('message', resolve));
+     const during = registered();
+     worker.postMessage('end');
+     await new Promise((resolve) => worker.once('exit', resolve));
+     console.log(JSON.stringify({ during, after: registered() }));`,
+  );
+  assert.ok(result.during >= 1 << 20, `${result.during}`);
+  assert.equal(result.after, 0);
 });

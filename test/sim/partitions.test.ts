@@ -168,3 +168,26 @@ for (const [entry, at] of [['cuGreenCtxCreate', 2], ['cuDevSmResourceSplitByCoun
     assert.equal(result.retried, 4);
   });
 }
+
+for (const submission of ['direct', 'deferred'] as const) {
+  test(`with ${submission} submission, a cooperative launch on a partition may have only the blocks the partition holds`, needsCompiler, async () => {
+    const result = await simulatedJson<{ fits: string; refused: { code: string; message: string } }>(
+      `${setup}
+       import { Module } from 'cuda-stream-pool';
+       const [small] = Device.get(0).partition([16]);
+       const module = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
+       const fill = module.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+       const stream = Stream.create({ partition: small });
+       const words = DeviceBuffer.alloc(129 * 256 * 4, { stream });
+       // 16 multiprocessors hold 8 blocks of 256 threads each: 128.
+       const fits = outcome(() => fill.launch({ grid: 128, block: 256, stream, cooperative: true }, words, 1, 128 * 256));
+       let refused = outcome(() => fill.launch({ grid: 129, block: 256, stream, cooperative: true }, words, 1, 129 * 256));
+       await stream.synchronize().catch((e) => { if (refused === 'done') refused = { code: e.code, message: e.message }; });
+       console.log(JSON.stringify({ fits, refused }));`,
+      { env: { CUDA_STREAM_POOL_SUBMISSION: submission } },
+    );
+    assert.equal(result.fits, 'done');
+    assert.equal(result.refused.code, 'CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE');
+    assert.match(result.refused.message, /room for at most 128 blocks at once/);
+  });
+}

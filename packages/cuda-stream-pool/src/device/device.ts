@@ -102,7 +102,8 @@ export class Device {
    * `{ partition }` run their kernels only on its multiprocessors, so a latency-sensitive load on one partition keeps
    * its share of the GPU while a batch load fills another. A device is split once per process: a later call, in any
    * thread, with the same counts returns the same partitions, and `device.partitions` reads them.
-   * @param multiprocessors - one integer from 1 to `multiprocessorCount` per partition.
+   * @param multiprocessors - one integer from 1 to `multiprocessorCount` per partition; rounded up, they must fit
+   * the device together (on a 132-multiprocessor H200 a single partition may ask for at most 128).
    * @throws `TypeError` ERR_INVALID_ARG_TYPE for an empty or non-array `multiprocessors`; `RangeError`
    * ERR_OUT_OF_RANGE when a count is out of range or the rounded counts do not fit the device; `TypeError`
    * ERR_INVALID_STATE when the device was split already with other counts; {@link UnsupportedError} where the

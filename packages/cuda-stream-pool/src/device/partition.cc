@@ -161,6 +161,13 @@ CUgreenCtx partition_context(int device, int index) {
   return static_cast<size_t>(index) < split.contexts.size() ? split.contexts[index] : nullptr;
 }
 
+unsigned partition_multiprocessors(int device, int index) {
+  if (device < 0 || device >= kMaxDevices || index < 0) return 0;
+  std::lock_guard<std::mutex> lock(splits_mutex());
+  const Split& split = split_of(device);
+  return static_cast<size_t>(index) < split.counts.size() ? split.counts[index] : 0;
+}
+
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kPartitionExports[] = {
     {"partitionInfo", "number", entry<partition_info>},

@@ -7,4 +7,7 @@ namespace csp {
 // The green context of partition `index` of `device`'s split, or null when there is no such partition. Any thread.
 CUgreenCtx partition_context(int device, int index);
 
+// The multiprocessors partition `index` of `device` got, or 0 when there is no such partition. Any thread.
+unsigned partition_multiprocessors(int device, int index);
+
 }  // namespace csp

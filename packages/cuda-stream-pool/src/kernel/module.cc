@@ -8,6 +8,7 @@
 #include <array>
 
 #include "binding/binding.h"
+#include "device/partition.h"
 #include "internal/submission.h"
 #include "stream/capture.h"
 #include "binding/errors.h"
@@ -274,16 +275,20 @@ struct LaunchAttributes {
   bool programmatic = false;        // programmatic stream serialization: may start before the previous kernel ends
 };
 
-// The most blocks of `kernel` that a cooperative launch of this block size and shared memory may have: what fits on
-// the device at once. -1 when the driver cannot say.
-long long cooperative_block_limit(const NativeKernel& kernel, unsigned threads, unsigned shared) {
+// The most blocks of `kernel` that a cooperative launch of this block size and shared memory may have on `stream`:
+// what fits at once on the device, or on the stream's partition (Note [partitions] in device/partition.cc). -1 when
+// the driver cannot say.
+long long cooperative_block_limit(const NativeKernel& kernel, const NativeStream& stream, unsigned threads,
+                                  unsigned shared) {
   const int device = kernel.module->device;
   int per_multiprocessor = 0;
   if (drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel.handle, static_cast<int>(threads),
                                                         shared) != CUDA_SUCCESS)
     return -1;
-  const int multiprocessors = device_attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  return multiprocessors < 0 ? -1 : static_cast<long long>(per_multiprocessor) * multiprocessors;
+  const int multiprocessors = stream.partition >= 0
+                                  ? static_cast<int>(partition_multiprocessors(device, stream.partition))
+                                  : device_attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  return multiprocessors <= 0 ? -1 : static_cast<long long>(per_multiprocessor) * multiprocessors;
 }
 
 // The context of a failed launch: the kernel, the launch shape and attributes, the stream, and the kernel's own limits
@@ -312,7 +317,7 @@ std::string launch_detail(const NativeKernel& kernel, const NativeStream& stream
     detail += " (this kernel allows at most " + std::to_string(most_threads) + " threads per block and " +
               std::to_string(dynamic) + " bytes of dynamic shared memory; setMaxDynamicSharedMemBytes raises the latter)";
   if (attributes && attributes->cooperative && threads <= 1024) {
-    const long long limit = cooperative_block_limit(kernel, static_cast<unsigned>(threads), shared);
+    const long long limit = cooperative_block_limit(kernel, stream, static_cast<unsigned>(threads), shared);
     if (limit >= 0)
       detail += "; a cooperative launch of this block size has room for at most " + std::to_string(limit) +
                 " blocks at once";
@@ -361,7 +366,7 @@ void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const 
   const char* call = attributes ? "cuLaunchKernelEx" : "cuLaunchKernel";
   if (refused) check(CUDA_ERROR_INVALID_VALUE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
   if (attributes && attributes->cooperative) {
-    const long long limit = cooperative_block_limit(kernel, static_cast<unsigned>(threads), shared);
+    const long long limit = cooperative_block_limit(kernel, stream, static_cast<unsigned>(threads), shared);
     if (limit >= 0 && static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] > static_cast<unsigned long long>(limit))
       check(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
   }

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "binding/binding.h"
 #include "internal/context.h"
@@ -27,13 +28,16 @@ namespace csp {
 //  - Unregistering (the count reaching 0) retires the object, waiting for copies being queued on it, and hands the
 //    pages to the pinned cache, which unregisters them and lets the backing store go once the queued copies are
 //    done: at once when they are, else at the cache's next use (a PinnedBuffer, a staged copy, trimCache()).
+//  - A thread that exits or is terminated ends its registrations (the environment's cleanup hook), as it gives its
+//    leases back. A graph cannot capture a copy of registered memory (stream/copy.ts refuses it): the graph would
+//    outlive the registration.
 
 namespace {
 
 struct Registration {
   std::shared_ptr<NativePinnedBuffer> object;
-  uintptr_t begin = 0, end = 0;  // the registered pages
-  int count = 0;
+  uintptr_t begin = 0, end = 0;    // the registered pages
+  std::map<int, int> environments;  // the registrations of each environment (thread) that share it
 };
 
 std::mutex& registrations_mutex() {
@@ -51,6 +55,8 @@ uintptr_t page_size() {
   static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   return size;
 }
+
+void watch_environment(Napi::Env env);
 
 // hostRegister(buffer: ArrayBuffer | SharedArrayBuffer) -> { ref } once registered (or shared with a registration
 // of the same memory), or { overlaps: [begin, end] }: the pages of another registration that share a page with it.
@@ -73,7 +79,7 @@ Napi::Value host_register(const Napi::CallbackInfo& info) {
   if (clash != map.end()) {
     Registration& other = clash->second;
     if (reinterpret_cast<uintptr_t>(other.object->data) == data && other.object->bytes == memory.bytes) {
-      other.count++;
+      other.environments[environment_of(env)]++;
       out.Set("ref", wrap_native(env, other.object));
       out.Set("registered", static_cast<double>(other.end - other.begin));
       return out;
@@ -96,37 +102,85 @@ Napi::Value host_register(const Napi::CallbackInfo& info) {
   object->bytes = memory.bytes;
   object->counted = false;  // counted as registered bytes, not as pinned memory the library allocated
   object->block = registered_block(reinterpret_cast<void*>(begin), end - begin, device, std::move(memory.keep));
-  map[begin] = Registration{object, begin, end, 1};
+  map[begin] = Registration{object, begin, end, {{environment_of(env), 1}}};
+  watch_environment(env);
   live().registered_bytes += static_cast<int64_t>(end - begin);
   out.Set("ref", wrap_native(env, object));
   out.Set("registered", static_cast<double>(end - begin));
   return out;
 }
 
-// hostUnregister(ref): ends one registration of the memory; the last one retires the object (copies are refused
-// from now on) and hands its pages to the pinned cache, which unregisters them once the queued copies are done.
-Napi::Value host_unregister(const Napi::CallbackInfo& info) {
-  auto object = unwrap_native<NativePinnedBuffer>(info[0]);
-  release_native(info[0]);
-  Block* block = nullptr;
+// Ends one registration of `environment`'s on the memory of `it`. Holds registrations_mutex; returns the object
+// when that was the last registration of all, for retire() after unlocking, else null.
+std::shared_ptr<NativePinnedBuffer> end_one(std::map<uintptr_t, Registration>::iterator it, int environment) {
+  Registration& registration = it->second;
+  auto mine = registration.environments.find(environment);
+  if (mine == registration.environments.end()) return nullptr;
+  if (--mine->second == 0) registration.environments.erase(mine);
+  if (!registration.environments.empty()) return nullptr;
+  live().registered_bytes -= static_cast<int64_t>(registration.end - registration.begin);
+  std::shared_ptr<NativePinnedBuffer> object = std::move(registration.object);
+  registrations().erase(it);
+  return object;
+}
+
+// Refuses later copies with `object` (waiting only for copies being queued with it by other threads) and hands its
+// pages to the pinned cache, which unregisters them once the queued copies are done.
+void retire(const std::shared_ptr<NativePinnedBuffer>& object) {
+  Block* block = object->block;
+  object->block = nullptr;
+  object->free();
+  release_registered(block);
+}
+
+// The environment's cleanup hook (its thread exits or is terminated): ends every registration it still holds.
+void end_environment(int environment) {
+  std::vector<std::shared_ptr<NativePinnedBuffer>> ended;
   {
     std::lock_guard<std::mutex> lock(registrations_mutex());
     auto& map = registrations();
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      if (it->second.object != object) continue;
-      if (--it->second.count == 0) {
-        live().registered_bytes -= static_cast<int64_t>(it->second.end - it->second.begin);
-        block = object->block;
-        object->block = nullptr;
-        map.erase(it);
+    for (auto it = map.begin(); it != map.end();) {
+      auto next = std::next(it);
+      auto mine = it->second.environments.find(environment);
+      if (mine != it->second.environments.end()) {
+        mine->second = 1;  // every one of this environment's at once
+        if (auto object = end_one(it, environment)) ended.push_back(std::move(object));
       }
-      break;
+      it = next;
     }
   }
-  if (block) {
-    object->free();  // waits for copies being queued with it by other threads
-    release_registered(block);
+  for (auto& object : ended) retire(object);
+}
+
+void watch_environment(Napi::Env env) {
+  static thread_local bool watched = false;  // one hook per environment (an environment is one thread)
+  if (watched) return;
+  watched = true;
+  const int environment = environment_of(env);
+  env.AddCleanupHook([environment]() {
+    watched = false;
+    never_throws("host registration cleanup hook", [&] { end_environment(environment); });
+  });
+}
+
+// hostUnregister(ref): ends one registration of the calling environment; the last of all retires the object (copies
+// are refused from now on) and hands its pages to the pinned cache, which unregisters them once the queued copies
+// are done.
+Napi::Value host_unregister(const Napi::CallbackInfo& info) {
+  auto object = unwrap_native<NativePinnedBuffer>(info[0]);
+  release_native(info[0]);
+  const int environment = environment_of(info.Env());
+  std::shared_ptr<NativePinnedBuffer> ended;
+  {
+    std::lock_guard<std::mutex> lock(registrations_mutex());
+    auto& map = registrations();
+    for (auto it = map.begin(); it != map.end(); ++it)
+      if (it->second.object == object) {
+        ended = end_one(it, environment);
+        break;
+      }
   }
+  if (ended) retire(ended);
   return info.Env().Undefined();
 }
 

@@ -4,14 +4,16 @@ import { types } from 'node:util';
 
 import { native, type NativeRef } from '../binding/binding.js';
 import { requireCuda } from '../binding/cuda.js';
+import type { CaptureError } from '../binding/errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields } from '../internal/validate.js';
 import { detachedError, isArrayBufferView, isDetached, isResizable, memoryByteLength, viewBytes } from './host-views.js';
 import { pinnedRecordOf, setRegisteredRecord, type PinnedRecord } from './pinned-buffer.js';
 
-/** This thread's registrations of each buffer: one native registration, counted by the objects that share it. */
+/** This thread's registrations of each buffer: one record that copies use, through the ref of one of the live
+ * registrations (each has its own ref to the one native registration). */
 interface Shared {
   record: PinnedRecord;
-  objects: number;
+  refs: Set<NativeRef>;
 }
 const shared = new WeakMap<ArrayBufferLike, Shared>();
 
@@ -20,9 +22,14 @@ const forgotten = new FinalizationRegistry<{ memory: WeakRef<ArrayBufferLike>; r
 
 function end(memory: ArrayBufferLike | undefined, ref: NativeRef): void {
   const entry = memory === undefined ? undefined : shared.get(memory);
-  if (memory !== undefined && entry && --entry.objects === 0) {
-    shared.delete(memory);
-    setRegisteredRecord(memory, undefined);
+  if (memory !== undefined && entry) {
+    entry.refs.delete(ref);
+    if (entry.refs.size === 0) {
+      shared.delete(memory);
+      setRegisteredRecord(memory, undefined);
+    } else if (entry.record.ref === ref) {
+      entry.record.ref = entry.refs.values().next().value!; // copies go on through a registration still live
+    }
   }
   native.hostUnregister(ref);
 }
@@ -34,12 +41,16 @@ function end(memory: ArrayBufferLike | undefined, ref: NativeRef): void {
  * as long as allocating pinned memory of that size), so register memory that is copied many times.
  *
  * The registration keeps the memory alive until it ends, even if the ArrayBuffer is transferred or detached
- * meanwhile; copies with a detached buffer are refused. It ends with `unregister()` (or `using`), or when this
- * object is collected; the pages are unlocked, and the memory let go, once the copies queued with it are done.
+ * meanwhile; copies with a detached buffer are refused. It ends with `unregister()` (or `using`), when this object
+ * is collected (keep it referenced while its copies should be pinned), or when its thread exits; the pages are
+ * unlocked, and the memory let go, once the copies queued with it are done. A stream capturing a graph refuses
+ * copies of registered memory ({@link CaptureError}): the graph would outlive the registration; capture copies of a
+ * PinnedBuffer.
  *
  * Do not: register a `Buffer` that is a slice of Node's shared pool (refused: `Buffer.allocUnsafe()` and
  * `Buffer.from()` of small sizes; use `Buffer.alloc()` or an ArrayBuffer of its own); register two buffers that share
- * a memory page (refused: two small ArrayBuffers can; register one larger buffer instead); expect a registration to
+ * a memory page (refused: buffers under about 128 KiB often do, since the allocator packs them; register one larger
+ * buffer and views of it instead); expect a registration to
  * speed up copies in another thread (each thread copies through its own registrations; a SharedArrayBuffer can be
  * registered in each). Registering the same buffer again, in any thread, shares the first registration.
  *
@@ -103,12 +114,12 @@ export class HostRegistration {
     requireCuda();
     const result = native.hostRegister(buffer);
     if (result.overlaps)
-      throw invalidValue('memory', `shares a memory page with another registered buffer (pages at ${result.overlaps[0]} to ${result.overlaps[1]}); two registrations cannot lock one page. Register one buffer that holds both, or unregister the other first.`);
+      throw invalidValue('memory', `shares a memory page with another registered buffer (its pages at 0x${result.overlaps[0].toString(16)} to 0x${result.overlaps[1].toString(16)}); two registrations cannot lock one page, and buffers under about 128 KiB often share pages. Register one buffer that holds both, or unregister the other first.`);
     const entry = shared.get(buffer);
-    if (entry) entry.objects++;
+    if (entry) entry.refs.add(result.ref!);
     else {
       const record: PinnedRecord = { ref: result.ref!, freed: false, registered: true };
-      shared.set(buffer, { record, objects: 1 });
+      shared.set(buffer, { record, refs: new Set([result.ref!]) });
       setRegisteredRecord(buffer, record);
     }
     return new HostRegistration(internalConstruction, result.ref!, buffer, result.registered!);

@@ -70,12 +70,12 @@ const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an Array
 type Operand =
   | { kind: 'device'; buffer: DeviceMemory; ref: NativeRef; base: number; length: number }
   | { kind: 'managed'; buffer: DeviceMemory; ref: NativeRef; length: number }
-  | { kind: 'pinned'; ref: NativeRef; base: number; length: number }
+  | { kind: 'pinned'; ref: NativeRef; base: number; length: number; registered: boolean }
   | { kind: 'pageable'; memory: ArrayBufferLike; base: number; length: number };
 
 function pinnedOperand(record: PinnedRecord, base: number, length: number, call: string): Operand {
   if (record.freed) throw new DestroyedError('PinnedBuffer', call, 'was freed');
-  return { kind: 'pinned', ref: record.ref, base, length };
+  return { kind: 'pinned', ref: record.ref, base, length, registered: record.registered === true };
 }
 
 /** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
@@ -224,14 +224,14 @@ export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, op
 
 function queueChecked(stream: StreamFacts, sb: NativeRef, c: CheckedCopy, call: string): void {
   try {
-    queueCopy(stream, sb, c.d, c.s, c.dst, c.src, c.dstOffset, c.srcOffset, c.byteLength);
+    queueCopy(stream, sb, c.d, c.s, c.dst, c.src, c.dstOffset, c.srcOffset, c.byteLength, call);
   } catch (error) {
     // The native layer names its own step ("DeviceBuffer.copy()"), e.g. for a borrowed view whose owner freed it.
     throw renameDestroyed(error, call);
   }
 }
 
-/** The device bytes or pinned bytes a batched copy touches: `space` is 'device' (addresses) or the pinned record. */
+/** The bytes a batched copy touches: `space` is 'device' (addresses), a pinned buffer's ref, or a host buffer. */
 interface Touched {
   space: unknown;
   start: bigint;
@@ -240,14 +240,14 @@ interface Touched {
   writes: boolean;
 }
 
-function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched | undefined {
+function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched {
   const n = BigInt(byteLength);
   if (op.kind === 'device' || op.kind === 'managed') {
     const start = op.buffer.ptr + BigInt(offset);
     return { space: 'device', start, end: start + n, index, writes };
   }
   if (op.kind === 'pinned') return { space: op.ref, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
-  return undefined;
+  return { space: op.memory, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
 }
 
 /** Queues the copies of a batch on `stream`; see `Stream.copyBatch`. @internal */
@@ -278,7 +278,7 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
     for (const t of list) {
       const clash = (t.writes ? any : writer);
       if (clash && clash.end > t.start && clash.index !== t.index)
-        throw invalidValue(`copies[${Math.max(clash.index, t.index)}]`, `overlaps copies[${Math.min(clash.index, t.index)}]: ${t.writes && clash.writes ? 'both write' : 'one writes bytes the other reads'} (${t.space === 'device' ? 'device' : 'pinned'} bytes ${t.start > clash.start ? t.start : clash.start} to ${t.end < clash.end ? t.end : clash.end}); the copies of a batch run in any order. Queue them as separate copies or batches.`);
+        throw invalidValue(`copies[${Math.max(clash.index, t.index)}]`, `overlaps copies[${Math.min(clash.index, t.index)}]: ${t.writes && clash.writes ? 'both write' : 'one writes bytes the other reads'} (${t.space === 'device' ? 'device' : typeof t.space === 'number' ? 'pinned' : 'host'} bytes ${t.start > clash.start ? t.start : clash.start} to ${t.end < clash.end ? t.end : clash.end}); the copies of a batch run in any order. Queue them as separate copies or batches.`);
       if (!any || t.end > any.end) any = t;
       if (t.writes && (!writer || t.end > writer.end)) writer = t;
     }
@@ -316,6 +316,21 @@ export interface Copy2DOptions {
   srcOffset?: number;
 }
 
+/** The first destination row and source row whose bytes overlap, rows of `width` bytes from `a` and `b`, `pitchA`
+ * and `pitchB` apart, `height` of each; undefined when none do. The rows of each side ascend and do not overlap each
+ * other, so one pass over both finds it. */
+function rowOverlap(a: bigint, pitchA: number, b: bigint, pitchB: number, width: number, height: number): [number, number] | undefined {
+  const w = BigInt(width);
+  for (let i = 0, j = 0; i < height && j < height; ) {
+    const startA = a + BigInt(i) * BigInt(pitchA);
+    const startB = b + BigInt(j) * BigInt(pitchB);
+    if (startA < startB + w && startB < startA + w) return [i, j];
+    if (startA + w <= startB) i++;
+    else j++;
+  }
+  return undefined;
+}
+
 /** Queues a 2D copy on `stream`; see `Stream.copy2D`. @internal */
 export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown): void {
   if (options === undefined) throw invalidType('options', 'an object { widthBytes, height, dstPitch?, srcPitch?, dstOffset?, srcOffset? }', options);
@@ -341,11 +356,10 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
   const [d, s] = sides as [(typeof sides)[0], (typeof sides)[0]];
   if (d.op.kind !== 'device' && s.op.kind !== 'device')
     throw invalidValue('dst', 'and "src" are both host memory; one of them must be a DeviceBuffer.');
-  if (d.op.kind === 'device' && s.op.kind === 'device') {
-    const a = d.op.buffer.ptr + BigInt(d.offset);
-    const b = s.op.buffer.ptr + BigInt(s.offset);
-    if (d.extent > 0 && a < b + BigInt(s.extent) && b < a + BigInt(d.extent))
-      throw invalidValue('src', 'overlaps "dst": their rows share device memory, and a copy between overlapping ranges is undefined. Copy through a temporary buffer.');
+  if (d.op.kind === 'device' && s.op.kind === 'device' && width > 0 && height > 0) {
+    const row = rowOverlap(d.op.buffer.ptr + BigInt(d.offset), d.pitch, s.op.buffer.ptr + BigInt(s.offset), s.pitch, width, height);
+    if (row)
+      throw invalidValue('src', `overlaps "dst": destination row ${row[0]} shares device memory with source row ${row[1]}, and a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
   }
   const sb = streams.ref(stream, 'stream.copy2D');
   if (width === 0 || height === 0) return;
@@ -381,8 +395,11 @@ function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
   }
 }
 
-function queueCopy(stream: StreamFacts, sb: NativeRef, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number): void {
-  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream, 'stream.copy() of pageable host memory (staged; copy a PinnedBuffer instead)');
+const registered = (op: Operand) => op.kind === 'pinned' && op.registered;
+
+function queueCopy(stream: StreamFacts, sb: NativeRef, d: Operand, s: Operand, dst: unknown, src: unknown, dstOffset: number, srcOffset: number, byteLength: number, call: string): void {
+  if (s.kind === 'pageable' || d.kind === 'pageable') requireNotCapturing(sb, stream, `${call}() of pageable host memory (staged; copy a PinnedBuffer instead)`);
+  if (registered(s) || registered(d)) requireNotCapturing(sb, stream, `${call}() of registered host memory (a graph would outlive the registration; copy a PinnedBuffer instead)`);
   noteCaptured(sb, dst, src);
   if (d.kind === 'managed' || s.kind === 'managed') {
     // The other side is a DeviceBuffer or managed memory (checked above); the native layer notes a DeviceBuffer's use.
