@@ -200,6 +200,15 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 // copyBatch returns false having done nothing, and stream/copy.ts queues the copies one by one instead.
 enum BatchOperand : uint8_t { kBatchDevice = 0, kBatchPinned = 1, kBatchPageable = 2 };
 
+// Enters `object` for the batch (once, however many copies name it) and keeps it in `held`.
+template <class T>
+void enter_once(std::vector<std::shared_ptr<T>>& held, std::deque<Use<T>>& uses, const std::shared_ptr<T>& object,
+                const char* resource) {
+  if (std::find(held.begin(), held.end(), object) != held.end()) return;
+  uses.emplace_back(*object, resource, "copyBatch");
+  held.push_back(object);
+}
+
 // copyBatch(stream, operands, kinds, layout) -> whether the batch was queued. For copy i: operands[2i] is the
 // destination and operands[2i + 1] the source, each a DeviceBuffer or PinnedBuffer ref, or (a source only) a
 // Uint8Array of pageable memory; kinds[2i] and kinds[2i + 1] say which (BatchOperand); layout[3i..3i+2] holds the
@@ -238,20 +247,14 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
       switch (kinds[2 * i + side]) {
         case kBatchDevice: {
           auto buffer = unwrap_native<NativeDeviceBuffer>(operand);
-          if (std::find(devices.begin(), devices.end(), buffer) == devices.end()) {
-            device_uses.emplace_back(*buffer, "DeviceBuffer", "copyBatch");
-            devices.push_back(buffer);
-          }
+          enter_once(devices, device_uses, buffer, "DeviceBuffer");
           check_span(what, offset, bytes, buffer->bytes, env);
           address = buffer->ptr + offset;
           break;
         }
         case kBatchPinned: {
           auto buffer = unwrap_native<NativePinnedBuffer>(operand);
-          if (std::find(pinned.begin(), pinned.end(), buffer) == pinned.end()) {
-            pinned_uses.emplace_back(*buffer, "PinnedBuffer", "copyBatch");
-            pinned.push_back(buffer);
-          }
+          enter_once(pinned, pinned_uses, buffer, "PinnedBuffer");
           check_span(what, offset, bytes, buffer->bytes, env);
           address = reinterpret_cast<CUdeviceptr>(static_cast<char*>(buffer->data) + offset);
           break;
