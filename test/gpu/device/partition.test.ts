@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Device, DeviceBuffer, Program, Stream, StreamPool, type DevicePartition, type Kernel } from 'cuda-stream-pool';
+import { CudaError, Device, DeviceBuffer, Program, Stream, StreamPool, type DevicePartition, type Kernel } from 'cuda-stream-pool';
 import { gpu, gpuNotSimulated, testKernels } from '../../support/gpu.js';
 
 const SOURCE = String.raw`
@@ -91,4 +91,24 @@ test('a pool in a partition leases, copies, waits across partitions and replays 
   exec.launch(stream);
   await Device.get(0).synchronize(); // covers the partition's work
   assert.deepEqual(new Set(await words.toArray(Uint32Array, { stream })), new Set([77]));
+});
+
+test('a cooperative launch on a partition may have only the blocks the partition holds at once', gpu, async () => {
+  const [small] = partitions();
+  const { fillU32 } = await testKernels();
+  using stream = Stream.create({ partition: small });
+  const { minGridSize, blockSize } = fillU32.maxPotentialBlockSize();
+  const perMultiprocessor = minGridSize / Device.get(0).multiprocessorCount;
+  const limit = perMultiprocessor * small!.multiprocessorCount;
+  using words = DeviceBuffer.alloc((limit + 1) * blockSize * 4, { stream });
+  fillU32.launch({ grid: limit, block: blockSize, stream, cooperative: true }, words, 3, limit * blockSize);
+  let refused: unknown;
+  try {
+    fillU32.launch({ grid: limit + 1, block: blockSize, stream, cooperative: true }, words, 4, (limit + 1) * blockSize);
+  } catch (error) {
+    refused = error;
+  }
+  await stream.synchronize().catch((error: unknown) => { refused ??= error; });
+  assert.ok(refused instanceof CudaError, `a cooperative grid of ${limit + 1} blocks on ${small!.multiprocessorCount} multiprocessors was accepted`);
+  assert.equal(refused.code, 'CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE');
 });
