@@ -7,6 +7,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/device-faults.h"
 #include "internal/live-counters.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
@@ -201,10 +202,14 @@ class PinnedCache {
                                   [this](const Fence& f) {
                                     if (!make_current_quiet(f.device)) return true;  // no context: no GPU work
                                     CUresult r = check_quiet(drv().cuEventQuery(f.event), f.device);
-                                    if (r == CUDA_ERROR_NOT_READY) return false;
-                                    // Done, or failed: after a fault the context runs nothing more.
-                                    if (r == CUDA_SUCCESS) spare_events_[f.device].push_back(f.event);
-                                    return true;
+                                    if (r == CUDA_SUCCESS) {
+                                      spare_events_[f.device].push_back(f.event);
+                                      return true;
+                                    }
+                                    // After a sticky fault the context runs nothing more: the copy will never
+                                    // touch the block. Any other failure says nothing about the copy: asked again
+                                    // at the next collection.
+                                    return is_sticky(r);
                                   }),
                    fences.end());
       if (fences.empty() && block->registered)
