@@ -1981,7 +1981,7 @@ CUresult s_cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction fu
   SIM_ENTER(cuOccupancyMaxPotentialBlockSize);
   if (!function) return CUDA_ERROR_INVALID_HANDLE;
   *block = limit > 0 && limit < 1024 ? limit : 1024;
-  *grid = 132;
+  *grid = 132 * blocks_per_multiprocessor(static_cast<unsigned>(*block));  // what a cooperative launch may have
   return CUDA_SUCCESS;
 }
 
