@@ -4,6 +4,9 @@
 // copies, events, workers, deferred submission), and a driver without green contexts, or one that fails a call,
 // gives a typed error and leaves everything else working.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
@@ -14,8 +17,11 @@ const setup = `
   const outcome = (f) => { try { const v = f(); return v === undefined ? 'done' : v; } catch (e) { return { name: e.name, code: e.code, message: e.message }; } };
   const shape = (partitions) => partitions.map((p) => [p.index, p.multiprocessorCount, p.requestedMultiprocessors ?? null]);`;
 
-test('a device is split once per process: the counts are rounded up, the rest is a partition, and the same split comes back', needsCompiler, async () => {
-  const result = await simulatedJson<{ before: unknown; split: unknown; again: boolean; read: boolean; other: { code: string; message: string }; frozen: boolean }>(
+test('a device is split once per process: the counts are rounded up, the rest is a partition, and the same split comes back', needsCompiler, async (t) => {
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-partition-'));
+  t.after(() => rmSync(folder, { recursive: true, force: true }));
+  const counts = path.join(folder, 'counts.json');
+  const result = await simulatedJson<{ before: unknown; split: unknown; again: boolean; read: boolean; other: { code: string; message: string }; frozen: boolean; streams: unknown[] }>(
     `${setup}
      const device = Device.get(0);
      const before = device.partitions ?? null;
@@ -23,8 +29,24 @@ test('a device is split once per process: the counts are rounded up, the rest is
      const again = device.partition([7, 30]) === split;
      const read = device.partitions === split;
      const other = outcome(() => device.partition([16]));
-     console.log(JSON.stringify({ before, split: shape(split), again, read, other, frozen: Object.isFrozen(split) }));`,
+     const inPartition = Stream.create({ partition: split[1] });
+     const whole = Stream.create();
+     const pool = new StreamPool({ partition: split[2], size: 2 });
+     const leased = await pool.run(async (stream) => stream.partition);
+     const unread = Stream.create({ partition: split[0] });
+     unread.destroy(); // its facts come from the destroy
+     const streams = [inPartition.partition === split[1], whole.partition ?? null, pool.getStream(1).partition === split[2], leased === split[2], unread.partition === split[0]];
+     inPartition.destroy();
+     whole.destroy();
+     pool.destroy();
+     console.log(JSON.stringify({ before, split: shape(split), again, read, other, frozen: Object.isFrozen(split), streams }));`,
+    { env: { SIMULATED_DRIVER_COUNTS: counts } },
   );
+  assert.deepEqual(result.streams, [true, null, true, true, true]);
+  // The driver was asked by the read before the split and twice by the split (its limits, then the split itself);
+  // the repeated partition() calls, the later reads and the streams' getters were answered without it.
+  const calls = (JSON.parse(readFileSync(counts, 'utf8')) as Record<string, Record<string, number>>)['main/1']!;
+  assert.equal(calls.cuDeviceGetDevResource, 3, JSON.stringify(calls));
   assert.equal(result.before, null);
   assert.deepEqual(result.split, [[0, 8, 7], [1, 32, 30], [2, 92, null]]);
   assert.equal(result.again, true);

@@ -139,7 +139,7 @@ export interface NativeBinding {
   /** The stream's ticket word (host address) and the value of its last marker; null without a ticket. */
   streamLastTicket(ref: NativeRef): { address: bigint; value: number } | null;
   /** [handle, id, priority, nonBlocking] as the driver reports them. */
-  streamInfo(stream: NativeRef): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean];
+  streamInfo(stream: NativeRef): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean, partition: number];
   streamStatus(stream: NativeRef): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
   streamSynchronize(stream: NativeRef): number;

@@ -66,19 +66,23 @@ export function partitionDevice(device: Device, multiprocessors: unknown): reado
   if (!Array.isArray(multiprocessors) || multiprocessors.length === 0)
     throw invalidType('multiprocessors', 'a non-empty array of multiprocessor counts, one per partition', multiprocessors);
   const asked = multiprocessors.map((count, i) => validateInteger(count, `multiprocessors[${i}]`, 1, device.multiprocessorCount));
-  const info = native.partitionInfo(device.ordinal);
-  if (info.reason !== undefined) throw new UnsupportedError('partitions', device.ordinal, `${info.reason}.`);
-  if (info.split) {
-    const same = info.split.requested.filter((r) => r !== 0);
+  // A split this thread knows is answered without the driver; one made by another thread is read once.
+  const cached = known.get(device.ordinal);
+  const info = cached ? undefined : native.partitionInfo(device.ordinal);
+  if (info?.reason !== undefined) throw new UnsupportedError('partitions', device.ordinal, `${info.reason}.`);
+  const existing = cached ?? (info!.split ? build(device, info!.split) : undefined);
+  if (existing) {
+    const same = existing.flatMap((p) => (p.requestedMultiprocessors === undefined ? [] : [p.requestedMultiprocessors]));
     if (same.length !== asked.length || same.some((r, i) => r !== asked[i]))
-      throw invalidState(`device ${device.ordinal} was split already into partitions of [${info.split.counts.join(', ')}] multiprocessors (asked [${same.join(', ')}]), and "multiprocessors" asks for [${asked.join(', ')}]; a device is split once per process so that partitions never overlap. Use device.partitions.`);
-    return partitionsOf(device)!;
+      throw invalidState(`device ${device.ordinal} was split already into partitions of [${existing.map((p) => p.multiprocessorCount).join(', ')}] multiprocessors (asked [${same.join(', ')}]), and "multiprocessors" asks for [${asked.join(', ')}]; a device is split once per process so that partitions never overlap. Use device.partitions.`);
+    return existing;
   }
   // The driver's rounding: at least `minimum`, in steps of `alignment`.
-  const rounded = asked.map((count) => Math.max(info.minimum!, Math.ceil(count / info.alignment!) * info.alignment!));
+  const { minimum, alignment, total: available } = info!;
+  const rounded = asked.map((count) => Math.max(minimum!, Math.ceil(count / alignment!) * alignment!));
   const total = rounded.reduce((a, b) => a + b, 0);
-  if (total > info.total!)
-    throw outOfRange('multiprocessors', `partitions that fit the device's ${info.total} multiprocessors once each is rounded up to at least ${info.minimum} and a multiple of ${info.alignment} ([${asked.join(', ')}] rounds up to [${rounded.join(', ')}], ${total} in all)`, multiprocessors);
+  if (total > available!)
+    throw outOfRange('multiprocessors', `partitions that fit the device's ${available} multiprocessors once each is rounded up to at least ${minimum} and a multiple of ${alignment} ([${asked.join(', ')}] rounds up to [${rounded.join(', ')}], ${total} in all)`, multiprocessors);
   return build(device, native.partitionCreate(device.ordinal, asked));
 }
 

@@ -186,7 +186,7 @@ export class StreamPool {
       if (error instanceof DestroyedError) throw new DestroyedError('StreamPool', 'attach');
       throw error;
     }
-    const infos = streams.map((s): StreamInfo => [streamHandle(s), s.id, s.priority, s.nonBlocking]);
+    const infos = streams.map((s): StreamInfo => [streamHandle(s), s.id, s.priority, s.nonBlocking, s.partition?.index ?? -1]);
     this.#core = new PoolCore<Stream>(new Int32Array(description.memory), description.size, native.environmentId, {
       streams,
       // The view keeps its lease alive (Note [lease reclaim] in pool/pool-policy.ts); the lease keeps this object

@@ -175,7 +175,8 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   return wrap_native(info.Env(), object);
 }
 
-// streamInfo(ref) -> [handle, id, priority, nonBlocking] as the driver reports them (a tuple: indexed elements cost
+// streamInfo(ref) -> [handle, id, priority, nonBlocking, partition] as the driver reports them (partition -1 for
+// the whole device or a borrowed stream) (a tuple: indexed elements cost
 // far less than named properties, and every Stream construction makes one)
 Napi::Value stream_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -192,11 +193,12 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
     check(drv().cuStreamGetPriority(object->handle, &priority), "cuStreamGetPriority", object->device, [&] { return std::string(describe(*object)); });
     check(drv().cuStreamGetFlags(object->handle, &flags), "cuStreamGetFlags", object->device, [&] { return std::string(describe(*object)); });
   }
-  Napi::Array out = Napi::Array::New(env, 4);
+  Napi::Array out = Napi::Array::New(env, 5);
   out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(object->handle))));
   out.Set(1u, Napi::BigInt::New(env, static_cast<uint64_t>(id)));
   out.Set(2u, Napi::Number::New(env, priority));
   out.Set(3u, Napi::Boolean::New(env, (flags & CU_STREAM_NON_BLOCKING) != 0));
+  out.Set(4u, Napi::Number::New(env, object->partition));
   return out;
 }
 
@@ -333,17 +335,17 @@ Napi::Value stream_wait_event_count(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(static_cast<WaitMarkers*>(info.Data())->by_device.size()));
 }
 
-// streamDestroy(ref): owned -> cuStreamDestroy; borrowed -> retires the object only. Never throws after a fault.
-// streamDestroy(ref): destroys an owned stream (retires a borrowed wrapper's object) and releases the handle; the
-// stream's handle, id, priority and flags are left in the fact scratch (Note [fact scratch]) when the native layer
-// knows them, for a wrapper that never read them.
+// streamDestroy(ref): destroys an owned stream (cuStreamDestroy; a borrowed wrapper's object is only retired) and
+// releases the handle; never throws after a fault. The stream's handle, id, priority and flags (with the partition
+// index plus one above bit 32) are left in the fact scratch (Note [fact scratch]) when the native layer knows them,
+// for a wrapper that never read them.
 Napi::Value stream_destroy(const Napi::CallbackInfo& info) {
   auto object = unwrap_native<NativeStream>(info[0]);
   uint64_t* facts = fact_scratch(info.Env());
   facts[0] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(object->handle));
   facts[1] = object->id;
   facts[2] = static_cast<uint64_t>(static_cast<int64_t>(object->priority));
-  facts[3] = object->flags;
+  facts[3] = object->flags | (static_cast<uint64_t>(object->partition + 1) << 32);
   object->destroy();
   release_native(info[0]);
   return info.Env().Undefined();

@@ -3,7 +3,7 @@
 import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
-import { partitionDeviceOf, partitionIndex, type DevicePartition } from '../device/partition.js';
+import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import { Event, events } from './event.js';
@@ -111,7 +111,7 @@ export class Stream {
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.
   readonly #device: Device;
-  // [handle, id, priority, nonBlocking], read from the ref on first use: a created stream that is only used and
+  // [handle, id, priority, nonBlocking, partition], read from the ref on first use: a created stream that is only used and
   // destroyed never needs them as JS values.
   #info: StreamInfo | undefined;
   /** The device whose primary context the stream belongs to. */
@@ -144,6 +144,13 @@ export class Stream {
    * or cuStreamGetFlags for a borrowed stream). */
   get nonBlocking(): boolean {
     return this.#facts()[3];
+  }
+  /** The device partition whose multiprocessors the stream's kernels run on (a stream created with `{ partition }`,
+   * or one of a pool on a partition), or `undefined` for the whole device. A borrowed stream (`Stream.fromHandle()`)
+   * reports `undefined`: the driver does not say which green context made a stream. */
+  get partition(): DevicePartition | undefined {
+    const index = this.#facts()[4];
+    return index < 0 ? undefined : partitionsOf(this.#device)![index];
   }
 
   #facts(): StreamInfo {
@@ -511,7 +518,7 @@ export class Stream {
     abandonCapture(this.#ref);
     native.streamDestroy(this.#ref);
     // The native layer released the ref: the facts a later read needs come from what the destroy left.
-    if (this.#info === undefined && facts[1] !== 0n) this.#info = [facts[0]!, facts[1]!, Number(BigInt.asIntN(64, facts[2]!)), (facts[3]! & 1n) !== 0n];
+    if (this.#info === undefined && facts[1] !== 0n) this.#info = [facts[0]!, facts[1]!, Number(BigInt.asIntN(64, facts[2]!)), (facts[3]! & 1n) !== 0n, Number(facts[3]! >> 32n) - 1];
   }
 
   /** Same as {@link Stream.destroy}. */
