@@ -30,7 +30,8 @@
 //    devices work with or without it (as the driver's staged peer copies do).
 //  - The project's kernels (test/kernels, kernels/) run on the CPU, found by name: spin and hold sleep on their
 //    stream's thread (so kernels of two streams overlap) and write %globaltimer stamps from the monotonic clock;
-//    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks.
+//    fill_u32, fma_steps and write_invalid write what the GPU would, through the same memory checks; so does the
+//    library's own copy kernel, cuda_stream_pool_copy_pieces, whose pieces must be device or pinned memory.
 //  - Engines and time, in real (scaled) time: one copy engine per direction, each running one copy between host and
 //    device at a time, and a compute engine running kernels of any streams side by side, at most
 //    SIMULATED_DRIVER_CONCURRENT_KERNELS (default 128, as many as a recent GPU) at once. A copy keeps its engine busy for its bytes over
@@ -66,6 +67,8 @@
 //   has no cuMemcpyBatchAsync; from 12080 to 12090 it hands out that call's CUDA 12.8 form (with failIdx).
 //   SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES=1: devices have compute capability 8.0 and neither thread-block clusters nor
 //   cooperative launch (by default: 9.0 and both).
+//   SIMULATED_DRIVER_NO_HOST_POINTER_FOR_REGISTERED_MEMORY=1: kernels may not address registered host memory by its
+//   host pointer (CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0; by default 1).
 //   A malformed rule or value (flags take 1 or 0; SIMULATED_DRIVER_DEVICES 1 to 64) ends the process with code 70.
 //   SIMULATED_DRIVER_TRACE=1: each injected failure, and each thread's first call (with the name rules use for it),
 //   is reported on stderr.
@@ -163,6 +166,7 @@ const ResultName kResults[] = {
     SIM_RESULT(CUDA_ERROR_ECC_UNCORRECTABLE, "uncorrectable ECC error encountered"),
     SIM_RESULT(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"),
     SIM_RESULT(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
+    SIM_RESULT(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "the provided PTX was compiled with an unsupported toolchain"),
     SIM_RESULT(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     SIM_RESULT(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
     SIM_RESULT(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
@@ -229,6 +233,11 @@ bool tracing() {
 
 bool no_launch_attributes() {
   static const bool on = flag("SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES");
+  return on;
+}
+
+bool registered_memory_not_addressable() {
+  static const bool on = flag("SIMULATED_DRIVER_NO_HOST_POINTER_FOR_REGISTERED_MEMORY");
   return on;
 }
 
@@ -1298,6 +1307,24 @@ Operation kernel_work(const std::string& name, unsigned long long threads, void*
               out[1] = global_timer_ns();
             }};
   }
+  if (name == "cuda_stream_pool_copy_pieces") {
+    // The library's copy kernel: (count, pieces[128] of { destination, source, bytes }) by value, read at launch.
+    struct Piece {
+      unsigned long long destination, source, bytes;
+    };
+    const unsigned count = std::min(argument<unsigned>(params, 0), 128u);
+    std::vector<Piece> pieces(count);
+    if (count > 0) std::memcpy(pieces.data(), params[1], count * sizeof(Piece));
+    std::vector<Range> ranges;
+    for (const Piece& p : pieces) {
+      ranges.push_back({p.destination, p.bytes, Access::kDevice});
+      ranges.push_back({p.source, p.bytes, Access::kDevice});
+    }
+    return {"kernel cuda_stream_pool_copy_pieces", ranges, [pieces] {
+              for (const Piece& p : pieces)
+                std::memmove(reinterpret_cast<void*>(p.destination), reinterpret_cast<const void*>(p.source), p.bytes);
+            }};
+  }
   if (name == "write_invalid") {
     const auto address = argument<unsigned long long>(params, 0);
     return {"kernel write_invalid", {{address, 4, Access::kDevice}}, [address] {
@@ -1355,6 +1382,7 @@ CUresult s_cuInit(unsigned flags) {
   kernel_fma_per_us();
   no_64_bit_memory_operations();
   no_launch_attributes();
+  registered_memory_not_addressable();
   driver_version();
   return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -1406,6 +1434,7 @@ CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
     case 75: *value = no_launch_attributes() ? 8 : 9; break;
     case 76: *value = 0; break;
     case 97: *value = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: *value = registered_memory_not_addressable() ? 0 : 1; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
       *value = no_launch_attributes() ? 0 : 1;

@@ -50,6 +50,7 @@
         "src/internal/handle-table.cc",
         "src/internal/submission.cc",
         "src/internal/v8-memory.cc",
+        "src/internal/copy-kernel.cc",
         "src/internal/glibc-compat.cc"
       ]
     }

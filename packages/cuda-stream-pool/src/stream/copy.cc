@@ -7,6 +7,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "internal/copy-kernel.h"
 #include "internal/device-faults.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
@@ -196,9 +197,11 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 // copies of a batch run in stream order as a whole but in any order among themselves, as the driver documents. Each
 // source is read in stream order, except pageable JS memory, which the driver reads before the call returns
 // (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL): the bytes as they are at the call, as staging would take them, with
-// no staging. Where the batch cannot be used (an older driver, the legacy default stream, which the call refuses),
-// copyBatch returns false having done nothing, and stream/copy.ts queues the copies one by one instead.
-enum BatchOperand : uint8_t { kBatchDevice = 0, kBatchPinned = 1, kBatchPageable = 2 };
+// no staging. A batch of small pieces between device and pinned memory goes to the library's copy kernel instead,
+// one launch for them all (Note [copy kernel] in internal/copy-kernel.cc), whatever the driver's version. Where
+// neither can be used (an older driver, or the legacy default stream, which cuMemcpyBatchAsync refuses), copyBatch
+// returns false having done nothing, and stream/copy.ts queues the copies one by one instead.
+enum BatchOperand : uint8_t { kBatchDevice = 0, kBatchPinned = 1, kBatchPageable = 2, kBatchRegistered = 3 };
 
 // Enters `object` for the batch (once, however many copies name it) and keeps it in `held`.
 template <class T>
@@ -211,7 +214,8 @@ void enter_once(std::vector<std::shared_ptr<T>>& held, std::deque<Use<T>>& uses,
 
 // copyBatch(stream, operands, kinds, layout) -> whether the batch was queued. For copy i: operands[2i] is the
 // destination and operands[2i + 1] the source, each a DeviceBuffer or PinnedBuffer ref, or (a source only) a
-// Uint8Array of pageable memory; kinds[2i] and kinds[2i + 1] say which (BatchOperand); layout[3i..3i+2] holds the
+// Uint8Array of pageable memory; kinds[2i] and kinds[2i + 1] say which (BatchOperand: a registered host buffer's ref
+// is a PinnedBuffer's, told apart for the copy kernel); layout[3i..3i+2] holds the
 // destination offset, the source offset and the bytes. Checked by stream/copy.ts: at least one side of each copy is a
 // DeviceBuffer on the stream's device, and no copy is empty.
 Napi::Value copy_batch(const Napi::CallbackInfo& info) {
@@ -221,10 +225,13 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   auto kinds = info[2].As<Napi::Uint8Array>();
   auto layout = info[3].As<Napi::TypedArray>().As<Napi::Float64Array>();
   const Driver& driver = drv();
-  if ((!driver.cuMemcpyBatchAsync && !driver.cuMemcpyBatchAsync_v12080) || stream->handle == CU_STREAM_LEGACY)
-    return Napi::Boolean::New(env, false);
-  Use<NativeStream> use_stream(*stream, "Stream", "copyBatch");
   const size_t count = layout.ElementLength() / 3;
+  const bool driver_batch = (driver.cuMemcpyBatchAsync || driver.cuMemcpyBatchAsync_v12080) && stream->handle != CU_STREAM_LEGACY;
+  // Whether the pieces suit the copy kernel, as far as their count and kinds tell before the loop.
+  bool kernel_batch = count >= kCopyKernelMinPieces && count <= kCopyKernelMaxPieces;
+  for (size_t i = 0; kernel_batch && i < 2 * count; i++) kernel_batch = kinds[i] != kBatchPageable;
+  if (!driver_batch && !kernel_batch) return Napi::Boolean::New(env, false);
+  Use<NativeStream> use_stream(*stream, "Stream", "copyBatch");
   std::vector<std::shared_ptr<NativeDeviceBuffer>> devices;
   std::vector<std::shared_ptr<NativePinnedBuffer>> pinned;
   std::deque<Use<NativeDeviceBuffer>> device_uses;
@@ -238,6 +245,7 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
     const size_t bytes = static_cast<size_t>(layout[3 * i + 2]);
     sizes[i] = bytes;
     total += bytes;
+    if (bytes > kCopyKernelMaxPieceBytes) kernel_batch = false;
     CUmemcpySrcAccessOrder order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     for (int side = 0; side < 2; side++) {
       const Napi::Value operand = operands.Get(static_cast<uint32_t>(2 * i + side));
@@ -250,8 +258,10 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
           enter_once(devices, device_uses, buffer, "DeviceBuffer");
           check_span(what, offset, bytes, buffer->bytes, env);
           address = buffer->ptr + offset;
+          if (buffer->device != stream->device) kernel_batch = false;
           break;
         }
+        case kBatchRegistered:
         case kBatchPinned: {
           auto buffer = unwrap_native<NativePinnedBuffer>(operand);
           enter_once(pinned, pinned_uses, buffer, "PinnedBuffer");
@@ -279,7 +289,25 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   if (count == 0) return Napi::Boolean::New(env, true);
   const int environment = environment_of(env);
   make_current(stream->device);
+  CUfunction kernel = nullptr;
+  if (kernel_batch) {
+    bool registered = false;
+    for (size_t i = 0; i < 2 * count; i++) registered = registered || kinds[i] == kBatchRegistered;
+    if (!registered || registered_memory_addressable(stream->device)) kernel = copy_kernel(stream->device);
+  }
+  if (!kernel && !driver_batch) return Napi::Boolean::New(env, false);
   for (auto& buffer : devices) note_use_before_work(*buffer, stream, environment);
+  if (kernel) {
+    std::vector<CopyPiece> pieces(count);
+    for (size_t i = 0; i < count; i++) pieces[i] = {dsts[i], srcs[i], sizes[i]};
+    check(launch_copy_kernel(kernel, stream->handle, pieces), "cuLaunchKernel", stream->device, [&] {
+      return where(*stream) + ", the library's copy kernel for a batch of " + std::to_string(count) + " copies, " +
+             std::to_string(total) + " bytes";
+    });
+    for (auto& buffer : pinned) fence_pinned(*buffer, stream);
+    for (auto& buffer : devices) note_use_after_work(*buffer, stream, environment);
+    return Napi::Boolean::New(env, true);
+  }
   CUresult r;
   if (driver.cuMemcpyBatchAsync)
     r = driver.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, attributes.data(),

@@ -296,7 +296,9 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
   for (const c of single) queueChecked(stream, sb, c, 'stream.copyBatch');
 }
 
-const BATCH_KIND = { device: 0, pinned: 1, pageable: 2 } as const;
+/** The operand kinds of native.copyBatch and native.copy2D; registered host memory is pinned, told apart for the
+ * library's copy kernel, which may address it only where the device allows. */
+const BATCH_KIND = { device: 0, pinned: 1, pageable: 2, registered: 3 } as const;
 
 /** Options for `stream.copy2D()`: the rectangle, and where it lies on each side. */
 export interface Copy2DOptions {
@@ -373,7 +375,8 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
   }
 }
 
-/** Queues `copies` in one cuMemcpyBatchAsync; false (nothing queued) where the driver or the stream cannot. */
+/** Queues `copies` with the library's copy kernel or one cuMemcpyBatchAsync (see Note [batched copies] in
+ * stream/copy.cc); false (nothing queued) where neither can be used. */
 function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
   const operands: unknown[] = [];
   const kinds = new Uint8Array(copies.length * 2);
@@ -381,7 +384,7 @@ function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
   copies.forEach((c, i) => {
     for (const [side, op] of [[0, c.d], [1, c.s]] as const) {
       if (op.kind === 'managed') return; // not batched: see copyBatchOnStream
-      kinds[2 * i + side] = BATCH_KIND[op.kind];
+      kinds[2 * i + side] = BATCH_KIND[op.kind === 'pinned' && op.registered ? 'registered' : op.kind];
       if (op.kind === 'pageable') operands.push(new Uint8Array(op.memory, op.base, op.length));
       else operands.push(op.ref);
       layout[3 * i + side] = (op.kind === 'device' || op.kind === 'pinned' ? op.base : 0) + (side === 0 ? c.dstOffset : c.srcOffset);
