@@ -50,14 +50,20 @@ export const workload: Workload = {
         await stream.synchronize();
         expectElements('pinned to device', new Uint8Array(words.buffer), input);
         expectElements('large round trip', bigBack, large);
-        // One batch: pinned, pageable and device sources into b, and b back into pinned memory.
+        // One batch: pinned, pageable and device sources into b (through the driver); then b back into pinned memory
+        // in two pieces (through the library's copy kernel).
         stream.fill(b, 0);
         stream.copyBatch([
           { dst: b, src: pinned, byteLength: 16384 },
           { dst: b, src: input, srcOffset: 16384, dstOffset: 16384, byteLength: 16384 },
           { dst: b, src: a, srcOffset: 32768, dstOffset: 32768, byteLength: 32768 },
         ]);
-        stream.copyBatch([{ dst: pinned, src: b }]);
+        await stream.synchronize(); // the batch read pinned; now it is the destination
+        pinned.bytes.fill(0);
+        stream.copyBatch([
+          { dst: pinned, src: b, byteLength: 40000 },
+          { dst: pinned, src: b, dstOffset: 40000, srcOffset: 40000 },
+        ]);
         await stream.synchronize();
         expectElements('batched copies', pinned.bytes, input);
         // Registered host memory: a pinned copy each way, unregistered while the second may still be queued.
