@@ -203,21 +203,12 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
 // returns false having done nothing, and stream/copy.ts queues the copies one by one instead.
 enum BatchOperand : uint8_t { kBatchDevice = 0, kBatchPinned = 1, kBatchPageable = 2, kBatchRegistered = 3 };
 
-// Enters `object` for the batch (once, however many copies name it) and keeps it in `held`.
-template <class T>
-void enter_once(std::vector<std::shared_ptr<T>>& held, std::deque<Use<T>>& uses, const std::shared_ptr<T>& object,
-                const char* resource) {
-  if (std::find(held.begin(), held.end(), object) != held.end()) return;
-  uses.emplace_back(*object, resource, "copyBatch");
-  held.push_back(object);
-}
-
-// copyBatch(stream, operands, kinds, layout) -> whether the batch was queued. For copy i: operands[2i] is the
-// destination and operands[2i + 1] the source, each a DeviceBuffer or PinnedBuffer ref, or (a source only) a
-// Uint8Array of pageable memory; kinds[2i] and kinds[2i + 1] say which (BatchOperand: a registered host buffer's ref
-// is a PinnedBuffer's, told apart for the copy kernel); layout[3i..3i+2] holds the
-// destination offset, the source offset and the bytes. Checked by stream/copy.ts: at least one side of each copy is a
-// DeviceBuffer on the stream's device, and no copy is empty.
+// copyBatch(stream, operands, kinds, layout) -> whether the batch was queued. `operands` holds each memory the
+// batch names once: a DeviceBuffer or PinnedBuffer ref, or (a source only) a Uint8Array over a whole pageable buffer;
+// kinds[j] says which operands[j] is (BatchOperand: a registered host buffer's ref is a PinnedBuffer's, told apart for
+// the copy kernel). Copy i is layout[5i..5i+4]: the destination's and the source's operand index, their offsets and
+// the bytes. Checked by stream/copy.ts: at least one side of each copy is a DeviceBuffer on the stream's device, and
+// no copy is empty. Naming each memory once keeps a batch of many pieces of few buffers to a few unwraps and entries.
 Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_native<NativeStream>(info[0]);
@@ -225,64 +216,79 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   auto kinds = info[2].As<Napi::Uint8Array>();
   auto layout = info[3].As<Napi::TypedArray>().As<Napi::Float64Array>();
   const Driver& driver = drv();
-  const size_t count = layout.ElementLength() / 3;
+  const size_t count = layout.ElementLength() / 5;
+  const size_t operand_count = kinds.ElementLength();
   const bool driver_batch = (driver.cuMemcpyBatchAsync || driver.cuMemcpyBatchAsync_v12080) && stream->handle != CU_STREAM_LEGACY;
-  // Whether the pieces suit the copy kernel, as far as their count and kinds tell before the loop.
+  // Whether the pieces suit the copy kernel, as far as their count and kinds tell before anything is entered.
   bool kernel_batch = count >= kCopyKernelMinPieces && count <= kCopyKernelMaxPieces;
-  for (size_t i = 0; kernel_batch && i < 2 * count; i++) kernel_batch = kinds[i] != kBatchPageable;
+  bool registered = false;
+  for (size_t j = 0; j < operand_count; j++) {
+    if (kinds[j] == kBatchPageable) kernel_batch = false;
+    if (kinds[j] == kBatchRegistered) registered = true;
+  }
   if (!driver_batch && !kernel_batch) return Napi::Boolean::New(env, false);
   Use<NativeStream> use_stream(*stream, "Stream", "copyBatch");
+  // Each operand entered once, with where its bytes start and how many there are.
+  struct Memory {
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    bool pageable = false;
+  };
+  std::vector<Memory> memories(operand_count);
   std::vector<std::shared_ptr<NativeDeviceBuffer>> devices;
   std::vector<std::shared_ptr<NativePinnedBuffer>> pinned;
   std::deque<Use<NativeDeviceBuffer>> device_uses;
   std::deque<Use<NativePinnedBuffer>> pinned_uses;
+  for (size_t j = 0; j < operand_count; j++) {
+    const Napi::Value operand = operands.Get(static_cast<uint32_t>(j));
+    Memory& memory = memories[j];
+    switch (kinds[j]) {
+      case kBatchDevice: {
+        auto buffer = unwrap_native<NativeDeviceBuffer>(operand);
+        device_uses.emplace_back(*buffer, "DeviceBuffer", "copyBatch");
+        memory = {buffer->ptr, buffer->bytes, false};
+        if (buffer->device != stream->device) kernel_batch = false;
+        devices.push_back(std::move(buffer));
+        break;
+      }
+      case kBatchRegistered:
+      case kBatchPinned: {
+        auto buffer = unwrap_native<NativePinnedBuffer>(operand);
+        pinned_uses.emplace_back(*buffer, "PinnedBuffer", "copyBatch");
+        memory = {reinterpret_cast<CUdeviceptr>(buffer->data), buffer->bytes, false};
+        pinned.push_back(std::move(buffer));
+        break;
+      }
+      default: {
+        auto view = operand.As<Napi::Uint8Array>();
+        memory = {reinterpret_cast<CUdeviceptr>(view.Data()), view.ByteLength(), true};
+      }
+    }
+  }
   std::vector<CUdeviceptr> dsts(count), srcs(count);
   std::vector<size_t> sizes(count);
   std::vector<CUmemcpyAttributes> attributes;
   std::vector<size_t> attribute_starts;
   size_t total = 0;
   for (size_t i = 0; i < count; i++) {
-    const size_t bytes = static_cast<size_t>(layout[3 * i + 2]);
+    const double* entry = &layout[5 * i];
+    const Memory& dst = memories.at(static_cast<size_t>(entry[0]));
+    const Memory& src = memories.at(static_cast<size_t>(entry[1]));
+    const size_t dst_offset = static_cast<size_t>(entry[2]), src_offset = static_cast<size_t>(entry[3]);
+    const size_t bytes = static_cast<size_t>(entry[4]);
+    check_span("destination", dst_offset, bytes, dst.bytes, env);
+    check_span("source", src_offset, bytes, src.bytes, env);
+    dsts[i] = dst.base + dst_offset;
+    srcs[i] = src.base + src_offset;
     sizes[i] = bytes;
     total += bytes;
     if (bytes > kCopyKernelMaxPieceBytes) kernel_batch = false;
-    CUmemcpySrcAccessOrder order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    for (int side = 0; side < 2; side++) {
-      const Napi::Value operand = operands.Get(static_cast<uint32_t>(2 * i + side));
-      const size_t offset = static_cast<size_t>(layout[3 * i + side]);
-      const char* what = side == 0 ? "destination" : "source";
-      CUdeviceptr address = 0;
-      switch (kinds[2 * i + side]) {
-        case kBatchDevice: {
-          auto buffer = unwrap_native<NativeDeviceBuffer>(operand);
-          enter_once(devices, device_uses, buffer, "DeviceBuffer");
-          check_span(what, offset, bytes, buffer->bytes, env);
-          address = buffer->ptr + offset;
-          if (buffer->device != stream->device) kernel_batch = false;
-          break;
-        }
-        case kBatchRegistered:
-        case kBatchPinned: {
-          auto buffer = unwrap_native<NativePinnedBuffer>(operand);
-          enter_once(pinned, pinned_uses, buffer, "PinnedBuffer");
-          check_span(what, offset, bytes, buffer->bytes, env);
-          address = reinterpret_cast<CUdeviceptr>(static_cast<char*>(buffer->data) + offset);
-          break;
-        }
-        default: {
-          auto view = operand.As<Napi::Uint8Array>();
-          check_span(what, offset, bytes, view.ByteLength(), env);
-          address = reinterpret_cast<CUdeviceptr>(view.Data() + offset);
-          order = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
-        }
-      }
-      (side == 0 ? dsts : srcs)[i] = address;
-    }
     // One attribute entry for each run of copies that read their sources alike.
+    const CUmemcpySrcAccessOrder order = src.pageable ? CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL : CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     if (attributes.empty() || attributes.back().srcAccessOrder != order) {
-      CUmemcpyAttributes entry{};
-      entry.srcAccessOrder = order;
-      attributes.push_back(entry);
+      CUmemcpyAttributes attribute{};
+      attribute.srcAccessOrder = order;
+      attributes.push_back(attribute);
       attribute_starts.push_back(i);
     }
   }
@@ -290,11 +296,7 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   const int environment = environment_of(env);
   make_current(stream->device);
   CUfunction kernel = nullptr;
-  if (kernel_batch) {
-    bool registered = false;
-    for (size_t i = 0; i < 2 * count; i++) registered = registered || kinds[i] == kBatchRegistered;
-    if (!registered || registered_memory_addressable(stream->device)) kernel = copy_kernel(stream->device);
-  }
+  if (kernel_batch && (!registered || registered_memory_addressable(stream->device))) kernel = copy_kernel(stream->device);
   if (!kernel && !driver_batch) return Napi::Boolean::New(env, false);
   for (auto& buffer : devices) note_use_before_work(*buffer, stream, environment);
   if (kernel) {

@@ -378,21 +378,34 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
 /** Queues `copies` with the library's copy kernel or one cuMemcpyBatchAsync (see Note [batched copies] in
  * stream/copy.cc); false (nothing queued) where neither can be used. */
 function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
+  // Each memory once (a buffer's views share its ref; pageable views their ArrayBuffer), each copy by index.
+  const index = new Map<unknown, number>();
   const operands: unknown[] = [];
-  const kinds = new Uint8Array(copies.length * 2);
-  const layout = new Float64Array(copies.length * 3);
-  copies.forEach((c, i) => {
-    for (const [side, op] of [[0, c.d], [1, c.s]] as const) {
-      if (op.kind === 'managed') return; // not batched: see copyBatchOnStream
-      kinds[2 * i + side] = BATCH_KIND[op.kind === 'pinned' && op.registered ? 'registered' : op.kind];
-      if (op.kind === 'pageable') operands.push(new Uint8Array(op.memory, op.base, op.length));
-      else operands.push(op.ref);
-      layout[3 * i + side] = (op.kind === 'device' || op.kind === 'pinned' ? op.base : 0) + (side === 0 ? c.dstOffset : c.srcOffset);
+  const kinds: number[] = [];
+  const layout = new Float64Array(copies.length * 5);
+  const place = (op: Operand): number => {
+    if (op.kind === 'managed') throw new Error('cuda-stream-pool internal: managed memory is not batched');
+    const key = op.kind === 'pageable' ? op.memory : op.ref;
+    let at = index.get(key);
+    if (at === undefined) {
+      at = operands.length;
+      index.set(key, at);
+      operands.push(op.kind === 'pageable' ? new Uint8Array(op.memory) : op.ref);
+      kinds.push(BATCH_KIND[op.kind === 'pinned' && op.registered ? 'registered' : op.kind]);
     }
-    layout[3 * i + 2] = c.byteLength;
-  });
+    return at;
+  };
+  for (let i = 0; i < copies.length; i++) {
+    const c = copies[i]!;
+    const d = c.d, s = c.s;
+    layout[5 * i] = place(d);
+    layout[5 * i + 1] = place(s);
+    layout[5 * i + 2] = (d.kind === 'managed' ? 0 : d.base) + c.dstOffset;
+    layout[5 * i + 3] = (s.kind === 'managed' ? 0 : s.base) + c.srcOffset;
+    layout[5 * i + 4] = c.byteLength;
+  }
   try {
-    return native.copyBatch(sb, operands as NativeRef[], kinds, layout);
+    return native.copyBatch(sb, operands as NativeRef[], Uint8Array.from(kinds), layout);
   } catch (error) {
     throw renameDestroyed(error, 'stream.copyBatch');
   }
