@@ -63,8 +63,9 @@
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
 //                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
-//   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13000 (default 13000). Below 12080 it
-//   has no cuMemcpyBatchAsync; from 12080 to 12090 it hands out that call's CUDA 12.8 form (with failIdx).
+//   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13010 (default 13000). Below 12080 it
+//   has no cuMemcpyBatchAsync; from 12080 to 12090 it hands out that call's CUDA 12.8 form (with failIdx); from 13010
+//   its green contexts report a work-queue configuration (a limit of 8, shared).
 //   SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES=1: devices have compute capability 8.0 and neither thread-block clusters nor
 //   cooperative launch (by default: 9.0 and both).
 //   SIMULATED_DRIVER_NO_HOST_POINTER_FOR_REGISTERED_MEMORY=1: kernels may not address registered host memory by its
@@ -465,10 +466,10 @@ unsigned long long env_number(const char* name, unsigned long long fallback, uns
 }
 
 int driver_version() {
-  static const int version = static_cast<int>(env_number("SIMULATED_DRIVER_VERSION", 13000, 12000, 13000));
+  static const int version = static_cast<int>(env_number("SIMULATED_DRIVER_VERSION", 13000, 12000, 13010));
   if (version < 12000)
     bad_configuration("SIMULATED_DRIVER_VERSION='" + std::string(std::getenv("SIMULATED_DRIVER_VERSION")) +
-                      "' is not a whole number from 12000 to 13000");
+                      "' is not a whole number from 12000 to 13010");
   return version;
 }
 
@@ -1581,8 +1582,15 @@ CUresult s_cuGreenCtxCreate(CUgreenCtx* context, CUdevResourceDesc desc, CUdevic
 CUresult s_cuGreenCtxGetDevResource(CUgreenCtx context, CUdevResource* result, CUdevResourceType type) {
   SIM_ENTER(cuGreenCtxGetDevResource);
   if (!context) return CUDA_ERROR_INVALID_HANDLE;
+  auto* green = reinterpret_cast<GreenContext*>(context);
+  if (result && type == CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG && driver_version() >= 13010) {
+    *result = CUdevResource{};
+    result->type = type;
+    result->wqConfig = {green->device->ordinal, 8, CU_WORKQUEUE_SCOPE_DEVICE_CTX};  // 8: CUDA_DEVICE_MAX_CONNECTIONS' default
+    return CUDA_SUCCESS;
+  }
   if (!result || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
-  *result = sm_resource(reinterpret_cast<GreenContext*>(context)->multiprocessors);
+  *result = sm_resource(green->multiprocessors);
   return CUDA_SUCCESS;
 }
 CUresult s_cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx context, unsigned flags, int priority) {

@@ -144,7 +144,8 @@ CHECK_ENUM(CUmemorytype)
   X(CUDA_ERROR_DEINITIALIZED) X(CUDA_ERROR_STUB_LIBRARY) X(CUDA_ERROR_DEVICE_UNAVAILABLE) X(CUDA_ERROR_NO_DEVICE)    \
   X(CUDA_ERROR_INVALID_DEVICE) X(CUDA_ERROR_INVALID_IMAGE) X(CUDA_ERROR_INVALID_CONTEXT)                             \
   X(CUDA_ERROR_NO_BINARY_FOR_GPU) X(CUDA_ERROR_ECC_UNCORRECTABLE) X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)              \
-  X(CUDA_ERROR_INVALID_PTX) X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION) X(CUDA_ERROR_INVALID_SOURCE)                       \
+  X(CUDA_ERROR_INVALID_PTX) X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION) X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND)             \
+  X(CUDA_ERROR_JIT_COMPILATION_DISABLED) X(CUDA_ERROR_INVALID_SOURCE)                                                \
   X(CUDA_ERROR_FILE_NOT_FOUND) X(CUDA_ERROR_INVALID_HANDLE) X(CUDA_ERROR_ILLEGAL_STATE) X(CUDA_ERROR_NOT_FOUND)      \
   X(CUDA_ERROR_NOT_READY) X(CUDA_ERROR_ILLEGAL_ADDRESS) X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)                        \
   X(CUDA_ERROR_LAUNCH_TIMEOUT) X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)       \
@@ -273,6 +274,15 @@ CHECK_FIELD(CUdevSmResource, CUdevSmResource, smCoscheduledAlignment)
 CHECK_LAYOUT(CUdevResource, CUdevResource)
 CHECK_FIELD(CUdevResource, CUdevResource, type)
 CHECK_FIELD(CUdevResource, CUdevResource, sm)
+#if CUDA_VERSION >= 13010
+// Work-queue resources (CUDA 13.1), checked by offset where the toolkit has them.
+static_assert(offsetof(own::CUdevResource, wqConfig) == offsetof(CUdevResource, wqConfig), "CUdevResource.wqConfig offset");
+CHECK_LAYOUT(CUdevWorkqueueConfigResource, CUdevWorkqueueConfigResource)
+static_assert(offsetof(own::CUdevWorkqueueConfigResource, wqConcurrencyLimit) == offsetof(CUdevWorkqueueConfigResource, wqConcurrencyLimit), "wqConcurrencyLimit offset");
+static_assert(offsetof(own::CUdevWorkqueueConfigResource, sharingScope) == offsetof(CUdevWorkqueueConfigResource, sharingScope), "sharingScope offset");
+static_assert(own::CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG == ::CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG, "workqueue type");
+static_assert(own::CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED == ::CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED, "workqueue scope");
+#endif
 #define MEMCPY2D_FIELD(field) CHECK_FIELD(CUDA_MEMCPY2D, CUDA_MEMCPY2D_v2, field)
 CHECK_LAYOUT(CUDA_MEMCPY2D, CUDA_MEMCPY2D_v2)
 MEMCPY2D_FIELD(srcXInBytes)

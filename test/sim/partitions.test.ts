@@ -152,6 +152,37 @@ test('with deferred submission, work on a partition pool is recorded and issued 
   assert.deepEqual(result.sums, [3 * 4096, 5 * 4096, 7 * 4096]);
 });
 
+test('each partition reports its work-queue configuration where the driver has one (CUDA 13.1), and none before or when the driver will not say', needsCompiler, async () => {
+  const queues = (env: Record<string, string>, fail?: string) =>
+    simulatedJson<{ queues: unknown[]; frozen: boolean; worker: unknown }>(
+      `${setup}
+       import { Worker } from 'node:worker_threads';
+       const split = Device.get(0).partition([16, 16]);
+       const queues = split.map((p) => p.workQueues ?? null);
+       const worker = await new Promise((resolve, reject) => {
+         const w = new Worker(\`
+           import { parentPort } from 'node:worker_threads';
+           import { Device } from 'cuda-stream-pool';
+           parentPort.postMessage(Device.get(0).partitions.map((p) => p.workQueues ?? null));\`, { eval: true });
+         w.once('message', resolve);
+         w.once('error', reject);
+       });
+       console.log(JSON.stringify({ queues, frozen: split[0].workQueues === undefined || Object.isFrozen(split[0].workQueues), worker }));`,
+      { env, fail },
+    );
+  const shared = { concurrencyLimit: 8, balanced: false };
+  const newer = await queues({ SIMULATED_DRIVER_VERSION: '13010' });
+  assert.deepEqual(newer.queues, [shared, shared, shared]);
+  assert.deepEqual(newer.worker, newer.queues, 'another thread reads the same configuration');
+  assert.equal(newer.frozen, true);
+  const older = await queues({ SIMULATED_DRIVER_VERSION: '13000' });
+  assert.deepEqual(older.queues, [null, null, null]);
+  // cuGreenCtxGetDevResource asks for the multiprocessors, then the work queues, of each partition in turn: the
+  // fourth call is partition 1's work queues. The split stands; that partition reports none.
+  const refused = await queues({ SIMULATED_DRIVER_VERSION: '13010' }, 'cuGreenCtxGetDevResource:4=CUDA_ERROR_NOT_SUPPORTED');
+  assert.deepEqual(refused.queues, [shared, null, shared]);
+});
+
 test('a driver without green contexts refuses partitions with an UnsupportedError; pools and streams go on', needsCompiler, async () => {
   const result = await simulatedJson<{ refused: { name: string; code: string; message: string }; partitions: unknown; pool: number }>(
     `${setup}

@@ -82,6 +82,14 @@ export interface PoolDescription {
   nonBlocking: boolean; priority: number; isDefault: boolean; owner: number; partition: number;
 }
 
+/** A device's split into partitions: per partition the multiprocessors asked for (0 for the rest), those it got, and
+ * its work-queue configuration (CUDA 13.1) or null. */
+export interface PartitionSplit {
+  requested: number[];
+  counts: number[];
+  workQueues: ({ concurrencyLimit: number; balanced: boolean } | null)[];
+}
+
 export interface NativeBinding {
   environmentId: number;
   setErrorFactory(factory: (kind: string, ...args: unknown[]) => Error): void;
@@ -96,9 +104,9 @@ export interface NativeBinding {
   // driver's granularity and the split made so far (requested 0: the partition of those left over).
   partitionInfo(ordinal: number): {
     reason?: string; total?: number; minimum?: number; alignment?: number;
-    split?: { requested: number[]; counts: number[] } | null;
+    split?: PartitionSplit | null;
   };
-  partitionCreate(ordinal: number, multiprocessors: number[]): { requested: number[]; counts: number[] };
+  partitionCreate(ordinal: number, multiprocessors: number[]): PartitionSplit;
   // device.cc, Note [peer access]: `ordinal` accessing `peer`'s memory.
   deviceCanAccessPeer(ordinal: number, peer: number): boolean;
   deviceEnablePeerAccess(ordinal: number, peer: number): void;

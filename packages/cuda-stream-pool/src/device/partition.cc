@@ -28,6 +28,11 @@ namespace csp {
 //    order them.
 //  - Green contexts live as long as the process (like the primary contexts the library retains): a stream of a
 //    destroyed green context would fail every call with CUDA_ERROR_CONTEXT_IS_DESTROYED.
+//  - From CUDA 13.1 a green context also has a work-queue configuration (CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG): how
+//    many stream-ordered workloads it expects at once, and whether its work shares the device's queues with every
+//    context or keeps to queues of its own where it can. Each partition reports the configuration the driver gave
+//    it, read once at the split; with an older driver, or where the driver will not say, it reports none. The
+//    library leaves the driver's default (shared) in place.
 
 namespace {
 
@@ -36,6 +41,8 @@ struct Split {
   std::vector<unsigned> requested;  // multiprocessors asked for, per partition; the rest has none
   std::vector<unsigned> counts;     // multiprocessors each partition got
   std::vector<CUgreenCtx> contexts;
+  // Each partition's work-queue configuration (CUDA 13.1), or a limit of 0 where the driver did not give one.
+  std::vector<CUdevWorkqueueConfigResource> work_queues;
 };
 
 std::mutex& splits_mutex() {
@@ -63,14 +70,27 @@ Napi::Object describe_split(Napi::Env env, const Split& split) {
   Napi::Array counts = Napi::Array::New(env, split.counts.size());
   for (size_t i = 0; i < split.requested.size(); i++) requested.Set(static_cast<uint32_t>(i), split.requested[i]);
   for (size_t i = 0; i < split.counts.size(); i++) counts.Set(static_cast<uint32_t>(i), split.counts[i]);
+  Napi::Array queues = Napi::Array::New(env, split.work_queues.size());
+  for (size_t i = 0; i < split.work_queues.size(); i++) {
+    const CUdevWorkqueueConfigResource& q = split.work_queues[i];
+    if (q.wqConcurrencyLimit == 0) {
+      queues.Set(static_cast<uint32_t>(i), env.Null());
+      continue;
+    }
+    Napi::Object queue = Napi::Object::New(env);
+    queue.Set("concurrencyLimit", q.wqConcurrencyLimit);
+    queue.Set("balanced", q.sharingScope == CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
+    queues.Set(static_cast<uint32_t>(i), queue);
+  }
   out.Set("requested", requested);
   out.Set("counts", counts);
+  out.Set("workQueues", queues);
   return out;
 }
 
 // partitionInfo(device) -> { reason } where partitions cannot be made, else { total, minimum, alignment, split }:
 // the device's multiprocessors, the smallest partition and the step partitions grow by, and the split made so far
-// ({ requested, counts }) or null.
+// ({ requested, counts, workQueues: per partition { concurrencyLimit, balanced } or null }) or null.
 Napi::Value partition_info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const int device = info[0].As<Napi::Number>().Int32Value();
@@ -98,7 +118,7 @@ Napi::Value partition_info(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// partitionCreate(device, counts: number[]) -> { requested, counts }: splits the device once; a later call gets the
+// partitionCreate(device, counts: number[]) -> { requested, counts, workQueues }: splits the device once; a later call gets the
 // split made first, whatever it asks (partition.ts compares). Each count is rounded up by the driver; the
 // multiprocessors left over make one more partition when there are at least the driver's smallest partition.
 Napi::Value partition_create(const Napi::CallbackInfo& info) {
@@ -146,6 +166,12 @@ Napi::Value partition_create(const Napi::CallbackInfo& info) {
     CUdevResource got{};
     check(drv().cuGreenCtxGetDevResource(context, &got, CU_DEV_RESOURCE_TYPE_SM), "cuGreenCtxGetDevResource", device);
     made.counts.push_back(got.sm.smCount);
+    // Informational: a driver that will not say leaves the partition without a reported configuration.
+    CUdevResource queues{};
+    if (load_driver().driver_version < 13010 ||
+        drv().cuGreenCtxGetDevResource(context, &queues, CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG) != CUDA_SUCCESS)
+      queues.wqConfig.wqConcurrencyLimit = 0;
+    made.work_queues.push_back(queues.wqConfig);
   }
   made.made = true;
   split = std::move(made);

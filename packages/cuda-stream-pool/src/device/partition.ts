@@ -1,7 +1,7 @@
 // Partitions of a device's multiprocessors (green contexts): the split, made once per device and process, and the
 // DevicePartition objects that pools and streams are created in. Mechanism and the driver's rules: Note [partitions]
 // in device/partition.cc.
-import { native } from '../binding/binding.js';
+import { native, type PartitionSplit } from '../binding/binding.js';
 import { UnsupportedError } from '../binding/errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
 import type { Device } from './device.js';
@@ -25,15 +25,23 @@ export class DevicePartition {
   readonly multiprocessorCount: number;
   /** The multiprocessors asked for, or `undefined` for the partition of those left over. */
   readonly requestedMultiprocessors: number | undefined;
+  /** How its work reaches the device's hardware work queues, as the driver configured the partition (CUDA 13.1 and
+   * later; `undefined` with an older driver, or where the driver does not say): `concurrencyLimit`, the number of
+   * stream-ordered workloads it expects at once (by default the device's connection count, `CUDA_DEVICE_MAX_CONNECTIONS`),
+   * and `balanced`, whether its work keeps to queues of its own where it can (else it shares every queue of the device
+   * with every context, the driver's default). Read once, at the split (cuGreenCtxGetDevResource with
+   * CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). */
+  readonly workQueues: Readonly<{ concurrencyLimit: number; balanced: boolean }> | undefined;
 
   /** @internal */
-  constructor(token: symbol, device: Device, index: number, multiprocessorCount: number, requested: number | undefined) {
+  constructor(token: symbol, device: Device, index: number, multiprocessorCount: number, requested: number | undefined, workQueues: PartitionSplit['workQueues'][number]) {
     checkConstruction(token, 'DevicePartition', 'device.partition(multiprocessors)');
     this.device = device;
     this.index = index;
     this.multiprocessorCount = multiprocessorCount;
     this.requestedMultiprocessors = requested;
-    lockFields(this, ['device', 'index', 'multiprocessorCount', 'requestedMultiprocessors']);
+    this.workQueues = workQueues ? Object.freeze({ concurrencyLimit: workQueues.concurrencyLimit, balanced: workQueues.balanced }) : undefined;
+    lockFields(this, ['device', 'index', 'multiprocessorCount', 'requestedMultiprocessors', 'workQueues']);
     instances.add(this);
   }
 
@@ -45,9 +53,9 @@ export class DevicePartition {
 /** This thread's partitions of each device, once the split is known here. */
 const known = new Map<number, readonly DevicePartition[]>();
 
-function build(device: Device, split: { requested: number[]; counts: number[] }): readonly DevicePartition[] {
+function build(device: Device, split: PartitionSplit): readonly DevicePartition[] {
   const partitions = Object.freeze(
-    split.counts.map((count, i) => new DevicePartition(internalConstruction, device, i, count, split.requested[i] === 0 ? undefined : split.requested[i])),
+    split.counts.map((count, i) => new DevicePartition(internalConstruction, device, i, count, split.requested[i] === 0 ? undefined : split.requested[i], split.workQueues[i] ?? null)),
   );
   known.set(device.ordinal, partitions);
   return partitions;

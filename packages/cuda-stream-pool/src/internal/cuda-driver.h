@@ -416,7 +416,21 @@ struct CUDA_MEMCPY2D {
 };
 
 // Partitions of a device's multiprocessors (green contexts, CUDA 12.4 and later; streams in them from 12.5).
-enum CUdevResourceType { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 };
+// CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG from CUDA 13.1.
+enum CUdevResourceType {
+  CU_DEV_RESOURCE_TYPE_INVALID = 0,
+  CU_DEV_RESOURCE_TYPE_SM = 1,
+  CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG = 1000,
+};
+
+enum CUdevWorkqueueConfigScope { CU_WORKQUEUE_SCOPE_DEVICE_CTX = 0, CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED = 1 };
+
+// How a context's work reaches the device's work queues (CUDA 13.1).
+struct CUdevWorkqueueConfigResource {
+  CUdevice device;
+  unsigned int wqConcurrencyLimit;
+  CUdevWorkqueueConfigScope sharingScope;
+};
 
 struct CUdevSmResource {
   unsigned int smCount;
@@ -424,12 +438,13 @@ struct CUdevSmResource {
   unsigned int smCoscheduledAlignment;
 };
 
-// A resource as the driver describes it: the type, space the driver keeps to itself, and the SM description.
+// A resource as the driver describes it: the type, space the driver keeps to itself, and the description.
 struct CUdevResource {
   CUdevResourceType type;
   unsigned char _internal_padding[92];
   union {
     CUdevSmResource sm;
+    CUdevWorkqueueConfigResource wqConfig;
     unsigned char _oversize[48];
   };
 };
