@@ -329,6 +329,20 @@ std::string launch_detail(const NativeKernel& kernel, const NativeStream& stream
 // own size from the start of its slot and copies the values before it returns, so the slots can be reused.
 constexpr unsigned kInlineParams = 32;
 
+// A cooperative launch of more blocks than fit at once on the stream's device or partition, refused before the
+// driver with the error the driver gives (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), in either submission mode, so
+// that the refusal is the same whether or not the launch is recorded. Left to the driver when occupancy is unknown.
+void check_cooperative_grid(const NativeKernel& kernel, const NativeStream& stream, const unsigned (&grid)[3],
+                            const unsigned (&block)[3], unsigned shared, const LaunchAttributes* attributes) {
+  if (!attributes || !attributes->cooperative) return;
+  const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
+  if (threads == 0 || threads > 1024) return;  // the driver refuses the shape itself
+  const long long limit = cooperative_block_limit(kernel, stream, static_cast<unsigned>(threads), shared);
+  if (limit >= 0 && static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] > static_cast<unsigned long long>(limit))
+    check(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cuLaunchKernelEx", kernel.module->device,
+          launch_detail(kernel, stream, grid, block, shared, attributes));
+}
+
 // A launch whose shape the driver would refuse, refused now with the error the driver gives (CUDA_ERROR_INVALID_VALUE
 // from cuLaunchKernel, with launch_detail): a recorded launch is issued later, and validation stays synchronous.
 // The device's dimension limits and the kernel's attributes are read once and cached.
@@ -365,11 +379,7 @@ void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const 
                        shared > attribute(kernel.max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   const char* call = attributes ? "cuLaunchKernelEx" : "cuLaunchKernel";
   if (refused) check(CUDA_ERROR_INVALID_VALUE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
-  if (attributes && attributes->cooperative) {
-    const long long limit = cooperative_block_limit(kernel, stream, static_cast<unsigned>(threads), shared);
-    if (limit >= 0 && static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] > static_cast<unsigned long long>(limit))
-      check(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
-  }
+  check_cooperative_grid(kernel, stream, grid, block, shared, attributes);
 }
 
 // The driver call of kernelLaunch and kernelLaunchWithAttributes, by the calling thread or the submission thread:
@@ -438,6 +448,10 @@ Napi::Value launch(Napi::Env env, const std::shared_ptr<NativeKernel>& kernel, c
                        return true;
                      });
     return env.Undefined();
+  }
+  if (attributes && attributes->cooperative) {
+    make_current(kernel->module->device);
+    check_cooperative_grid(*kernel, *stream, grid, block, shared, attributes);
   }
   issue_launch(*kernel, *stream, grid, block, shared, params.Data(), params.ByteLength(), attributes);
   return env.Undefined();

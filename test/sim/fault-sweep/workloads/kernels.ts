@@ -58,6 +58,24 @@ export const workload: Workload = {
         expectAll('fill_u32 in clusters', await words.toArray(Uint32Array, { stream }), 43);
         fill.launch({ grid: 8, block: 128, stream, cooperative: true }, words, 44, 1024);
         expectAll('fill_u32 cooperatively', await words.toArray(Uint32Array, { stream }), 44);
+        // A cooperative grid larger than the device holds at once is refused, its message naming the room there is.
+        let refused: unknown;
+        try {
+          fill.launch({ grid: 1 << 20, block: 128, stream, cooperative: true }, words, 45, 1024);
+        } catch (error) {
+          refused = error;
+        }
+        if (refused === undefined) {
+          // Recorded (deferred submission) where the library could not learn the room: the driver refuses it when it
+          // is issued, and the stream's next wait reports that.
+          try {
+            await stream.synchronize();
+          } catch (error) {
+            refused = error;
+          }
+          if (refused === undefined) throw new WrongResult('a cooperative launch of 1 Mi blocks was accepted');
+        }
+        if ((refused as { code?: string }).code !== 'CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE') throw refused;
         const [begun, ended] = await stamps.toArray(BigUint64Array, { stream });
         if (!(ended! - begun! >= 1_000_000n)) throw new WrongResult('the spin kernel took less than 1 ms');
       },
