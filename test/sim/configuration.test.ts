@@ -27,8 +27,9 @@ for (const [setting, message] of [
   [{ env: { SIMULATED_DRIVER_COUNTS: '/nonexistent/folder/counts.json' } }, /SIMULATED_DRIVER_COUNTS: cannot write '\/nonexistent\/folder\/counts.json'/],
   [{ env: { SIMULATED_DRIVER_TRACE: 'yes' } }, /SIMULATED_DRIVER_TRACE='yes' is neither 1 nor 0/],
   [{ env: { SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES: 'true' } }, /SIMULATED_DRIVER_NO_LAUNCH_ATTRIBUTES='true' is neither 1 nor 0/],
-  [{ env: { SIMULATED_DRIVER_VERSION: '11080' } }, /SIMULATED_DRIVER_VERSION='11080' is not a whole number from 12000 to 13000/],
-  [{ env: { SIMULATED_DRIVER_VERSION: '13010' } }, /SIMULATED_DRIVER_VERSION='13010' is not a whole number from 12000 to 13000/],
+  [{ env: { SIMULATED_DRIVER_NO_HOST_POINTER_FOR_REGISTERED_MEMORY: 'yes' } }, /SIMULATED_DRIVER_NO_HOST_POINTER_FOR_REGISTERED_MEMORY='yes' is neither 1 nor 0/],
+  [{ env: { SIMULATED_DRIVER_VERSION: '11080' } }, /SIMULATED_DRIVER_VERSION='11080' is not a whole number from 12000 to 13010/],
+  [{ env: { SIMULATED_DRIVER_VERSION: '13020' } }, /SIMULATED_DRIVER_VERSION='13020' is not a whole number from 12000 to 13010/],
 ] as const) {
   test(`${JSON.stringify(setting)} ends the process with code 70 saying what is wrong`, needsCompiler, async () => {
     const result = await runSimulated(touch, setting);
