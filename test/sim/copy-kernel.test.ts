@@ -1,8 +1,8 @@
 // The library's copy kernel on the simulated driver: stream.copyBatch() moves 2 to 128 pieces of at most 64 KiB
 // between device and pinned memory in one launch, byte for byte, on any driver version and on the legacy default
 // stream; other batches go to the driver; the pieces' memory outlives the queued kernel; a kernel that cannot be
-// loaded leaves batches to the driver (tried again unless the driver can never load it), and a failed launch is a
-// CudaError that queues nothing.
+// loaded leaves batches to the driver (tried again unless the driver can never load it), so does a launch the driver
+// refuses, and a sticky fault at the launch is a CudaError.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -208,16 +208,35 @@ for (const [result, retried] of [['CUDA_ERROR_OUT_OF_MEMORY', true], ['CUDA_ERRO
   }
 }
 
-test('a failed launch of the copy kernel is a CudaError naming it and the batch; nothing is queued or left behind, and a retry lands', needsCompiler, async (t) => {
-  const { result, calls } = await withCounts<{ rounds: ({ name: string; code: string; message: string } | boolean)[]; live: number }>(t, twoPieces, {
+test('a launch of the copy kernel refused without a sticky fault leaves the batch to the driver, byte for byte; the next batch launches again', needsCompiler, async (t) => {
+  const { result, calls } = await withCounts<{ rounds: unknown[]; live: number }>(t, twoPieces, {
     fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES',
   });
-  const [error, ...later] = result.rounds;
-  assert.ok(typeof error === 'object', JSON.stringify(result.rounds));
-  assert.equal(error.name, 'CudaError');
-  assert.equal(error.code, 'CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES');
-  assert.match(error.message, /^CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: cuLaunchKernel failed on device 0, stream \d+, the library's copy kernel for a batch of 2 copies, 8192 bytes/);
-  assert.deepEqual(later, [true, true]);
+  assert.deepEqual(result.rounds, [true, true, true]);
   assert.equal(result.live, 0);
   assert.equal(calls.cuLaunchKernel, 3, JSON.stringify(calls));
+  assert.equal(calls.cuMemcpyBatchAsync, 1, JSON.stringify(calls));
+});
+
+test('a launch of the copy kernel that meets a sticky fault is a CudaError naming it and the batch', needsCompiler, async () => {
+  const result = await simulatedJson<{ error: { name: string; code: string; message: string; sticky: boolean } }>(
+    `${setup}
+     const stream = Stream.create();
+     const device = DeviceBuffer.alloc(8192, { stream });
+     const pinned = PinnedBuffer.alloc(8192);
+     let error;
+     try {
+       stream.copyBatch([{ dst: device, src: pinned, byteLength: 4096 }, { dst: device, src: pinned, dstOffset: 4096, srcOffset: 4096, byteLength: 4096 }]);
+     } catch (e) {
+       error = { name: e.name, code: e.code, message: e.message, sticky: e.sticky };
+     }
+     device.free();
+     pinned.free();
+     console.log(JSON.stringify({ error }));`,
+    { fail: 'cuLaunchKernel@any:1=CUDA_ERROR_ILLEGAL_ADDRESS' },
+  );
+  assert.equal(result.error.name, 'CudaError');
+  assert.equal(result.error.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.equal(result.error.sticky, true);
+  assert.match(result.error.message, /^CUDA_ERROR_ILLEGAL_ADDRESS: cuLaunchKernel failed on device 0, stream \d+, the library's copy kernel for a batch of 2 copies, 8192 bytes/);
 });

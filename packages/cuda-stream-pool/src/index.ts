@@ -7,7 +7,7 @@ import { warnAboutEnvironment } from './binding/environment.js';
 export { cuda, type LiveObjects } from './binding/cuda.js';
 export type { SubmissionStats } from './binding/binding.js';
 export { Device, type ComputeCapability, type StreamPriorityRange, type DeviceMemoryInfo, type DeviceSynchronizeOptions } from './device/device.js';
-export { DevicePartition } from './device/partition.js';
+export { DevicePartition, type WorkQueueConfiguration } from './device/partition.js';
 export { Stream, type StreamOptions, type WaitOptions, type CaptureOptions, type CopyOperand, type BatchCopy } from './stream/stream.js';
 export { Graph, GraphExec, type GraphKernelNode } from './graph/graph.js';
 export { type CaptureMode } from './stream/capture.js';

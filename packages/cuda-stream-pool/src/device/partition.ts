@@ -6,6 +6,18 @@ import { UnsupportedError } from '../binding/errors.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, lockFields, outOfRange, validateInteger } from '../internal/validate.js';
 import type { Device } from './device.js';
 
+/** A partition's work-queue configuration (CUdevWorkqueueConfigResource, CUDA 13.1): see
+ * {@link DevicePartition.workQueues}. */
+export interface WorkQueueConfiguration {
+  /** The number of stream-ordered workloads the partition is expected to run at once (by default the device's
+   * connection count, `CUDA_DEVICE_MAX_CONNECTIONS`); more may run, without the promise of queues of their own. */
+  readonly concurrencyLimit: number;
+  /** True when the partition's work keeps to hardware queues of its own where it can
+   * (CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED); false when it shares every queue of the device with every context
+   * (CU_WORKQUEUE_SCOPE_DEVICE_CTX, the driver's default, which the library keeps). */
+  readonly balanced: boolean;
+}
+
 /** Every DevicePartition made by the library: the brand that receivers are checked against. */
 const instances = new WeakSet<object>();
 
@@ -26,12 +38,9 @@ export class DevicePartition {
   /** The multiprocessors asked for, or `undefined` for the partition of those left over. */
   readonly requestedMultiprocessors: number | undefined;
   /** How its work reaches the device's hardware work queues, as the driver configured the partition (CUDA 13.1 and
-   * later; `undefined` with an older driver, or where the driver does not say): `concurrencyLimit`, the number of
-   * stream-ordered workloads it expects at once (by default the device's connection count, `CUDA_DEVICE_MAX_CONNECTIONS`),
-   * and `balanced`, whether its work keeps to queues of its own where it can (else it shares every queue of the device
-   * with every context, the driver's default). Read once, at the split (cuGreenCtxGetDevResource with
-   * CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). */
-  readonly workQueues: Readonly<{ concurrencyLimit: number; balanced: boolean }> | undefined;
+   * later); `undefined` with an older driver, or where the driver does not say. Read once, at the split
+   * (cuGreenCtxGetDevResource with CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). A frozen object. */
+  readonly workQueues: WorkQueueConfiguration | undefined;
 
   /** @internal */
   constructor(token: symbol, device: Device, index: number, multiprocessorCount: number, requested: number | undefined, workQueues: PartitionSplit['workQueues'][number]) {

@@ -22,8 +22,10 @@ namespace csp {
 // the 4 KiB every supported driver takes), so there is no table in memory to write, keep alive or order. Each piece
 // gets blocks of its own (16 KiB per block); 16-byte vectors where both ends are 16-byte aligned, bytes elsewhere.
 // The module is the PTX of copy-kernel.cu, compiled by the driver on the first batch on each device (about a
-// millisecond) and kept as long as the primary context, that is, the process. It runs on the stream's multiprocessors
-// like any kernel: in a partition, on that partition's; behind a saturating kernel, after it.
+// millisecond) and kept as long as the primary context, that is, the process; cuda.liveObjects().modules counts the
+// user's modules only. It runs on the stream's multiprocessors like any kernel: in a partition, on that partition's;
+// behind a saturating kernel, after it. Where the module cannot be had, or a launch is refused without a sticky
+// fault, the batch goes the driver's way (cuMemcpyBatchAsync, or one by one): the same bytes either way.
 
 namespace {
 

@@ -302,13 +302,19 @@ Napi::Value copy_batch(const Napi::CallbackInfo& info) {
   if (kernel) {
     std::vector<CopyPiece> pieces(count);
     for (size_t i = 0; i < count; i++) pieces[i] = {dsts[i], srcs[i], sizes[i]};
-    check(launch_copy_kernel(kernel, stream->handle, pieces), "cuLaunchKernel", stream->device, [&] {
-      return where(*stream) + ", the library's copy kernel for a batch of " + std::to_string(count) + " copies, " +
-             std::to_string(total) + " bytes";
-    });
-    for (auto& buffer : pinned) fence_pinned(*buffer, stream);
-    for (auto& buffer : devices) note_use_after_work(*buffer, stream, environment);
-    return Napi::Boolean::New(env, true);
+    const CUresult launched = launch_copy_kernel(kernel, stream->handle, pieces);
+    // A refused launch that leaves the device usable (out of resources, say) queued nothing: the copies go the
+    // driver's way instead. A sticky fault is the device's, and is reported.
+    if (launched == CUDA_SUCCESS || is_sticky(launched)) {
+      check(launched, "cuLaunchKernel", stream->device, [&] {
+        return where(*stream) + ", the library's copy kernel for a batch of " + std::to_string(count) + " copies, " +
+               std::to_string(total) + " bytes";
+      });
+      for (auto& buffer : pinned) fence_pinned(*buffer, stream);
+      for (auto& buffer : devices) note_use_after_work(*buffer, stream, environment);
+      return Napi::Boolean::New(env, true);
+    }
+    if (!driver_batch) return Napi::Boolean::New(env, false);
   }
   CUresult r;
   if (driver.cuMemcpyBatchAsync)

@@ -196,7 +196,7 @@ function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unk
     const b = s.buffer.ptr + BigInt(srcOffset);
     const n = BigInt(byteLength);
     if (n > 0n && a < b + n && b < a + n)
-      throw invalidValue(`${name}src`, `overlaps "${name}dst": device bytes ${b} to ${b + n} and ${a} to ${a + n}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
+      throw invalidValue(`${name}src`, `overlaps "${name}dst": device memory at 0x${b.toString(16)} to 0x${(b + n).toString(16)} and 0x${a.toString(16)} to 0x${(a + n).toString(16)}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
   }
   if (s.kind === 'pageable') {
     const start = s.base + srcOffset;
@@ -238,6 +238,7 @@ interface Touched {
   end: bigint;
   index: number;
   writes: boolean;
+  registered?: boolean;
 }
 
 function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched {
@@ -246,8 +247,17 @@ function touched(op: Operand, offset: number, byteLength: number, index: number,
     const start = op.buffer.ptr + BigInt(offset);
     return { space: 'device', start, end: start + n, index, writes };
   }
-  if (op.kind === 'pinned') return { space: op.ref, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
+  if (op.kind === 'pinned') return { space: op.ref, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes, registered: op.registered };
   return { space: op.memory, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
+}
+
+/** The bytes two batched copies share, as a user can find them: device memory by address (hex, as the driver and
+ * `buffer.ptr` give it), host memory by offset in its buffer. */
+function sharedRange(a: Touched, b: Touched): string {
+  const start = a.start > b.start ? a.start : b.start;
+  const end = a.end < b.end ? a.end : b.end;
+  if (a.space === 'device') return `device memory at 0x${start.toString(16)} to 0x${end.toString(16)}`;
+  return `${a.registered ? 'registered host' : typeof a.space === 'number' ? 'pinned' : 'host'} bytes ${start} to ${end} of the buffer`;
 }
 
 /** Queues the copies of a batch on `stream`; see `Stream.copyBatch`. @internal */
@@ -278,7 +288,7 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
     for (const t of list) {
       const clash = (t.writes ? any : writer);
       if (clash && clash.end > t.start && clash.index !== t.index)
-        throw invalidValue(`copies[${Math.max(clash.index, t.index)}]`, `overlaps copies[${Math.min(clash.index, t.index)}]: ${t.writes && clash.writes ? 'both write' : 'one writes bytes the other reads'} (${t.space === 'device' ? 'device' : typeof t.space === 'number' ? 'pinned' : 'host'} bytes ${t.start > clash.start ? t.start : clash.start} to ${t.end < clash.end ? t.end : clash.end}); the copies of a batch run in any order. Queue them as separate copies or batches.`);
+        throw invalidValue(`copies[${Math.max(clash.index, t.index)}]`, `overlaps copies[${Math.min(clash.index, t.index)}]: ${t.writes && clash.writes ? 'both write' : 'one writes bytes the other reads'} (${sharedRange(t, clash)}); the copies of a batch run in any order. Queue them as separate copies or batches.`);
       if (!any || t.end > any.end) any = t;
       if (t.writes && (!writer || t.end > writer.end)) writer = t;
     }

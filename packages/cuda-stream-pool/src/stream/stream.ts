@@ -385,7 +385,8 @@ export class Stream {
    *   one launch of the library's copy kernel, which moves them all together on the stream's multiprocessors (the
    *   copy engines take microseconds per copy, however small; on an H200 64 pieces of 4 KiB land about 9 times as
    *   fast). The kernel is compiled by the driver on the first such batch on each device (a millisecond or so); where
-   *   it cannot be (a GPU older than compute capability 7.5), the driver's batch serves.
+   *   it cannot be (a GPU older than compute capability 7.5), or its launch is refused without a sticky fault, the
+   *   copies go as below.
    * - Otherwise, copies between a `DeviceBuffer` and a `DeviceBuffer`, pinned memory or a pageable host source of this
    *   device: one cuMemcpyBatchAsync (CUDA 12.8 and later), which reads a pageable source before the call returns, so
    *   the bytes are those of the call (as `copy()` takes them) without the library's staging.
@@ -393,8 +394,9 @@ export class Stream {
    *   used (a driver older than CUDA 12.8 or the legacy default stream, for the driver's batch; a stream capturing a
    *   graph), one by one after the batch, as `copy()` queues them.
    * @throws as {@link Stream.copy}, naming the entry (`"copies[3].dst"`); `TypeError` ERR_INVALID_ARG_TYPE when
-   * `copies` is not an array of objects; {@link CudaError} naming cuMemcpyBatchAsync, or cuLaunchKernel and the copy
-   * kernel, with the number of copies and their bytes, when the driver refuses the batch (nothing of it was queued).
+   * `copies` is not an array of objects; {@link CudaError} naming cuMemcpyBatchAsync, with the number of copies and
+   * their bytes, when the driver refuses the batch (nothing of it was queued), or cuLaunchKernel and the copy kernel
+   * when its launch meets a sticky fault of the device.
    * Wraps: cuLaunchKernel of the library's copy kernel (cuModuleLoadDataEx once per device); cuMemcpyBatchAsync
    * (CU_MEMCPY_SRC_ACCESS_ORDER_STREAM; DURING_API_CALL for pageable sources).
    * Thread-safety: any thread that has the operands.
