@@ -4,30 +4,15 @@
 // loaded leaves batches to the driver (tried again unless the driver can never load it), so does a launch the driver
 // refuses, and a sticky fault at the launch is a CudaError.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 
-import { collectGarbage, needsCompiler, simulatedJson, type SimulatedOptions } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson, simulatedJsonWithCalls } from '../support/simulated-driver.js';
 
 const setup = `
   import { cuda, DeviceBuffer, HostRegistration, PinnedBuffer, Stream } from 'cuda-stream-pool';
   const pattern = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 7 + seed) & 255);
   const same = (a, b) => a.length === b.length && a.every((v, i) => v === b[i]);
   const outcome = (f) => { try { f(); return 'queued'; } catch (e) { return { name: e.name, code: e.code, message: e.message }; } };`;
-
-/** Every thread's driver calls, added up (with deferred submission, other threads issue the recorded work). */
-async function withCounts<T>(t: TestContext, source: string, options: SimulatedOptions = {}): Promise<{ result: T; calls: Record<string, number> }> {
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-copy-kernel-'));
-  t.after(() => rmSync(folder, { recursive: true, force: true }));
-  const file = path.join(folder, 'counts.json');
-  const result = await simulatedJson<T>(source, { ...options, env: { ...options.env, SIMULATED_DRIVER_COUNTS: file } });
-  const calls: Record<string, number> = {};
-  for (const thread of Object.values(JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>))
-    for (const [entry, count] of Object.entries(thread)) calls[entry] = (calls[entry] ?? 0) + count;
-  return { result, calls };
-}
 
 /** One batch of every direction the kernel takes, at odd offsets and sizes, up to the largest piece, queued while
  * the driver delays each operation; whether each piece landed, with the bytes beside each left alone. */
@@ -73,8 +58,8 @@ for (const [name, streamExpression, version] of [
   ['a created stream, a CUDA 12.6 driver without cuMemcpyBatchAsync', 'Stream.create()', '12060'],
   ['the legacy default stream, which cuMemcpyBatchAsync refuses', 'Stream.legacy()', '13000'],
 ] as const) {
-  test(`small pieces between device and pinned memory land byte for byte through one launch of the copy kernel: ${name}`, needsCompiler, async (t) => {
-    const { result, calls } = await withCounts<{ landed: boolean[]; live: number[] }>(t, everyDirection(streamExpression), {
+  test(`small pieces between device and pinned memory land byte for byte through one launch of the copy kernel: ${name}`, needsCompiler, async () => {
+    const { result, calls } = await simulatedJsonWithCalls<{ landed: boolean[]; live: number[] }>(everyDirection(streamExpression), {
       operationDelayUs: 300,
       env: { SIMULATED_DRIVER_VERSION: version },
     });
@@ -131,7 +116,7 @@ test('the pinned memory of a queued kernel copy is not handed out again, once it
   assert.equal(result.modules, 0);
 });
 
-test('the kernel takes 2 to 128 pieces of at most 64 KiB, none pageable, registered memory where the device addresses it; other batches go to the driver', needsCompiler, async (t) => {
+test('the kernel takes 2 to 128 pieces of at most 64 KiB, none pageable, registered memory where the device addresses it; other batches go to the driver', needsCompiler, async () => {
   const source = `${setup}
     const stream = Stream.create();
     const device = DeviceBuffer.alloc(1 << 20, { stream });
@@ -165,7 +150,7 @@ test('the kernel takes 2 to 128 pieces of at most 64 KiB, none pageable, registe
     pinned.free();
     await stream.synchronize();
     console.log(JSON.stringify({ names: Object.keys(batches) }));`;
-  const launched = async (env: Record<string, string>) => (await withCounts<{ names: string[] }>(t, source, { env })).calls;
+  const launched = async (env: Record<string, string>) => (await simulatedJsonWithCalls<{ names: string[] }>(source, { env })).calls;
   const addressable = await launched({});
   // two, most, largest and registered: four launches; one, tooMany, tooLarge and pageable went to the driver.
   assert.equal(addressable.cuLaunchKernel, 4, JSON.stringify(addressable));
@@ -195,8 +180,8 @@ const twoPieces = `${setup}
 
 for (const [result, retried] of [['CUDA_ERROR_OUT_OF_MEMORY', true], ['CUDA_ERROR_UNSUPPORTED_PTX_VERSION', false]] as const) {
   for (const entry of ['cuModuleLoadDataEx', 'cuModuleGetFunction'] as const) {
-    test(`a ${entry} failing with ${result} leaves the batch to the driver, byte for byte, and the kernel is ${retried ? 'loaded again next time' : 'never asked for again'}`, needsCompiler, async (t) => {
-      const { result: out, calls } = await withCounts<{ rounds: unknown[]; live: number }>(t, twoPieces, { fail: `${entry}@any:1=${result}` });
+    test(`a ${entry} failing with ${result} leaves the batch to the driver, byte for byte, and the kernel is ${retried ? 'loaded again next time' : 'never asked for again'}`, needsCompiler, async () => {
+      const { result: out, calls } = await simulatedJsonWithCalls<{ rounds: unknown[]; live: number }>(twoPieces, { fail: `${entry}@any:1=${result}` });
       assert.deepEqual(out.rounds, [true, true, true]);
       assert.equal(out.live, 0);
       assert.equal(calls.cuModuleLoadDataEx, retried ? 2 : 1, JSON.stringify(calls));
@@ -208,8 +193,8 @@ for (const [result, retried] of [['CUDA_ERROR_OUT_OF_MEMORY', true], ['CUDA_ERRO
   }
 }
 
-test('a launch of the copy kernel refused without a sticky fault leaves the batch to the driver, byte for byte; the next batch launches again', needsCompiler, async (t) => {
-  const { result, calls } = await withCounts<{ rounds: unknown[]; live: number }>(t, twoPieces, {
+test('a launch of the copy kernel refused without a sticky fault leaves the batch to the driver, byte for byte; the next batch launches again', needsCompiler, async () => {
+  const { result, calls } = await simulatedJsonWithCalls<{ rounds: unknown[]; live: number }>(twoPieces, {
     fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES',
   });
   assert.deepEqual(result.rounds, [true, true, true]);

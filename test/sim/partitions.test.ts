@@ -4,12 +4,9 @@
 // copies, events, workers, deferred submission), and a driver without green contexts, or one that fails a call,
 // gives a typed error and leaves everything else working.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { needsCompiler, simulatedJson, simulatedJsonWithCalls } from '../support/simulated-driver.js';
 
 const setup = `
   import { readFileSync } from 'node:fs';
@@ -17,11 +14,8 @@ const setup = `
   const outcome = (f) => { try { const v = f(); return v === undefined ? 'done' : v; } catch (e) { return { name: e.name, code: e.code, message: e.message }; } };
   const shape = (partitions) => partitions.map((p) => [p.index, p.multiprocessorCount, p.requestedMultiprocessors ?? null]);`;
 
-test('a device is split once per process: the counts are rounded up, the rest is a partition, and the same split comes back', needsCompiler, async (t) => {
-  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-partition-'));
-  t.after(() => rmSync(folder, { recursive: true, force: true }));
-  const counts = path.join(folder, 'counts.json');
-  const result = await simulatedJson<{ before: unknown; split: unknown; again: boolean; read: boolean; other: { code: string; message: string }; frozen: boolean; streams: unknown[] }>(
+test('a device is split once per process: the counts are rounded up, the rest is a partition, and the same split comes back', needsCompiler, async () => {
+  const { result, calls } = await simulatedJsonWithCalls<{ before: unknown; split: unknown; again: boolean; read: boolean; other: { code: string; message: string }; frozen: boolean; streams: unknown[] }>(
     `${setup}
      const device = Device.get(0);
      const before = device.partitions ?? null;
@@ -40,12 +34,10 @@ test('a device is split once per process: the counts are rounded up, the rest is
      whole.destroy();
      pool.destroy();
      console.log(JSON.stringify({ before, split: shape(split), again, read, other, frozen: Object.isFrozen(split), streams }));`,
-    { env: { SIMULATED_DRIVER_COUNTS: counts } },
   );
   assert.deepEqual(result.streams, [true, null, true, true, true]);
   // The driver was asked by the read before the split and twice by the split (its limits, then the split itself);
   // the repeated partition() calls, the later reads and the streams' getters were answered without it.
-  const calls = (JSON.parse(readFileSync(counts, 'utf8')) as Record<string, Record<string, number>>)['main/1']!;
   assert.equal(calls.cuDeviceGetDevResource, 3, JSON.stringify(calls));
   assert.equal(result.before, null);
   assert.deepEqual(result.split, [[0, 8, 7], [1, 32, 30], [2, 92, null]]);

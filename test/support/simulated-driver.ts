@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -81,6 +81,23 @@ export async function simulatedJson<T = unknown>(source: string, options: Simula
   assert.doesNotMatch(result.stderr, /simulated driver:/);
   const lines = result.stdout.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]!) as T;
+}
+
+/** Runs `source` as {@link simulatedJson} does, with the simulated driver counting calls (SIMULATED_DRIVER_COUNTS):
+ * returns the JSON and each entry point's calls, every thread's added together (with deferred submission,
+ * submission threads issue what the JS thread recorded). */
+export async function simulatedJsonWithCalls<T = unknown>(source: string, options: SimulatedOptions = {}): Promise<{ result: T; calls: Record<string, number> }> {
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-counts-'));
+  try {
+    const file = path.join(folder, 'counts.json');
+    const result = await simulatedJson<T>(source, { ...options, env: { ...options.env, SIMULATED_DRIVER_COUNTS: file } });
+    const calls: Record<string, number> = {};
+    for (const thread of Object.values(JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>))
+      for (const [entry, count] of Object.entries(thread)) calls[entry] = (calls[entry] ?? 0) + count;
+    return { result, calls };
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 }
 
 /** Source to put at the top of a {@link runSimulated} snippet: `gc()`, and `await collectUntil(done)`, which collects

@@ -1,7 +1,6 @@
 #include "internal/copy-kernel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 
 #include "device/device.h"
