@@ -32,7 +32,23 @@ test('steadySync keeps a loop slower than 5 ms per call at the minimum, and warm
   }, { minCalls: 1, runs: 3 });
   assert.equal(sample.callsPerRun, 1);
   assert.ok(sample.median >= 6e6, `${sample.median} ns per call`);
-  assert.ok(runs <= 3 * 20 + 3, `${runs} runs: the warm-up is bounded`);
+  // 250 ms of uncounted warm-up (about 42 runs of 6 ms), 20 rounds of 3 runs, the 3 measured runs.
+  assert.ok(runs <= Math.ceil(250 / 6) + 3 + 3 * 20 + 3, `${runs} runs: the warm-up is bounded`);
+});
+
+test('steadySync does not settle a loop capped at few calls per run before it has made 20,000 calls', () => {
+  // Slow for its first 5,000 calls, as an interpreted loop is before V8 optimizes it, and steady at both speeds.
+  let made = 0;
+  const spin = (ns: number): void => {
+    const until = process.hrtime.bigint() + BigInt(ns);
+    while (process.hrtime.bigint() < until);
+  };
+  const sample = steadySync((calls) => {
+    for (let i = 0; i < calls; i++) spin(made++ < 5000 ? 20_000 : 2_000);
+  }, { minCalls: 200, maxCalls: 200, runs: 5 });
+  assert.equal(sample.callsPerRun, 200);
+  assert.ok(made >= 20_000, `${made} calls`);
+  assert.ok(sample.median < 10_000, `${sample.median} ns per call: measured before the loop got fast`);
 });
 
 test('steadyAsync measures an awaiting loop the same way; timeSync keeps its minimum calls per run', async () => {
