@@ -65,6 +65,13 @@ function typedFillValue(value: unknown, type: FillType): number {
   }
 }
 
+/** The name of a copy's argument in messages, built only when one is thrown: `dst`, `src` and `options.byteLength` of
+ * a single copy (`index` -1), `copies[3].dst` and `copies[3].byteLength` of a batch's copy 3. */
+function argumentName(index: number, field: string): string {
+  if (index >= 0) return `copies[${index}].${field}`;
+  return field === 'dst' || field === 'src' ? field : `options.${field}`;
+}
+
 const OPERAND_TYPES = 'a DeviceBuffer, a ManagedBuffer, a PinnedBuffer, an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView';
 
 type Operand =
@@ -80,7 +87,7 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, call:
 
 /** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
  * intrinsic getters (memory/host-views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
-function operand(value: unknown, name: string, call: string): Operand {
+function operand(value: unknown, index: number, field: 'dst' | 'src', call: string): Operand {
   if (deviceBuffers.is(value))
     return { kind: 'device', buffer: value, ref: deviceBuffers.ref(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
   if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, ref: managedBuffers.ref(value, call), length: value.byteLength };
@@ -96,12 +103,12 @@ function operand(value: unknown, name: string, call: string): Operand {
     length = memoryByteLength(value);
     detached = isDetached(value);
   } else {
-    throw invalidType(name, OPERAND_TYPES, value, '', operand);
+    throw invalidType(argumentName(index, field), OPERAND_TYPES, value, '', operand);
   }
   // A freed PinnedBuffer detaches its views: that is a DestroyedError, found before the detach.
   const record = pinnedRecordOf(memory);
   if (record && !(record.registered && detached)) return pinnedOperand(record, base, length, call);
-  if (detached) throw detachedError(name, memory !== value);
+  if (detached) throw detachedError(argumentName(index, field), memory !== value);
   return { kind: 'pageable', memory, base, length };
 }
 
@@ -126,22 +133,31 @@ function stillPending(memory: ArrayBufferLike): Pending[] {
   return pending;
 }
 
-function checkOffset(value: unknown, name: string, size: number, what: string): number {
+/** An offset option (`field`, named as {@link argumentName} does): an integer from 0 to `size`, the bytes of `what`;
+ * 0 when undefined. */
+function checkOffset(value: unknown, index: number, field: string, size: number, what: string): number {
   if (value === undefined) return 0;
-  if (typeof value !== 'number') throw invalidType(name, 'an integer', value, '', checkOffset);
+  if (typeof value !== 'number') throw invalidType(argumentName(index, field), 'an integer', value, '', checkOffset);
   if (!Number.isInteger(value) || value < 0 || value > size)
-    throw outOfRange(name, `an integer from 0 to ${size} (${what} is ${size} bytes)`, value, '', checkOffset);
+    throw outOfRange(argumentName(index, field), `an integer from 0 to ${size} (${what} is ${size} bytes)`, value, '', checkOffset);
   return value;
 }
 
-/** `options.byteLength` of copy and fill: an integer from 0 to `available` (`what` says what that many bytes are);
- * `available` when undefined. */
-function checkByteLength(value: unknown, available: number, what: string, name = 'options.byteLength'): number {
+/** The `byteLength` option of copy and fill: an integer from 0 to `available`, the `length` bytes of `owner` from
+ * the offset option `offsetField` (`offset`) on; `available` when undefined. */
+function checkByteLength(value: unknown, available: number, index: number, owner: 'source' | 'buffer', length: number, offsetField: string, offset: number): number {
   if (value === undefined) return available;
-  if (typeof value !== 'number') throw invalidType(name, 'an integer', value);
+  const name = (): string => argumentName(index, 'byteLength');
+  if (typeof value !== 'number') throw invalidType(name(), 'an integer', value);
   if (!Number.isInteger(value) || value < 0 || value > available)
-    throw outOfRange(name, `an integer from 0 to ${available} (${what})`, value);
+    throw outOfRange(name(), `an integer from 0 to ${available} (the ${owner}'s ${length} bytes from "${argumentName(index, offsetField)}" ${offset})`, value);
   return value;
+}
+
+/** Throws when `op`, device or managed memory, is not on the stream's device. */
+function checkStreamDevice(stream: StreamFacts, op: Operand, index: number, field: 'dst' | 'src'): void {
+  if (addressed(op) && op.buffer.device !== stream.device)
+    throw invalidValue(argumentName(index, field), `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
 }
 
 /** A copy checked and ready to queue: its operands, offsets and length. */
@@ -155,54 +171,58 @@ interface CheckedCopy {
   byteLength: number;
 }
 
-/** Every check of one copy on `stream`, as `stream.copy()` makes them; `name` prefixes the argument names in
- * messages (`''` for stream.copy, `'copies[3].'` for a batch). */
-function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call: string, name = ''): CheckedCopy {
-  const o = validateOptions<CopyOptions>(options, name ? name.slice(0, -1) : 'options', 'copy', name ? ['byteLength', 'dstOffset', 'srcOffset', 'dst', 'src'] : ['byteLength', 'dstOffset', 'srcOffset']);
-  const option = name || 'options.';
-  const d = operand(dst, `${name}dst`, call);
-  const s = operand(src, `${name}src`, call);
+const COPY_OPTIONS = ['byteLength', 'dstOffset', 'srcOffset'] as const;
+const BATCH_COPY_KEYS = ['byteLength', 'dstOffset', 'srcOffset', 'dst', 'src'] as const;
+
+/** Every check of one copy on `stream`, as `stream.copy()` makes them; `index` is the copy's place in a batch, -1 for
+ * `stream.copy()` (argument names in messages: {@link argumentName}). Names are built only for a message: a batch
+ * checks its copies one by one, so this is the per-copy cost of `copyBatch`. */
+function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call: string, index = -1): CheckedCopy {
+  const o = index < 0 ? validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS) : validateOptions<CopyOptions>(options, () => `copies[${index}]`, 'copy', BATCH_COPY_KEYS);
+  const d = operand(dst, index, 'dst', call);
+  const s = operand(src, index, 'src', call);
   if (!addressed(d) && !addressed(s))
-    throw invalidValue(`${name}dst`, `and "${name}src" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).`);
+    throw invalidValue(argumentName(index, 'dst'), `and "${argumentName(index, 'src')}" are both host memory; one of them must be a DeviceBuffer (copy between host arrays with TypedArray.prototype.set()).`);
   if ((d.kind === 'managed' && !addressed(s)) || (s.kind === 'managed' && !addressed(d)))
-    throw invalidValue(d.kind === 'managed' ? `${name}src` : `${name}dst`, 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
+    throw invalidValue(argumentName(index, d.kind === 'managed' ? 'src' : 'dst'), 'is host memory and the other operand a ManagedBuffer, which the host reads and writes directly: use its bytes or view() after synchronizing.');
   // Between DeviceBuffers of two devices the stream may be on either device (a peer copy); every other copy stays on
   // the stream's device.
   if (d.kind === 'device' && s.kind === 'device' && d.buffer.device !== s.buffer.device) {
     if (stream.device !== d.buffer.device && stream.device !== s.buffer.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but a copy from device ${s.buffer.device.ordinal} to device ${d.buffer.device.ordinal} is ordered on a stream of one of those two devices.`);
   } else {
-    for (const [side, op] of [[`${name}dst`, d], [`${name}src`, s]] as const)
-      if (addressed(op) && op.buffer.device !== stream.device)
-        throw invalidValue(side, `is a ${op.buffer.constructor.name} on device ${op.buffer.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
+    checkStreamDevice(stream, d, index, 'dst');
+    checkStreamDevice(stream, s, index, 'src');
   }
   // Before the ranges: a length-tracking view of a shrunk buffer would otherwise be refused for its length.
   if (d.kind === 'pageable' && isResizable(d.memory))
-    throw invalidValue(`${name}dst`, 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
-  const srcOffset = checkOffset(o.srcOffset, `${option}srcOffset`, s.length, 'the source');
-  const dstOffset = checkOffset(o.dstOffset, `${option}dstOffset`, d.length, 'the destination');
+    throw invalidValue(argumentName(index, 'dst'), 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
+  const srcOffset = checkOffset(o.srcOffset, index, 'srcOffset', s.length, 'the source');
+  const dstOffset = checkOffset(o.dstOffset, index, 'dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
   const room = d.length - dstOffset;
-  const byteLength = checkByteLength(o.byteLength, available, `the source's ${s.length} bytes from "${option}srcOffset" ${srcOffset}`, `${option}byteLength`);
-  if (byteLength > room)
+  const byteLength = checkByteLength(o.byteLength, available, index, 'source', s.length, 'srcOffset', srcOffset);
+  if (byteLength > room) {
+    const name = (field: string): string => argumentName(index, field);
     throw outOfRange(
-      `${option}byteLength`,
-      `at most ${room} to fit the destination (its ${d.length} bytes from "${option}dstOffset" ${dstOffset})`,
+      name('byteLength'),
+      `at most ${room} to fit the destination (its ${d.length} bytes from "${name('dstOffset')}" ${dstOffset})`,
       byteLength,
-      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "${option}srcOffset" ${srcOffset}; pass "${option}byteLength".` : '',
+      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "${name('srcOffset')}" ${srcOffset}; pass "${name('byteLength')}".` : '',
     );
+  }
   if (addressed(d) && addressed(s)) {
     const a = d.buffer.ptr + BigInt(dstOffset);
     const b = s.buffer.ptr + BigInt(srcOffset);
     const n = BigInt(byteLength);
     if (n > 0n && a < b + n && b < a + n)
-      throw invalidValue(`${name}src`, `overlaps "${name}dst": device memory at 0x${b.toString(16)} to 0x${(b + n).toString(16)} and 0x${a.toString(16)} to 0x${(a + n).toString(16)}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
+      throw invalidValue(argumentName(index, 'src'), `overlaps "${argumentName(index, 'dst')}": device memory at 0x${b.toString(16)} to 0x${(b + n).toString(16)} and 0x${a.toString(16)} to 0x${(a + n).toString(16)}; a copy between overlapping ranges is undefined. Copy through a temporary buffer.`);
   }
   if (s.kind === 'pageable') {
     const start = s.base + srcOffset;
     const hit = stillPending(s.memory).find((p) => p.start < start + byteLength && start < p.end);
     if (hit)
-      throw invalidValue(`${name}src`, `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
+      throw invalidValue(argumentName(index, 'src'), `is the destination of a device-to-host copy still pending on stream ${hit.streamId} (bytes ${hit.start} to ${hit.end} of its ArrayBuffer); await that stream's synchronize() before copying from it.`);
   }
   return { d, s, dst, src, dstOffset, srcOffset, byteLength };
 }
@@ -231,24 +251,29 @@ function queueChecked(stream: StreamFacts, sb: NativeRef, c: CheckedCopy, call: 
   }
 }
 
-/** The bytes a batched copy touches: `space` is 'device' (addresses), a pinned buffer's ref, or a host buffer. */
+/** The bytes a batched copy touches: `space` is 'device' (addresses), a pinned buffer's ref, or a host buffer;
+ * `start` and `end` are addresses or offsets in that space. */
 interface Touched {
   space: unknown;
-  start: bigint;
-  end: bigint;
+  start: number;
+  end: number;
   index: number;
   writes: boolean;
   registered?: boolean;
 }
 
-function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched {
-  const n = BigInt(byteLength);
+/** What `op` touches, or undefined for device memory whose addresses a double does not hold exactly (at or above
+ * 2^53; unified addresses on Linux lie far below, but the batch then takes the safe path). Numbers, not BigInts: the
+ * overlap check runs per copy, and BigInt arithmetic and comparisons were most of a small batch's cost. */
+function touched(op: Operand, offset: number, byteLength: number, index: number, writes: boolean): Touched | undefined {
   if (op.kind === 'device' || op.kind === 'managed') {
-    const start = op.buffer.ptr + BigInt(offset);
-    return { space: 'device', start, end: start + n, index, writes };
+    const start = Number(op.buffer.ptr) + offset;
+    if (!Number.isSafeInteger(start + byteLength)) return undefined;
+    return { space: 'device', start, end: start + byteLength, index, writes };
   }
-  if (op.kind === 'pinned') return { space: op.ref, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes, registered: op.registered };
-  return { space: op.memory, start: BigInt(op.base + offset), end: BigInt(op.base + offset) + n, index, writes };
+  const start = op.base + offset;
+  if (op.kind === 'pinned') return { space: op.ref, start, end: start + byteLength, index, writes, registered: op.registered };
+  return { space: op.memory, start, end: start + byteLength, index, writes };
 }
 
 /** The bytes two batched copies share, as a user can find them: device memory by address (hex, as the driver and
@@ -268,21 +293,35 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
     const entry: unknown = copies[i];
     if (typeof entry !== 'object' || entry === null) throw invalidType(`copies[${i}]`, 'an object { dst, src, byteLength?, dstOffset?, srcOffset? }', entry);
     const { dst, src } = entry as { dst: unknown; src: unknown };
-    checked.push(checkCopy(stream, dst, src, entry, 'stream.copyBatch', `copies[${i}].`));
+    checked.push(checkCopy(stream, dst, src, entry, 'stream.copyBatch', i));
   }
-  // The copies of a batch run in any order and at once: none may write bytes that another reads or writes.
+  // The copies of a batch run in any order and at once: none may write bytes that another reads or writes. Where an
+  // address is beyond what the check holds exactly, the copies are queued one by one, in order, which needs no check.
   const regions = new Map<unknown, Touched[]>();
-  checked.forEach((c, index) => {
-    if (c.byteLength === 0) return;
-    for (const t of [touched(c.d, c.dstOffset, c.byteLength, index, true), touched(c.s, c.srcOffset, c.byteLength, index, false)]) {
-      if (!t) continue;
-      const list = regions.get(t.space);
-      if (list) list.push(t);
-      else regions.set(t.space, [t]);
+  const add = (t: Touched | undefined): boolean => {
+    if (!t) return false;
+    const list = regions.get(t.space);
+    if (list) list.push(t);
+    else regions.set(t.space, [t]);
+    return true;
+  };
+  let inOrder = false;
+  for (let index = 0; index < checked.length; index++) {
+    const c = checked[index]!;
+    if (c.byteLength === 0) continue;
+    if (!add(touched(c.d, c.dstOffset, c.byteLength, index, true)) || !add(touched(c.s, c.srcOffset, c.byteLength, index, false))) {
+      inOrder = true;
+      regions.clear();
+      break;
     }
-  });
+  }
   for (const list of regions.values()) {
-    list.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+    // Pieces usually come in address order: sorting only when they do not saves most of the check's cost.
+    for (let i = 1; i < list.length; i++)
+      if (list[i]!.start < list[i - 1]!.start) {
+        list.sort((a, b) => a.start - b.start);
+        break;
+      }
     let writer: Touched | undefined; // the write reaching furthest so far
     let any: Touched | undefined; // the region reaching furthest so far
     for (const t of list) {
@@ -299,7 +338,7 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
   const capturing = captureStatus(sb) !== 0;
   for (const c of checked) {
     if (c.byteLength === 0) continue;
-    const batchable = !capturing && (c.d.kind === 'device' || c.d.kind === 'pinned') && c.s.kind !== 'managed' && !isPeer(c.d, c.s);
+    const batchable = !inOrder && !capturing && (c.d.kind === 'device' || c.d.kind === 'pinned') && c.s.kind !== 'managed' && !isPeer(c.d, c.s);
     (batchable ? batched : single).push(c);
   }
   if (batched.length > 0 && !queueBatch(sb, batched)) single.unshift(...batched);
@@ -350,7 +389,7 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
   const width = validateInteger(o.widthBytes, 'options.widthBytes', 0, Number.MAX_SAFE_INTEGER);
   const height = validateInteger(o.height, 'options.height', 0, Number.MAX_SAFE_INTEGER);
   const sides = ([['dst', dst, o.dstPitch, o.dstOffset], ['src', src, o.srcPitch, o.srcOffset]] as const).map(([name, value, pitchOption, offsetOption]) => {
-    const op = operand(value, name, 'stream.copy2D');
+    const op = operand(value, -1, name, 'stream.copy2D');
     if (op.kind === 'pageable')
       throw invalidValue(name, 'is pageable host memory; a 2D copy takes pinned memory: a PinnedBuffer (or a view of one), or a buffer registered with HostRegistration.');
     if (op.kind === 'managed') throw invalidValue(name, 'is a ManagedBuffer; 2D copies take DeviceBuffers and pinned host memory.');
@@ -359,7 +398,7 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
     const own = op.kind === 'device' ? deviceBuffers.pitch(op.buffer) : undefined;
     const pitch = pitchOption === undefined ? own ?? width : validateInteger(pitchOption, `options.${name}Pitch`, 0, Number.MAX_SAFE_INTEGER);
     if (pitch < width) throw outOfRange(`options.${name}Pitch`, `at least "options.widthBytes" (${width})`, pitch, pitchOption === undefined ? 'It defaulted to "options.widthBytes" or the buffer\'s pitch.' : '');
-    const offset = checkOffset(offsetOption, `options.${name}Offset`, op.length, name === 'dst' ? 'the destination' : 'the source');
+    const offset = checkOffset(offsetOption, -1, `${name}Offset`, op.length, name === 'dst' ? 'the destination' : 'the source');
     const extent = height === 0 || width === 0 ? 0 : (height - 1) * pitch + width;
     if (extent > op.length - offset)
       throw outOfRange('options.height', `at most ${width === 0 ? height : Math.floor((op.length - offset - width) / pitch) + 1} rows to fit the ${name === 'dst' ? 'destination' : 'source'} (${op.length} bytes from offset ${offset}, rows ${pitch} bytes apart)`, height);
@@ -385,6 +424,10 @@ export function copy2DOnStream(stream: StreamFacts, dst: unknown, src: unknown, 
   }
 }
 
+// copyBatch's layout, reused: a new Float64Array per batch (a backing store allocated and zeroed) cost as much as the
+// checks of all its copies. The native call reads it before returning.
+let layoutScratch = new Float64Array(5 * 128);
+
 /** Queues `copies` with the library's copy kernel or one cuMemcpyBatchAsync (see Note [batched copies] in
  * stream/copy.cc); false (nothing queued) where neither can be used. */
 function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
@@ -392,7 +435,8 @@ function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
   const index = new Map<unknown, number>();
   const operands: unknown[] = [];
   const kinds: number[] = [];
-  const layout = new Float64Array(copies.length * 5);
+  if (layoutScratch.length < copies.length * 5) layoutScratch = new Float64Array(Math.max(copies.length * 5, 2 * layoutScratch.length));
+  const layout = layoutScratch;
   const place = (op: Operand): number => {
     if (op.kind === 'managed') throw new Error('cuda-stream-pool internal: managed memory is not batched');
     const key = op.kind === 'pageable' ? op.memory : op.ref;
@@ -415,7 +459,7 @@ function queueBatch(sb: NativeRef, copies: readonly CheckedCopy[]): boolean {
     layout[5 * i + 4] = c.byteLength;
   }
   try {
-    return native.copyBatch(sb, operands as NativeRef[], Uint8Array.from(kinds), layout);
+    return native.copyBatch(sb, operands as NativeRef[], Uint8Array.from(kinds), layout.subarray(0, copies.length * 5));
   } catch (error) {
     throw renameDestroyed(error, 'stream.copyBatch');
   }
@@ -489,14 +533,14 @@ export function fillOnStream(stream: StreamFacts, dst: unknown, value: unknown, 
   const ref = deviceBuffers.ref(dst, 'stream.fill');
   if (dst.device !== stream.device)
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
-  const offset = checkOffset(o.offset, 'options.offset', dst.byteLength, 'the buffer');
+  const offset = checkOffset(o.offset, -1, 'offset', dst.byteLength, 'the buffer');
   if (offset % elementSize !== 0)
     throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
   const viewOffset = deviceBuffers.offset(dst);
   if (viewOffset % elementSize !== 0)
     throw invalidValue('dst', `is a subarray starting ${viewOffset} bytes into its buffer, which is not a multiple of the ${elementSize}-byte elements.`);
   const room = dst.byteLength - offset;
-  const byteLength = checkByteLength(o.byteLength, room, `the buffer's ${dst.byteLength} bytes from "options.offset" ${offset}`);
+  const byteLength = checkByteLength(o.byteLength, room, -1, 'buffer', dst.byteLength, 'offset', offset);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streams.ref(stream, 'stream.fill');
