@@ -102,15 +102,20 @@ test('copies of one batch that write what another reads or writes are refused, n
      refused.push(outcome(() => stream.copyBatch([{ dst: page, src: a, byteLength: 4096 }, { dst: b, src: page }])));
      const untouched = [...new Set(await a.toArray(Uint8Array, { stream }))];
      refused.push(outcome(() => stream.copyBatch([{ dst: a.subarray(0, 4096), src: pinned, byteLength: 4096 }, { dst: a.subarray(4096), src: pinned, byteLength: 4096 }])));
+     // Out of address order: the clash is between the first and the last.
+     refused.push(outcome(() => stream.copyBatch([{ dst: b, src: pinned, dstOffset: 6000, byteLength: 100 }, { dst: b, src: pinned, byteLength: 100 }, { dst: b, src: pinned, dstOffset: 6050, byteLength: 10 }])));
+     refused.push(outcome(() => stream.copyBatch([{ dst: b, src: pinned, dstOffset: 6000, byteLength: 100 }, { dst: b, src: pinned, byteLength: 100 }, { dst: b, src: pinned, dstOffset: 6100, byteLength: 10 }])));
      console.log(JSON.stringify({ refused, untouched }));`,
   );
-  const [writesTwice, writesRead, pinnedClash, hostClash, neighbours] = result.refused;
+  const [writesTwice, writesRead, pinnedClash, hostClash, neighbours, unordered, unorderedApart] = result.refused;
   assert.match(hostClash!.message, /^"copies\[1\]" overlaps copies\[0\]: one writes bytes the other reads \(host bytes 0 to 4096 of the buffer\)/);
   assert.equal(writesTwice!.code, 'ERR_INVALID_ARG_VALUE');
   assert.match(writesTwice!.message, /^"copies\[1\]" overlaps copies\[0\]: both write \(device memory at 0x[0-9a-f]+ to 0x[0-9a-f]+\); the copies of a batch run in any order\./);
   assert.match(writesRead!.message, /^"copies\[1\]" overlaps copies\[0\]: one writes bytes the other reads \(device memory at 0x/);
   assert.match(pinnedClash!.message, /^"copies\[1\]" overlaps copies\[0\]: one writes bytes the other reads \(pinned bytes 4000 to 4010 of the buffer\)/);
   assert.equal(neighbours, 'queued'); // touching ranges are not overlapping ones, and two reads of one range are fine
+  assert.match(unordered!.message, /^"copies\[2\]" overlaps copies\[0\]: both write \(device memory at 0x/);
+  assert.equal(unorderedApart, 'queued');
   assert.deepEqual(result.untouched, [1]);
 });
 

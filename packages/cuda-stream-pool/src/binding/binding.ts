@@ -232,7 +232,7 @@ export interface NativeBinding {
   handleCount(): number;
   factScratch(scratch: BigUint64Array): void;
 
-  deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef;
+  deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
   deviceBufferOpenIpc(stream: NativeRef, handle: Uint8Array, bytes: number): NativeRef;
   eventExportIpc(event: NativeRef): Uint8Array;

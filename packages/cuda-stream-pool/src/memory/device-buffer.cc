@@ -266,14 +266,17 @@ namespace {
 
 // deviceBufferAlloc(stream, bytes, exportable) -> object: stream-ordered on the stream, from the device's default pool;
 // or, exportable, from cuMemAlloc at once (Note [interprocess memory] in internal/ipc.cc), with `stream` as its
-// allocation stream all the same. The address is read apart (deviceBufferPointer): a result object with named
-// properties cost more than the allocation.
+// allocation stream all the same; -1 or -2 (the capture status negated) when the stream is capturing. The address is
+// read apart (deviceBufferPointer): a result object with named properties cost more than the allocation.
 Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_native<NativeStream>(info[0]);
   size_t bytes = to_size(info[1]);
   const bool exportable = info[2].As<Napi::Boolean>().Value();
   Use<NativeStream> use(*stream, "Stream", "DeviceBuffer.alloc");
+  // Refused on a capturing stream (Note [capture safety] in stream/capture.ts): the capture status, negated. Checked
+  // here, not by a second call from JS: that call was a sixth of an allocation's own cost.
+  if (const int status = capture_status(*stream)) return Napi::Number::New(env, -status);
   const int device = stream->device;
   make_current(device);
   // Before the object exists: a failure to find the pool must not leave an object whose bytes were never counted.
@@ -294,7 +297,8 @@ Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
 }
 
 // deviceBufferFree(ref, stream | undefined, wantMarker) -> internal event ref recorded after the free, or undefined;
-// or, refusing the free while a stream that used the buffer is capturing, that stream's capture status negated. The
+// or, refusing the free while its stream or a stream that used the buffer is capturing, that stream's capture status
+// negated. The
 // buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
 // sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
@@ -302,9 +306,18 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
   uint64_t* facts = fact_scratch(env);
   facts[0] = static_cast<uint64_t>(buffer->ptr);
-  // A use on a stream that is capturing: the free would record an event into that capture and make another stream
-  // wait on it, which the driver refuses with an isolation error that invalidates the capture. Refused before
-  // anything changes (Note [capture safety] in stream/capture.ts): -status, the stream's id in the fact scratch.
+  std::shared_ptr<NativeStream> target = info[1].IsUndefined() ? nullptr : unwrap_native<NativeStream>(info[1]);
+  // A free on a capturing stream, or a use on one: the free would record an event into that capture and make another
+  // stream wait on it, which the driver refuses with an isolation error that invalidates the capture. Refused before
+  // anything changes (Note [capture safety] in stream/capture.ts): -status, the stream's id in the fact scratch. The
+  // stream the buffer was allocated on, the default stream of the free, is its first use.
+  if (target) {
+    if (const int status = capture_status(*target)) {
+      facts[1] = target->owner().info_known ? target->owner().id : 0;
+      make_current_quiet(buffer->device);
+      return Napi::Number::New(env, -status);
+    }
+  }
   if (!buffer->retired()) {
     std::lock_guard<OrderedMutex> lock(buffer->uses_mutex);
     for (BufferUse& use : buffer->uses) {
@@ -317,7 +330,6 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
       }
     }
   }
-  std::shared_ptr<NativeStream> target = info[1].IsUndefined() ? nullptr : unwrap_native<NativeStream>(info[1]);
   std::shared_ptr<NativeEvent> marker;
   if (info[2].As<Napi::Boolean>().Value() && device_fault(buffer->device) == CUDA_SUCCESS)
     marker = create_event(buffer->device, CU_EVENT_DISABLE_TIMING, false);

@@ -8,7 +8,7 @@ import { waitFor } from '../stream/completion.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamRef, streamHandle } from '../stream/stream.js';
 import { deviceBuffers, register, streams } from '../internal/handles.js';
-import { captureRefusal, noteCaptured, requireNotCapturing } from '../stream/capture.js';
+import { captureRefusal, noteCaptured } from '../stream/capture.js';
 import { asKernelPointer, type ImplementsKernelPointer } from '../kernel/kernel-argument.js';
 import { copyOnStream } from '../stream/copy.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidState, invalidType, invalidValue, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
@@ -261,13 +261,15 @@ export class DeviceBuffer {
     const exportable = o.exportable === undefined ? false : validateBoolean(o.exportable, 'options.exportable');
     const stream = DeviceBuffer.#allocationStream(o);
     const streamHandle = streamRef(stream, 'DeviceBuffer.alloc');
-    requireNotCapturing(streamHandle, stream, 'DeviceBuffer.alloc()');
-    let ref: NativeRef;
+    let result: NativeRef | -1 | -2;
     try {
-      ref = native.deviceBufferAlloc(streamHandle, byteLength, exportable);
+      result = native.deviceBufferAlloc(streamHandle, byteLength, exportable);
     } catch (error) {
       throw renameDestroyed(error, 'DeviceBuffer.alloc'); // a stream destroyed by another thread meanwhile
     }
+    const refused = DeviceBuffer.#refusal(result);
+    if (refused !== 0) throw captureRefusal(refused, stream.id, 'DeviceBuffer.alloc()');
+    const ref = result as NativeRef;
     const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, stream.device, stream, false);
     if (exportable) buffer.#origin = 'exportable';
     adopt(buffer, ref);
@@ -553,8 +555,6 @@ export class DeviceBuffer {
       return;
     }
     const target = o.stream === undefined ? undefined : streamRef(o.stream, 'buffer.free');
-    const freeStream = o.stream ?? this.#stream;
-    if (!freeStream.destroyed) requireNotCapturing(streamRef(freeStream, 'buffer.free'), freeStream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     let refused = 0;
     try {
@@ -566,8 +566,8 @@ export class DeviceBuffer {
     if (refused !== 0) throw captureRefusal(refused, facts[1]!, 'DeviceBuffer.free()');
   }
 
-  /** The capture status (1 or 2) of a stream that used the buffer, when the native free refused because that stream
-   * is capturing (it returns the status negated); else 0. */
+  /** The capture status (1 or 2) of the stream, or of a stream that used the buffer, when the native alloc or free
+   * refused because that stream is capturing (it returns the status negated; a ref is never negative); else 0. */
   static #refusal(result: NativeRef | number | undefined): number {
     return typeof result === 'number' && result < 0 ? -result : 0;
   }
@@ -582,7 +582,6 @@ export class DeviceBuffer {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#freed !== undefined) return;
     if (this.#borrowed || this.#parent) return this.free();
-    if (!this.#stream.destroyed) requireNotCapturing(streamRef(this.#stream, 'buffer.free'), this.#stream, 'DeviceBuffer.free()');
     this.#freed = 'was freed';
     const result = native.deviceBufferFree(this.#ref, undefined, true);
     const refused = DeviceBuffer.#refusal(result);
