@@ -346,8 +346,11 @@ export const memoryOperations: Operation[] = [
             stream.copy(host, buffer);
             const copyMs = performance.now() - started;
             // The refusal holds only while the copy is pending: not when no module was left to spin with, or when the
-            // stream is idle already (pinning a new staging slab can take longer than the spin under memory pressure).
-            if (spinning && !stream.query())
+            // stream is idle already (pinning a new staging slab can take longer than the spin under memory pressure),
+            // or when the call itself took most of the spin (waiting for staging that other threads held): then the
+            // copy may finish between the query and the next call, and acceptance is right (a deferred-mode soak
+            // seed saw a 49.6 ms call).
+            if (spinning && copyMs < 25 && !stream.query())
               ctx.invalid(`a pending copy destination used as a copy source (the copy call took ${copyMs.toFixed(1)} ms)`, ['value'], () => stream.copy(buffer, host));
           } finally {
             buffer.free();
