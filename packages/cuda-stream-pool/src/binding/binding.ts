@@ -382,7 +382,9 @@ export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFa
 native.setErrorFactory(makeNativeError);
 
 /** Facts a destroying call leaves for this thread (Note [fact scratch] in src/binding/binding.h): after
- * `deviceBufferFree`, [0] is the address; after `streamDestroy`, [handle, id, priority as int64, flags]. */
+ * `deviceBufferFree`, [0] is the address, and for a free refused during a capture [1] the capturing stream's id (0
+ * where unknown) and [2] which stream (1 the given one, 2 the allocation stream, 3 another); after `streamDestroy`,
+ * [handle, id, priority as int64, flags]. */
 export const facts = new BigUint64Array(4);
 native.factScratch(facts);
 

@@ -309,22 +309,26 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   std::shared_ptr<NativeStream> target = info[1].IsUndefined() ? nullptr : unwrap_native<NativeStream>(info[1]);
   // A free on a capturing stream, or a use on one: the free would record an event into that capture and make another
   // stream wait on it, which the driver refuses with an isolation error that invalidates the capture. Refused before
-  // anything changes (Note [capture safety] in stream/capture.ts): -status, the stream's id in the fact scratch. The
-  // stream the buffer was allocated on, the default stream of the free, is its first use.
+  // anything changes (Note [capture safety] in stream/capture.ts): -status, and in the fact scratch the stream's id
+  // where the native layer knows it (0 where no wrapper ever read it: the driver refuses the question during a
+  // capture) and which stream it is: 1 the free's stream, 2 the allocation stream (the buffer's first use), 3 another.
   if (target) {
     if (const int status = capture_status(*target)) {
       facts[1] = target->owner().info_known ? target->owner().id : 0;
+      facts[2] = 1;
       make_current_quiet(buffer->device);
       return Napi::Number::New(env, -status);
     }
   }
   if (!buffer->retired()) {
     std::lock_guard<OrderedMutex> lock(buffer->uses_mutex);
-    for (BufferUse& use : buffer->uses) {
+    for (size_t k = 0; k < buffer->uses.size(); k++) {
+      BufferUse& use = buffer->uses[k];
       TryUse alive(*use.stream);
       if (!alive.alive()) continue;
       if (const int status = capture_status(*use.stream)) {
         facts[1] = use.stream->info_known ? use.stream->id : 0;
+        facts[2] = k == 0 ? 2 : 3;
         make_current_quiet(buffer->device);  // the capture check may have visited another device's context
         return Napi::Number::New(env, -status);
       }

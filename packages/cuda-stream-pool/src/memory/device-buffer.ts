@@ -3,7 +3,7 @@
 import { CU_STREAM_PER_THREAD, facts, native, type NativeRef } from '../binding/binding.js';
 import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
-import { DestroyedError, renameDestroyed } from '../binding/errors.js';
+import { DestroyedError, renameDestroyed, type CaptureError } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
 import { currentStream } from '../stream/scope.js';
 import { Stream, streamRef, streamHandle } from '../stream/stream.js';
@@ -563,13 +563,21 @@ export class DeviceBuffer {
       if (refused !== 0) this.#freed = undefined;
       else this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
     }
-    if (refused !== 0) throw captureRefusal(refused, facts[1]!, 'DeviceBuffer.free()');
+    if (refused !== 0) throw DeviceBuffer.#freeRefusal(refused);
   }
 
   /** The capture status (1 or 2) of the stream, or of a stream that used the buffer, when the native alloc or free
    * refused because that stream is capturing (it returns the status negated; a ref is never negative); else 0. */
   static #refusal(result: NativeRef | number | undefined): number {
     return typeof result === 'number' && result < 0 ? -result : 0;
+  }
+
+  /** The CaptureError of a free the native layer refused with capture status `status`, from the facts it left: the
+   * capturing stream's id (known to the native layer once the stream was made or any wrapper of it read its facts;
+   * asking the driver now would invalidate the capture), and whether it is the free's stream or one that used the
+   * buffer. */
+  static #freeRefusal(status: number): CaptureError {
+    return captureRefusal(status, facts[1]!, 'DeviceBuffer.free()', facts[2] === 3n ? 'a stream that used the buffer' : 'the stream');
   }
 
   /** Same as `free()`. */
@@ -587,7 +595,7 @@ export class DeviceBuffer {
     const refused = DeviceBuffer.#refusal(result);
     if (refused !== 0) {
       this.#freed = undefined;
-      throw captureRefusal(refused, facts[1]!, 'DeviceBuffer.free()');
+      throw DeviceBuffer.#freeRefusal(refused);
     }
     this.#ptr ??= facts[0]!;
     if (result === undefined) return;

@@ -61,9 +61,10 @@ export function requireNotCapturing(ref: NativeRef, stream: { readonly id: bigin
   if (status !== 0) throw captureRefusal(status, stream.id, operation);
 }
 
-/** The CaptureError for `operation` on a stream in capture state `status` (1 active, 2 invalidated). @internal */
-export function captureRefusal(status: number, streamId: bigint, operation: string): CaptureError {
-  const why = status === 2 ? 'the stream is capturing a graph (an invalidated capture: end it with endCapture())' : 'the stream is capturing a graph, which records work instead of running it';
+/** The CaptureError for `operation` on a stream in capture state `status` (1 active, 2 invalidated); `subject` names
+ * the capturing stream in the message where it is not the one the call was made on. @internal */
+export function captureRefusal(status: number, streamId: bigint, operation: string, subject = 'the stream'): CaptureError {
+  const why = status === 2 ? `${subject} is capturing a graph (an invalidated capture: end it with endCapture())` : `${subject} is capturing a graph, which records work instead of running it`;
   return new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
 }
 

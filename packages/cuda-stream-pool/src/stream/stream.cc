@@ -110,7 +110,7 @@ std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int prio
   // only the id needs asking.
   object->priority = std::min(std::max(priority, greatest), least);
   object->flags = flags;
-  if (drv().cuStreamGetId(object->handle, &object->id) == CUDA_SUCCESS) object->info_known = true;
+  if (drv().cuStreamGetId(object->handle, &object->id) == CUDA_SUCCESS) object->info_known.store(true, std::memory_order_release);
   return object;
 }
 
@@ -166,11 +166,11 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
     if (it != owned_streams().objects.end()) object->lender = it->second.lock();
   }
   if (object->lender && object->lender->device != device) object->lender.reset();  // the caller named another device: foreign
-  if (object->lender && object->lender->info_known) {
-    object->info_known = true;
+  if (object->lender && object->lender->info_known.load(std::memory_order_acquire)) {
     object->id = object->lender->id;
     object->priority = object->lender->priority;
     object->flags = object->lender->flags;
+    object->info_known.store(true, std::memory_order_release);
   }
   return wrap_native(info.Env(), object);
 }
@@ -186,12 +186,20 @@ Napi::Value stream_info(const Napi::CallbackInfo& info) {
   unsigned flags = object->flags;
   // Known facts are read without entering the object, so that a created stream's wrapper, which reads them on first
   // use, can still give them after destroy.
-  if (!object->info_known) {
+  if (!object->info_known.load(std::memory_order_acquire)) {
     Use<NativeStream> use(*object, "Stream", "info", QueuesNoWork{});
     make_current(object->device);
     check(drv().cuStreamGetId(object->handle, &id), "cuStreamGetId", object->device, [&] { return std::string(describe(*object)); });
     check(drv().cuStreamGetPriority(object->handle, &priority), "cuStreamGetPriority", object->device, [&] { return std::string(describe(*object)); });
     check(drv().cuStreamGetFlags(object->handle, &flags), "cuStreamGetFlags", object->device, [&] { return std::string(describe(*object)); });
+    static OrderedMutex learn_info{LockLevel::kLeaf, "stream info"};  // rare: threads asking at once get the same answers
+    std::lock_guard<OrderedMutex> lock(learn_info);
+    if (!object->info_known.load(std::memory_order_acquire)) {
+      object->id = id;
+      object->priority = priority;
+      object->flags = flags;
+      object->info_known.store(true, std::memory_order_release);
+    }
   }
   Napi::Array out = Napi::Array::New(env, 5);
   out.Set(0u, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(object->handle))));

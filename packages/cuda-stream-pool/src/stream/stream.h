@@ -94,7 +94,10 @@ struct NativeStream : NativeObject {
   void entered_for_use();
   // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
   std::atomic<int> shard{-1};
-  bool info_known = false;
+  // Set (release) once id, priority and flags hold the driver's answers: at creation, or when a wrapper first asked
+  // the driver (a borrowed foreign stream, a creation whose cuStreamGetId failed), so that a refusal read in another
+  // call or thread can name the stream. Written under learn_info's lock, never changed after.
+  std::atomic<bool> info_known{false};
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
