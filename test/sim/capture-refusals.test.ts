@@ -1,10 +1,12 @@
-// A free refused because a stream captures names that stream by the id its wrapper knows, also where the native layer
-// never learned it (here: cuStreamGetId failed when the stream was made, and the wrapper asked again later), and says
-// when the capturing stream is not the free's but one that used the buffer.
+// Frees and captures on the simulated driver, which invalidates a capture that a free or an event record on the
+// capturing stream reaches. A free refused because a stream captures names that stream by the id its wrapper knows,
+// also where the native layer never learned it (here: cuStreamGetId failed when the stream was made, and the wrapper
+// asked again later), and says when the capturing stream is not the free's but one that used the buffer. A buffer
+// forgotten and collected during a capture is freed once the capture is over, not into it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 test('a free refused during a capture names the capturing stream, whose id only its wrapper knows', needsCompiler, async () => {
   const result = await simulatedJson<{ id: string; refusals: { operation: string; streamId: string; message: string }[]; freedAfter: boolean[] }>(
@@ -41,4 +43,43 @@ test('a free refused during a capture names the capturing stream, whose id only 
   assert.match(result.refusals[1]!.message, /not allowed while the stream is capturing a graph/);
   assert.match(result.refusals[2]!.message, /not allowed while a stream that used the buffer is capturing a graph/);
   assert.deepEqual(result.freedAfter, [true, true, true]);
+});
+
+test('a buffer forgotten and collected while its stream captures is freed after the capture, which ends intact', needsCompiler, async () => {
+  const MiB = 1 << 20;
+  const result = await simulatedJson<{ duringCapture: number; nodes: number; afterCapture: number; ran: number[] }>(
+    `${collectGarbage}
+     import { cuda, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+     import { liveHandles } from '#library/binding/native-ref-lifetime.js';
+     const stream = Stream.create();
+     const pinned = PinnedBuffer.alloc(64);
+     const kept = DeviceBuffer.alloc(64, { stream });
+     (() => {
+       const forgotten = DeviceBuffer.alloc(${MiB}, { stream });
+       stream.copy(forgotten, pinned); // a use on the stream that will capture
+     })();
+     await stream.synchronize();
+     const before = cuda.liveObjects().deviceBytes;
+     const handles = liveHandles();
+     stream.beginCapture();
+     stream.fill(kept, 7);
+     await collectUntil(() => liveHandles() < handles); // the forgotten buffer's slot released: its forget action ran
+     if (liveHandles() >= handles) throw new Error('the forgotten buffer was not collected');
+     const duringCapture = before - cuda.liveObjects().deviceBytes; // 0: not freed into the capture
+     const graph = stream.endCapture();
+     const nodes = graph.nodeCount;
+     const exec = graph.instantiate();
+     exec.launch(stream);
+     await stream.synchronize();
+     await collectUntil(() => cuda.liveObjects().deviceBytes < before);
+     const afterCapture = before - cuda.liveObjects().deviceBytes;
+     const ran = [...new Set(await kept.toArray(Uint8Array, { stream }))];
+     exec.destroy();
+     graph.destroy();
+     console.log(JSON.stringify({ duringCapture, nodes, afterCapture, ran }));`,
+  );
+  assert.equal(result.duringCapture, 0, 'the forgotten buffer was freed during the capture');
+  assert.equal(result.nodes, 1, 'the capture holds the fill alone');
+  assert.equal(result.afterCapture, MiB);
+  assert.deepEqual(result.ran, [7]);
 });

@@ -22,7 +22,7 @@ HandleTable::~HandleTable() {
     Slot& slot = slots_[index];
     if (!slot.object) continue;
     std::shared_ptr<void> object = std::move(slot.object);
-    if (slot.forget) never_throws("releasing a native object at environment teardown", [&] { slot.forget(object.get()); });
+    if (slot.forget) never_throws("releasing a native object at environment teardown", [&] { slot.forget(object); });
   }
 }
 
@@ -85,7 +85,7 @@ bool HandleTable::release(double handle, bool collected) {
   if (was_live) {
     std::shared_ptr<void> object = std::move(slot->object);
     live_--;
-    if (slot->forget) never_throws("releasing a native object", [&] { slot->forget(object.get()); });
+    if (slot->forget) never_throws("releasing a native object", [&] { slot->forget(object); });
   }
   // A tracked slot keeps its index until the registry's callback, which may still come.
   if (!slot->tracked || collected) free_index(index);

@@ -12,8 +12,8 @@
 //    environment tears down (every slot left, in the table's destructor). Releasing drops the slot's shared_ptr:
 //    the object lives on while native code (a pending wait, a graph, another thread's slot) still holds it.
 //  - A slot may name a forget action, run when the slot is released while its object is still live (the object was
-//    forgotten, not destroyed): a device buffer's frees the memory in stream order. Forget actions run on the
-//    environment's JS thread, no JS, never throw.
+//    forgotten, not destroyed): a device buffer's frees the memory in stream order (later, when a capture is open
+//    on its device). Forget actions run on the environment's JS thread, no JS, never throw.
 //  - Short-lived objects never meet the FinalizationRegistry: JS registers an owner only once it has lived past a
 //    flush of its nursery (native-ref-lifetime.ts). A registered slot is marked tracked; releasing it explicitly leaves it
 //    out of the free list until the registry's callback comes, so that a late callback never finds its index in use
@@ -28,8 +28,9 @@
 
 namespace csp {
 
-// What releasing a slot does to a native object that its JS owner forgot (never destroyed); must be idempotent.
-using ForgetAction = void (*)(void* object);
+// What releasing a slot does to a native object that its JS owner forgot (never destroyed); must be idempotent. It
+// gets the slot's reference, so that it may keep the object for later.
+using ForgetAction = void (*)(const std::shared_ptr<void>& object);
 
 class HandleTable {
  public:

@@ -3,12 +3,14 @@
 // any JS thread (main or worker); a forgotten buffer is freed by its finalizer.
 #include <atomic>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/device-faults.h"
 #include "internal/live-counters.h"
+#include "stream/capture.h"
 #include "stream/event.h"
 #include "internal/loader.h"
 #include "internal/memory.h"
@@ -256,9 +258,16 @@ void discard_device_buffer(NativeDeviceBuffer& buffer) {
 
 Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> buffer) {
   live().device_bytes += static_cast<int64_t>(buffer->bytes);
-  return wrap_native(env, std::move(buffer), [](void* forgotten) {
-    auto& object = *static_cast<NativeDeviceBuffer*>(forgotten);
-    free_memory(object, nullptr, object.owner_environment, nullptr);
+  return wrap_native(env, std::move(buffer), [](const std::shared_ptr<void>& forgotten) {
+    // A forgotten buffer is freed when its owner is collected, which may come while a stream that used it captures:
+    // the free and the events it records would go into that capture and invalidate it, where an explicit free() is
+    // refused (Note [capture safety] in stream/capture.ts). So while any capture is open on the buffer's device, the
+    // free waits, the buffer kept alive, until the last closes; it then runs on the capture guard's thread, which
+    // is no JS thread: a use on an owner's per-thread stream cannot be ordered from there (as for the destructor).
+    auto object = std::static_pointer_cast<NativeDeviceBuffer>(forgotten);
+    outside_captures(object->device, [object, here = std::this_thread::get_id()] {
+      free_memory(*object, nullptr, std::this_thread::get_id() == here ? object->owner_environment : 0, nullptr);
+    });
   });
 }
 
