@@ -1,20 +1,21 @@
 // Frees and captures on the simulated driver, which invalidates a capture that a free or an event record on the
 // capturing stream reaches. A free refused because a stream captures names that stream by the id its wrapper knows,
 // also where the native layer never learned it (here: cuStreamGetId failed when the stream was made, and the wrapper
-// asked again later), and says when the capturing stream is not the free's but one that used the buffer. A buffer
+// asked again later), and says when the capturing stream is not the free's own but one that used the buffer. A buffer
 // forgotten and collected during a capture is freed once the capture is over, not into it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
-test('a free refused during a capture names the capturing stream, whose id only its wrapper knows', needsCompiler, async () => {
+test('a free refused during a capture names the capturing stream, whose id only its wrapper knows, and whether it is the free\'s own', needsCompiler, async () => {
   const result = await simulatedJson<{ id: string; refusals: { operation: string; streamId: string; message: string }[]; freedAfter: boolean[] }>(
     `import { CaptureError, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
      const capturing = Stream.create(); // its cuStreamGetId fails: the native layer does not know its id
      const other = Stream.create();
      const id = capturing.id; // asked again, now from the driver
      const onIt = DeviceBuffer.alloc(64, { stream: capturing });
+     const freedElsewhere = DeviceBuffer.alloc(64, { stream: capturing });
      const elsewhere = DeviceBuffer.alloc(64, { stream: other });
      const used = DeviceBuffer.alloc(64, { stream: other });
      const pinned = PinnedBuffer.alloc(64);
@@ -23,18 +24,18 @@ test('a free refused during a capture names the capturing stream, whose id only 
      await other.synchronize();
      capturing.beginCapture();
      const refusals = [];
-     for (const free of [() => onIt.free(), () => elsewhere.free({ stream: capturing }), () => used.free()]) {
+     for (const free of [() => onIt.free(), () => elsewhere.free({ stream: capturing }), () => used.free(), () => freedElsewhere.free({ stream: other })]) {
        try { free(); refusals.push('freed'); } catch (e) {
          refusals.push(e instanceof CaptureError ? { operation: e.operation, streamId: String(e.streamId), message: e.message } : String(e));
        }
      }
      capturing.endCapture().destroy();
-     const freedAfter = [onIt, elsewhere, used].map((b) => { b.free(); return b.freed; });
+     const freedAfter = [onIt, elsewhere, used, freedElsewhere].map((b) => { b.free(); return b.freed; });
      console.log(JSON.stringify({ id: String(id), refusals, freedAfter }));`,
     { fail: 'cuStreamGetId:1=CUDA_ERROR_UNKNOWN' },
   );
   assert.notEqual(result.id, '0');
-  assert.equal(result.refusals.length, 3);
+  assert.equal(result.refusals.length, 4);
   for (const refusal of result.refusals) {
     assert.equal(refusal.operation, 'DeviceBuffer.free()');
     assert.equal(refusal.streamId, result.id);
@@ -42,7 +43,9 @@ test('a free refused during a capture names the capturing stream, whose id only 
   assert.match(result.refusals[0]!.message, /not allowed while the stream is capturing a graph/);
   assert.match(result.refusals[1]!.message, /not allowed while the stream is capturing a graph/);
   assert.match(result.refusals[2]!.message, /not allowed while a stream that used the buffer is capturing a graph/);
-  assert.deepEqual(result.freedAfter, [true, true, true]);
+  // Freed on another stream, the allocation stream that captures is not the free's own.
+  assert.match(result.refusals[3]!.message, /not allowed while a stream that used the buffer is capturing a graph/);
+  assert.deepEqual(result.freedAfter, [true, true, true, true]);
 });
 
 test('a buffer forgotten and collected while its stream captures is freed after the capture, which ends intact', needsCompiler, async () => {

@@ -383,7 +383,7 @@ native.setErrorFactory(makeNativeError);
 
 /** Facts a destroying call leaves for this thread (Note [fact scratch] in src/binding/binding.h): after
  * `deviceBufferFree`, [0] is the address, and for a free refused during a capture [1] the capturing stream's id (0
- * where unknown) and [2] which stream (1 the given one, 2 the allocation stream, 3 another); after `streamDestroy`,
+ * where unknown) and [2] 1 when it is not the free's own stream but one that used the buffer; after `streamDestroy`,
  * [handle, id, priority as int64, flags]. */
 export const facts = new BigUint64Array(4);
 native.factScratch(facts);

@@ -307,9 +307,8 @@ Napi::Value device_buffer_pointer(const Napi::CallbackInfo& info) {
 
 // deviceBufferFree(ref, stream | undefined, wantMarker) -> internal event ref recorded after the free, or undefined;
 // or, refusing the free while its stream or a stream that used the buffer is capturing, that stream's capture status
-// negated. The
-// buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws after a
-// sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
+// negated. The buffer's handle is released, its address left in the fact scratch (Note [fact scratch]). Never throws
+// after a sticky fault of the device: frees stop throwing then (Rules in src/internal/DESIGN.md).
 Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
@@ -320,27 +319,22 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   // stream wait on it, which the driver refuses with an isolation error that invalidates the capture. Refused before
   // anything changes (Note [capture safety] in stream/capture.ts): -status, and in the fact scratch the stream's id
   // where the native layer knows it (0 where no wrapper ever read it: the driver refuses the question during a
-  // capture) and which stream it is: 1 the free's stream, 2 the allocation stream (the buffer's first use), 3 another.
-  if (target) {
-    if (const int status = capture_status(*target)) {
-      facts[1] = target->owner().info_known ? target->owner().id : 0;
-      facts[2] = 1;
-      make_current_quiet(buffer->device);
-      return Napi::Number::New(env, -status);
-    }
-  }
+  // capture) and 1 when it is not the free's own stream (the given one, else the allocation stream, the first use).
+  auto refuse = [&](NativeStream& capturing, int status, bool another) {
+    facts[1] = capturing.info_known.load(std::memory_order_acquire) ? capturing.id : 0;
+    facts[2] = another ? 1 : 0;
+    make_current_quiet(buffer->device);  // the capture check may have visited another device's context
+    return Napi::Number::New(env, -status);
+  };
+  if (target)
+    if (const int status = capture_status(*target)) return refuse(target->owner(), status, false);
   if (!buffer->retired()) {
     std::lock_guard<OrderedMutex> lock(buffer->uses_mutex);
     for (size_t k = 0; k < buffer->uses.size(); k++) {
       BufferUse& use = buffer->uses[k];
       TryUse alive(*use.stream);
       if (!alive.alive()) continue;
-      if (const int status = capture_status(*use.stream)) {
-        facts[1] = use.stream->info_known ? use.stream->id : 0;
-        facts[2] = k == 0 ? 2 : 3;
-        make_current_quiet(buffer->device);  // the capture check may have visited another device's context
-        return Napi::Number::New(env, -status);
-      }
+      if (const int status = capture_status(*use.stream)) return refuse(*use.stream, status, target || k > 0);
     }
   }
   std::shared_ptr<NativeEvent> marker;

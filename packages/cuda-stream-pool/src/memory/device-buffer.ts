@@ -574,10 +574,10 @@ export class DeviceBuffer {
 
   /** The CaptureError of a free the native layer refused with capture status `status`, from the facts it left: the
    * capturing stream's id (known to the native layer once the stream was made or any wrapper of it read its facts;
-   * asking the driver now would invalidate the capture), and whether it is the free's stream or one that used the
-   * buffer. */
+   * asking the driver now would invalidate the capture), and whether it is not the free's own stream but one that
+   * used the buffer. */
   static #freeRefusal(status: number): CaptureError {
-    return captureRefusal(status, facts[1]!, 'DeviceBuffer.free()', facts[2] === 3n ? 'a stream that used the buffer' : 'the stream');
+    return captureRefusal(status, facts[1]!, 'DeviceBuffer.free()', facts[2] === 1n ? 'a stream that used the buffer' : 'the stream');
   }
 
   /** Same as `free()`. */

@@ -96,7 +96,8 @@ struct NativeStream : NativeObject {
   std::atomic<int> shard{-1};
   // Set (release) once id, priority and flags hold the driver's answers: at creation, or when a wrapper first asked
   // the driver (a borrowed foreign stream, a creation whose cuStreamGetId failed), so that a refusal read in another
-  // call or thread can name the stream. Written under learn_info's lock, never changed after.
+  // call or thread can name the stream. Written before the object is shared (creation, borrow) or under stream_info's
+  // lock, never changed after.
   std::atomic<bool> info_known{false};
   unsigned long long id = 0;
   int priority = 0;
