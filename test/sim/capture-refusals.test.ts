@@ -2,7 +2,8 @@
 // capturing stream reaches. A free refused because a stream captures names that stream by the id its wrapper knows,
 // also where the native layer never learned it (here: cuStreamGetId failed when the stream was made, and the wrapper
 // asked again later), and says when the capturing stream is not the free's own but one that used the buffer. A buffer
-// forgotten and collected during a capture is freed once the capture is over, not into it.
+// forgotten and collected during a capture is freed once the capture is over, not into it; a capture whose stream
+// wrapper is forgotten, or whose thread ends, is abandoned.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -85,4 +86,60 @@ test('a buffer forgotten and collected while its stream captures is freed after 
   assert.equal(result.nodes, 1, 'the capture holds the fill alone');
   assert.equal(result.afterCapture, MiB);
   assert.deepEqual(result.ran, [7]);
+});
+
+// A capture whose stream wrapper is gone can never be ended; it must not stay open, holding back the device-wide calls
+// of every thread (a device synchronize is refused while a capture is open) and, with a buffer the stream used
+// waiting to be freed after it, keeping that stream and buffer alive.
+const abandoned = (setup: string) => `
+  ${collectGarbage}
+  import { cuda, Device } from 'cuda-stream-pool';
+  const device = Device.get(0);
+  await device.synchronize();
+  const before = cuda.liveObjects();
+  ${setup}
+  await collectUntil(() => cuda.liveObjects().streams === before.streams && cuda.liveObjects().deviceBytes === before.deviceBytes);
+  const after = cuda.liveObjects();
+  let synchronize = 'resolved';
+  try { await device.synchronize(); } catch (e) { synchronize = e.code; }
+  console.log(JSON.stringify({ streams: after.streams - before.streams, deviceBytes: after.deviceBytes - before.deviceBytes, synchronize }));`;
+
+test('a worker terminated while Graph.capture() awaits: its capture is abandoned, and its stream and the buffer the stream used are freed', needsCompiler, async () => {
+  const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
+    abandoned(`
+      const { Worker } = await import('node:worker_threads');
+      const worker = new Worker(\`
+        import { parentPort } from 'node:worker_threads';
+        import { DeviceBuffer, Graph, Stream } from 'cuda-stream-pool';
+        const stream = Stream.create({ nonBlocking: true });
+        const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+        stream.fill(buffer, 3);
+        await stream.synchronize();
+        setInterval(() => {}, 1000); // alive until terminated
+        await Graph.capture(stream, async () => {
+          parentPort.postMessage('capturing');
+          await new Promise(() => {});
+        }, { mode: 'relaxed' });\`, { eval: true });
+      await new Promise((resolve) => worker.once('message', resolve));
+      let during = 'resolved';
+      try { await device.synchronize(); } catch (e) { during = e.code; }
+      if (during !== 'CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED') throw new Error('the capture was not open: ' + during);
+      await worker.terminate();`),
+  );
+  assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
+});
+
+test('a stream and the buffer it used, forgotten while the stream captures: the capture is abandoned and both are freed', needsCompiler, async () => {
+  const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
+    abandoned(`
+      const { DeviceBuffer, Stream } = await import('cuda-stream-pool');
+      await (async () => {
+        const stream = Stream.create();
+        const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+        stream.fill(buffer, 3);
+        await stream.synchronize();
+        stream.beginCapture();
+      })();`),
+  );
+  assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
 });

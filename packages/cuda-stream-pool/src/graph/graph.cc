@@ -1,6 +1,7 @@
 // CUDA graphs: stream capture, graphs, executable graphs. Mechanism only; the policy (who may capture, what is
 // illegal during a capture, what a graph keeps alive) is graph/graph.ts and stream/capture.ts. Runs on: the JS thread that
 // called (main or worker). See Note [capture flag] in stream.h and Note [graph lifetime] below.
+#include <thread>
 #include <vector>
 
 #include "binding/binding.h"
@@ -83,6 +84,8 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   if (state.capture_origin.exchange(true, std::memory_order_acq_rel))
     throw CudaFailure{CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture",
                       where(*stream) + ": a capture begun on this stream is still open (in some thread)"};
+  state.capture_wrapper.store(stream.get(), std::memory_order_relaxed);
+  state.capture_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
   capture_opening(stream->device);
   // Set first: a query of another thread between the begin and the flag would invalidate the capture. A flag left
   // set by a failed begin is cleared by the next guard that asks the driver (Note [capture flag]).
@@ -91,6 +94,49 @@ Napi::Value stream_begin_capture(const Napi::CallbackInfo& info) {
   if (r != CUDA_SUCCESS) capture_closed(*stream);
   check(r, "cuStreamBeginCapture", stream->device, where(*stream));
   return info.Env().Undefined();
+}
+
+// Ends the capture open on `stream` (its device's context current): cuStreamEndCapture, and once more when a failure
+// left the stream capturing (the driver ends a capture on most of its errors, not on all), so that the stream is
+// usable again. The capture is then over and uncounted whatever the outcome; a failed end's graph, if the driver made
+// one, is destroyed. Returns the first end's result; never throws.
+CUresult end_capture(NativeStream& stream, CUgraph& graph) {
+  CUresult r = drv().cuStreamEndCapture(stream.handle, &graph);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (r != CUDA_SUCCESS && drv().cuStreamIsCapturing(stream.handle, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    CUgraph partial = nullptr;
+    drv().cuStreamEndCapture(stream.handle, &partial);
+    if (partial) check_quiet(drv().cuGraphDestroy(partial), stream.device);
+  }
+  stream.owner().capturing.store(false, std::memory_order_release);
+  capture_closed(stream);
+  if (r != CUDA_SUCCESS && graph) {
+    check_quiet(drv().cuGraphDestroy(graph), stream.device);
+    graph = nullptr;
+  }
+  return r;
+}
+
+// Note [abandoned captures]: a capture is ended by the JS code that began it, through the stream wrapper it began
+// it on. Once that wrapper's handle is released in the thread that began the capture (its JS owner was collected,
+// or the thread exited or was terminated, say while Graph.capture() awaited), nothing can end the capture, yet it
+// would stay counted open (Note [capture guard] in capture.h) for the rest of the process: every device-wide call on
+// the device would wait for it, and a forgotten buffer that the stream used, waiting to be freed, would keep the
+// stream alive in turn. So that release ends the capture and destroys its graph, as an invalidated capture's end
+// does. A stream already destroyed is left alone: its release closes the capture.
+void abandon_forgotten_capture(const std::shared_ptr<void>& forgotten) {
+  auto object = std::static_pointer_cast<NativeStream>(forgotten);
+  NativeStream& state = object->owner();
+  if (!state.capture_origin.load(std::memory_order_acquire) ||
+      state.capture_wrapper.load(std::memory_order_relaxed) != object.get() ||
+      state.capture_thread.load(std::memory_order_relaxed) != std::this_thread::get_id() || !object->enter())
+    return;
+  CUgraph graph = nullptr;
+  if (make_current_quiet(object->device) && end_capture(*object, graph) == CUDA_SUCCESS && graph)
+    check_quiet(drv().cuGraphDestroy(graph), object->device);
+  capture_closed(*object);  // also when the context could not be made current
+  object->leave();
 }
 
 // streamEndCapture(stream) -> graph object. The capture is over whatever the outcome; an invalidated capture throws
@@ -102,17 +148,7 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   Use<NativeStream> use(*stream, "Stream", "endCapture");
   make_current(stream->device);
   CUgraph graph = nullptr;
-  CUresult r = drv().cuStreamEndCapture(stream->handle, &graph);
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (r != CUDA_SUCCESS && drv().cuStreamIsCapturing(stream->handle, &status) == CUDA_SUCCESS &&
-      status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    CUgraph partial = nullptr;
-    drv().cuStreamEndCapture(stream->handle, &partial);
-    if (partial) check_quiet(drv().cuGraphDestroy(partial), stream->device);
-  }
-  stream->owner().capturing.store(false, std::memory_order_release);
-  capture_closed(*stream);
-  if (r != CUDA_SUCCESS && graph) check_quiet(drv().cuGraphDestroy(graph), stream->device);
+  CUresult r = end_capture(*stream, graph);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
   auto object = std::make_shared<NativeGraph>();
   object->device = stream->device;
@@ -292,6 +328,10 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object) {
+  return wrap_native(env, std::move(object), abandon_forgotten_capture);
+}
 
 void capture_closed(NativeStream& stream) {
   NativeStream& state = stream.owner();

@@ -13,7 +13,8 @@
 //    the object lives on while native code (a pending wait, a graph, another thread's slot) still holds it.
 //  - A slot may name a forget action, run when the slot is released while its object is still live (the object was
 //    forgotten, not destroyed): a device buffer's frees the memory in stream order (later, when a capture is open
-//    on its device). Forget actions run on the environment's JS thread, no JS, never throw.
+//    on its device); a stream's ends a capture begun through it in this thread (Note [abandoned captures] in
+//    graph/graph.cc). Forget actions run on the environment's JS thread, no JS, never throw.
 //  - Short-lived objects never meet the FinalizationRegistry: JS registers an owner only once it has lived past a
 //    flush of its nursery (native-ref-lifetime.ts). A registered slot is marked tracked; releasing it explicitly leaves it
 //    out of the free list until the registry's callback comes, so that a late callback never finds its index in use

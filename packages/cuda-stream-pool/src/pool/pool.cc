@@ -215,7 +215,7 @@ Napi::Value handle_description(Napi::Env env, std::shared_ptr<PoolState> counted
   out.Set("id", state->id);
   out.Set("memory", state->memory.to_js(env));
   Napi::Array objects = Napi::Array::New(env, streams.size());
-  for (size_t i = 0; i < streams.size(); i++) objects.Set(static_cast<uint32_t>(i), wrap_native(env, streams[i]));
+  for (size_t i = 0; i < streams.size(); i++) objects.Set(static_cast<uint32_t>(i), wrap_stream(env, streams[i]));
   out.Set("streams", objects);
   out.Set("device", state->device);
   out.Set("size", state->size);

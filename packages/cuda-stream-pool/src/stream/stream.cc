@@ -130,7 +130,7 @@ Napi::Value stream_create(const Napi::CallbackInfo& info) {
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   int priority = info[2].As<Napi::Number>().Int32Value();
   int partition = info[3].As<Napi::Number>().Int32Value();
-  return wrap_native(info.Env(), create_stream(device, flags, priority, partition));
+  return wrap_stream(info.Env(), create_stream(device, flags, priority, partition));
 }
 
 // streamShareHandle(ref): JS code read the stream's handle, so work may reach the stream from outside the library;
@@ -172,7 +172,7 @@ Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
     object->flags = object->lender->flags;
     object->info_known.store(true, std::memory_order_release);
   }
-  return wrap_native(info.Env(), object);
+  return wrap_stream(info.Env(), object);
 }
 
 // streamInfo(ref) -> [handle, id, priority, nonBlocking, partition] as the driver reports them (partition -1 for

@@ -6,6 +6,7 @@
 #include "internal/submission.h"
 
 #include <atomic>
+#include <thread>
 
 namespace csp {
 
@@ -29,6 +30,9 @@ struct NativeStream : NativeObject {
   std::atomic<bool> capturing{false};
   // Set while a capture that began on this stream is open (counted by capture_opening, capture.h), any thread.
   std::atomic<bool> capture_origin{false};
+  // The wrapper object and the thread through which that capture began (Note [abandoned captures] in graph.cc).
+  std::atomic<const NativeStream*> capture_wrapper{nullptr};
+  std::atomic<std::thread::id> capture_thread{};
   // Completion tickets (Note [completion engine] in completion.h): a slot assigned on the first wait, and the mutex
   // that keeps ticket values in the order of their writes.
   OrderedMutex marker_mutex{LockLevel::kStreamMarker, "stream marker"};
@@ -122,6 +126,10 @@ int capture_status(NativeStream& stream);
 // The capture that began on `stream` is over (ended, abandoned, or its stream released): uncounted from the open
 // captures of Note [capture guard] (capture.h). Idempotent.
 void capture_closed(NativeStream& stream);
+
+// Wraps a stream object for JS: a handle whose forgetting abandons a capture begun through it (Note [abandoned
+// captures] in graph.cc).
+Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
 // `partition`: the index of a partition of the device (Note [partitions] in device/partition.cc), or -1.

@@ -479,7 +479,8 @@ export class Stream {
    * @throws {@link CaptureError} for a `getStream()` stream, the legacy default stream, or a stream already
    * capturing; `TypeError` ERR_INVALID_ARG_VALUE for an unknown mode; {@link DestroyedError} after destroy;
    * {@link CudaError} when the driver refuses. Wraps: cuStreamBeginCapture. Thread-safety: end the capture in the
-   * thread that began it. */
+   * thread that began it. Lifetime: a capture still open when this object is collected, or when the thread that began
+   * it exits, is ended and its graph discarded. */
   beginCapture(options?: CaptureOptions): void {
     const o = validateOptions<CaptureOptions>(options, 'options', 'beginCapture', ['mode']);
     const mode = o.mode ?? 'thread-local';
