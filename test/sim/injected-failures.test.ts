@@ -30,6 +30,21 @@ for (const [what, fail, call, attempt] of [
   });
 }
 
+test('a failure code the driver cannot name keeps its number in the CudaError instead of another code\'s name', needsCompiler, async () => {
+  const result = await simulatedJson<{ code: string; result: number; description: string; message: string }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     try { DeviceBuffer.alloc(4096, { stream }); } catch (e) {
+       console.log(JSON.stringify({ code: e.code, result: e.result, description: e.description, message: e.message }));
+     }`,
+    { fail: 'cuMemAllocFromPoolAsync:1=12345' }, // the simulated driver's cuGetErrorName knows no such code
+  );
+  assert.equal(result.code, 'CUresult 12345');
+  assert.equal(result.result, 12345);
+  assert.equal(result.description, 'the driver has no description of this code');
+  assert.match(result.message, /^CUresult 12345: cuMemAllocFromPoolAsync failed on /);
+});
+
 // The copy is queued on `busy`, behind slow work; the buffer belongs to `home`, where it is freed at once. The free
 // must wait for the queued copy although the call that queued it failed afterwards.
 for (const [what, fail, copy] of [

@@ -31,12 +31,14 @@ Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& f) {
   const char* name = nullptr;
   const char* text = nullptr;
   if (load_driver().driver_version) {
-    drv().cuGetErrorName(f.code, &name);
-    drv().cuGetErrorString(f.code, &text);
+    if (drv().cuGetErrorName(f.code, &name) != CUDA_SUCCESS) name = nullptr;
+    if (drv().cuGetErrorString(f.code, &text) != CUDA_SUCCESS) text = nullptr;
   }
-  return factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code),
-                       Napi::String::New(env, name ? name : "CUDA_ERROR_UNKNOWN"),
-                       Napi::String::New(env, text ? text : "unknown error"), Napi::String::New(env, f.call),
+  // A code the driver cannot name keeps its number: calling it CUDA_ERROR_UNKNOWN (999) would name another code.
+  const std::string code = name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(f.code));
+  return factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code), Napi::String::New(env, code),
+                       Napi::String::New(env, text ? text : "the driver has no description of this code"),
+                       Napi::String::New(env, f.call),
                        Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
 }
 

@@ -12,7 +12,8 @@
 export class CudaError extends Error {
   /** Always `'CudaError'`: the class's name, which `String(error)` and the first line of `error.stack` begin with. */
   override readonly name = 'CudaError';
-  /** The CUresult name, for example `'CUDA_ERROR_OUT_OF_MEMORY'`. */
+  /** The CUresult name, for example `'CUDA_ERROR_OUT_OF_MEMORY'`, as `cuGetErrorName` gives it; `'CUresult <number>'`
+   * for a code the driver cannot name. */
   readonly code: string;
   /** The CUresult number, for example 2 for `CUDA_ERROR_OUT_OF_MEMORY`. */
   readonly result: number;
