@@ -91,10 +91,10 @@ test('a buffer forgotten and collected while its stream captures is freed after 
 // A capture whose stream wrapper is gone can never be ended; it must not stay open, holding back the device-wide calls
 // of every thread (a device synchronize is refused while a capture is open) and, with a buffer the stream used
 // waiting to be freed after it, keeping that stream and buffer alive.
-const abandoned = (setup: string) => `
+const abandoned = (setup: string, ordinal = 0) => `
   ${collectGarbage}
   import { cuda, Device } from 'cuda-stream-pool';
-  const device = Device.get(0);
+  const device = Device.get(${ordinal});
   await device.synchronize();
   const before = cuda.liveObjects();
   ${setup}
@@ -104,30 +104,33 @@ const abandoned = (setup: string) => `
   try { await device.synchronize(); } catch (e) { synchronize = e.code; }
   console.log(JSON.stringify({ streams: after.streams - before.streams, deviceBytes: after.deviceBytes - before.deviceBytes, synchronize }));`;
 
-test('a worker terminated while Graph.capture() awaits: its capture is abandoned, and its stream and the buffer the stream used are freed', needsCompiler, async () => {
-  const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
-    abandoned(`
-      const { Worker } = await import('node:worker_threads');
-      const worker = new Worker(\`
-        import { parentPort } from 'node:worker_threads';
-        import { DeviceBuffer, Graph, Stream } from 'cuda-stream-pool';
-        const stream = Stream.create({ nonBlocking: true });
-        const buffer = DeviceBuffer.alloc(1 << 20, { stream });
-        stream.fill(buffer, 3);
-        await stream.synchronize();
-        setInterval(() => {}, 1000); // alive until terminated
-        await Graph.capture(stream, async () => {
-          parentPort.postMessage('capturing');
-          await new Promise(() => {});
-        }, { mode: 'relaxed' });\`, { eval: true });
-      await new Promise((resolve) => worker.once('message', resolve));
-      let during = 'resolved';
-      try { await device.synchronize(); } catch (e) { during = e.code; }
-      if (during !== 'CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED') throw new Error('the capture was not open: ' + during);
-      await worker.terminate();`),
-  );
-  assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
-});
+for (const [devices, ordinal] of [[1, 0], [2, 1]] as const) {
+  test(`a worker terminated while Graph.capture() awaits on device ${ordinal} of ${devices}: its capture is abandoned, and its stream and the buffer the stream used are freed`, needsCompiler, async () => {
+    const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
+      abandoned(`
+        const { Worker } = await import('node:worker_threads');
+        const worker = new Worker(\`
+          import { parentPort } from 'node:worker_threads';
+          import { DeviceBuffer, Graph, Stream } from 'cuda-stream-pool';
+          const stream = Stream.create({ nonBlocking: true, device: ${ordinal} });
+          const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+          stream.fill(buffer, 3);
+          await stream.synchronize();
+          setInterval(() => {}, 1000); // alive until terminated
+          await Graph.capture(stream, async () => {
+            parentPort.postMessage('capturing');
+            await new Promise(() => {});
+          }, { mode: 'relaxed' });\`, { eval: true });
+        await new Promise((resolve) => worker.once('message', resolve));
+        let during = 'resolved';
+        try { await device.synchronize(); } catch (e) { during = e.code; }
+        if (during !== 'CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED') throw new Error('the capture was not open: ' + during);
+        await worker.terminate();`, ordinal),
+      { devices },
+    );
+    assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
+  });
+}
 
 test('a stream and the buffer it used, forgotten while the stream captures: the capture is abandoned and both are freed', needsCompiler, async () => {
   const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
