@@ -3,7 +3,7 @@
 // also where the native layer never learned it (here: cuStreamGetId failed when the stream was made, and the wrapper
 // asked again later), and says when the capturing stream is not the free's own but one that used the buffer. A buffer
 // forgotten and collected during a capture is freed once the capture is over, not into it; a capture whose stream
-// wrapper is forgotten, or whose thread ends, is abandoned.
+// wrapper is forgotten, or whose thread ends, is abandoned. The capture guard reports what is open and what waits.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -145,4 +145,26 @@ test('a stream and the buffer it used, forgotten while the stream captures: the 
       })();`),
   );
   assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
+});
+
+test('the capture guard reports each device\'s open captures and the frees waiting for them, for leak reports', needsCompiler, async () => {
+  const result = await simulatedJson<{ idle: number[]; open: number[]; waiting: number[]; closed: number[] }>(
+    `${collectGarbage}
+     import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     import { native } from '#library/binding/binding.js';
+     const stream = Stream.create({ device: 1 });
+     (() => { const forgotten = DeviceBuffer.alloc(4096, { stream }); stream.fill(forgotten, 1); })();
+     await stream.synchronize();
+     const idle = native.captureGuardState();
+     const before = cuda.liveObjects().deviceBytes;
+     stream.beginCapture();
+     const open = native.captureGuardState();
+     await collectUntil(() => native.captureGuardState()[2] === 1);
+     const waiting = native.captureGuardState();
+     stream.endCapture().destroy();
+     await collectUntil(() => cuda.liveObjects().deviceBytes < before);
+     console.log(JSON.stringify({ idle, open, waiting, closed: native.captureGuardState() }));`,
+    { devices: 2 },
+  );
+  assert.deepEqual(result, { idle: [], open: [1, 1, 0], waiting: [1, 1, 1], closed: [] });
 });

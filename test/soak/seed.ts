@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { completionStats, cuda, Device, StreamPool } from 'cuda-stream-pool';
+import { native } from '#library/binding/binding.js';
 
 import { describeError, SoakFailure } from './check.js';
 import { Context } from './context.js';
@@ -22,6 +23,15 @@ const SHARED_POOL_SIZE = 4;
 /** The running seed's main-thread context and heartbeat buffer, for the failure report. */
 const current: { ctx?: Context; heartbeat?: SharedArrayBuffer; randomSteps?: number } = {};
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** Captures still open after teardown, which hold back frees and unloads until they close: what a leak report needs
+ * first. Empty when there are none. */
+function captureGuardReport(): string {
+  const state = native.captureGuardState();
+  const parts: string[] = [];
+  for (let i = 0; i + 2 < state.length; i += 3) parts.push(`device ${state[i]}: ${state[i + 1]} open, ${state[i + 2]} frees or unloads waiting for them`);
+  return parts.length > 0 ? `; captures: ${parts.join('; ')}` : '';
+}
 
 async function main(run: SeedRun): Promise<SeedResult> {
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -92,7 +102,7 @@ async function main(run: SeedRun): Promise<SeedResult> {
   }
   if (difference) {
     const suspects = ctx.model.reachableDropped();
-    throw new SoakFailure(`cuda.liveObjects() did not return to its start after teardown and gc: ${difference}` + (suspects.length > 0 ? `; dropped objects still reachable: ${suspects.join(', ')}` : ''));
+    throw new SoakFailure(`cuda.liveObjects() did not return to its start after teardown and gc: ${difference}` + (suspects.length > 0 ? `; dropped objects still reachable: ${suspects.join(', ')}` : '') + captureGuardReport());
   }
 
   beginStep(ctx, 'end: the completion engine has nothing pending', run.verbose);

@@ -115,6 +115,8 @@ export interface NativeBinding {
   currentDevice(): number;
   liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; registeredBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
+  /** graph.cc: [device, open captures, calls deferred until they close, ...] for each device with either; diagnostics. */
+  captureGuardState(): number[];
   cudaError(code: number, call: string, detail: string): Error;
   /** True for the first caller of the process (binding/environment.ts reports unknown values once). */
   claimEnvironmentWarning(): boolean;

@@ -343,8 +343,18 @@ int capture_status(NativeStream& stream) {
   return ask_driver(stream);
 }
 
+// captureGuardState() -> [device, open captures, calls waiting for them, ...] for each device with either (Note
+// [capture guard] in capture.h); for diagnostics (the soak's end check).
+static Napi::Value capture_guard_state_js(const Napi::CallbackInfo& info) {
+  const std::vector<int> state = capture_guard_state();
+  Napi::Array out = Napi::Array::New(info.Env(), state.size());
+  for (size_t i = 0; i < state.size(); i++) out.Set(static_cast<uint32_t>(i), Napi::Number::New(info.Env(), state[i]));
+  return out;
+}
+
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kGraphExports[] = {
+    {"captureGuardState", "", entry<capture_guard_state_js>},
     {"streamBeginCapture", "ref, number", entry<stream_begin_capture>},
     {"streamEndCapture", "ref", entry<stream_end_capture>},
     {"streamCaptureStatus", "ref", entry<stream_capture_status>},

@@ -112,6 +112,19 @@ void outside_captures(int device, std::function<void()> call) noexcept {
   });
 }
 
+std::vector<int> capture_guard_state() noexcept {
+  std::vector<int> state;
+  never_throws("reading the capture guard's state", [&] {
+    std::lock_guard<OrderedMutex> lock(deferred().mutex);
+    for (int device = 0; device < kMaxDevices; device++) {
+      const int open = open_captures(device);
+      const int waiting = static_cast<int>(deferred().calls[device].size());
+      if (open || waiting) state.insert(state.end(), {device, open, waiting});
+    }
+  });
+  return state;
+}
+
 int open_captures(int device) { return g_counters[device].open_captures.load(std::memory_order_seq_cst); }
 
 void capture_opening(int device) {

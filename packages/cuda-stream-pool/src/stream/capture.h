@@ -15,6 +15,7 @@
 // thread of the guard's own once no capture is open on their device, each again through the guard.
 #pragma once
 #include <functional>
+#include <vector>
 
 namespace csp {
 
@@ -40,6 +41,10 @@ void outside_captures(int device, std::function<void()> call) noexcept;
 // Captures open on `device` in the whole process (counted from just before cuStreamBeginCapture until the capture
 // ended or was abandoned), any thread.
 int open_captures(int device);
+
+// For diagnostics: each device with captures open or calls waiting for them to close, as [device, open captures,
+// waiting calls] triples, flattened. Never throws.
+std::vector<int> capture_guard_state() noexcept;
 
 // Counts a capture open on `device` and waits until no device-wide call is in flight; call right before
 // cuStreamBeginCapture, and capture_closing() once it is over (also when cuStreamBeginCapture failed).
