@@ -33,6 +33,25 @@ test('a launch that faults the device: its wait, a wait on another stream and ev
   assert.equal(result.later, 'CUDA_ERROR_ILLEGAL_ADDRESS');
 });
 
+// A fault whose code the library does not know as sticky (CUDA_ERROR_UNKNOWN; a code of a newer driver): the ticket of
+// the wait never lands and the stream's queries fail with that code; the wait ends with it instead of hanging.
+for (const code of ['CUDA_ERROR_UNKNOWN', '12345']) {
+  test(`a device fault with a code the library does not know as sticky (${code}): the wait rejects with it instead of hanging`, needsCompiler, async () => {
+    const result = await simulatedJson<{ code: string; ms: number }>(
+      `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+       const stream = Stream.create();
+       const buffer = DeviceBuffer.alloc(4096, { stream });
+       for (let i = 0; i < 5; i++) stream.fill(buffer, i); // the second fill faults the device after the wait is queued
+       const started = performance.now();
+       const code = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+       console.log(JSON.stringify({ code, ms: performance.now() - started }));`,
+      { fail: `operation:3=fault:${code}`, operationDelayUs: 2000, timeoutMs: 20000 },
+    );
+    assert.equal(result.code, code === '12345' ? 'CUresult 12345' : code);
+    assert.ok(result.ms < 1000, `the wait took ${result.ms} ms`);
+  });
+}
+
 test('a completion ticket that never lands: the wait still settles once the stream is idle, and a staged copy lands', needsCompiler, async () => {
   const result = await simulatedJson<{ settled: string; landed: boolean; lost: number }>(
     `import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';

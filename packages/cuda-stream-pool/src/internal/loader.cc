@@ -80,11 +80,12 @@ void load_once() {
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
     const char* text = nullptr;
-    g_driver.cuGetErrorName(init, &name);
-    g_driver.cuGetErrorString(init, &text);
+    if (g_driver.cuGetErrorName(init, &name) != CUDA_SUCCESS) name = nullptr;
+    if (g_driver.cuGetErrorString(init, &text) != CUDA_SUCCESS) text = nullptr;
     g_state.unavailable_reason = std::string("loaded the CUDA driver (CUDA ") + version_text(version) +
-                                 ") but cuInit failed with " + (name ? name : "an unknown error") + ": " +
-                                 (text ? text : "") +
+                                 ") but cuInit failed with " +
+                                 (name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(init))) +
+                                 ": " + (text ? text : "the driver has no description of this code") +
                                  ". Check that an NVIDIA GPU is present and visible (nvidia-smi, "
                                  "CUDA_VISIBLE_DEVICES).";
     return;

@@ -111,6 +111,7 @@ class Engine {
   // Whether the wait's own marker (or job) is done, on its own device.
   CUresult own_status(Wait& wait) {
     if (wait.ticket_lost) return CUDA_SUCCESS;
+    if (wait.stream_failure != CUDA_SUCCESS && marker_status(wait.marker) != CUDA_SUCCESS) return wait.stream_failure;
     if (wait.poll) return wait.poll();
     if (wait.event) {
       if (!make_current_quiet(wait.device)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -198,7 +199,10 @@ class Engine {
 
   // A ticket still not landed after two probes (10 to 20 ms) while its stream reports all its work done was lost (a
   // driver that dropped the write): the wait is done, since the ticket's work came before the stream went idle. The
-  // stream is asked directly, not through query_stream, whose answer for a sharing stream is that same word.
+  // stream is asked directly, not through query_stream, whose answer for a sharing stream is that same word. A
+  // stream whose queries keep failing for kUnsureLimit with a code that is not sticky (one the library does not know
+  // as a fault: CUDA_ERROR_UNKNOWN, a code of a newer driver) will never write the ticket: that failure ends the wait,
+  // which would otherwise stay pending for good.
   void check_late_ticket(Wait& wait) {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
     NativeStream& stream = *wait.stream;
@@ -206,10 +210,16 @@ class Engine {
     if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
     if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
-    const bool idle = make_current_quiet(wait.device) && drv().cuStreamQuery(stream.handle) == CUDA_SUCCESS;
-    if (idle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
+    if (!make_current_quiet(wait.device)) return;
+    const CUresult query = check_quiet(drv().cuStreamQuery(stream.handle), wait.device);
+    if (query == CUDA_SUCCESS && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
       count_lost_ticket();
+    }
+    if (query == CUDA_SUCCESS || query == CUDA_ERROR_NOT_READY) {
+      wait.unsure_since = {};
+    } else if (settled_or_pending(wait, query) == query) {
+      wait.stream_failure = query;
     }
   }
 

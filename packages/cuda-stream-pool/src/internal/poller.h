@@ -34,6 +34,7 @@ struct Wait {
   bool ticket_lost = false;           // its stream went idle but the ticket never landed: done all the same
   std::shared_ptr<LateProbe> late_probe;  // the question to its thread about its per-thread stream, once asked
   std::chrono::steady_clock::time_point unsure_since{};  // since when its marker event's query fails (not sticky)
+  CUresult stream_failure = CUDA_SUCCESS;  // its late ticket's stream kept failing queries: the wait's result
   // The other devices its work waited on (Note [cross-device dependencies] in internal/device-faults.h), the device
   // whose fault failed it, and whether its marker was done all the same (its event can go back to the pool).
   DependencySnapshot dependencies;
