@@ -87,7 +87,7 @@ export function endCapture(ref: NativeRef, streamId: bigint): { graph: NativeRef
       record !== undefined
         ? `the stream joined the capture begun on stream ${record.streamId}; end that capture on that stream`
         : captureStatus(ref) !== 0
-          ? 'the stream is capturing, but the capture was not begun on it in this thread; end it where it began'
+          ? 'the stream is capturing, but the capture was not begun through this Stream object in this thread (another thread, or another object for the same driver stream, such as one from Stream.fromHandle()); end it through the object and in the thread that began it'
           : 'the stream is not capturing; call stream.beginCapture() first';
     throw new CaptureError('stream.endCapture()', streamId, why);
   }
