@@ -147,6 +147,22 @@ test('a stream and the buffer it used, forgotten while the stream captures: the 
   assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
 });
 
+test('a stream forgotten while its capture holds a buffer that its recorded work uses: the capture is abandoned and its record lets the buffer go', needsCompiler, async () => {
+  const result = await simulatedJson<{ streams: number; deviceBytes: number; synchronize: string }>(
+    abandoned(`
+      const { DeviceBuffer, Stream } = await import('cuda-stream-pool');
+      await (async () => {
+        const home = Stream.create();
+        const buffer = DeviceBuffer.alloc(1 << 20, { stream: home });
+        await home.synchronize();
+        const stream = Stream.create();
+        stream.beginCapture();
+        stream.fill(buffer, 3); // recorded: the capture holds the buffer
+      })();`),
+  );
+  assert.deepEqual(result, { streams: 0, deviceBytes: 0, synchronize: 'resolved' });
+});
+
 test('the capture guard reports each device\'s open captures and the frees waiting for them, for leak reports', needsCompiler, async () => {
   const result = await simulatedJson<{ idle: number[]; open: number[]; waiting: number[]; closed: number[] }>(
     `${collectGarbage}

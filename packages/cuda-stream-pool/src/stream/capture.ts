@@ -68,12 +68,22 @@ export function captureRefusal(status: number, streamId: bigint, operation: stri
   return new CaptureError(operation, streamId, `not allowed while ${why}; call it after stream.endCapture()`);
 }
 
-/** Begins a capture on `ref` in `mode` and opens its record. @throws {@link CaptureError} when the stream is already
+// A capture whose stream object owns its ref and is collected mid-capture: the native layer ends the capture when the
+// ref's slot is released; this drops its record, which would otherwise hold what the graph's work used for good.
+const forgottenCaptures = new FinalizationRegistry<NativeRef>((ref) => {
+  const record = records.get(ref);
+  if (record !== undefined && record.origin === ref) for (const member of record.members) records.delete(member);
+});
+
+/** Begins a capture on `ref` in `mode` and opens its record; `owner`: the object whose collection releases the ref
+ * (a created or borrowed stream), when there is one. @throws {@link CaptureError} when the stream is already
  * capturing; CudaError when the driver refuses. @internal */
-export function beginCapture(ref: NativeRef, streamId: bigint, mode: CaptureMode): void {
+export function beginCapture(ref: NativeRef, streamId: bigint, mode: CaptureMode, owner?: object): void {
   requireNotCapturing(ref, { id: streamId }, 'stream.beginCapture()');
   native.streamBeginCapture(ref, CAPTURE_MODES[mode]);
-  records.set(ref, { origin: ref, streamId, members: new Set([ref]), held: new Set(), kernelNodes: [] });
+  const record: CaptureRecord = { origin: ref, streamId, members: new Set([ref]), held: new Set(), kernelNodes: [] };
+  records.set(ref, record);
+  if (owner !== undefined) forgottenCaptures.register(owner, ref, record);
 }
 
 /** Ends the capture begun on `ref` in this thread: the graph's ref and the record. The record is closed whatever
@@ -95,6 +105,7 @@ export function endCapture(ref: NativeRef, streamId: bigint): { graph: NativeRef
     return { graph: native.streamEndCapture(ref), record };
   } finally {
     for (const member of record.members) records.delete(member);
+    forgottenCaptures.unregister(record);
   }
 }
 
@@ -111,6 +122,7 @@ export function abandonCapture(ref: NativeRef): void {
     // Invalidated, unjoined or destroyed: the capture is over either way.
   } finally {
     for (const member of record.members) records.delete(member);
+    forgottenCaptures.unregister(record);
   }
 }
 

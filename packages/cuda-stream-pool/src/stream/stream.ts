@@ -491,7 +491,7 @@ export class Stream {
       throw new CaptureError('stream.beginCapture()', this.id, 'this stream came from pool.getStream() and other tasks may be queuing work on it, which would land in the graph; lease a stream instead (pool.run() or pool.acquire()) or use Stream.create()');
     if (this.#facts()[0] === LEGACY)
       throw new CaptureError('stream.beginCapture()', this.id, 'the legacy default stream cannot capture; use Stream.create() or a leased pool stream');
-    beginCapture(ref, this.id, mode);
+    beginCapture(ref, this.id, mode, this.#kind === 'owned' || this.#kind === 'borrowed' ? this : undefined);
   }
 
   /** Ends the capture begun on this stream with {@link Stream.beginCapture} and returns the recorded work as a
