@@ -45,7 +45,7 @@ for (const code of ['CUDA_ERROR_UNKNOWN', '12345']) {
        const started = performance.now();
        const code = await stream.synchronize().then(() => 'resolved', (e) => e.code);
        console.log(JSON.stringify({ code, ms: performance.now() - started }));`,
-      { fail: `operation:3=fault:${code}`, operationDelayUs: 2000, timeoutMs: 20000 },
+      { fail: `operation@${issuer}:3=fault:${code}`, operationDelayUs: 2000, timeoutMs: 20000 },
     );
     assert.equal(result.code, code === '12345' ? 'CUresult 12345' : code);
     assert.ok(result.ms < 1000, `the wait took ${result.ms} ms`);
