@@ -37,7 +37,7 @@ for (const [fail, reason] of [
   ['cuDriverGetVersion:1=CUDA_ERROR_UNKNOWN', /has no working cuDriverGetVersion/],
   ['cuInit:1=CUDA_ERROR_NO_DEVICE', /cuInit failed with CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected/],
   ['cuInit:1=CUDA_ERROR_OUT_OF_MEMORY', /cuInit failed with CUDA_ERROR_OUT_OF_MEMORY/],
-  ['cuInit:1=12345', /cuInit failed with CUresult 12345: the driver has no description of this code\. Check/],
+  ['cuInit:1=1000', /cuInit failed with CUresult 1000: the driver has no description of this code\. Check/],
   ['cuDeviceGetCount:1=CUDA_ERROR_UNKNOWN', /reports no usable device/],
 ] as const) {
   test(`a failed start-up call (${fail}) leaves cuda.available false with the reason`, needsCompiler, async () => {
