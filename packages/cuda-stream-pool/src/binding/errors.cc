@@ -28,17 +28,9 @@ void require_driver() {
 
 Napi::Value cuda_error_value(Napi::Env env, const CudaFailure& f) {
   Napi::Function factory = AddonData::of(env).error_factory.Value();
-  const char* name = nullptr;
-  const char* text = nullptr;
-  if (load_driver().driver_version) {
-    if (drv().cuGetErrorName(f.code, &name) != CUDA_SUCCESS) name = nullptr;
-    if (drv().cuGetErrorString(f.code, &text) != CUDA_SUCCESS) text = nullptr;
-  }
-  // A code the driver cannot name keeps its number: calling it CUDA_ERROR_UNKNOWN (999) would name another code.
-  const std::string code = name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(f.code));
-  return factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code), Napi::String::New(env, code),
-                       Napi::String::New(env, text ? text : "the driver has no description of this code"),
-                       Napi::String::New(env, f.call),
+  const ResultText text = result_text(f.code);
+  return factory.Call({Napi::String::New(env, "cuda"), Napi::Number::New(env, f.code), Napi::String::New(env, text.name),
+                       Napi::String::New(env, text.description), Napi::String::New(env, f.call),
                        Napi::String::New(env, f.detail), Napi::Boolean::New(env, is_sticky(f.code))});
 }
 

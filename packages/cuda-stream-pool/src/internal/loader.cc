@@ -78,14 +78,9 @@ void load_once() {
   }
   CUresult init = g_driver.cuInit(0);
   if (init != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    const char* text = nullptr;
-    if (g_driver.cuGetErrorName(init, &name) != CUDA_SUCCESS) name = nullptr;
-    if (g_driver.cuGetErrorString(init, &text) != CUDA_SUCCESS) text = nullptr;
+    const ResultText failure = result_text(init);
     g_state.unavailable_reason = std::string("loaded the CUDA driver (CUDA ") + version_text(version) +
-                                 ") but cuInit failed with " +
-                                 (name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(init))) +
-                                 ": " + (text ? text : "the driver has no description of this code") +
+                                 ") but cuInit failed with " + failure.name + ": " + failure.description +
                                  ". Check that an NVIDIA GPU is present and visible (nvidia-smi, "
                                  "CUDA_VISIBLE_DEVICES).";
     return;
@@ -101,6 +96,15 @@ void load_once() {
 }
 
 }  // namespace
+
+ResultText result_text(CUresult code) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (g_driver.cuGetErrorName && g_driver.cuGetErrorName(code, &name) != CUDA_SUCCESS) name = nullptr;
+  if (g_driver.cuGetErrorString && g_driver.cuGetErrorString(code, &text) != CUDA_SUCCESS) text = nullptr;
+  return {name ? name : "CUresult " + std::to_string(static_cast<int>(code)),
+          text ? text : "the driver has no description of this code"};
+}
 
 const DriverState& load_driver() {
   std::call_once(g_once, load_once);

@@ -73,4 +73,12 @@ const DriverState& load_driver();
 // The resolved table; only valid after load_driver() reported available (callers check through require_driver).
 const Driver& drv();
 
+// What the driver calls `code` (cuGetErrorName, cuGetErrorString), or "CUresult <number>" and a note where it has no
+// name or text (a code it does not know, or no driver entry points): never another code's name. Never throws.
+struct ResultText {
+  std::string name;
+  std::string description;
+};
+ResultText result_text(CUresult code);
+
 }  // namespace csp
