@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson, simulatedJsonWithCalls } from '../support/simulated-driver.js';
 
 
 test('200 streams dropped with a buffer allocated on each: every stream and buffer is released', needsCompiler, async () => {
@@ -24,4 +24,56 @@ test('200 streams dropped with a buffer allocated on each: every stream and buff
     { operationDelayUs: 50 },
   );
   assert.deepEqual(result.after, result.before);
+});
+
+test('streams dropped after using a long-lived buffer are destroyed while the buffer lives, and the buffer lets them go', needsCompiler, async () => {
+  // The buffer remembers every stream it was used on, so that its free follows their work: a dropped stream must be
+  // destroyed all the same, and the buffer must not keep its object (and an event) for the rest of its life.
+  const { result, calls } = await simulatedJsonWithCalls<{ before: number; during: number; after: number; last: number[] }>(
+    `${collectGarbage}
+     import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const before = cuda.liveObjects().streams;
+     const buffer = DeviceBuffer.alloc(64);
+     let during = 0;
+     // In a function: a module's top-level loop keeps its last iteration's stream reachable.
+     await (async () => {
+       for (let i = 1; i <= 200; i++) {
+         const stream = Stream.create();
+         stream.fill(buffer, i, { type: 'u32' });
+         await stream.synchronize();
+         during = Math.max(during, cuda.liveObjects().streams - before);
+       }
+     })();
+     await collectUntil(() => cuda.liveObjects().streams === before);
+     const after = cuda.liveObjects().streams;
+     // The buffer forgets a destroyed stream whose work is done when it next meets a new stream.
+     const next = Stream.create();
+     next.fill(buffer, 201, { type: 'u32' });
+     const last = Array.from(await buffer.toArray(Uint32Array, { stream: next })).slice(0, 4);
+     next.destroy();
+     console.log(JSON.stringify({ before, during, after, last }));
+     process.exit(0); // with the buffer alive: the driver's counts are those of a buffer still in use`,
+    { operationDelayUs: 20 },
+  );
+  assert.equal(result.after, result.before, 'every dropped stream is destroyed while the buffer lives');
+  assert.ok(result.during >= 1);
+  assert.deepEqual(result.last, [201, 201, 201, 201]);
+  assert.ok((calls.cuStreamDestroy ?? 0) >= 200, `cuStreamDestroy ran ${calls.cuStreamDestroy} times for 200 dropped streams`);
+  const eventsAlive = (calls.cuEventCreate ?? 0) - (calls.cuEventDestroy ?? 0);
+  assert.ok(eventsAlive < 50, `${eventsAlive} events still alive at exit: the buffer kept the dropped streams' retirement events`);
+});
+
+test('a Stream.fromHandle() wrapper of a created stream refuses calls once that stream is collected', needsCompiler, async () => {
+  const result = await simulatedJson<{ streams: number[]; error: string; code: string }>(
+    `${collectGarbage}
+     import { cuda, Stream } from 'cuda-stream-pool';
+     const before = cuda.liveObjects().streams;
+     const borrowed = (() => Stream.fromHandle(Stream.create().handle))();
+     await collectUntil(() => cuda.liveObjects().streams === before);
+     let error = 'none', code = '';
+     try { borrowed.query(); } catch (e) { error = e.name; code = e.code; }
+     console.log(JSON.stringify({ streams: [before, cuda.liveObjects().streams], error, code }));`,
+  );
+  assert.equal(result.streams[1], result.streams[0]);
+  assert.equal(result.error, 'DestroyedError');
 });

@@ -139,6 +139,17 @@ void abandon_forgotten_capture(const std::shared_ptr<void>& forgotten) {
   object->leave();
 }
 
+// A created stream whose JS owner was collected (or whose thread ended) is destroyed as destroy() would, after its
+// capture, if one was left open, is abandoned. Only its own handle does this: a pool's streams are the pool's, and a
+// borrowed wrapper owns nothing.
+void destroy_forgotten_stream(const std::shared_ptr<void>& forgotten) {
+  abandon_forgotten_capture(forgotten);
+  auto object = std::static_pointer_cast<NativeStream>(forgotten);
+  // Its recorded work is issued first (deferred submission), so that destroy()'s record of its last work follows it.
+  if (object->unissued()) await_issued(*object);
+  object->destroy();
+}
+
 // streamEndCapture(stream) -> graph object. The capture is over whatever the outcome; an invalidated capture throws
 // (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and its partial graph, if the driver made one, is destroyed. A failure that
 // left the stream capturing (the driver ends a capture on most of its errors, not on all) is followed by one more
@@ -329,8 +340,8 @@ Napi::Value graph_exec_destroy(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object) {
-  return wrap_native(env, std::move(object), abandon_forgotten_capture);
+Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object, bool destroy_when_forgotten) {
+  return wrap_native(env, std::move(object), destroy_when_forgotten ? destroy_forgotten_stream : abandon_forgotten_capture);
 }
 
 void capture_closed(NativeStream& stream) {

@@ -53,7 +53,9 @@ void watch_retirement(NativeStream& stream) {
 //    had queued by then, including work queued after the call that reported the use (a kernel launch follows
 //    asKernelPointer; recordStream precedes the work it announces).
 //  - a destroyed stream cannot be recorded on; its `retired` event, recorded by its destroy, stands for its last work
-//    (Note [stream retirement]); watch_retirement() arms it when the entry is made.
+//    (Note [stream retirement]); watch_retirement() arms it when the entry is made. Once that record completed, the
+//    entry is dropped the next time the buffer meets a new stream, so a long-lived buffer does not keep every
+//    short-lived stream that used it.
 //  - CU_STREAM_PER_THREAD names the calling thread's stream, so another thread's per-thread stream cannot be recorded
 //    on from the freeing thread. For those the using thread records the entry's event itself: right after a copy or
 //    fill, and for kernel arguments and recordStream in a microtask of that thread (memory/device-buffer.ts). A free
@@ -82,6 +84,35 @@ ShareRegistry& shares() {
 
 }  // namespace
 
+namespace {
+
+// Drops the entries of destroyed streams whose last work is done (their `retired` record completed): a buffer that
+// lives long and is used by many short-lived streams would otherwise keep every one of their objects, and an event
+// each. Never the allocation stream's entry (uses[0]), which a free prefers. Only entries of `device`, whose context
+// is current. Under uses_mutex.
+void forget_finished_uses(NativeDeviceBuffer& buffer, int device) {
+  auto finished = [device](const BufferUse& use) {
+    const NativeStream& stream = *use.stream;
+    return stream.device == device && stream.handle_destroyed.load(std::memory_order_acquire) && stream.retired &&
+           drv().cuEventQuery(stream.retired) == CUDA_SUCCESS &&
+           (!use.event || drv().cuEventQuery(use.event) == CUDA_SUCCESS);
+  };
+  if (buffer.uses.size() < 2) return;
+  size_t kept = 1;
+  for (size_t i = 1; i < buffer.uses.size(); i++) {
+    BufferUse& use = buffer.uses[i];
+    if (finished(use)) {
+      if (use.event) check_quiet(drv().cuEventDestroy(use.event), device);
+      continue;
+    }
+    if (kept != i) buffer.uses[kept] = std::move(use);
+    kept++;
+  }
+  buffer.uses.resize(kept);
+}
+
+}  // namespace
+
 void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& used, int environment, bool after_work) {
   const std::shared_ptr<NativeStream>& stream = NativeStream::owner_of(used);  // Note [borrowed library streams]
   std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
@@ -89,6 +120,7 @@ void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& u
   for (BufferUse& u : buffer.uses)
     if (u.stream == stream) use = &u;
   if (!use) {
+    forget_finished_uses(buffer, stream->device);
     watch_retirement(*stream);
     buffer.uses.push_back(BufferUse{stream, environment, nullptr});
     use = &buffer.uses.back();

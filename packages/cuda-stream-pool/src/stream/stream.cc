@@ -82,6 +82,7 @@ void NativeStream::release() {
     owned_streams().objects.erase(handle);
   }
   if (make_current_quiet(device)) check_quiet(drv().cuStreamDestroy(handle), device);
+  handle_destroyed.store(true, std::memory_order_release);
   live().streams--;
 }
 
@@ -130,7 +131,7 @@ Napi::Value stream_create(const Napi::CallbackInfo& info) {
   unsigned flags = info[1].As<Napi::Boolean>().Value() ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   int priority = info[2].As<Napi::Number>().Int32Value();
   int partition = info[3].As<Napi::Number>().Int32Value();
-  return wrap_stream(info.Env(), create_stream(device, flags, priority, partition));
+  return wrap_stream(info.Env(), create_stream(device, flags, priority, partition), true);
 }
 
 // streamShareHandle(ref): JS code read the stream's handle, so work may reach the stream from outside the library;

@@ -107,6 +107,9 @@ struct NativeStream : NativeObject {
   int priority = 0;
   unsigned flags = 0;
   int partition = -1;  // the device partition its kernels run on, or -1 for the whole device
+  // Set once an owned stream's driver stream was destroyed, after its last `retired` record (Note [stream
+  // retirement]): a buffer may then forget its use of the stream once that record completed (Note [buffer uses]).
+  std::atomic<bool> handle_destroyed{false};
   ~NativeStream() override;
   // Retires the object at once; an owned stream is destroyed (queued work still completes) when no call is in flight
   // any more. Never waits; idempotent.
@@ -117,6 +120,7 @@ struct NativeStream : NativeObject {
 
  private:
   std::atomic<bool> record_on_release_{false};
+
 };
 
 // The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
@@ -128,8 +132,9 @@ int capture_status(NativeStream& stream);
 void capture_closed(NativeStream& stream);
 
 // Wraps a stream object for JS: a handle whose forgetting abandons a capture begun through it (Note [abandoned
-// captures] in graph.cc).
-Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object);
+// captures] in graph.cc). `destroy_when_forgotten` (Stream.create()'s own handle): forgetting it also destroys the
+// stream, as destroy() does; buffers the stream used hold its object, and would keep the driver stream alive with it.
+Napi::Value wrap_stream(Napi::Env env, std::shared_ptr<NativeStream> object, bool destroy_when_forgotten = false);
 
 // Creates an owned stream on `device`; counted in live().streams. Throws CudaFailure.
 // `partition`: the index of a partition of the device (Note [partitions] in device/partition.cc), or -1.
