@@ -12,9 +12,12 @@ import type { PoolLayout } from '../pool/pool-words.js';
  * The completion engine's diagnostic counters, for tests and tuning (see `completionStats()`).
  */
 export interface CompletionStats {
-  /** Wake-ups of this thread's event loop by the engine (each delivers one batch). */
+  /** Wake-ups of this thread's event loop by the engine (each delivers one batch): the thread was blocked, or about
+   * to block, waiting for its event loop's next event. */
   wakeups: number;
-  /** Waits settled by those wake-ups (waits that settled at once, without a wake-up, are not counted). */
+  /** Batches this thread took at a turn of its event loop while it was busy, without a wake-up. */
+  turnBatches: number;
+  /** Waits settled by the engine's batches, both kinds (waits that settled at once are not counted). */
   delivered: number;
   /** The most waits one wake-up settled. */
   largestBatch: number;
@@ -366,7 +369,7 @@ function unavailableBinding(reason: string): NativeBinding {
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
-    completionStats: () => ({ wakeups: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, turnBatches: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include <uv.h>
+
 #include "binding/binding.h"
 #include "internal/context.h"
 #include "internal/device-faults.h"
@@ -20,6 +22,33 @@
 #include "stream/stream.h"
 
 namespace csp {
+
+// Note [deliveries at loop turns]: a wake-up through the thread-safe function costs the JS thread a system call or
+// two and a callback scope, and a busy JS thread (one that awaits many streams, say) needs none: its event loop turns
+// anyway. So while an environment has waits pending, two libuv handles watch its loop: a check handle, which runs
+// as the loop leaves its poll phase (the thread is awake and will run callbacks), marks the channel `turning`; a
+// prepare handle, which runs just before the loop may block in poll again, delivers what is ready (again, while
+// settling waits makes more ready, a few rounds, after which an idle handle keeps the loop from blocking so that the
+// next turn takes the rest) and clears the mark under the channel's mutex. The poller posts to
+// the thread-safe function only when the channel is not marked, so a thread that blocks, or is about to, is woken
+// as before, and a busy one takes its completions at its next turn, in one batch, without a wake-up
+// (completionStats() counts both). Starting the watch (the first pending wait, made by JS code, so the loop turns
+// before it blocks) marks the channel; stopping it clears the mark. Both handles are unref'd: the thread-safe
+// function's ref keeps the loop alive while waits are pending. All three are closed by an async cleanup hook at
+// environment teardown. This is the addon's one use of libuv (the environment's loop, from
+// napi_get_uv_event_loop), as internal/v8-memory.cc is its one use of V8's C++ API.
+struct LoopTurns {
+  uv_prepare_t prepare;
+  uv_check_t check;
+  uv_idle_t idle;  // active while a prepare left completions ready: the loop then polls without blocking
+  Channel* channel = nullptr;  // lives until the async cleanup hook, which closes these handles first
+  napi_env env = nullptr;
+  Napi::FunctionReference dispatch;
+  std::unique_ptr<Napi::AsyncContext> context;
+  napi_async_cleanup_hook_handle cleanup = nullptr;
+  bool watching = false;
+  int open_handles = 3;
+};
 
 // ------------------------------------------------------------------------------------------------------------------
 // Per-environment delivery.
@@ -42,15 +71,11 @@ size_t flush_landings(Napi::Env env, Channel& channel) {
   return kept;
 }
 
-// Runs on: the JS thread of the channel's environment, once per batch posted by the poller.
-void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
-  std::vector<Ready> batch;
-  {
-    std::lock_guard<OrderedMutex> lock(channel.mutex);
-    batch.swap(channel.ready);
-    channel.posted = false;
-  }
-  if (env == nullptr) return;
+// Settles `batch` on the JS thread of the channel's environment: lands copies first, answers probes, and hands the
+// finished waits to JS in one call of `call(tokens, results)`. `woken`: the batch came through the thread-safe
+// function (a wake-up), not at a loop turn. Never throws: an exception from JS is reported as uncaught.
+template <class Call>
+void deliver(Napi::Env env, Channel& channel, std::vector<Ready>& batch, bool woken, Call call) {
   try {
     Napi::HandleScope scope(env);
     flush_landings(env, channel);  // a copy lands before any later completion is reported
@@ -79,10 +104,13 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
         results.Set(count, Napi::Number::New(env, wait_result(item.result, item.dependency)));
       count++;
     }
-    channel.wakeups++;
+    if (woken)
+      channel.wakeups++;
+    else
+      channel.turn_batches++;
     channel.delivered += count;
     if (count > channel.largest_batch) channel.largest_batch = count;
-    if (count) dispatch.Call({tokens, results});
+    if (count) call(tokens, results);
   } catch (const Napi::Error& error) {
     // The dispatcher never throws; if it did, report it as an uncaught exception rather than abort the process. In a
     // terminating worker every N-API call fails, Value() included: then there is nobody to report to.
@@ -94,6 +122,141 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
   }
 }
 
+// Runs on: the JS thread of the channel's environment, once per batch posted by the poller.
+void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
+  std::vector<Ready> batch;
+  {
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
+    batch.swap(channel.ready);
+    channel.posted = false;
+    // This thread is awake now and reaches its loop's prepare phase before it blocks again.
+    channel.turning = channel.turns && channel.turns->watching;
+  }
+  if (env == nullptr) return;
+  deliver(env, channel, batch, true, [&](Napi::Array tokens, Napi::Array results) { dispatch.Call({tokens, results}); });
+}
+
+// The most rounds one prepare delivers before it lets the loop poll (without blocking, if more is ready): I/O and
+// timers must not starve behind a stream of completions.
+constexpr int kTurnRounds = 4;
+
+void on_idle(uv_idle_t*) {}
+
+void on_check(uv_check_t* handle) {
+  auto* turns = static_cast<LoopTurns*>(handle->data);
+  std::lock_guard<OrderedMutex> lock(turns->channel->mutex);
+  turns->channel->turning = true;
+}
+
+void on_prepare(uv_prepare_t* handle) {
+  auto* turns = static_cast<LoopTurns*>(handle->data);
+  Channel& channel = *turns->channel;
+  uv_idle_stop(&turns->idle);
+  // The loop calls this outside any handle scope, and delivery (its error path included) needs one. None can be
+  // opened once the environment is ending: what is ready then stays for the cleanup hook.
+  struct Scope {
+    napi_env env;
+    napi_handle_scope scope = nullptr;
+    ~Scope() {
+      if (scope) napi_close_handle_scope(env, scope);
+    }
+  } outer{turns->env};
+  const bool can_call = napi_open_handle_scope(turns->env, &outer.scope) == napi_ok;
+  for (int round = 0;; round++) {
+    std::vector<Ready> batch;
+    {
+      std::lock_guard<OrderedMutex> lock(channel.mutex);
+      if (!can_call) {
+        channel.turning = false;
+        return;
+      }
+      if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
+        uv_idle_start(&turns->idle, on_idle);  // the loop polls without blocking; the next turn takes the rest
+        return;
+      }
+      if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
+        // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
+        channel.turning = false;
+        if (!channel.ready.empty() && !channel.posted && channel.open.load(std::memory_order_relaxed)) {
+          Channel* target = &channel;
+          if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) == napi_ok)
+            channel.posted = true;
+        }
+        return;
+      }
+      batch.swap(channel.ready);
+    }
+    Napi::Env env(turns->env);
+    deliver(env, channel, batch, false, [&](Napi::Array tokens, Napi::Array results) {
+      turns->dispatch.MakeCallback(env.Global(), {tokens, results}, *turns->context);
+    });
+  }
+}
+
+// Starts or stops watching the loop's turns, with the waits pending (completionRef, completionUnref).
+void watch_turns(Channel& channel, bool on) {
+  LoopTurns* turns = channel.turns;
+  if (!turns || turns->watching == on) return;
+  turns->watching = on;
+  {
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
+    channel.turning = on;
+  }
+  if (on) {
+    uv_prepare_start(&turns->prepare, on_prepare);
+    uv_check_start(&turns->check, on_check);
+  } else {
+    uv_prepare_stop(&turns->prepare);
+    uv_check_stop(&turns->check);
+    uv_idle_stop(&turns->idle);
+  }
+}
+
+void turn_handle_closed(uv_handle_t* handle) {
+  auto* turns = static_cast<LoopTurns*>(handle->data);
+  if (--turns->open_handles > 0) return;
+  if (turns->cleanup) napi_remove_async_cleanup_hook(turns->cleanup);
+  delete turns;
+}
+
+// Environment teardown: the channel no longer counts on turns; the handles close, and the hook ends when both have.
+void close_turns(napi_async_cleanup_hook_handle, void* data) {
+  auto* turns = static_cast<LoopTurns*>(data);
+  watch_turns(*turns->channel, false);
+  turns->channel->turns = nullptr;
+  turns->dispatch.Reset();
+  turns->context.reset();
+  uv_close(reinterpret_cast<uv_handle_t*>(&turns->prepare), turn_handle_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&turns->check), turn_handle_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&turns->idle), turn_handle_closed);
+}
+
+// The loop-turn watch of a new channel, or null (every batch then wakes the thread) when the loop is out of reach.
+LoopTurns* make_turns(Napi::Env env, Channel& channel, Napi::Function dispatch) {
+  uv_loop_t* loop = nullptr;
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok || !loop) return nullptr;
+  auto* turns = new LoopTurns();
+  turns->channel = &channel;
+  turns->env = env;
+  // These inits never fail: they only link the handle into the loop.
+  uv_prepare_init(loop, &turns->prepare);
+  uv_check_init(loop, &turns->check);
+  uv_idle_init(loop, &turns->idle);
+  turns->prepare.data = turns;
+  turns->check.data = turns;
+  turns->idle.data = turns;
+  uv_unref(reinterpret_cast<uv_handle_t*>(&turns->prepare));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&turns->check));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&turns->idle));
+  turns->dispatch = Napi::Persistent(dispatch);
+  turns->context = std::make_unique<Napi::AsyncContext>(env, "cuda_stream_pool.completion");
+  if (napi_add_async_cleanup_hook(env, close_turns, turns, &turns->cleanup) != napi_ok) {
+    close_turns(nullptr, turns);  // deleted once both handles closed
+    return nullptr;
+  }
+  return turns;
+}
+
 }  // namespace
 
 // Hands `item` to the channel's JS thread; false when its environment is closed.
@@ -101,7 +264,7 @@ bool post(Channel& channel, Ready item) {
   std::lock_guard<OrderedMutex> lock(channel.mutex);
   if (!channel.open.load(std::memory_order_relaxed)) return false;
   channel.ready.push_back(std::move(item));
-  if (!channel.posted) {
+  if (!channel.posted && !channel.turning) {
     Channel* target = &channel;
     if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) ==
         napi_ok)
@@ -128,6 +291,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
   channel->tsfn = Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "cuda_stream_pool.completion",
                                                 0, 1);
   channel->tsfn.Unref(env);
+  channel->turns = make_turns(env, *channel, info[0].As<Napi::Function>());
   addon.channel = channel;
   // Cleanup hook: runs at environment teardown (main thread exit, worker exit or termination), before the
   // thread-safe function's own cleanup. Waits still pending find the channel closed and are dropped by the poller;
@@ -151,12 +315,16 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value completion_ref(const Napi::CallbackInfo& info) {
-  channel_of(info.Env()).tsfn.Ref(info.Env());
+  Channel& channel = channel_of(info.Env());
+  channel.tsfn.Ref(info.Env());
+  watch_turns(channel, true);
   return info.Env().Undefined();
 }
 
 Napi::Value completion_unref(const Napi::CallbackInfo& info) {
-  channel_of(info.Env()).tsfn.Unref(info.Env());
+  Channel& channel = channel_of(info.Env());
+  channel.tsfn.Unref(info.Env());
+  watch_turns(channel, false);
   return info.Env().Undefined();
 }
 
@@ -283,6 +451,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   Channel& channel = channel_of(env);
   Napi::Object out = Napi::Object::New(env);
   out.Set("wakeups", channel.wakeups);
+  out.Set("turnBatches", channel.turn_batches);
   out.Set("delivered", channel.delivered);
   out.Set("largestBatch", channel.largest_batch);
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));

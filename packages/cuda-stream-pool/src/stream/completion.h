@@ -32,7 +32,8 @@
 //  - Delivery. Finished waits go to the mailbox of the environment (main thread or worker) that made them; the
 //    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
 //    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
-//    waits pending.
+//    waits pending. A thread that is busy is not woken: it takes its batch at its next loop turn (Note [deliveries
+//    at loop turns] in completion.cc).
 //  - Staged device-to-host copies (Note [staging] in staging.cc) are landings: the bytes are copied from staging
 //    into the JS array on the thread that owns it, after checking that its buffer was not detached or transferred
 //    (then the data is dropped). Every delivery, and every wait that settles at once, first lands what is ready,
@@ -78,15 +79,19 @@ struct Ready {
   bool part = false;  // `landing` has parts in staging to land now; it is not finished (Note [staging])
 };
 
+struct LoopTurns;  // completion.cc: Note [deliveries at loop turns]
+
 struct Channel {
-  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted and the thread-safe function's use by the poller
+  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted, turning and the thread-safe function's use by the poller
   std::atomic<bool> open{true};     // false once the environment is torn down
   bool posted = false;              // a drain is queued on the JS thread
+  bool turning = false;             // the JS thread takes what is ready at its next loop turn, unwoken
   std::vector<Ready> ready;
   Napi::ThreadSafeFunction tsfn;
   // JS thread only:
+  LoopTurns* turns = nullptr;  // null where the environment's loop could not be watched: every batch wakes the thread
   std::vector<std::shared_ptr<Landing>> landings;
-  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0;
+  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, turn_batches = 0;
 };
 
 // Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.

@@ -1,0 +1,84 @@
+// Completions reach a busy thread at its event loop's turns, without a wake-up; a thread that waits idle is still
+// woken; threads that end while waits are pending close their loop watch cleanly. On the simulated driver, whose
+// streams run their work on threads of their own, so work finishes while the JS thread is busy.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+
+interface Counts {
+  rounds: number;
+  wakeups: number;
+  turnBatches: number;
+  delivered: number;
+}
+
+// Each round queues a fill on 8 streams, keeps the thread busy for 5 ms (the fills, of 0.2 ms or more each, finish
+// meanwhile), then awaits them all: the round's completions are ready before the thread reaches its loop again.
+const busyRounds = (rounds: number): string => `
+  import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';
+  const streams = Array.from({ length: 8 }, () => Stream.create());
+  const buffers = streams.map((stream) => DeviceBuffer.alloc(4096, { stream }));
+  const before = completionStats();
+  for (let round = 0; round < ${rounds}; round++) {
+    const waits = streams.map((stream, i) => { stream.fill(buffers[i], round); return stream.synchronize(); });
+    const until = performance.now() + 5;
+    while (performance.now() < until);
+    await Promise.all(waits);
+  }
+  const after = completionStats();
+  const counts = { rounds: ${rounds}, wakeups: after.wakeups - before.wakeups, turnBatches: after.turnBatches - before.turnBatches, delivered: after.delivered - before.delivered };
+  for (let i = 0; i < 8; i++) { buffers[i].free(); streams[i].destroy(); }`;
+
+test('a thread busy when its waits finish takes them at its loop turns, not through wake-ups', needsCompiler, async () => {
+  const counts = await simulatedJson<Counts>(`${busyRounds(100)}
+    console.log(JSON.stringify(counts));`, { operationDelayUs: 200 });
+  // Nearly every wait went through the engine (its fill was pending when synchronize() was called).
+  assert.ok(counts.delivered >= 720, JSON.stringify(counts));
+  // Woken, each round would cost one wake-up; at turns, none (a round whose fills were late may still need one).
+  assert.ok(counts.wakeups <= counts.rounds / 2, JSON.stringify(counts));
+  assert.ok(counts.turnBatches >= counts.rounds / 2, JSON.stringify(counts));
+});
+
+test('a thread that waits idle is woken when its work finishes', needsCompiler, async () => {
+  const result = await simulatedJson<{ wakeups: number; waitedMs: number; value: number }>(
+    `import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(64, { stream });
+     await stream.synchronize();
+     const before = completionStats().wakeups;
+     stream.fill(buffer, 7, { type: 'u32' });
+     const started = performance.now();
+     await stream.synchronize(); // the thread has nothing else to do: only a wake-up can settle this
+     const waitedMs = performance.now() - started;
+     const wakeups = completionStats().wakeups - before;
+     const value = (await buffer.toArray(Uint32Array, { stream }))[0];
+     console.log(JSON.stringify({ wakeups, waitedMs, value }));`,
+    { operationDelayUs: 30_000 },
+  );
+  assert.ok(result.wakeups >= 1, JSON.stringify(result));
+  assert.ok(result.waitedMs >= 25 && result.waitedMs < 2000, JSON.stringify(result));
+  assert.equal(result.value, 7);
+});
+
+test('workers that await at their loop turns end cleanly, also one terminated while it settles waits', needsCompiler, async () => {
+  const result = await simulatedJson<{ counts: Counts; exitCodes: number[] }>(
+    `import { Worker } from 'node:worker_threads';
+     const busy = "import { parentPort } from 'node:worker_threads';" + ${JSON.stringify(busyRounds(20))} + "\\nparentPort.postMessage(counts);";
+     // Terminated while it settles waits at a loop turn, most likely: it spends nearly all its time there.
+     const endless = "import { parentPort } from 'node:worker_threads';" +
+       ${JSON.stringify(busyRounds(1_000_000).replace('const before', "parentPort.postMessage('running');\nconst before"))};
+     const start = (source) => new Worker(source, { eval: true });
+     const first = start(busy);
+     const firstExit = new Promise((resolve) => first.once('exit', resolve)); // it may end before the second starts
+     const counts = await new Promise((resolve, reject) => { first.once('message', resolve); first.once('error', reject); });
+     const second = start(endless);
+     await new Promise((resolve, reject) => { second.once('message', resolve); second.once('error', reject); });
+     await new Promise((resolve) => setTimeout(resolve, 100));
+     const exitCodes = await Promise.all([firstExit, second.terminate()]);
+     console.log(JSON.stringify({ counts, exitCodes }));`,
+    { operationDelayUs: 2000 },
+  );
+  assert.equal(result.counts.delivered, 160, JSON.stringify(result.counts));
+  assert.deepEqual(result.exitCodes, [0, 1]);
+});
