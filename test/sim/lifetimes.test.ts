@@ -63,17 +63,36 @@ test('streams dropped after using a long-lived buffer are destroyed while the bu
   assert.ok(eventsAlive < 50, `${eventsAlive} events still alive at exit: the buffer kept the dropped streams' retirement events`);
 });
 
-test('a Stream.fromHandle() wrapper of a created stream refuses calls once that stream is collected', needsCompiler, async () => {
-  const result = await simulatedJson<{ streams: number[]; error: string; code: string }>(
+test('a Stream.fromHandle() wrapper of a created stream refuses calls, and says it is destroyed, once that stream is collected', needsCompiler, async () => {
+  const result = await simulatedJson<{ streams: number[]; error: string; destroyed: boolean[] }>(
     `${collectGarbage}
      import { cuda, Stream } from 'cuda-stream-pool';
      const before = cuda.liveObjects().streams;
      const borrowed = (() => Stream.fromHandle(Stream.create().handle))();
+     const aliveBefore = borrowed.destroyed;
      await collectUntil(() => cuda.liveObjects().streams === before);
-     let error = 'none', code = '';
-     try { borrowed.query(); } catch (e) { error = e.name; code = e.code; }
-     console.log(JSON.stringify({ streams: [before, cuda.liveObjects().streams], error, code }));`,
+     let error = 'none';
+     try { borrowed.query(); } catch (e) { error = e.name; }
+     console.log(JSON.stringify({ streams: [before, cuda.liveObjects().streams], error, destroyed: [aliveBefore, borrowed.destroyed] }));`,
   );
   assert.equal(result.streams[1], result.streams[0]);
   assert.equal(result.error, 'DestroyedError');
+  assert.deepEqual(result.destroyed, [false, true]);
+});
+
+test('a Stream.fromHandle() wrapper says it is destroyed once the library stream it is tied to is, however that ends', needsCompiler, async () => {
+  const result = await simulatedJson<Record<string, boolean[]>>(
+    `import { Stream, StreamPool } from 'cuda-stream-pool';
+     const created = Stream.create();
+     const ofCreated = Stream.fromHandle(created.handle);
+     const pool = new StreamPool({ size: 2 });
+     const ofPool = Stream.fromHandle(pool.getStream().handle);
+     const before = [ofCreated.destroyed, ofPool.destroyed];
+     created.destroy();
+     pool.destroy();
+     const own = Stream.fromHandle(Stream.create().handle);
+     own.destroy(); // the wrapper itself
+     console.log(JSON.stringify({ before, after: [ofCreated.destroyed, ofPool.destroyed], own: [own.destroyed] }));`,
+  );
+  assert.deepEqual(result, { before: [false, false], after: [true, true], own: [true] });
 });

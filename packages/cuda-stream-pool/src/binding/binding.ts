@@ -154,6 +154,7 @@ export interface NativeBinding {
   /** [handle, id, priority, nonBlocking] as the driver reports them. */
   streamInfo(stream: NativeRef): [handle: bigint, id: bigint, priority: number, nonBlocking: boolean, partition: number];
   streamStatus(stream: NativeRef): number;
+  streamLenderAlive(stream: NativeRef): boolean;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
   streamSynchronize(stream: NativeRef): number;
   /** Throws the CudaError of recorded work on the stream that failed (deferred submission), marking it reported; else

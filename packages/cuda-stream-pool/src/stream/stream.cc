@@ -228,6 +228,13 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
+// streamLenderAlive(ref) -> false once the library stream that a borrowed wrapper is tied to (its lender, Note
+// [borrowed library streams]) was destroyed, by any thread; true otherwise.
+Napi::Value stream_lender_alive(const Napi::CallbackInfo& info) {
+  auto object = unwrap_native<NativeStream>(info[0]);
+  return Napi::Boolean::New(info.Env(), !object->lender || !object->lender->NativeObject::retired());
+}
+
 // streamSynchronize(ref) -> 0, or a wait_result for a fault of a device its work waited on: blocks the calling
 // thread until the stream's work is done. Throws CudaFailure when the work failed on its own device.
 Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
@@ -370,6 +377,7 @@ const Export kStreamExports[] = {
     {"streamShareHandle", "ref", entry<stream_share_handle>},
     {"streamInfo", "ref", entry<stream_info>},
     {"streamStatus", "ref", unordered<stream_status>},
+    {"streamLenderAlive", "ref", unordered<stream_lender_alive>},
     {"streamSynchronize", "ref", entry<stream_synchronize>},
     {"streamThrowFailure", "ref", entry<stream_throw_failure>},
     {"streamWaitEvent", "ref, ref", unordered<stream_wait_event>},

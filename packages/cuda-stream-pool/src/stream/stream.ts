@@ -514,9 +514,12 @@ export class Stream {
     return captureStatus(this.#use('capturing')) !== 0;
   }
 
-  /** True after `destroy()` (or, for a lease's stream, after the lease ended). */
+  /** True after `destroy()` (or, for a lease's stream, after the lease ended); for a `Stream.fromHandle()` wrapper of
+   * a stream this library owns, also once that stream was destroyed (by any thread, by its pool's destroy, or
+   * collected), when this wrapper's calls throw {@link DestroyedError}. Never throws. */
   get destroyed(): boolean {
-    return this.#retired !== undefined;
+    if (this.#retired !== undefined) return true;
+    return this.#kind === 'borrowed' && !native.streamLenderAlive(this.#ref);
   }
 
   /** Owned: destroys the stream (cuStreamDestroy); work already queued still completes, and pending
