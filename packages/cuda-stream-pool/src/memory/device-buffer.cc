@@ -82,10 +82,6 @@ ShareRegistry& shares() {
   return *registry;
 }
 
-}  // namespace
-
-namespace {
-
 // Drops the entries of destroyed streams whose last work is done (their `retired` record completed): a buffer that
 // lives long and is used by many short-lived streams would otherwise keep every one of their objects, and an event
 // each. Never the allocation stream's entry (uses[0]), which a free prefers. Only entries of `device`, whose context

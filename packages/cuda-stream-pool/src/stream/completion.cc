@@ -25,7 +25,7 @@ namespace csp {
 
 // Note [deliveries at loop turns]: a wake-up through the thread-safe function costs the JS thread a system call or
 // two and a callback scope, and a busy JS thread (one that awaits many streams, say) needs none: its event loop turns
-// anyway. So while an environment has waits pending, two libuv handles watch its loop: a check handle, which runs
+// anyway. So while an environment has waits pending, libuv handles watch its loop: a check handle, which runs
 // as the loop leaves its poll phase (the thread is awake and will run callbacks), marks the channel `turning`; a
 // prepare handle, which runs just before the loop may block in poll again, delivers what is ready (again, while
 // settling waits makes more ready, a few rounds, after which an idle handle keeps the loop from blocking so that the
@@ -33,8 +33,8 @@ namespace csp {
 // the thread-safe function only when the channel is not marked, so a thread that blocks, or is about to, is woken
 // as before, and a busy one takes its completions at its next turn, in one batch, without a wake-up
 // (completionStats() counts both). Starting the watch (the first pending wait, made by JS code, so the loop turns
-// before it blocks) marks the channel; stopping it clears the mark. Both handles are unref'd: the thread-safe
-// function's ref keeps the loop alive while waits are pending. All three are closed by an async cleanup hook at
+// before it blocks) marks the channel; stopping it clears the mark. The three handles are unref'd: the thread-safe
+// function's ref keeps the loop alive while waits are pending. They are closed by an async cleanup hook at
 // environment teardown. This is the addon's one use of libuv (the environment's loop, from
 // napi_get_uv_event_loop), as internal/v8-memory.cc is its one use of V8's C++ API.
 struct LoopTurns {
@@ -136,6 +136,15 @@ void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
   deliver(env, channel, batch, true, [&](Napi::Array tokens, Napi::Array results) { dispatch.Call({tokens, results}); });
 }
 
+// Wakes the channel's JS thread to drain what is ready, unless a drain is queued already. Under the channel's mutex.
+void wake_locked(Channel& channel) {
+  if (channel.posted) return;
+  Channel* target = &channel;
+  if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) ==
+      napi_ok)
+    channel.posted = true;
+}
+
 // The most rounds one prepare delivers before it lets the loop poll (without blocking, if more is ready): I/O and
 // timers must not starve behind a stream of completions.
 constexpr int kTurnRounds = 4;
@@ -161,15 +170,15 @@ void on_prepare(uv_prepare_t* handle) {
       if (scope) napi_close_handle_scope(env, scope);
     }
   } outer{turns->env};
-  const bool can_call = napi_open_handle_scope(turns->env, &outer.scope) == napi_ok;
+  if (napi_open_handle_scope(turns->env, &outer.scope) != napi_ok) {
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
+    channel.turning = false;
+    return;
+  }
   for (int round = 0;; round++) {
     std::vector<Ready> batch;
     {
       std::lock_guard<OrderedMutex> lock(channel.mutex);
-      if (!can_call) {
-        channel.turning = false;
-        return;
-      }
       if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
         uv_idle_start(&turns->idle, on_idle);  // the loop polls without blocking; the next turn takes the rest
         return;
@@ -177,11 +186,7 @@ void on_prepare(uv_prepare_t* handle) {
       if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
         // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
         channel.turning = false;
-        if (!channel.ready.empty() && !channel.posted && channel.open.load(std::memory_order_relaxed)) {
-          Channel* target = &channel;
-          if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) == napi_ok)
-            channel.posted = true;
-        }
+        if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
         return;
       }
       batch.swap(channel.ready);
@@ -219,7 +224,7 @@ void turn_handle_closed(uv_handle_t* handle) {
   delete turns;
 }
 
-// Environment teardown: the channel no longer counts on turns; the handles close, and the hook ends when both have.
+// Environment teardown: the channel no longer counts on turns; the handles close, and the hook ends when all have.
 void close_turns(napi_async_cleanup_hook_handle, void* data) {
   auto* turns = static_cast<LoopTurns*>(data);
   watch_turns(*turns->channel, false);
@@ -251,7 +256,7 @@ LoopTurns* make_turns(Napi::Env env, Channel& channel, Napi::Function dispatch) 
   turns->dispatch = Napi::Persistent(dispatch);
   turns->context = std::make_unique<Napi::AsyncContext>(env, "cuda_stream_pool.completion");
   if (napi_add_async_cleanup_hook(env, close_turns, turns, &turns->cleanup) != napi_ok) {
-    close_turns(nullptr, turns);  // deleted once both handles closed
+    close_turns(nullptr, turns);  // deleted once its three handles closed
     return nullptr;
   }
   return turns;
@@ -264,12 +269,7 @@ bool post(Channel& channel, Ready item) {
   std::lock_guard<OrderedMutex> lock(channel.mutex);
   if (!channel.open.load(std::memory_order_relaxed)) return false;
   channel.ready.push_back(std::move(item));
-  if (!channel.posted && !channel.turning) {
-    Channel* target = &channel;
-    if (channel.tsfn.NonBlockingCall([target](Napi::Env env, Napi::Function dispatch) { drain(env, dispatch, *target); }) ==
-        napi_ok)
-      channel.posted = true;
-  }
+  if (!channel.turning) wake_locked(channel);
   return true;
 }
 

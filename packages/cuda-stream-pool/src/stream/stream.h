@@ -120,7 +120,6 @@ struct NativeStream : NativeObject {
 
  private:
   std::atomic<bool> record_on_release_{false};
-
 };
 
 // The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
