@@ -265,9 +265,8 @@ Napi::Value graph_exec_launch(const Napi::CallbackInfo& info) {
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
     // Issued later; on a stream whose recorded work failed it is dropped, as every recorded operation is. An update
     // of the executable is an ordered call, so the launch runs the graph it was recorded with.
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "graphExec.launch"), e = Held<NativeGraphExec>(exec, "GraphExec", "launch")](
-                         const FailurePointer& failure) {
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [e = Held<NativeGraphExec>(std::move(exec), use)](const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) return false;
                        make_current(s->device);
                        check(drv().cuGraphLaunch(e->handle, s->handle), "cuGraphLaunch", s->device, where(*s));

@@ -67,6 +67,9 @@ struct NativeObject {
 
   // As leave(), for a call that may have queued work (NativeStream counts it).
   void leave_after_work() { leave(); }
+  // Counts work queued by a call that keeps its entry (a Use handed over to a recorded operation); NativeStream
+  // counts it, as leave_after_work() would.
+  void count_work() {}
   void entered_for_use() {}  // what a Use does after entering; a native object kind may hide it with its own
 
   // Retires the object; the handle is released now if nothing is in flight, else by the last call to leave. True for
@@ -119,6 +122,7 @@ class Use {
     entered();
   }
   ~Use() {
+    if (handed_over_) return;
     if (queues_work_)
       object_.leave_after_work();
     else
@@ -127,6 +131,12 @@ class Use {
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
   B* operator->() const { return &object_; }
+  // Gives this call's entry to a recorded operation (Held), which leaves it once issued: one entry per operation,
+  // not a second one taken beside this. Counts the call's work as leaving would.
+  void hand_over() {
+    if (queues_work_) object_.count_work();
+    handed_over_ = true;
+  }
 
  private:
   // A native object kind's step after entering (NativeStream::entered_for_use); most have none. Leaves the entry if it throws.
@@ -140,6 +150,7 @@ class Use {
   }
   B& object_;
   bool queues_work_ = true;
+  bool handed_over_ = false;
 };
 
 // A new slot of the calling environment's handle table holding `object`; returns its handle for JS (Note [handle

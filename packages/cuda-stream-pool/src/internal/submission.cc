@@ -80,6 +80,9 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 
 }  // namespace
 
+Operation::Operation(Held<NativeStream> stream) : stream(std::move(stream)) {}
+Operation::~Operation() = default;
+
 FailurePointer FailureSlot::peek() const {
   if (!set()) return nullptr;
   std::lock_guard<OrderedMutex> lock(mutex_);
@@ -182,15 +185,21 @@ void Submitter::wake_recorder() {
   done_.notify_all();
 }
 
-void Submitter::record(std::unique_ptr<Operation> operation) {
-  if (recorded_ - issued_.load(std::memory_order_acquire) >= kQueueLimit) {
+void* Submitter::reserve() {
+  if (recorded_ - issued_seen_ >= kQueueLimit) issued_seen_ = issued_.load(std::memory_order_acquire);
+  if (recorded_ - issued_seen_ >= kQueueLimit) {
     waits_for_room_++;
     std::unique_lock<OrderedMutex> lock(mutex_);
     waiting_.store(true, std::memory_order_seq_cst);
     done_.wait(lock, [&] { return recorded_ - issued_.load(std::memory_order_seq_cst) < kQueueLimit; });
     waiting_.store(false, std::memory_order_relaxed);
+    issued_seen_ = issued_.load(std::memory_order_acquire);
   }
-  ring_[recorded_ % kQueueLimit] = operation.release();
+  return storage_[recorded_ % kQueueLimit].bytes;
+}
+
+void Submitter::publish(Operation* operation) {
+  ring_[recorded_ % kQueueLimit] = operation;
   recorded_++;
   published_.store(recorded_, std::memory_order_seq_cst);
   wake_thread();
@@ -267,7 +276,11 @@ void Submitter::run() {
         }
       });
       operation->stream->owner().operations_issued.fetch_add(1, std::memory_order_acq_rel);
-      delete operation;  // its entries leave now: a destroy() waiting on them releases the handle here
+      // Its entries leave now: a destroy() waiting on them releases the handle here.
+      if (static_cast<void*>(operation) == storage_[head % kQueueLimit].bytes)
+        operation->~Operation();
+      else
+        delete operation;
       in_operation_.store(false, std::memory_order_seq_cst);
       issued_.store(head + 1, std::memory_order_seq_cst);
       wake_recorder();

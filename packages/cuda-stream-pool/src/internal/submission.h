@@ -46,6 +46,11 @@
 //    ordered call) or, when its owner was collected, by handleRelease, which issues what was recorded first.
 //    Environment teardown issues what is left, then joins the threads.
 //  - Room. At most kQueueLimit operations wait to be issued; recording more waits for room (counted).
+//  - Recording cost. Whatever the recording thread and the submission thread both write for an operation moves a
+//    cache line between their cores, which costs more than the rest of recording: most operations are built in
+//    their ring slot (no malloc on one thread and free on the other); the recording call hands its own entries and
+//    references to the operation (Held from a Use, moved shared_ptrs) instead of taking second ones; and each side's
+//    counters sit on cache lines of their own (the ring's, a stream's recorded and issued counts).
 //  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
 //  - Exit. exit() (process.exit(), the main thread's end) tears no environment down: an exit handler stops the
 //    submission threads between two operations before the driver's exit handlers and static destructors run.
@@ -57,11 +62,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <pthread.h>
 #include <vector>
 
 #include "binding/errors.h"
 #include "internal/lock-order.h"
+#include "internal/native-object.h"
 #include "internal/native-thread.h"
 
 namespace csp {
@@ -117,6 +124,10 @@ class Held {
       throw Destroyed{resource, method};
     }
   }
+  // Takes over the entry of `use`, a Use of the same object in the recording call.
+  Held(std::shared_ptr<B> object, Use<B>& use, bool counts_work = true) : object_(std::move(object)), counts_work_(counts_work) {
+    use.hand_over();
+  }
   Held(Held&& other) noexcept : object_(std::move(other.object_)), counts_work_(other.counts_work_) {}
   Held& operator=(Held&&) = delete;
   Held(const Held&) = delete;
@@ -138,19 +149,21 @@ class Held {
 
 // One recorded operation: its driver calls, made later by the submission thread.
 struct Operation {
-  virtual ~Operation() = default;
+  explicit Operation(Held<NativeStream> stream);  // both in submission.cc, where NativeStream is complete
+  virtual ~Operation();
   // Makes the driver calls. `failure` is the stream's unreported failure, when it has one: most operations are then
   // dropped (return false). Throws CudaFailure, which errors the stream.
   virtual bool issue(const FailurePointer& failure) = 0;
-  std::shared_ptr<NativeStream> stream;  // the stream whose FailureSlot it reads and writes
-  uint64_t place = 0;                 // among the operations recorded on the stream by every thread
-  bool reports = false;               // a wait's marker: it reports a failure instead of clearing it
+  Held<NativeStream> stream;  // the stream it is queued on, whose FailureSlot it reads and writes
+  uint64_t place = 0;         // among the operations recorded on the stream by every thread
+  bool reports = false;       // a wait's marker: it reports a failure instead of clearing it
 };
 
+// `body` is bool(const FailurePointer& failure, const Held<NativeStream>& stream).
 template <class F>
 struct OperationOf final : Operation {
-  explicit OperationOf(F&& body) : body(std::move(body)) {}
-  bool issue(const FailurePointer& failure) override { return body(failure); }
+  OperationOf(Held<NativeStream> stream, F&& body) : Operation(std::move(stream)), body(std::move(body)) {}
+  bool issue(const FailurePointer& failure) override { return body(failure, stream); }
   F body;
 };
 
@@ -161,15 +174,22 @@ struct SubmissionCounters {
 
 class Submitter {
  public:
-  static constexpr size_t kQueueLimit = 4096;  // a power of two: ring slots
+  static constexpr size_t kQueueLimit = 2048;  // a power of two: ring slots
   Submitter();
   // Issues what is still queued, then joins the thread.
   ~Submitter();
   Submitter(const Submitter&) = delete;
   Submitter& operator=(const Submitter&) = delete;
 
-  // Queues `operation` after everything recorded before; waits for room when kQueueLimit are queued. JS thread.
-  void record(std::unique_ptr<Operation> operation);
+  // Bytes of the storage each ring slot has for its operation: most operations are built there, not on the heap
+  // (Note [deferred submission], "Recording cost").
+  static constexpr size_t kSlotBytes = 256;
+  // Waits for room when kQueueLimit operations are queued; then returns the next slot's storage (kSlotBytes, aligned
+  // for any operation). JS thread.
+  void* reserve();
+  // Queues `operation` (built in the storage reserve() returned, or on the heap) after everything recorded before.
+  // JS thread.
+  void publish(Operation* operation);
   // Returns once everything recorded so far was issued (or dropped). JS thread.
   void flush();
   // Whether everything recorded was issued. JS thread.
@@ -187,21 +207,28 @@ class Submitter {
   // what the JS thread published (its tail), `issued_` what the thread finished (its head); slot i % kQueueLimit
   // holds operation i until it is issued.
   Operation* ring_[kQueueLimit] = {};
-  uint64_t recorded_ = 0;                  // JS thread only
+  struct alignas(64) SlotStorage {
+    unsigned char bytes[kSlotBytes];
+  };
+  std::unique_ptr<SlotStorage[]> storage_{new SlotStorage[kQueueLimit]};
+  // The counters each side writes are kept on cache lines of their own, so that recording on the JS thread and
+  // issuing on the submission thread do not take a line from each other for every operation.
+  alignas(64) uint64_t recorded_ = 0;      // JS thread only
+  uint64_t issued_seen_ = 0;               // JS thread only: issued_ when it last looked (room is checked on it first)
   std::atomic<uint64_t> published_{0};     // recorded_, as the thread sees it
-  std::atomic<uint64_t> issued_{0};
+  double waits_for_room_ = 0, flush_waits_ = 0;  // JS thread
+  alignas(64) std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> dropped_{0}, failed_{0};
+  std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
+  std::atomic<double> parks_{0};
   // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
   // so a publish or an issue never goes unseen by a side about to sleep.
+  alignas(64) std::atomic<bool> parked_{false};
+  std::atomic<bool> waiting_{false};
+  std::atomic<bool> closing_{false};
   OrderedMutex mutex_{LockLevel::kLeaf, "submission queue"};
   Condition work_;  // the thread parks here
   Condition done_;  // the JS thread waits here for issue progress (flush, room)
-  std::atomic<bool> parked_{false};
-  std::atomic<bool> waiting_{false};
-  std::atomic<bool> closing_{false};
-  std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
-  std::atomic<double> parks_{0};
-  double waits_for_room_ = 0, flush_waits_ = 0;  // JS thread
   pthread_t thread_{};
 };
 
@@ -235,15 +262,21 @@ struct CountWhenDone {
   ~CountWhenDone() { counter.fetch_add(1, std::memory_order_acq_rel); }
 };
 
-// Records `body` (bool(const FailurePointer&)) on `submitter` for `stream`; `reports`: a wait's marker. The body
-// captures Held entries of the objects it names. Throws Destroyed when the stream was destroyed meanwhile.
+// Records `body` (bool(const FailurePointer& failure, const Held<NativeStream>& stream)) on `submitter` for `stream`,
+// an entry of the stream that the operation keeps; `reports`: a wait's marker. The body captures Held entries of the
+// other objects it names. The recording call hands its own entries over (Held from a Use) and moves its references
+// in, so that the JS thread and the submission thread share as few counters per operation as they can.
 template <class F>
-void record_operation(Submitter& submitter, const std::shared_ptr<NativeStream>& stream, F&& body, bool reports = false) {
-  auto operation = std::make_unique<OperationOf<std::decay_t<F>>>(std::forward<F>(body));
-  operation->stream = stream;
+void record_operation(Submitter& submitter, Held<NativeStream> stream, F&& body, bool reports = false) {
+  using Recorded = OperationOf<std::decay_t<F>>;
+  void* storage = submitter.reserve();
+  NativeStream& queued_on = *stream;
+  Operation* operation = sizeof(Recorded) <= Submitter::kSlotBytes && alignof(Recorded) <= 64
+                             ? new (storage) Recorded(std::move(stream), std::forward<F>(body))
+                             : new Recorded(std::move(stream), std::forward<F>(body));
   operation->reports = reports;
-  operation->place = count_recorded(*stream);
-  submitter.record(std::move(operation));
+  operation->place = count_recorded(queued_on);
+  submitter.publish(operation);
 }
 
 // Reports a failure of `stream` (of its owner) to a synchronous caller: throws the CudaFailure, now marked reported,

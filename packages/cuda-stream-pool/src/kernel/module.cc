@@ -423,9 +423,28 @@ void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const 
   if (r != CUDA_SUCCESS) check(r, "cuLaunchKernelEx", device, launch_detail(kernel, stream, grid, block, shared, attributes));
 }
 
+// A recorded launch's argument slots: in place when they are few (most kernels), so that the operation fits its
+// ring slot and recording allocates nothing; on the heap otherwise.
+class ArgumentCopy {
+ public:
+  ArgumentCopy(const uint8_t* data, size_t size) : size_(size) {
+    if (size <= sizeof(in_place_))
+      std::memcpy(in_place_, data, size);
+    else
+      on_heap_.assign(data, data + size);
+  }
+  uint8_t* data() { return size_ <= sizeof(in_place_) ? in_place_ : on_heap_.data(); }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t in_place_[48];
+  std::vector<uint8_t> on_heap_;
+  size_t size_;
+};
+
 // The body of kernelLaunch and kernelLaunchWithAttributes (`attributes` null for the former), after each read its
 // arguments. Every value is already validated by kernel/kernel.ts; params holds one slot per argument.
-Napi::Value launch(Napi::Env env, const std::shared_ptr<NativeKernel>& kernel, const std::shared_ptr<NativeStream>& stream,
+Napi::Value launch(Napi::Env env, std::shared_ptr<NativeKernel> kernel, std::shared_ptr<NativeStream> stream,
                    const unsigned (&grid)[3], const unsigned (&block)[3], unsigned shared, Napi::Uint8Array params,
                    const LaunchAttributes* attributes) {
   Use<NativeModule> use(*kernel->module, "Module", "kernel.launch");
@@ -433,15 +452,15 @@ Napi::Value launch(Napi::Env env, const std::shared_ptr<NativeKernel>& kernel, c
   if (Submitter* submitter = recording_for(env, *stream)) {
     make_current(kernel->module->device);
     check_launch_shape(*kernel, *stream, grid, block, shared, attributes);
-    // The argument slots are copied: JS reuses its packing buffer for the next launch.
-    record_operation(*submitter, stream,
-                     [k = kernel, m = Held<NativeModule>(kernel->module, "Module", "kernel.launch"),
-                      s = Held<NativeStream>(stream, "Stream", "kernel.launch"),
-                      slots = std::vector<uint8_t>(params.Data(), params.Data() + params.ByteLength()),
+    // The operation takes this call's entries and references. The argument slots are copied: JS reuses its
+    // packing buffer for the next launch.
+    Held<NativeModule> module(kernel->module, use);
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [k = std::move(kernel), m = std::move(module), slots = ArgumentCopy(params.Data(), params.ByteLength()),
                       grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
                       block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared,
-                      with = attributes != nullptr,
-                      copied = attributes ? *attributes : LaunchAttributes{}](const FailurePointer& failure) mutable {
+                      with = attributes != nullptr, copied = attributes ? *attributes : LaunchAttributes{}](
+                         const FailurePointer& failure, const Held<NativeStream>& s) mutable {
                        if (failure) return false;
                        issue_launch(*k, *s, grid.data(), block.data(), shared, slots.data(), slots.size(),
                                     with ? &copied : nullptr);

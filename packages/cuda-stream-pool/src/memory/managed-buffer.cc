@@ -116,9 +116,9 @@ Napi::Value managed_prefetch(const Napi::CallbackInfo& info) {
           on.device, span_text(managed, offset, bytes) + " to " + (target < 0 ? "the host" : "device " + std::to_string(target)));
   };
   if (Submitter* submitter = recording_for(info.Env(), *stream)) {
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "prefetch"), m = Held<NativeManagedBuffer>(object, "ManagedBuffer", "prefetch"),
-                      prefetch](const FailurePointer& failure) {
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [m = Held<NativeManagedBuffer>(std::move(object), use), prefetch](const FailurePointer& failure,
+                                                                                      const Held<NativeStream>& s) {
                        if (failure) return false;
                        make_current(s->device);
                        prefetch(*m, *s);

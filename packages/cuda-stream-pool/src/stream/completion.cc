@@ -374,9 +374,8 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
     // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.
     channel_of(env);  // throws unless completionInit ran
     std::shared_ptr<Channel> shared = AddonData::of(env).channel;
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "synchronize", false), channel = std::move(shared), token](
-                         const FailurePointer& failure) {
+    record_operation(*submitter, Held<NativeStream>(stream, use, false),
+                     [channel = std::move(shared), token](const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) {
                          // This wait reports the failure; the stream's next operation runs again.
                          s->owner().failure.report();

@@ -101,20 +101,26 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   note_use_before_work(*dst, stream, environment);
   if (src != dst) note_use_before_work(*src, stream, environment);
   const CUdeviceptr to = dst->ptr + dst_offset, from = src->ptr + src_offset;
-  if (submitter)
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "copy"), d = Held<NativeDeviceBuffer>(dst, "DeviceBuffer", "copy"),
-                      f = Held<NativeDeviceBuffer>(src, "DeviceBuffer", "copy"), to, from, bytes](const FailurePointer& failure) {
+  // Reading another device's memory depends on that device's work (Note [cross-device dependencies]).
+  const bool reads_other_device = src->device != stream->device;
+  if (submitter) {
+    // The operation takes this call's entries and references (an owned stream: nothing to note after the work).
+    if (reads_other_device) stream->owner().dependencies.add(device_bit(src->device), stream->device);
+    Held<NativeDeviceBuffer> from_buffer =
+        use_src ? Held<NativeDeviceBuffer>(std::move(src), *use_src) : Held<NativeDeviceBuffer>(src, "DeviceBuffer", "copy");
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [d = Held<NativeDeviceBuffer>(std::move(dst), use_dst), f = std::move(from_buffer), to, from, bytes](
+                         const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) return false;
                        issue_device_copy(s.pointer(), to, d->device, from, f->device, bytes);
                        return true;
                      });
-  else
-    issue_device_copy(stream, to, dst->device, from, src->device, bytes);
+    return env.Undefined();
+  }
+  issue_device_copy(stream, to, dst->device, from, src->device, bytes);
   note_use_after_work(*dst, stream, environment);
   if (src != dst) note_use_after_work(*src, stream, environment);
-  // Reading another device's memory depends on that device's work (Note [cross-device dependencies]).
-  if (src->device != stream->device) stream->owner().dependencies.add(device_bit(src->device), stream->device);
+  if (reads_other_device) stream->owner().dependencies.add(device_bit(src->device), stream->device);
   return env.Undefined();
 }
 
@@ -145,16 +151,19 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   note_use_before_work(*device, stream, environment);
   CUdeviceptr device_ptr = device->ptr + device_offset;
   char* host = static_cast<char*>(pinned->data) + pinned_offset;
-  if (submitter)
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "copy"), d = Held<NativeDeviceBuffer>(device, "DeviceBuffer", "copy"),
-                      p = Held<NativePinnedBuffer>(pinned, "PinnedBuffer", "copy"), device_ptr, host, bytes](const FailurePointer& failure) {
+  if (submitter) {
+    // The operation takes this call's entries and references (an owned stream: nothing to note after the work).
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [d = Held<NativeDeviceBuffer>(std::move(device), use_device),
+                      p = Held<NativePinnedBuffer>(std::move(pinned), use_pinned), device_ptr, host,
+                      bytes](const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) return false;
                        issue_pinned_copy<ToDevice>(s.pointer(), *p, device_ptr, host, bytes);
                        return true;
                      });
-  else
-    issue_pinned_copy<ToDevice>(stream, *pinned, device_ptr, host, bytes);
+    return env.Undefined();
+  }
+  issue_pinned_copy<ToDevice>(stream, *pinned, device_ptr, host, bytes);
   note_use_after_work(*device, stream, environment);
   return env.Undefined();
 }
@@ -178,16 +187,18 @@ Napi::Value memory_fill(const Napi::CallbackInfo& info) {
   make_current(stream->device);
   note_use_before_work(*dst, stream, environment);
   const CUdeviceptr at = dst->ptr + offset;
-  if (submitter)
-    record_operation(*submitter, stream,
-                     [s = Held<NativeStream>(stream, "Stream", "fill"), d = Held<NativeDeviceBuffer>(dst, "DeviceBuffer", "fill"), at,
-                      value, count, element](const FailurePointer& failure) {
+  if (submitter) {
+    // The operation takes this call's entries and references (an owned stream: nothing to note after the work).
+    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
+                     [d = Held<NativeDeviceBuffer>(std::move(dst), use_dst), at, value, count,
+                      element](const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) return false;
                        issue_fill(s.pointer(), at, value, count, element);
                        return true;
                      });
-  else
-    issue_fill(stream, at, value, count, element);
+    return env.Undefined();
+  }
+  issue_fill(stream, at, value, count, element);
   note_use_after_work(*dst, stream, environment);
   return env.Undefined();
 }

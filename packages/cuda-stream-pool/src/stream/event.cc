@@ -68,13 +68,13 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   auto stream = unwrap_native<NativeStream>(info[1]);
   Use<NativeEvent> use(*event, "Event", "record");
   Use<NativeStream> use_stream(*stream, "Stream", "recordEvent");
-  if (Submitter* submitter = recording_for(info.Env(), *stream)) {
+  Submitter* submitter = recording_for(info.Env(), *stream);
+  if (submitter) {
     make_current(event->device);  // as a direct call leaves it
     const uint64_t earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
-    record_operation(*submitter, stream,
-                     [e = Held<NativeEvent>(event, "Event", "record"), s = Held<NativeStream>(stream, "Stream", "recordEvent"),
-                      earlier, waits](const FailurePointer& failure) {
+    record_operation(*submitter, Held<NativeStream>(stream, use_stream),
+                     [e = Held<NativeEvent>(event, use), earlier, waits](const FailurePointer& failure, const Held<NativeStream>& s) {
                        // Records are issued in the order they were made, each after the waits on the one before.
                        await_count(e->records_issued, earlier);
                        await_count(e->waits_issued, waits);
@@ -96,8 +96,9 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   // The event stands for its stream's work so far, and so for what that work waited on.
   const uint64_t dependencies = stream->owner().dependencies.devices();
   if (dependencies || event->dependencies.devices()) event->dependencies.replace(dependencies);
-  // The stream's capture state, which the caller needs next: one call instead of two on the hot path.
-  return Napi::Number::New(info.Env(), capture_status(*stream));
+  // The stream's capture state, which the caller needs next: one call instead of two on the hot path. A recorded
+  // record's stream was not capturing, and the entries of this call went to the operation.
+  return Napi::Number::New(info.Env(), submitter ? 0 : capture_status(*stream));
 }
 
 // eventStatus(ref) -> 0 complete, 600 pending, another CUresult on failure, a wait_result for a fault of a device

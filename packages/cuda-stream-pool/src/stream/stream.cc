@@ -276,9 +276,8 @@ Napi::Value stream_wait_event(const Napi::CallbackInfo& info) {
     // Waits for the records of the event made before this call, by any thread, to be issued first.
     const uint64_t recorded = event->records_recorded.load(std::memory_order_acquire);
     event->waits_recorded.fetch_add(1, std::memory_order_acq_rel);
-    record_operation(*submitter, object,
-                     [s = Held<NativeStream>(object, "Stream", "waitEvent"), e = Held<NativeEvent>(event, "Event", "waitEvent"),
-                      recorded](const FailurePointer& failure) {
+    record_operation(*submitter, Held<NativeStream>(object, use),
+                     [e = Held<NativeEvent>(event, use_event), recorded](const FailurePointer& failure, const Held<NativeStream>& s) {
                        CountWhenDone issued{e->waits_issued};  // the event's next record waits for it
                        if (failure) return false;
                        await_count(e->records_issued, recorded);

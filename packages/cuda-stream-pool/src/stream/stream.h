@@ -64,9 +64,12 @@ struct NativeStream : NativeObject {
     if (lender) lender->leave();
     NativeObject::leave();
   }
-  void leave_after_work() {
+  void count_work() {
     if (lender) lender->submissions.fetch_add(1, std::memory_order_release);
     submissions.fetch_add(1, std::memory_order_release);
+  }
+  void leave_after_work() {
+    count_work();
     leave();
   }
   // The object that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
@@ -88,21 +91,22 @@ struct NativeStream : NativeObject {
   // Operations recorded on the stream by any thread, and those of them issued; kept on owner(). Each operation is
   // issued once every operation recorded on the stream before it, by any thread, was (Note [deferred submission]);
   // while any is not, the stream is busy.
-  std::atomic<uint64_t> operations_recorded{0};
-  std::atomic<uint64_t> operations_issued{0};
+  // On cache lines of their own: recording threads add to the first, submission threads to the second.
+  alignas(64) std::atomic<uint64_t> operations_recorded{0};
+  // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
+  std::atomic<int> shard{-1};
+  alignas(64) std::atomic<uint64_t> operations_issued{0};
   bool unissued() const {
     return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
   }
   // A call that goes to the driver directly (Use, in an ordered call) first waits until the operations other threads
   // recorded on the stream were issued: "record in one thread, then use the stream in another" keeps its order.
   void entered_for_use();
-  // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
-  std::atomic<int> shard{-1};
   // Set (release) once id, priority and flags hold the driver's answers: at creation, or when a wrapper first asked
   // the driver (a borrowed foreign stream, a creation whose cuStreamGetId failed), so that a refusal read in another
   // call or thread can name the stream. Written before the object is shared (creation, borrow) or under stream_info's
   // lock, never changed after.
-  std::atomic<bool> info_known{false};
+  alignas(64) std::atomic<bool> info_known{false};
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
