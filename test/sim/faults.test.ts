@@ -33,6 +33,24 @@ test('a launch that faults the device: its wait, a wait on another stream and ev
   assert.equal(result.later, 'CUDA_ERROR_ILLEGAL_ADDRESS');
 });
 
+// The device can fault between a wait's query, which finds the work running, and the queuing of its completion marker;
+// the call that meets the fault then is the library's (here the first ticket slot's cuMemHostGetDevicePointer).
+test("a sticky fault met while queuing a wait's marker rejects the wait as the stream's failure, not as the library call's", needsCompiler, async () => {
+  const result = await simulatedJson<{ code: string; message: string; id: string; healthy: boolean }>(
+    `import { Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(4096, { stream });
+     stream.fill(buffer, 1); // still running when the wait starts
+     const error = await stream.synchronize().then(() => ({}), (e) => e);
+     console.log(JSON.stringify({ code: error.code, message: error.message, id: String(stream.id), healthy: Device.get(0).healthy }));`,
+    { fail: `cuMemHostGetDevicePointer@${issuer}:1=CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: 2000 },
+  );
+  assert.equal(result.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.match(result.message, new RegExp(`cuStreamSynchronize failed on device 0, stream ${result.id}\\b`));
+  assert.doesNotMatch(result.message, /cuMemHostGetDevicePointer/);
+  assert.equal(result.healthy, false);
+});
+
 // A fault whose code the library does not know as sticky (CUDA_ERROR_UNKNOWN; a code of a newer driver): the ticket of
 // the wait never lands and the stream's queries fail with that code; the wait ends with it instead of hanging.
 for (const code of ['CUDA_ERROR_UNKNOWN', '1000']) {

@@ -382,10 +382,15 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
                          post(*channel, Ready{token, failure->code, nullptr, nullptr, -1, std::make_exception_ptr(CudaFailure(*failure))});
                          return true;
                        }
-                       // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would.
+                       // A marker that cannot be queued fails its wait with what stopped it, as a direct wait would:
+                       // a sticky fault as the wait's own failure, anything else naming the call that failed.
                        try {
                          make_current(s->device);
                          watch_stream_on(channel, s.pointer(), token);
+                       } catch (const CudaFailure& failure) {
+                         post(*channel, is_sticky(failure.code)
+                                            ? Ready{token, failure.code}
+                                            : Ready{token, failure.code, nullptr, nullptr, -1, std::current_exception()});
                        } catch (...) {
                          post(*channel, Ready{token, CUDA_ERROR_UNKNOWN, nullptr, nullptr, -1, std::current_exception()});
                        }
@@ -406,7 +411,13 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   if (status != CUDA_ERROR_NOT_READY) return Napi::Number::New(env, status);
   // The query may have answered from the ticket without touching the driver; a new marker needs the context.
   make_current(stream->device);
-  watch_stream(env, std::move(stream), token);
+  try {
+    watch_stream(env, std::move(stream), token);
+  } catch (const CudaFailure& failure) {
+    // A sticky fault that came after the query is the wait's failure too, not that of the call that met it.
+    if (is_sticky(failure.code)) return Napi::Number::New(env, failure.code);
+    throw;
+  }
   return Napi::Number::New(env, CUDA_ERROR_NOT_READY);
 }
 
