@@ -105,6 +105,8 @@ export const graphs = privateState<{ fromCapture(ref: NativeRef, record: Capture
 export class Stream {
   #ref: NativeRef;
   #kind: Kind;
+  /** Borrowed, from `Stream.fromHandle()` of a stream this library owns: its lender can be destroyed under it. */
+  #lent = false;
   #retired: string | undefined;
   #used = false; // anything called through this wrapper (Note [known idle] in pool/pool-policy.ts)
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
@@ -245,7 +247,9 @@ export class Stream {
     if (owner >= 0 && d !== undefined && d.ordinal !== owner)
       throw invalidValue('device', `is device ${d.ordinal}, but the handle is of a stream this library created on device ${owner}; pass ${owner} or leave it out.`);
     const on = d ?? (owner >= 0 ? Device.get(owner) : resolveDevice(undefined, 'device'));
-    return new Stream(internalConstruction, native.streamBorrow(on.ordinal, handle), on, 'borrowed');
+    const stream = new Stream(internalConstruction, native.streamBorrow(on.ordinal, handle), on, 'borrowed');
+    stream.#lent = owner >= 0;
+    return stream;
   }
 
   /** True when all work queued so far is done; false while any is pending. Never blocks.
@@ -519,7 +523,8 @@ export class Stream {
    * collected), when this wrapper's calls throw {@link DestroyedError}. Never throws. */
   get destroyed(): boolean {
     if (this.#retired !== undefined) return true;
-    return this.#kind === 'borrowed' && !native.streamLenderAlive(this.#ref);
+    // Only a lent wrapper asks the native layer: the per-thread and legacy streams are read on every currentStream().
+    return this.#lent && !native.streamLenderAlive(this.#ref);
   }
 
   /** Owned: destroys the stream (cuStreamDestroy); work already queued still completes, and pending
