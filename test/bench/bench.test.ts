@@ -85,6 +85,21 @@ test('the environment names the library\'s version beside the benchmark\'s; a fi
   assert.match(formatReport(older), /│ cuda-stream-pool-bench +│ 1\.2\.3 +│/);
 });
 
+test('the environment says how stream work reached the driver; a file saved before that was recorded still reads', () => {
+  const result = syntheticResults({ tasks: 2, modes: ['pool'] });
+  result.environment.submission = { mode: 'deferred', threads: 2 };
+  const rows = new Map(environmentRows(parseBenchResults(JSON.stringify(result), 'new.json').environment));
+  assert.equal(rows.get('submission'), 'deferred (2 submission threads per JS thread issue what it records)');
+  result.environment.submission = { mode: 'direct', threads: 0 };
+  assert.equal(new Map(environmentRows(result.environment)).get('submission'), 'direct (each JS thread calls the driver)');
+  delete result.environment.submission;
+  const older = parseBenchResults(JSON.stringify(result), 'older.json');
+  assert.equal(older.environment.submission, undefined);
+  assert.match(formatReport(older), /│ submission +│ not recorded +│/);
+  result.environment.submission = { mode: 'queued' as 'direct', threads: 1 };
+  assert.throws(() => parseBenchResults(JSON.stringify(result), 'bad.json'), /submission/);
+});
+
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {
   const result = syntheticResults({ tasks: 4, modes: ['pool', 'legacy'] });
   result.environment.device.name = 'Test <GPU>';

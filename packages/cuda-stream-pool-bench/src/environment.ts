@@ -9,6 +9,7 @@ import type { Environment } from './schema.js';
 /** The environment of `device` in this process. */
 export function describeEnvironment(device: Device): Environment {
   const cpus = os.cpus();
+  const { mode, threads } = cuda.submission();
   return {
     date: new Date().toISOString(),
     packageVersion: packageVersion(),
@@ -25,7 +26,15 @@ export function describeEnvironment(device: Device): Environment {
       totalMemoryBytes: device.totalMemoryBytes,
       asyncEngineCount: device.asyncEngineCount,
     },
+    submission: { mode, threads },
   };
+}
+
+/** The submission row's text: the mode and, when deferred, the threads per JS thread. */
+function submissionText(submission: Environment['submission']): string {
+  if (submission === undefined) return 'not recorded';
+  if (submission.mode === 'direct') return 'direct (each JS thread calls the driver)';
+  return `deferred (${submission.threads} submission thread${submission.threads === 1 ? '' : 's'} per JS thread issue what it records)`;
 }
 
 /** The environment as label/value rows, for a two-column table. */
@@ -38,6 +47,7 @@ export function environmentRows(environment: Environment): [string, string][] {
     ['node', environment.node],
     ['cuda-stream-pool', environment.libraryVersion ?? 'not recorded'],
     ['cuda-stream-pool-bench', environment.packageVersion],
+    ['submission', submissionText(environment.submission)],
     ['os', environment.os],
     ['cpu', environment.cpu],
   ];

@@ -81,6 +81,11 @@ export const environmentSchema = z.object({
   driverVersion: z.string().nullable(),
   /** The device it ran on (with `--devices`, the first). */
   device: deviceDescriptionSchema,
+  /** How the JS threads' stream work reached the driver (`cuda.submission()`): `direct`, each call from the calling
+   * thread, or `deferred` (CUDA_STREAM_POOL_SUBMISSION=deferred), recorded by the calling thread and issued by
+   * `threads` native submission threads per JS thread. Results saved before it was recorded lack it, and still
+   * read; they ran in direct mode unless the variable was set. */
+  submission: z.object({ mode: z.enum(['direct', 'deferred']), threads: count }).optional(),
 });
 export type Environment = z.output<typeof environmentSchema>;
 
