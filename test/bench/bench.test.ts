@@ -96,8 +96,12 @@ test('the environment says how stream work reached the driver; a file saved befo
   const older = parseBenchResults(JSON.stringify(result), 'older.json');
   assert.equal(older.environment.submission, undefined);
   assert.match(formatReport(older), /│ submission +│ not recorded +│/);
-  result.environment.submission = { mode: 'queued' as 'direct', threads: 1 };
-  assert.throws(() => parseBenchResults(JSON.stringify(result), 'bad.json'), /submission/);
+  result.environment.submission = { mode: 'deferred', threads: 1 };
+  assert.equal(new Map(environmentRows(result.environment)).get('submission'), 'deferred (1 submission thread per JS thread issues what it records)');
+  for (const bad of [{ mode: 'queued', threads: 1 }, { mode: 'deferred', threads: 0 }, { mode: 'deferred', threads: 9 }, { mode: 'direct', threads: 3 }]) {
+    result.environment.submission = bad as { mode: 'direct'; threads: 0 };
+    assert.throws(() => parseBenchResults(JSON.stringify(result), 'bad.json'), /submission/, JSON.stringify(bad));
+  }
 });
 
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {

@@ -26,7 +26,7 @@ export function describeEnvironment(device: Device): Environment {
       totalMemoryBytes: device.totalMemoryBytes,
       asyncEngineCount: device.asyncEngineCount,
     },
-    submission: { mode, threads },
+    submission: mode === 'direct' ? { mode, threads: 0 } : { mode, threads },
   };
 }
 
@@ -34,7 +34,7 @@ export function describeEnvironment(device: Device): Environment {
 function submissionText(submission: Environment['submission']): string {
   if (submission === undefined) return 'not recorded';
   if (submission.mode === 'direct') return 'direct (each JS thread calls the driver)';
-  return `deferred (${submission.threads} submission thread${submission.threads === 1 ? '' : 's'} per JS thread issue what it records)`;
+  return `deferred (${submission.threads} submission thread${submission.threads === 1 ? ' per JS thread issues' : 's per JS thread issue'} what it records)`;
 }
 
 /** The environment as label/value rows, for a two-column table. */

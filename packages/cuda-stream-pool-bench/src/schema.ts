@@ -85,7 +85,12 @@ export const environmentSchema = z.object({
    * thread, or `deferred` (CUDA_STREAM_POOL_SUBMISSION=deferred), recorded by the calling thread and issued by
    * `threads` native submission threads per JS thread. Results saved before it was recorded lack it, and still
    * read; they ran in direct mode unless the variable was set. */
-  submission: z.object({ mode: z.enum(['direct', 'deferred']), threads: count }).optional(),
+  submission: z
+    .discriminatedUnion('mode', [
+      z.object({ mode: z.literal('direct'), threads: z.literal(0) }),
+      z.object({ mode: z.literal('deferred'), threads: z.int().min(1).max(8) }),
+    ])
+    .optional(),
 });
 export type Environment = z.output<typeof environmentSchema>;
 
