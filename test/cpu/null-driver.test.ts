@@ -44,3 +44,14 @@ test('bench --device N micro: a --device written before micro is the one micro c
   assert.equal(run.status, 64, run.stderr);
   assert.match(run.stderr, /option '--device <ordinal>' argument '1' is invalid\. Accepted: an integer from 0 to 0/);
 });
+
+test('bench micro\'s partition group skips, saying why, on the device asked for, where the driver splits the device but refuses a stream on a partition', needsCompiler, async () => {
+  const result = await runChild(
+    `import { partitionSkipReason } from '#bench/partition-latency.js';
+     console.log(JSON.stringify([partitionSkipReason(0), partitionSkipReason(1)]));`,
+    { CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '2' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const reasons = JSON.parse(result.stdout.trim()) as string[];
+  for (const reason of reasons) assert.match(reason, /cuGreenCtxStreamCreate failed/);
+});

@@ -236,3 +236,11 @@ for (const submission of ['direct', 'deferred'] as const) {
     assert.match(result.refused.message, /room for at most 128 blocks at once/);
   });
 }
+
+test('bench micro\'s partition group skips on the simulated driver, whose CPU kernels would take hours for its batch load, and says so', needsCompiler, async () => {
+  const reason = await simulatedJson<string>(
+    `import { partitionSkipReason } from '#bench/partition-latency.js';
+     console.log(JSON.stringify(partitionSkipReason(0)));`,
+  );
+  assert.match(reason, /^Simulated GPU 0 runs kernels on the CPU: the batch load .* would take hours$/);
+});

@@ -23,8 +23,8 @@ interface Group {
   exportName: string;
   /** The function itself, for this package's own group. */
   run?: MicroFunction;
-  /** Why the group cannot run on this machine (two GPUs needed, one visible), or undefined when it can. */
-  skipReason?: () => string | undefined;
+  /** Why the group cannot run on the device of that ordinal (two GPUs needed, one visible), or undefined when it can. */
+  skipReason?: (device: number) => string | undefined;
 }
 
 /** The concepts' modules, in print order. The stream group is this package's own; the others come from the pool,
@@ -42,7 +42,7 @@ const GROUPS: Group[] = [
 async function loadGroup(group: Group, device: number): Promise<MicroGroupResult> {
   const url = new URL(group.file, import.meta.url);
   const source = `src/${group.file.slice(2).replace(/\.js$/, '.ts')}`;
-  const skip = group.skipReason?.();
+  const skip = group.skipReason?.(device);
   if (skip !== undefined) return { name: group.name, status: 'skipped', message: skip, results: [] };
   if (!group.run && !existsSync(fileURLToPath(url)))
     return { name: group.name, status: 'missing', message: `${source} is not in this build, so its benchmarks did not run`, results: [] };

@@ -325,7 +325,7 @@ function inheritBenchOptions(command: Command, options: { device: number; json: 
 bench
   .command('micro')
   .description(
-    'run the per-call micro-benchmarks (pool, stream, memory, kernel, graph, peer) in one process, each beside its native baseline ' +
+    'run the per-call micro-benchmarks (pool, stream, memory, kernel, graph, peer, partition) in one process, each beside its native baseline ' +
       'from the same run, as a ratio',
   )
   .option('--device <ordinal>', `the GPU (${range(LIMITS.device)}, at most the visible devices - 1)`, integerOption(...LIMITS.device), 0)
