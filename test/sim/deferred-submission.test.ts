@@ -147,6 +147,27 @@ test('deferred: cuda.flush() and reading stream.handle issue everything recorded
   assert.deepEqual(result, { afterFlush: true, afterHandle: true, recorded: 1000 });
 });
 
+test('deferred: a full queue holds the recording thread until half of it (1,024 operations) is free: 20,000 records wait at most 18 times', needsCompiler, async () => {
+  const result = await simulatedJson<{ recorded: number; issued: number; waitsForRoom: number }>(
+    `${load}
+     const stream = Stream.create();
+     const event = Event.create();
+     await stream.synchronize();
+     const before = cuda.submission();
+     for (let i = 0; i < 20_000; i++) event.record(stream);
+     await stream.synchronize();
+     const after = cuda.submission();
+     console.log(JSON.stringify({ recorded: after.recorded - before.recorded, issued: after.issued - before.issued, waitsForRoom: after.waitsForRoom - before.waitsForRoom }));`,
+    deferred(),
+  );
+  // The records and the wait's marker, all issued.
+  assert.equal(result.recorded, 20_001);
+  assert.equal(result.issued, 20_001);
+  // The first wait comes when 2,048 are queued and each frees 1,024 slots: 1 + floor((20,000 - 2,048) / 1,024) = 18 at
+  // most. The simulated driver's calls are slower than recording, so the queue does fill.
+  assert.ok(result.waitsForRoom >= 1 && result.waitsForRoom <= 18, `${result.waitsForRoom} waits for room`);
+});
+
 test('deferred: destroy(), free() and process.exit() with operations queued leave no live objects and no bad access', needsCompiler, async () => {
   const result = await simulatedJson<{ live: Record<string, unknown> }>(
     `${load}

@@ -35,6 +35,7 @@
 #include <napi.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,15 +47,20 @@
 
 namespace csp {
 
+// Counters that one thread writes and another reads or writes start a cache line of their own (x86-64 and arm64
+// lines are 64 bytes), so that the JS thread recording work and a native thread issuing it do not take the line from
+// each other on every operation.
+constexpr std::size_t kCacheLineBytes = 64;
+
 struct NativeObject {
   int device = 0;
   virtual ~NativeObject() = default;
 
-  bool retired() const { return (state_.load(std::memory_order_acquire) & kRetired) != 0; }
+  bool retired() const { return (entries_.state.load(std::memory_order_acquire) & kRetired) != 0; }
 
   // Counts a call in flight; false (and nothing counted) once the object is retired.
   bool enter() {
-    if (state_.fetch_add(1, std::memory_order_acq_rel) & kRetired) {
+    if (entries_.state.fetch_add(1, std::memory_order_acq_rel) & kRetired) {
       leave();
       return false;
     }
@@ -62,7 +68,7 @@ struct NativeObject {
   }
 
   void leave() {
-    if (state_.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
+    if (entries_.state.fetch_sub(1, std::memory_order_acq_rel) - 1 == kRetired) release_once();
   }
 
   // As leave(), for a call that may have queued work (NativeStream counts it).
@@ -75,7 +81,7 @@ struct NativeObject {
   // Retires the object; the handle is released now if nothing is in flight, else by the last call to leave. True for
   // the call that retired it. Never blocks.
   bool retire() {
-    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    const uint32_t before = entries_.state.fetch_or(kRetired, std::memory_order_acq_rel);
     if (before & kRetired) return false;
     if ((before & ~kRetired) == 0) release_once();
     return true;
@@ -84,10 +90,10 @@ struct NativeObject {
   // Retires the object and waits until no call is in flight (for objects whose calls are short and never block); the
   // caller then releases what the object holds. True for the call that retired it.
   bool retire_and_wait() {
-    const uint32_t before = state_.fetch_or(kRetired, std::memory_order_acq_rel);
+    const uint32_t before = entries_.state.fetch_or(kRetired, std::memory_order_acq_rel);
     if (before & kRetired) return false;
-    released_.store(true, std::memory_order_relaxed);  // the caller releases; release() does not run
-    while ((state_.load(std::memory_order_acquire) & ~kRetired) != 0) std::this_thread::yield();
+    entries_.released.store(true, std::memory_order_relaxed);  // the caller releases; release() does not run
+    while ((entries_.state.load(std::memory_order_acquire) & ~kRetired) != 0) std::this_thread::yield();
     return true;
   }
 
@@ -99,10 +105,14 @@ struct NativeObject {
   static constexpr uint32_t kRetired = 0x80000000u;
   // Runs from destructors and finalizers too, where an exception would abort the process.
   void release_once() {
-    if (!released_.exchange(true, std::memory_order_acq_rel)) never_throws("releasing a handle", [&] { release(); });
+    if (!entries_.released.exchange(true, std::memory_order_acq_rel)) never_throws("releasing a handle", [&] { release(); });
   }
-  std::atomic<uint32_t> state_{0};
-  std::atomic<bool> released_{false};
+  // Every call enters and leaves here, from any thread: a cache line of its own, apart from the handle and the
+  // fields that a submission thread reads for each operation (and from the shared_ptr counts before the object).
+  struct alignas(kCacheLineBytes) Entries {
+    std::atomic<uint32_t> state{0};
+    std::atomic<bool> released{false};
+  } entries_;
 };
 
 // Tags a Use for a call that queues no work on the object's stream (a query, a wait): such a call does not count as a

@@ -179,8 +179,8 @@ void Submitter::wake_thread() {
   work_.notify_one();
 }
 
-void Submitter::wake_recorder() {
-  if (!waiting_.load(std::memory_order_seq_cst)) return;
+void Submitter::wake_recorder(uint64_t issued) {
+  if (!waiting_.load(std::memory_order_seq_cst) || issued < wake_at_.load(std::memory_order_relaxed)) return;
   std::lock_guard<OrderedMutex> lock(mutex_);
   done_.notify_all();
 }
@@ -190,8 +190,9 @@ void* Submitter::reserve() {
   if (recorded_ - issued_seen_ >= kQueueLimit) {
     waits_for_room_++;
     std::unique_lock<OrderedMutex> lock(mutex_);
+    wake_at_.store(recorded_ - kQueueLimit / 2, std::memory_order_relaxed);
     waiting_.store(true, std::memory_order_seq_cst);
-    done_.wait(lock, [&] { return recorded_ - issued_.load(std::memory_order_seq_cst) < kQueueLimit; });
+    done_.wait(lock, [&] { return recorded_ - issued_.load(std::memory_order_seq_cst) <= kQueueLimit / 2; });
     waiting_.store(false, std::memory_order_relaxed);
     issued_seen_ = issued_.load(std::memory_order_acquire);
   }
@@ -213,6 +214,7 @@ void Submitter::flush() {
   while (!drained() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   if (drained()) return;
   std::unique_lock<OrderedMutex> lock(mutex_);
+  wake_at_.store(recorded_, std::memory_order_relaxed);
   waiting_.store(true, std::memory_order_seq_cst);
   done_.wait(lock, [&] { return issued_.load(std::memory_order_seq_cst) == recorded_; });
   waiting_.store(false, std::memory_order_relaxed);
@@ -283,7 +285,7 @@ void Submitter::run() {
         delete operation;
       in_operation_.store(false, std::memory_order_seq_cst);
       issued_.store(head + 1, std::memory_order_seq_cst);
-      wake_recorder();
+      wake_recorder(head + 1);
     }
   }
 }

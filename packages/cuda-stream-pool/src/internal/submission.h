@@ -198,33 +198,37 @@ class Submitter {
 
  private:
   void run();
-  // Wakes the thread if it parked (after a publish); wakes the JS thread if it waits (after progress).
+  // Wakes the thread if it parked (after a publish); wakes the JS thread if it waits and `issued` reached what it
+  // waits for (wake_at_).
   void wake_thread();
-  void wake_recorder();
+  void wake_recorder(uint64_t issued);
   void forget();  // leaves the exit handler's list
 
   // The ring: one producer (the JS thread) and one consumer (the thread), no lock on the way. `recorded_` counts
   // what the JS thread published (its tail), `issued_` what the thread finished (its head); slot i % kQueueLimit
   // holds operation i until it is issued.
   Operation* ring_[kQueueLimit] = {};
-  struct alignas(64) SlotStorage {
+  struct alignas(kCacheLineBytes) SlotStorage {
     unsigned char bytes[kSlotBytes];
   };
   std::unique_ptr<SlotStorage[]> storage_{new SlotStorage[kQueueLimit]};
   // The counters each side writes are kept on cache lines of their own, so that recording on the JS thread and
   // issuing on the submission thread do not take a line from each other for every operation.
-  alignas(64) uint64_t recorded_ = 0;      // JS thread only
-  uint64_t issued_seen_ = 0;               // JS thread only: issued_ when it last looked (room is checked on it first)
-  std::atomic<uint64_t> published_{0};     // recorded_, as the thread sees it
+  alignas(kCacheLineBytes) uint64_t recorded_ = 0;  // JS thread only
+  uint64_t issued_seen_ = 0;  // JS thread only: issued_ when it last looked (room is checked on it first)
+  std::atomic<uint64_t> published_{0};  // recorded_, as the thread sees it
   double waits_for_room_ = 0, flush_waits_ = 0;  // JS thread
-  alignas(64) std::atomic<uint64_t> issued_{0};
+  alignas(kCacheLineBytes) std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> dropped_{0}, failed_{0};
   std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
   std::atomic<double> parks_{0};
   // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
   // so a publish or an issue never goes unseen by a side about to sleep.
-  alignas(64) std::atomic<bool> parked_{false};
+  alignas(kCacheLineBytes) std::atomic<bool> parked_{false};
   std::atomic<bool> waiting_{false};
+  // What issued_ must reach before the waiting JS thread is woken: all it recorded (a flush), or half the ring free
+  // (room), so that a full ring costs one wake-up per half ring, not a notify for every operation issued meanwhile.
+  std::atomic<uint64_t> wake_at_{0};
   std::atomic<bool> closing_{false};
   OrderedMutex mutex_{LockLevel::kLeaf, "submission queue"};
   Condition work_;  // the thread parks here
@@ -271,7 +275,7 @@ void record_operation(Submitter& submitter, Held<NativeStream> stream, F&& body,
   using Recorded = OperationOf<std::decay_t<F>>;
   void* storage = submitter.reserve();
   NativeStream& queued_on = *stream;
-  Operation* operation = sizeof(Recorded) <= Submitter::kSlotBytes && alignof(Recorded) <= 64
+  Operation* operation = sizeof(Recorded) <= Submitter::kSlotBytes && alignof(Recorded) <= kCacheLineBytes
                              ? new (storage) Recorded(std::move(stream), std::forward<F>(body))
                              : new Recorded(std::move(stream), std::forward<F>(body));
   operation->reports = reports;

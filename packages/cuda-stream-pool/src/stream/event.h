@@ -16,11 +16,14 @@ struct NativeEvent : NativeObject {
   // Deferred submission (Note [deferred submission] in internal/submission.h): the failure its last record carries
   // (the record was dropped because its stream had failed), and its records counted when recorded and when issued,
   // so that a wait on it from any thread waits for the records made before it.
-  FailureSlot failure;
-  std::atomic<uint64_t> records_recorded{0}, records_issued{0};
   // Stream waits on it recorded and issued: a later record is issued only after the waits recorded before it, so a
-  // wait issued by another submission thread never sees the event's next record instead of its own.
-  std::atomic<uint64_t> waits_recorded{0}, waits_issued{0};
+  // wait issued by another submission thread never sees the event's next record instead of its own. What recording
+  // threads count and what submission threads count sit on separate cache lines (kCacheLineBytes).
+  FailureSlot failure;
+  alignas(kCacheLineBytes) std::atomic<uint64_t> records_recorded{0};
+  std::atomic<uint64_t> waits_recorded{0};
+  alignas(kCacheLineBytes) std::atomic<uint64_t> records_issued{0};
+  std::atomic<uint64_t> waits_issued{0};
   ~NativeEvent() override;
   // Retires the object at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.

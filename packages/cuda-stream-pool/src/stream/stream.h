@@ -41,8 +41,8 @@ struct NativeStream : NativeObject {
   // queued (Use without QueuesNoWork). A wait that finds the count unchanged since the count read before the stream's
   // last ticket was written waits on that ticket instead of writing a new one, and a query finds the stream idle from
   // the ticket's word alone. Only for streams whose work all comes through the library: owned streams whose handle
-  // JS code never read (`handle_shared`), never borrowed ones.
-  std::atomic<uint64_t> submissions{0};
+  // JS code never read (`handle_shared`), never borrowed ones. The count itself, `submissions`, sits beside
+  // operations_recorded below: both change on every recording.
   uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
   std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
   std::atomic<bool> handle_shared{false};
@@ -91,11 +91,12 @@ struct NativeStream : NativeObject {
   // Operations recorded on the stream by any thread, and those of them issued; kept on owner(). Each operation is
   // issued once every operation recorded on the stream before it, by any thread, was (Note [deferred submission]);
   // while any is not, the stream is busy.
-  // On cache lines of their own: recording threads add to the first, submission threads to the second.
-  alignas(64) std::atomic<uint64_t> operations_recorded{0};
+  // On cache lines of their own (kCacheLineBytes): recording threads add to the first, submission threads to the second.
+  alignas(kCacheLineBytes) std::atomic<uint64_t> operations_recorded{0};
+  std::atomic<uint64_t> submissions{0};
   // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
   std::atomic<int> shard{-1};
-  alignas(64) std::atomic<uint64_t> operations_issued{0};
+  alignas(kCacheLineBytes) std::atomic<uint64_t> operations_issued{0};
   bool unissued() const {
     return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
   }
@@ -106,7 +107,7 @@ struct NativeStream : NativeObject {
   // the driver (a borrowed foreign stream, a creation whose cuStreamGetId failed), so that a refusal read in another
   // call or thread can name the stream. Written before the object is shared (creation, borrow) or under stream_info's
   // lock, never changed after.
-  alignas(64) std::atomic<bool> info_known{false};
+  alignas(kCacheLineBytes) std::atomic<bool> info_known{false};
   unsigned long long id = 0;
   int priority = 0;
   unsigned flags = 0;
