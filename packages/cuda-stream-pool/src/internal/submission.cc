@@ -189,11 +189,7 @@ void* Submitter::reserve() {
   if (recorded_ - issued_seen_ >= kQueueLimit) issued_seen_ = issued_.load(std::memory_order_acquire);
   if (recorded_ - issued_seen_ >= kQueueLimit) {
     waits_for_room_++;
-    std::unique_lock<OrderedMutex> lock(mutex_);
-    wake_at_.store(recorded_ - kQueueLimit / 2, std::memory_order_relaxed);
-    waiting_.store(true, std::memory_order_seq_cst);
-    done_.wait(lock, [&] { return recorded_ - issued_.load(std::memory_order_seq_cst) <= kQueueLimit / 2; });
-    waiting_.store(false, std::memory_order_relaxed);
+    wait_for_issued(recorded_ - kQueueLimit / 2);
     issued_seen_ = issued_.load(std::memory_order_acquire);
   }
   return storage_[recorded_ % kQueueLimit].bytes;
@@ -213,10 +209,14 @@ void Submitter::flush() {
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
   while (!drained() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   if (drained()) return;
+  wait_for_issued(recorded_);
+}
+
+void Submitter::wait_for_issued(uint64_t target) {
   std::unique_lock<OrderedMutex> lock(mutex_);
-  wake_at_.store(recorded_, std::memory_order_relaxed);
+  wake_at_.store(target, std::memory_order_relaxed);
   waiting_.store(true, std::memory_order_seq_cst);
-  done_.wait(lock, [&] { return issued_.load(std::memory_order_seq_cst) == recorded_; });
+  done_.wait(lock, [&] { return issued_.load(std::memory_order_seq_cst) >= target; });
   waiting_.store(false, std::memory_order_relaxed);
 }
 

@@ -202,6 +202,8 @@ class Submitter {
   // waits for (wake_at_).
   void wake_thread();
   void wake_recorder(uint64_t issued);
+  // Blocks the JS thread until issued_ reaches `target` (wake_at_), woken by wake_recorder.
+  void wait_for_issued(uint64_t target);
   void forget();  // leaves the exit handler's list
 
   // The ring: one producer (the JS thread) and one consumer (the thread), no lock on the way. `recorded_` counts
