@@ -219,6 +219,45 @@ test('deferred: a worker terminated with operations queued leaves the process wo
   assert.deepEqual(result, { exit: 1, after: [9, 9, 9, 9] });
 });
 
+test('deferred: operations a thread recorded and that were issued give their objects back though that thread then sleeps: a pool destroyed elsewhere releases its streams', needsCompiler, async () => {
+  const result = await simulatedJson<{ left: number; waitedMs: number; worker: string; exit: number }>(
+    `${load}
+     import { Worker } from 'node:worker_threads';
+     import { StreamPool } from 'cuda-stream-pool';
+     const before = cuda.liveObjects().streams;
+     const pool = new StreamPool({ size: 2 });
+     const gate = new Int32Array(new SharedArrayBuffer(4));
+     const worker = new Worker(\`
+       import { parentPort, workerData } from 'node:worker_threads';
+       import { DeviceBuffer, StreamPool } from 'cuda-stream-pool';
+       const pool = StreamPool.attach(workerData.pool);
+       const words = DeviceBuffer.alloc(4096);
+       const stream = pool.getStream();
+       for (let i = 0; i < 200; i++) stream.fill(words, i & 255);
+       parentPort.postMessage('recorded');
+       // Neither records nor makes another call until told: only its submission thread can give the entries back.
+       const woke = Atomics.wait(workerData.gate, 0, 0, 10000);
+       words.free();
+       parentPort.postMessage(woke);\`, { eval: true, workerData: { pool: pool.share(), gate } });
+     const messages = [];
+     worker.on('message', (m) => messages.push(m));
+     while (messages.length === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+     pool.destroy();
+     const start = performance.now();
+     while (cuda.liveObjects().streams > before && performance.now() - start < 3000) await new Promise((resolve) => setTimeout(resolve, 2));
+     const left = cuda.liveObjects().streams - before, waitedMs = performance.now() - start;
+     Atomics.store(gate, 0, 1);
+     Atomics.notify(gate, 0);
+     const exit = await new Promise((resolve) => worker.once('exit', resolve));
+     console.log(JSON.stringify({ left, waitedMs, worker: messages[1], exit }));`,
+    deferred({ operationDelayUs: 20 }),
+  );
+  // 200 fills of 20 us each, then the submission thread's short spin: far less than the worker's 10 s sleep.
+  assert.equal(result.left, 0);
+  assert.ok(result.waitedMs < 2000, `${result.waitedMs} ms`);
+  assert.deepEqual([result.worker, result.exit], ['ok', 0]);
+});
+
 test('deferred: without a submission thread, the call that would record throws EAGAIN each time and nothing is left queued', needsCompiler, async () => {
   const result = await simulatedJson<{ first: string; second: string; recorded: number; query: boolean }>(
     `${load}

@@ -73,8 +73,8 @@ struct NativeObject {
 
   // As leave(), for a call that may have queued work (NativeStream counts it).
   void leave_after_work() { leave(); }
-  // Counts work queued by a call that keeps its entry (a Use handed over to a recorded operation); NativeStream
-  // counts it, as leave_after_work() would.
+  // Counts work queued without leaving (a recorded operation, once issued); NativeStream counts it, as
+  // leave_after_work() would.
   void count_work() {}
   void entered_for_use() {}  // what a Use does after entering; a native object kind may hide it with its own
 
@@ -142,11 +142,8 @@ class Use {
   Use& operator=(const Use&) = delete;
   B* operator->() const { return &object_; }
   // Gives this call's entry to a recorded operation (Held), which leaves it once issued: one entry per operation,
-  // not a second one taken beside this. Counts the call's work as leaving would.
-  void hand_over() {
-    if (queues_work_) object_.count_work();
-    handed_over_ = true;
-  }
+  // not a second one taken beside this. The work is counted when the submission thread has issued it.
+  void hand_over() { handed_over_ = true; }
 
  private:
   // A native object kind's step after entering (NativeStream::entered_for_use); most have none. Leaves the entry if it throws.

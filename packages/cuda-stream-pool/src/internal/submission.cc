@@ -171,6 +171,8 @@ Submitter::~Submitter() {
   closing_.store(true, std::memory_order_seq_cst);
   wake_thread();
   pthread_join(thread_, nullptr);  // the thread issues everything recorded before it returns
+  // What it issued after its last reap; not at exit, where objects' releases would call a driver that is going away.
+  if (!exiting.load(std::memory_order_seq_cst)) reap();
 }
 
 void Submitter::wake_thread() {
@@ -192,7 +194,26 @@ void* Submitter::reserve() {
     wait_for_issued(recorded_ - kQueueLimit / 2);
     issued_seen_ = issued_.load(std::memory_order_acquire);
   }
+  // The slot's last operation was issued (there is room) but may not be reaped yet: reaped in batches, as the ring
+  // comes round.
+  if (recorded_ - reaped_.load(std::memory_order_relaxed) >= kQueueLimit) reap();
   return storage_[recorded_ % kQueueLimit].bytes;
+}
+
+void Submitter::reap() {
+  // One reaper at a time: the JS thread, or the submission thread before it parks; the JS thread needs its slot
+  // reaped, so it waits for the other's (short) batch.
+  while (reaping_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  const uint64_t issued = issued_.load(std::memory_order_acquire);
+  for (uint64_t next = reaped_.load(std::memory_order_relaxed); next < issued; next++) {
+    Operation* operation = ring_[next % kQueueLimit];
+    if (static_cast<void*>(operation) == storage_[next % kQueueLimit].bytes)
+      operation->~Operation();
+    else
+      delete operation;
+    reaped_.store(next + 1, std::memory_order_relaxed);
+  }
+  reaping_.store(false, std::memory_order_release);
 }
 
 void Submitter::publish(Operation* operation) {
@@ -203,13 +224,15 @@ void Submitter::publish(Operation* operation) {
 }
 
 void Submitter::flush() {
-  if (drained()) return;
-  flush_waits_++;
-  // The thread is issuing: a short spin usually sees it finish.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-  while (!drained() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-  if (drained()) return;
-  wait_for_issued(recorded_);
+  if (!drained()) {
+    flush_waits_++;
+    // The thread is issuing: a short spin usually sees it finish.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (!drained() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (!drained()) wait_for_issued(recorded_);
+  }
+  // What follows may wait on the entries that issued operations hold (a destroy(), a free()).
+  if (reaped_.load(std::memory_order_relaxed) != recorded_) reap();
 }
 
 void Submitter::wait_for_issued(uint64_t target) {
@@ -237,13 +260,25 @@ void Submitter::run() {
   for (;;) {
     uint64_t tail = published_.load(std::memory_order_acquire);
     if (head == tail) {
-      if (closing_.load(std::memory_order_acquire)) return;
+      if (closing_.load(std::memory_order_acquire)) {
+        if (!exiting.load(std::memory_order_seq_cst)) reap();
+        return;
+      }
       // Spin a little, then park.
       const auto until = std::chrono::steady_clock::now() + kSpin;
       while ((tail = published_.load(std::memory_order_acquire)) == head && !closing_.load(std::memory_order_relaxed) &&
              std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
       if (head == tail) {
+        // The JS thread has stopped recording: the entries of what was issued leave now, so that a destroy() waiting
+        // on them (from any thread) goes on.
+        in_operation_.store(true, std::memory_order_seq_cst);
+        if (exiting.load(std::memory_order_seq_cst)) {
+          in_operation_.store(false, std::memory_order_seq_cst);
+          return;
+        }
+        reap();
+        in_operation_.store(false, std::memory_order_seq_cst);
         std::unique_lock<OrderedMutex> lock(mutex_);
         parked_.store(true, std::memory_order_seq_cst);
         if (published_.load(std::memory_order_seq_cst) == head && !closing_.load(std::memory_order_seq_cst)) {
@@ -277,12 +312,10 @@ void Submitter::run() {
           carry_failure(owner, std::make_shared<const RecordedFailure>(failure));
         }
       });
+      // Counted before it counts as issued: a wait that finds the stream's operations issued finds their work counted
+      // too, so it never shares a ticket written before that work (NativeStream::submissions).
+      if (operation->stream.counts_work()) operation->stream->count_work();
       operation->stream->owner().operations_issued.fetch_add(1, std::memory_order_acq_rel);
-      // Its entries leave now: a destroy() waiting on them releases the handle here.
-      if (static_cast<void*>(operation) == storage_[head % kQueueLimit].bytes)
-        operation->~Operation();
-      else
-        delete operation;
       in_operation_.store(false, std::memory_order_seq_cst);
       issued_.store(head + 1, std::memory_order_seq_cst);
       wake_recorder(head + 1);

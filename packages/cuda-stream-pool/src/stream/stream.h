@@ -41,8 +41,8 @@ struct NativeStream : NativeObject {
   // queued (Use without QueuesNoWork). A wait that finds the count unchanged since the count read before the stream's
   // last ticket was written waits on that ticket instead of writing a new one, and a query finds the stream idle from
   // the ticket's word alone. Only for streams whose work all comes through the library: owned streams whose handle
-  // JS code never read (`handle_shared`), never borrowed ones. The count itself, `submissions`, sits beside
-  // operations_recorded below: both change on every recording.
+  // JS code never read (`handle_shared`), never borrowed ones. A recorded operation counts when a submission thread
+  // has issued it, so the count itself, `submissions`, sits beside operations_issued below.
   uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
   std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
   std::atomic<bool> handle_shared{false};
@@ -91,12 +91,13 @@ struct NativeStream : NativeObject {
   // Operations recorded on the stream by any thread, and those of them issued; kept on owner(). Each operation is
   // issued once every operation recorded on the stream before it, by any thread, was (Note [deferred submission]);
   // while any is not, the stream is busy.
-  // On cache lines of their own (kCacheLineBytes): recording threads add to the first, submission threads to the second.
+  // On cache lines of their own (kCacheLineBytes): recording threads add to the first, submission threads to the
+  // second (and to `submissions`; in direct mode the calling thread does).
   alignas(kCacheLineBytes) std::atomic<uint64_t> operations_recorded{0};
-  std::atomic<uint64_t> submissions{0};
   // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
   std::atomic<int> shard{-1};
   alignas(kCacheLineBytes) std::atomic<uint64_t> operations_issued{0};
+  std::atomic<uint64_t> submissions{0};
   bool unissued() const {
     return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
   }
