@@ -31,7 +31,9 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   const out = JSON.parse(result.stdout);
   assert.equal(out.available, false);
   assert.match(out.reason, /\/nonexistent\/libcuda\.so\.1 \(from CUDA_STREAM_POOL_LIBCUDA\)/);
-  assert.match(out.reason, /Install the NVIDIA driver/);
+  // The variable named a file that does not load: the advice is to fix or unset it, not to set it.
+  assert.match(out.reason, /No such file or directory\. Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library \(libcuda\.so\.1, CUDA 12\.0 or newer\), or unset it/);
+  assert.doesNotMatch(out.reason, /Install the NVIDIA driver/);
   assert.equal(out.version, undefined);
   assert.equal(out.versionString, undefined);
   assert.deepEqual(out.codes, ['ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE']);
@@ -39,6 +41,22 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
   assert.equal(out.errors.length, 4);
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
+});
+
+test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {
+  const result = await runChild(
+    `import { cuda } from 'cuda-stream-pool';
+     console.log(JSON.stringify({ available: cuda.available, reason: cuda.unavailableReason }));`,
+    { CUDA_STREAM_POOL_LIBCUDA: '' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const out = JSON.parse(result.stdout);
+  if (out.available || !/tried to open the CUDA driver library libcuda\.so\.1,/.test(out.reason)) {
+    t.skip('this machine has a CUDA driver library installed');
+    return;
+  }
+  assert.match(out.reason, /\. Install the NVIDIA driver \(CUDA 12\.0 or newer\), run on a machine with an NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda\.so\.1\.$/);
+  assert.doesNotMatch(out.reason, /from CUDA_STREAM_POOL_LIBCUDA/);
 });
 
 /** The node_modules folder that holds the packages' dependencies: the repository's, or the one the package was

@@ -26,10 +26,14 @@ void load_once() {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
+    // Advice for the case at hand: a path the user gave that does not load is theirs to fix.
+    const std::string advice = how.empty() ? "Install the NVIDIA driver (CUDA 12.0 or newer), run on a machine with an "
+                                             "NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1."
+                                           : "Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library "
+                                             "(libcuda.so.1, CUDA 12.0 or newer), or unset it to use the installed "
+                                             "NVIDIA driver.";
     g_state.unavailable_reason = "tried to open the CUDA driver library " + path + how + ", which failed: " +
-                                 (why ? why : "unknown error") +
-                                 ". Install the NVIDIA driver (CUDA 12.0 or newer), run on a machine with an NVIDIA "
-                                 "GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1.";
+                                 (why ? why : "unknown error") + ". " + advice;
     return;
   }
   auto get_version = reinterpret_cast<PFN_cuDriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
