@@ -3,9 +3,10 @@
 // copy out, await stream.synchronize()), on the same slots, partitions and kernel, in one process, alternating.
 // The difference is the benchmark's own work per task (Note [a task loop as lean as a user's] in packages/cuda-stream-pool-bench/src/batch.ts).
 // CPU time is the main thread's alone (/proc/self/task/<pid>/schedstat), so a driver's own threads do not count.
-// Linux only; built code from dist/ (npm run build or npx tsc first). Meant for the simulated driver:
-//   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/bench-loop-cost.mjs [mode] [tasks]
-// prints the medians over 9 rounds (after 3 not counted) and their ratio. mode: pool (default), lease or per-thread.
+// Linux only; built code from dist/ (npm run build or npx tsc first). On a GPU, or on the simulated driver:
+//   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/bench-loop-cost.mjs [mode] [tasks] [elements]
+// prints the medians over 9 rounds (after 3 not counted) and their ratio, and the wall time per task with the share of
+// it the main thread was busy. mode: pool (default), lease or per-thread.
 import { readFileSync } from 'node:fs';
 
 import { Stream, StreamPool } from 'cuda-stream-pool';
@@ -15,7 +16,7 @@ import { computeReferences, FMA_A, FMA_B, sampleIndices } from '../packages/cuda
 
 const mode = process.argv[2] ?? 'pool';
 const tasks = Number(process.argv[3] ?? 4000);
-const elements = 1024;
+const elements = Number(process.argv[4] ?? 1024);
 const spec = { elements, intensity: 2, partitions: 8, sample: sampleIndices(elements) };
 const pool = new StreamPool({ size: 32 });
 const thread = await BatchThread.create({ device: 0, spec, references: computeReferences(spec), slots: 32, corrupt: undefined, marks: false, thread: 0 }, pool);
@@ -46,16 +47,23 @@ async function callsAndAwait(count) {
 
 const loops = { bench: (count) => thread.run(mode, 0, count, true), 'calls+await': callsAndAwait };
 const perTask = { bench: [], 'calls+await': [] };
+const wallPerTask = { bench: [], 'calls+await': [] };
 for (let round = -3; round < 9; round++) {
   for (const [name, loop] of Object.entries(loops)) {
     const start = cpuNs();
+    const wallStart = process.hrtime.bigint();
     await loop(tasks);
-    if (round >= 0) perTask[name].push((cpuNs() - start) / tasks / 1000);
+    if (round < 0) continue;
+    perTask[name].push((cpuNs() - start) / tasks / 1000);
+    wallPerTask[name].push(Number(process.hrtime.bigint() - wallStart) / tasks / 1000);
   }
 }
 const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 const bench = median(perTask.bench);
 const bare = median(perTask['calls+await']);
 console.log(`${mode}: bench loop ${bench.toFixed(2)} µs/task, calls + await ${bare.toFixed(2)} µs/task of main-thread CPU; ratio ${(bench / bare).toFixed(2)}`);
+// Where the main thread is busy for most of the wall time, its CPU is the limit; where it is not, hand-offs are.
+const busy = (name) => `${median(wallPerTask[name]).toFixed(2)} µs/task of wall time, main thread busy ${((100 * median(perTask[name])) / median(wallPerTask[name])).toFixed(0)} %`;
+console.log(`  bench loop ${busy('bench')}; calls + await ${busy('calls+await')}`);
 thread.dispose();
 pool.destroy();
