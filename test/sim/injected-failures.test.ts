@@ -3,9 +3,11 @@
 // succeed, and never leaves queued work touching memory that was freed or reused (the simulated driver reports any
 // such touch on stderr, which simulatedJson() checks).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
-import { failOnce, issuer, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { benchCli, repositoryRoot } from '../support/paths.js';
+import { failOnce, issuer, needsCompiler, simulatedDriver, simulatedJson } from '../support/simulated-driver.js';
 
 const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
 
@@ -76,3 +78,15 @@ for (const [what, fail, copy] of [
     assert.equal(result.code, fail.split('=')[1]);
   });
 }
+
+test('bench: a launch the driver refuses exits 1 with the CudaError naming the kernel, and no stack trace', needsCompiler, () => {
+  const r = spawnSync(process.execPath, [benchCli, 'bench', '--elements', '1024', '--tasks', '8', '--runs', '1', '--mode', 'pool'], {
+    cwd: repositoryRoot,
+    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: simulatedDriver(), SIMULATED_DRIVER_DEVICES: '1', SIMULATED_DRIVER_FAIL: 'cuLaunchKernel@any:3=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES' },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^cuda-stream-pool bench failed: CudaError: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: cuLaunchKernel failed on kernel "\w+"/m);
+  assert.doesNotMatch(r.stderr, /^\s+at /m);
+});

@@ -8,7 +8,7 @@ import path from 'node:path';
 
 import { Command, type CommanderError } from 'commander';
 
-import { cuda, Device } from 'cuda-stream-pool';
+import { cuda, CudaError, Device } from 'cuda-stream-pool';
 import { MODES, MODE_DESCRIPTIONS } from '../modes.js';
 import { packageVersion } from '../package.js';
 import type { BenchResult } from '../schema.js';
@@ -76,10 +76,13 @@ function resolveDevices(command: Command, options: BenchCliOptions): number[] {
   return options.devices;
 }
 
-/** Prints a failed run's error: a verification failure by its message alone, anything else with its stack. */
+/** Prints a failed run's error: a verification failure by its message alone, a failure the driver reported
+ * (CudaError, whose message names the call, the device and the stream) by its name and message, anything else, a
+ * bug, with its stack. */
 function reportFailure(command: string, error: unknown): never {
   const e = error instanceof Error ? error : new Error(String(error));
   if (e.name === 'VerificationError') console.error(`cuda-stream-pool ${command}: ${e.message}`);
+  else if (e instanceof CudaError) console.error(`cuda-stream-pool ${command} failed: ${e.name}: ${e.message}`);
   else console.error(`cuda-stream-pool ${command} failed: ${e.stack ?? `${e.name}: ${e.message}`}`);
   process.exit(EXIT_FAILED);
 }
