@@ -110,7 +110,7 @@ function nameCommandsTakingOption(message: string): string {
 }
 
 const program = new Command('cuda-stream-pool')
-  .description('CUDA streams, events, memory and kernels for Node.js, built around a shared stream pool')
+  .description('The benchmark of cuda-stream-pool (CUDA streams, events, memory and kernels for Node.js, built around a shared stream pool): measure the pool against a native C++ baseline on a GPU, and render saved results without one')
   // Set before the commands are added: subcommands copy these settings when they are created.
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
