@@ -174,7 +174,7 @@ const AS_KINDS: Record<string, string> = {
   Uint8Array: 'Uint8Array', ArrayBuffer: 'ArrayBuffer', TypedArray: 'object',
 };
 const HELPER_KINDS: Record<string, string> = {
-  unwrap_native: 'ref', is_native: 'ref', release_native: 'ref', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object', hold_memory: 'object',
+  unwrap_native: 'ref', borrow_native: 'ref', is_native: 'ref', release_native: 'ref', to_uint64: 'bigint', to_int64: 'bigint', to_size: 'number', read_layout: 'object', hold_memory: 'object',
 };
 
 /** What `fn` reads from each argument index: kinds, plus 'undefined?' where it tests for undefined. */

@@ -160,9 +160,10 @@ test('deferred: a full queue holds the recording thread until half of it (1,024 
      console.log(JSON.stringify({ recorded: after.recorded - before.recorded, issued: after.issued - before.issued, waitsForRoom: after.waitsForRoom - before.waitsForRoom }));`,
     deferred(),
   );
-  // The records and the wait's marker, all issued.
-  assert.equal(result.recorded, 20_001);
-  assert.equal(result.issued, 20_001);
+  // The records, and the wait's marker unless the submission thread had issued every record by the time of the
+  // wait (which then needs no marker in the queue); all issued.
+  assert.ok(result.recorded === 20_000 || result.recorded === 20_001, `${result.recorded} recorded`);
+  assert.equal(result.issued, result.recorded);
   // The first wait comes when 2,048 are queued and each frees 1,024 slots: 1 + floor((20,000 - 2,048) / 1,024) = 18 at
   // most. The simulated driver's calls are slower than recording, so the queue does fill.
   assert.ok(result.waitsForRoom >= 1 && result.waitsForRoom <= 18, `${result.waitsForRoom} waits for room`);

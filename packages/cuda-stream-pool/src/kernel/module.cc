@@ -444,7 +444,7 @@ class ArgumentCopy {
 
 // The body of kernelLaunch and kernelLaunchWithAttributes (`attributes` null for the former), after each read its
 // arguments. Every value is already validated by kernel/kernel.ts; params holds one slot per argument.
-Napi::Value launch(Napi::Env env, std::shared_ptr<NativeKernel> kernel, std::shared_ptr<NativeStream> stream,
+Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Borrowed<NativeStream>& stream,
                    const unsigned (&grid)[3], const unsigned (&block)[3], unsigned shared, Napi::Uint8Array params,
                    const LaunchAttributes* attributes) {
   Use<NativeModule> use(*kernel->module, "Module", "kernel.launch");
@@ -455,8 +455,8 @@ Napi::Value launch(Napi::Env env, std::shared_ptr<NativeKernel> kernel, std::sha
     // The operation takes this call's entries and references. The argument slots are copied: JS reuses its
     // packing buffer for the next launch.
     Held<NativeModule> module(kernel->module, use);
-    record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
-                     [k = std::move(kernel), m = std::move(module), slots = ArgumentCopy(params.Data(), params.ByteLength()),
+    record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
+                     [k = kernel.shared(), m = std::move(module), slots = ArgumentCopy(params.Data(), params.ByteLength()),
                       grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
                       block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared,
                       with = attributes != nullptr, copied = attributes ? *attributes : LaunchAttributes{}](
@@ -483,7 +483,7 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
                             info[4].As<Napi::Number>().Uint32Value()};
   const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
                              info[7].As<Napi::Number>().Uint32Value()};
-  return launch(info.Env(), unwrap_native<NativeKernel>(info[0]), unwrap_native<NativeStream>(info[1]), grid, block,
+  return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
                 info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), nullptr);
 }
 
@@ -501,7 +501,7 @@ Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
   const unsigned flags = info[13].As<Napi::Number>().Uint32Value();
   attributes.cooperative = (flags & 1) != 0;
   attributes.programmatic = (flags & 2) != 0;
-  return launch(info.Env(), unwrap_native<NativeKernel>(info[0]), unwrap_native<NativeStream>(info[1]), grid, block,
+  return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
                 info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), &attributes);
 }
 

@@ -130,9 +130,9 @@ template <bool ToDevice>
 Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto stream = unwrap_native<NativeStream>(info[0]);
-  auto device = unwrap_native<NativeDeviceBuffer>(info[ToDevice ? 1 : 3]);
+  auto device = borrow_native<NativeDeviceBuffer>(info[ToDevice ? 1 : 3]);
   size_t device_offset = to_size(info[ToDevice ? 2 : 4]);
-  auto pinned = unwrap_native<NativePinnedBuffer>(info[ToDevice ? 3 : 1]);
+  auto pinned = borrow_native<NativePinnedBuffer>(info[ToDevice ? 3 : 1]);
   size_t pinned_offset = to_size(info[ToDevice ? 4 : 2]);
   size_t bytes = to_size(info[5]);
   Use<NativePinnedBuffer> use_pinned(*pinned, "PinnedBuffer", "copy");
@@ -154,8 +154,8 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   if (submitter) {
     // The operation takes this call's entries and references (an owned stream: nothing to note after the work).
     record_operation(*submitter, Held<NativeStream>(std::move(stream), use_stream),
-                     [d = Held<NativeDeviceBuffer>(std::move(device), use_device),
-                      p = Held<NativePinnedBuffer>(std::move(pinned), use_pinned), device_ptr, host,
+                     [d = Held<NativeDeviceBuffer>(device.shared(), use_device),
+                      p = Held<NativePinnedBuffer>(pinned.shared(), use_pinned), device_ptr, host,
                       bytes](const FailurePointer& failure, const Held<NativeStream>& s) {
                        if (failure) return false;
                        issue_pinned_copy<ToDevice>(s.pointer(), *p, device_ptr, host, bytes);

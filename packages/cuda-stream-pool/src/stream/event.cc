@@ -64,8 +64,8 @@ Napi::Value event_create(const Napi::CallbackInfo& info) {
 
 // eventRecord(eventRef, streamRef) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
 Napi::Value event_record(const Napi::CallbackInfo& info) {
-  auto event = unwrap_native<NativeEvent>(info[0]);
-  auto stream = unwrap_native<NativeStream>(info[1]);
+  auto event = borrow_native<NativeEvent>(info[0]);
+  auto stream = borrow_native<NativeStream>(info[1]);
   Use<NativeEvent> use(*event, "Event", "record");
   Use<NativeStream> use_stream(*stream, "Stream", "recordEvent");
   Submitter* submitter = recording_for(info.Env(), *stream);
@@ -73,8 +73,9 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
     make_current(event->device);  // as a direct call leaves it
     const uint64_t earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
-    record_operation(*submitter, Held<NativeStream>(stream, use_stream),
-                     [e = Held<NativeEvent>(event, use), earlier, waits](const FailurePointer& failure, const Held<NativeStream>& s) {
+    record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
+                     [e = Held<NativeEvent>(event.shared(), use), earlier,
+                      waits](const FailurePointer& failure, const Held<NativeStream>& s) {
                        // Records are issued in the order they were made, each after the waits on the one before.
                        await_count(e->records_issued, earlier);
                        await_count(e->waits_issued, waits);
