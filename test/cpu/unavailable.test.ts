@@ -43,6 +43,22 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });
 
+test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is named, with the advice to fix or unset it', async () => {
+  const result = await runChild(
+    `import { cuda } from 'cuda-stream-pool';
+     console.log(JSON.stringify({ available: cuda.available, reason: cuda.unavailableReason }));`,
+    { CUDA_STREAM_POOL_LIBCUDA: 'libc.so.6' },
+  );
+  assert.equal(result.code, 0, result.stderr);
+  const out = JSON.parse(result.stdout);
+  assert.equal(out.available, false);
+  assert.equal(
+    out.reason,
+    'opened libc.so.6 (from CUDA_STREAM_POOL_LIBCUDA) but it has no working cuDriverGetVersion; it is not a CUDA driver library. ' +
+      'Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library (libcuda.so.1, CUDA 12.0 or newer), or unset it to use the installed NVIDIA driver.',
+  );
+});
+
 test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {
   const result = await runChild(
     `import { cuda } from 'cuda-stream-pool';

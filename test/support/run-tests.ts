@@ -60,7 +60,7 @@ if (files.length === 0) {
   process.exit(1);
 }
 const { cuda, Device } = await import('cuda-stream-pool');
-if (!cuda.available) console.log(`No usable CUDA GPU: GPU tests skip. ${cuda.unavailableReason}\n`);
+if (!cuda.available) console.log(`No usable CUDA GPU, so GPU tests skip: ${cuda.unavailableReason}\n`);
 if (simulated && cuda.available) console.log(`On the simulated driver (${process.env.CUDA_STREAM_POOL_LIBCUDA}): ${Device.count()} devices, ${Device.get(0).name}\n`);
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'csp-tests-'));
 const tap = path.join(scratch, 'report.tap');

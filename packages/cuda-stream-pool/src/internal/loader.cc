@@ -40,9 +40,11 @@ void load_once() {
   auto get_proc = reinterpret_cast<PFN_cuGetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
   int version = 0;
   if (!get_version || get_version(&version) != CUDA_SUCCESS) {
-    g_state.unavailable_reason = "opened " + path + how +
-                                 " but it has no working cuDriverGetVersion; it is not a CUDA driver library. "
-                                 "Reinstall the NVIDIA driver or fix CUDA_STREAM_POOL_LIBCUDA.";
+    g_state.unavailable_reason = "opened " + path + how + " but it has no working cuDriverGetVersion; it is not a CUDA driver library. " +
+                                 (how.empty() ? std::string("Reinstall the NVIDIA driver.")
+                                              : std::string("Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library "
+                                                            "(libcuda.so.1, CUDA 12.0 or newer), or unset it to use the "
+                                                            "installed NVIDIA driver."));
     return;
   }
   g_state.driver_version = version;
