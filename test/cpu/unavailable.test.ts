@@ -43,14 +43,19 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });
 
-test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is named, with the advice to fix or unset it', async () => {
+/** cuda.available and cuda.unavailableReason in a child process with `libcuda` as CUDA_STREAM_POOL_LIBCUDA. */
+async function driverState(libcuda: string): Promise<{ available: boolean; reason: string }> {
   const result = await runChild(
     `import { cuda } from 'cuda-stream-pool';
      console.log(JSON.stringify({ available: cuda.available, reason: cuda.unavailableReason }));`,
-    { CUDA_STREAM_POOL_LIBCUDA: 'libc.so.6' },
+    { CUDA_STREAM_POOL_LIBCUDA: libcuda },
   );
   assert.equal(result.code, 0, result.stderr);
-  const out = JSON.parse(result.stdout);
+  return JSON.parse(result.stdout);
+}
+
+test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is named, with the advice to fix or unset it', async () => {
+  const out = await driverState('libc.so.6');
   assert.equal(out.available, false);
   assert.equal(
     out.reason,
@@ -60,13 +65,7 @@ test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is nam
 });
 
 test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {
-  const result = await runChild(
-    `import { cuda } from 'cuda-stream-pool';
-     console.log(JSON.stringify({ available: cuda.available, reason: cuda.unavailableReason }));`,
-    { CUDA_STREAM_POOL_LIBCUDA: '' },
-  );
-  assert.equal(result.code, 0, result.stderr);
-  const out = JSON.parse(result.stdout);
+  const out = await driverState(''); // empty: as if unset
   if (out.available || !/tried to open the CUDA driver library libcuda\.so\.1,/.test(out.reason)) {
     t.skip('this machine has a CUDA driver library installed');
     return;

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
 import { benchCli, repositoryRoot } from '../support/paths.js';
-import { failOnce, issuer, needsCompiler, simulatedDriver, simulatedJson } from '../support/simulated-driver.js';
+import { failOnce, issuer, needsCompiler, simulatedEnv, simulatedJson } from '../support/simulated-driver.js';
 
 const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
 
@@ -82,7 +82,7 @@ for (const [what, fail, copy] of [
 test('bench: a launch the driver refuses exits 1 with the CudaError naming the kernel, and no stack trace', needsCompiler, () => {
   const r = spawnSync(process.execPath, [benchCli, 'bench', '--elements', '1024', '--tasks', '8', '--runs', '1', '--mode', 'pool'], {
     cwd: repositoryRoot,
-    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: simulatedDriver(), SIMULATED_DRIVER_DEVICES: '1', SIMULATED_DRIVER_FAIL: 'cuLaunchKernel@any:3=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES' },
+    env: { ...process.env, ...simulatedEnv({ fail: 'cuLaunchKernel@any:3=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES' }) },
     encoding: 'utf8',
     timeout: 60_000,
   });

@@ -60,8 +60,8 @@ export interface SimulatedOptions {
   timeoutMs?: number;
 }
 
-/** Runs `source` (an ES module importing the package by name) in a child process on the simulated driver. */
-export function runSimulated(source: string, options: SimulatedOptions = {}): Promise<ChildResult> {
+/** The environment variables that put a child process on the simulated driver with `options`. */
+export function simulatedEnv(options: SimulatedOptions = {}): Record<string, string> {
   const env: Record<string, string> = {
     CUDA_STREAM_POOL_LIBCUDA: simulatedDriver(),
     SIMULATED_DRIVER_DEVICES: String(options.devices ?? 1),
@@ -69,7 +69,12 @@ export function runSimulated(source: string, options: SimulatedOptions = {}): Pr
     ...options.env,
   };
   if (options.fail) env.SIMULATED_DRIVER_FAIL = options.fail;
-  return runChild(source, env, options.timeoutMs);
+  return env;
+}
+
+/** Runs `source` (an ES module importing the package by name) in a child process on the simulated driver. */
+export function runSimulated(source: string, options: SimulatedOptions = {}): Promise<ChildResult> {
+  return runChild(source, simulatedEnv(options), options.timeoutMs);
 }
 
 /** Runs `source` as {@link runSimulated} does and returns the JSON its last stdout line holds, after checking that it

@@ -19,6 +19,12 @@ constexpr int kRequiredVersion = 12000;
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
+// The advice when CUDA_STREAM_POOL_LIBCUDA names something that is no working driver library: the path is the user's
+// to fix, not the installed driver.
+constexpr const char* kFixTheVariable =
+    "Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library (libcuda.so.1, CUDA 12.0 or newer), or unset it "
+    "to use the installed NVIDIA driver.";
+
 void load_once() {
   const char* override_path = std::getenv("CUDA_STREAM_POOL_LIBCUDA");
   const std::string path = override_path && *override_path ? override_path : "libcuda.so.1";
@@ -26,14 +32,11 @@ void load_once() {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    // Advice for the case at hand: a path the user gave that does not load is theirs to fix.
-    const std::string advice = how.empty() ? "Install the NVIDIA driver (CUDA 12.0 or newer), run on a machine with an "
-                                             "NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1."
-                                           : "Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library "
-                                             "(libcuda.so.1, CUDA 12.0 or newer), or unset it to use the installed "
-                                             "NVIDIA driver.";
     g_state.unavailable_reason = "tried to open the CUDA driver library " + path + how + ", which failed: " +
-                                 (why ? why : "unknown error") + ". " + advice;
+                                 (why ? why : "unknown error") + ". " +
+                                 (how.empty() ? "Install the NVIDIA driver (CUDA 12.0 or newer), run on a machine with "
+                                                "an NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1."
+                                              : kFixTheVariable);
     return;
   }
   auto get_version = reinterpret_cast<PFN_cuDriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
@@ -41,10 +44,7 @@ void load_once() {
   int version = 0;
   if (!get_version || get_version(&version) != CUDA_SUCCESS) {
     g_state.unavailable_reason = "opened " + path + how + " but it has no working cuDriverGetVersion; it is not a CUDA driver library. " +
-                                 (how.empty() ? std::string("Reinstall the NVIDIA driver.")
-                                              : std::string("Set CUDA_STREAM_POOL_LIBCUDA to the path of a CUDA driver library "
-                                                            "(libcuda.so.1, CUDA 12.0 or newer), or unset it to use the "
-                                                            "installed NVIDIA driver."));
+                                 (how.empty() ? "Reinstall the NVIDIA driver." : kFixTheVariable);
     return;
   }
   g_state.driver_version = version;

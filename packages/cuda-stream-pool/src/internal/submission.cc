@@ -260,10 +260,7 @@ void Submitter::run() {
   for (;;) {
     uint64_t tail = published_.load(std::memory_order_acquire);
     if (head == tail) {
-      if (closing_.load(std::memory_order_acquire)) {
-        if (!exiting.load(std::memory_order_seq_cst)) reap();
-        return;
-      }
+      if (closing_.load(std::memory_order_acquire)) return;  // the destructor reaps what is left
       // Spin a little, then park.
       const auto until = std::chrono::steady_clock::now() + kSpin;
       while ((tail = published_.load(std::memory_order_acquire)) == head && !closing_.load(std::memory_order_relaxed) &&
