@@ -16,8 +16,8 @@ const fixture = benchFixture();
 const MODES = ['native', 'legacy', 'per-thread', 'per-task', 'pool', 'lease', 'graph'];
 
 /** Runs the CLI as a user would (`node packages/cuda-stream-pool-bench/dist/cli/main.js ...`) from the repository root. `noGpu`: hide the driver
- * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers. */
-/** Runs the CLI; `stdout`: a file descriptor to write to instead of the returned text. */
+ * (CUDA_STREAM_POOL_LIBCUDA), so a check that happens before the GPU is touched is what answers; `stdout`: a file
+ * descriptor to write to instead of the returned text. */
 function cli(args: string[], options: { env?: Record<string, string>; noGpu?: boolean; timeoutMs?: number; stdout?: number } = {}) {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.CUDA_STREAM_POOL_BENCH_CORRUPT;
@@ -369,6 +369,13 @@ test('bench without a usable driver exits 2 and prints why', () => {
   assert.match(r.stderr, /cuda-stream-pool bench needs a CUDA GPU and cannot run here/);
   assert.match(r.stderr, /\/nonexistent\/libcuda\.so\.1/);
   assert.equal(r.stdout, '');
+});
+
+test('bench without a usable driver still prints the warning about a library variable it ignores', () => {
+  const r = cli(['bench'], { noGpu: true, env: { CUDA_STREAM_POOL_SUBMISSION: 'bogus' } });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /CUDA_STREAM_POOL_SUBMISSION="bogus" is ignored/);
+  assert.match(r.stderr, /cuda-stream-pool bench needs a CUDA GPU and cannot run here/);
 });
 
 test('bench micro without a usable driver exits 2 and prints why', () => {

@@ -376,5 +376,8 @@ function help(names: string[]): never {
   command.help();
 }
 
+// The library warns about a variable it ignores (CUDA_STREAM_POOL_SUBMISSION=bogus) on a later tick; a command that
+// exits at once (no GPU, a usage error) would otherwise end the process before the warning is written.
+await new Promise((resolve) => setImmediate(resolve));
 if (process.argv[2] === 'help') help(process.argv.slice(3));
 await program.parseAsync(process.argv);
