@@ -254,6 +254,8 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   const cases: [string[], RegExp][] = [
     [[path.join(dir, 'missing.json')], /cannot read the results file .*missing\.json/],
     [[file('bad.json', '{"schema": ')], /bad\.json is not a cuda-stream-pool bench results file: its JSON does not parse/],
+    [[file('binary.json', '\u007fELF\u0002\u0001\u0001\u0000\u0000')], /binary\.json is not a cuda-stream-pool bench results file: it holds binary data, not JSON text \(a NUL byte at character 7\)/],
+    [[file('escape.json', '{"a": \u001b[31mred}')], /escape\.json .*its JSON does not parse \(.*\\u001b/],
     [[file('old.json', '{"schema": "cuda-stream-pool/bench/1"}')], /old\.json .*schema is "cuda-stream-pool\/bench\/1", and this version reads "cuda-stream-pool\/bench\/2"/],
     [[file('marks.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], lastRunTasks: [{ task: 0, thread: 0, streamId: '1', marksMs: [2, 1, 3, 4] }] }] }))], /modes\[0\]\.lastRunTasks\[0\]\.marksMs is not 4 ascending numbers/],
     [[file('mode.json', JSON.stringify({ ...noPhases, modes: [{ ...noPhases.modes[0], mode: 'turbo' }] }))], /modes\[0\]\.mode is "turbo", not one of native, legacy, /],
@@ -288,6 +290,7 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
     assert.equal(r.status, 64, `${args[0]}: exit ${r.status}, ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.doesNotMatch(r.stderr, /at .*\.js:\d+/, 'no stack trace');
+    assert.doesNotMatch(r.stderr, /[\u0000-\u0008\u000b-\u001f\u007f]/, 'no raw control characters from the file');
     if (fieldCases.some(([other]) => other === args)) assert.doesNotMatch(r.stderr, /--help|writable path/);
   }
   assert.ok(!existsSync(path.join(dir, 'median.html')), 'no page was written for a broken file');

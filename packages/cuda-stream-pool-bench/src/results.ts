@@ -158,16 +158,20 @@ function describeIssue(issue: z.core.$ZodIssue & { input?: unknown }): string {
  * the run's parameters within the limits `bench` accepts), mode names (each once), decimal stream ids, and that each
  * task's phase marks ascend.
  * @throws {@link ResultsFileError} naming the first field that is missing or wrong and its value, the JSON syntax
- * error, or a schema of another version. */
+ * error (control characters it quotes escaped), binary content (a NUL byte), or a schema of another version. */
 export function parseBenchResults(text: string, source: string): BenchResult {
   const fail = (what: string): never => {
     throw new ResultsFileError(`${source} is not a cuda-stream-pool bench results file: ${what}.`);
   };
+  const nul = text.indexOf('\u0000');
+  if (nul >= 0) return fail(`it holds binary data, not JSON text (a NUL byte at character ${nul})`);
   let value: unknown;
   try {
     value = JSON.parse(text.replace(/^\uFEFF/, '')); // an editor's byte-order mark is not part of the JSON
   } catch (error) {
-    return fail(`its JSON does not parse (${(error as Error).message.replace(/\n/g, '\\n')})`);
+    // The syntax error quotes the text around it: control characters are shown escaped, never written to a terminal.
+    const quoted = (error as Error).message.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '\n' ? '\\n' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+    return fail(`its JSON does not parse (${quoted})`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return fail('it is not a JSON object');
   const schema = (value as { schema?: unknown }).schema;
