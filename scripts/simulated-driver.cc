@@ -60,7 +60,9 @@
 //   <action>       a CUresult name or number: the call fails with it and does nothing (a sticky result, such as
 //                  CUDA_ERROR_ILLEGAL_ADDRESS, also faults the current context's device);
 //                  fault:<CUresult>: the call succeeds, and its operation faults the device when it runs (sticky);
-//                  lost: the call succeeds, but its operation has no effect (a ticket that never lands).
+//                  lost: the call succeeds, but its operation has no effect (a ticket that never lands);
+//                  stall:<ms>: the call blocks its thread for <ms> milliseconds (1 to 60000), then goes on as usual
+//                  (a slow driver call, for what waits on that thread).
 //                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
 //   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13010 (default 13000). Below 12080 it
@@ -247,7 +249,7 @@ bool no_64_bit_memory_operations() {
   return on;
 }
 
-enum class Action { kFail, kFault, kLost };
+enum class Action { kFail, kFault, kLost, kStall };
 
 struct Rule {
   int entry;
@@ -257,6 +259,7 @@ struct Rule {
   bool and_later;
   Action action;
   CUresult result;
+  unsigned long long stall_ms;
 };
 
 CUresult parse_result(const std::string& text) {
@@ -327,6 +330,11 @@ std::vector<Rule> parse_rules() {
     const std::string action = text.substr(equals + 1);
     if (action == "lost") {
       rule.action = Action::kLost;
+    } else if (action.rfind("stall:", 0) == 0) {
+      rule.action = Action::kStall;
+      rule.stall_ms = whole_number(action.substr(6), 60000);
+      if (rule.stall_ms == 0)
+        bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': a stall takes a whole number of milliseconds from 1 to 60000");
     } else if (action.rfind("fault:", 0) == 0) {
       rule.action = Action::kFault;
       rule.result = parse_result(action.substr(6));
@@ -334,7 +342,7 @@ std::vector<Rule> parse_rules() {
       rule.action = Action::kFail;
       rule.result = parse_result(action);
     }
-    if (rule.action != Action::kFail && !queues_work(rule.entry))
+    if ((rule.action == Action::kFault || rule.action == Action::kLost) && !queues_work(rule.entry))
       bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': " + kEntryNames[rule.entry] +
                         " queues no work, so it cannot fault or be lost; fail it with a CUresult instead");
     rules.push_back(rule);
@@ -418,6 +426,7 @@ struct Injection {
   bool any = false;
   Action action = Action::kFail;
   CUresult result = CUDA_SUCCESS;
+  unsigned long long stall_ms = 0;
 };
 
 std::atomic<unsigned long long> all_threads_counts[kEntryCount];
@@ -435,7 +444,7 @@ Injection inject(Entry entry) {
     if (!any && (rule.thread != calls.name || rule.ordinal != calls.ordinal)) continue;
     const unsigned long long counted = any ? any_call : call;
     if (counted == rule.call || (rule.and_later && counted > rule.call)) {
-      out = {true, rule.action, rule.result};
+      out = {true, rule.action, rule.result, rule.stall_ms};
       if (tracing())
         report(std::string("injected into call ") + std::to_string(counted) + " of " + kEntryNames[entry] + " on " +
                calls.name + "/" + std::to_string(calls.ordinal));
@@ -452,7 +461,8 @@ CUresult injected_failure(CUresult result);
 // Fails the calling entry point at once when a rule says so. Declares `injected` for the queueing calls.
 #define SIM_ENTER(name)                                                                \
   const Injection injected = inject(e_##name);                                         \
-  if (injected.any && injected.action == Action::kFail) return injected_failure(injected.result);
+  if (injected.any && injected.action == Action::kFail) return injected_failure(injected.result); \
+  if (injected.any && injected.action == Action::kStall) std::this_thread::sleep_for(std::chrono::milliseconds(injected.stall_ms));
 
 // A whole number from `least` (0 or 1) to `most`; 0 is returned as it is, for the caller to say why it is refused.
 unsigned long long env_number(const char* name, unsigned long long fallback, unsigned long long least,
@@ -1153,6 +1163,7 @@ bool conflicts_with_capture(Device* d, bool all_modes) {
 
 unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
   const Injection counted = inject(e_operation);
+  if (counted.any && counted.action == Action::kStall) std::this_thread::sleep_for(std::chrono::milliseconds(counted.stall_ms));
   const Injection& chosen = injected.any ? injected : counted;
   if (chosen.any) {
     op.has_injection = true;

@@ -259,6 +259,43 @@ test('deferred: operations a thread recorded and that were issued give their obj
   assert.deepEqual([result.worker, result.exit], ['ok', 0]);
 });
 
+test('deferred: work a worker records on a shared stream waits for the earlier work another thread recorded there, and counts as an order wait', needsCompiler, async () => {
+  const result = await simulatedJson<{ bytes: number[]; worker: { orderWaits: number; orderWaitMs: number }; main: { orderWaits: number; orderWaitMs: number } }>(
+    `${load}
+     import { Worker } from 'node:worker_threads';
+     import { StreamPool } from 'cuda-stream-pool';
+     const pool = new StreamPool({ size: 1 });
+     const stream = pool.getStream();
+     const bytes = DeviceBuffer.alloc(64, { stream });
+     const worker = new Worker(\`
+       import { parentPort, workerData } from 'node:worker_threads';
+       import { cuda, DeviceBuffer, StreamPool } from 'cuda-stream-pool';
+       const stream = StreamPool.attach(workerData.pool).getStream();
+       const bytes = DeviceBuffer.attach(workerData.bytes);
+       parentPort.postMessage('ready');
+       parentPort.once('message', async () => {
+         stream.fill(bytes, 2); // after the main thread's fill, whose issue stalls
+         await stream.synchronize();
+         const { orderWaits, orderWaitMs } = cuda.submission();
+         parentPort.postMessage({ orderWaits, orderWaitMs });
+       });\`, { eval: true, workerData: { pool: pool.share(), bytes: bytes.share() } });
+     await new Promise((resolve) => worker.once('message', resolve));
+     stream.fill(bytes, 1); // its submission thread's first cuMemsetD8Async stalls for 1 s
+     worker.postMessage('go');
+     const counts = await new Promise((resolve) => worker.once('message', resolve));
+     const out = [...await bytes.toArray(Uint8Array, { stream })];
+     const { orderWaits, orderWaitMs } = cuda.submission();
+     await worker.terminate();
+     console.log(JSON.stringify({ bytes: [...new Set(out)], worker: counts, main: { orderWaits, orderWaitMs } }));`,
+    deferred({ fail: 'cuMemsetD8Async@csp-submit/1:1=stall:1000', env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '1' } }),
+  );
+  // The worker's fill was issued after the main thread's (the bytes are its 2s), held back most of the stall.
+  assert.deepEqual(result.bytes, [2]);
+  assert.equal(result.worker.orderWaits, 1);
+  assert.ok(result.worker.orderWaitMs >= 100 && result.worker.orderWaitMs < 5000, `${result.worker.orderWaitMs} ms`);
+  assert.deepEqual(result.main, { orderWaits: 0, orderWaitMs: 0 });
+});
+
 test('deferred: without a submission thread, the call that would record throws EAGAIN each time and nothing is left queued', needsCompiler, async () => {
   const result = await simulatedJson<{ first: string; second: string; recorded: number; query: boolean }>(
     `${load}

@@ -71,6 +71,13 @@ export interface SubmissionStats {
   /** Waits for a submission thread to issue what was recorded, by calls that need it first (a query, a blocking
    * wait, a free, `cuda.flush()`; one per submission thread that had work left). */
   flushWaits: number;
+  /** Operations that this thread's submission threads held back until another JS thread's submission thread had
+   * issued an earlier operation of their stream: each stream's operations are issued in the order they were recorded,
+   * whichever thread recorded them. Comes from worker threads sharing streams (a shared pool's). */
+  orderWaits: number;
+  /** Milliseconds those operations waited, in total; every operation queued behind them on the same submission
+   * thread waited as long. */
+  orderWaitMs: number;
 }
 
 /** A reference to a native object (the C++ owner or non-owning view of one stream, event, module, kernel, ...; see
@@ -369,7 +376,7 @@ function unavailableBinding(reason: string): NativeBinding {
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
-    submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0 }),
+    submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0, orderWaits: 0, orderWaitMs: 0 }),
     completionStats: () => ({ wakeups: 0, turnBatches: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {

@@ -252,6 +252,8 @@ SubmissionCounters Submitter::counters() const {
   out.parks = parks_.load(std::memory_order_relaxed);
   out.waits_for_room = waits_for_room_;
   out.flush_waits = flush_waits_;
+  out.order_waits = order_waits_.load(std::memory_order_relaxed);
+  out.order_wait_ms = order_wait_ns_.load(std::memory_order_relaxed) / 1e6;
   return out;
 }
 
@@ -296,7 +298,14 @@ void Submitter::run() {
       }
       Operation* operation = ring_[head % kQueueLimit];
       // After the operations recorded on its stream before it, by other threads too.
-      await_count(operation->stream->owner().operations_issued, operation->place);
+      const std::atomic<uint64_t>& stream_issued = operation->stream->owner().operations_issued;
+      if (stream_issued.load(std::memory_order_acquire) < operation->place) {
+        const auto start = std::chrono::steady_clock::now();
+        await_count(stream_issued, operation->place);
+        const auto waited = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+        order_waits_.store(order_waits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        order_wait_ns_.store(order_wait_ns_.load(std::memory_order_relaxed) + waited, std::memory_order_relaxed);
+      }
       never_throws("issuing a recorded operation", [&] {
         NativeStream& owner = operation->stream->owner();
         try {
@@ -414,8 +423,8 @@ namespace {
 // submissionFlush(): issues everything this environment recorded (js_entry's ordering does the work).
 Napi::Value submission_flush(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
 
-// submissionStats() -> { mode, threads, recorded, issued, dropped, failed, parks, waitsForRoom, flushWaits } of this
-// environment's submission threads, summed (zeros before its first record, and in direct mode).
+// submissionStats() -> { mode, threads, recorded, issued, dropped, failed, parks, waitsForRoom, flushWaits, orderWaits,
+// orderWaitMs } of this environment's submission threads, summed (zeros before its first record, and in direct mode).
 Napi::Value submission_stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   SubmissionCounters c;
@@ -429,6 +438,8 @@ Napi::Value submission_stats(const Napi::CallbackInfo& info) {
       c.parks += one.parks;
       c.waits_for_room += one.waits_for_room;
       c.flush_waits += one.flush_waits;
+      c.order_waits += one.order_waits;
+      c.order_wait_ms += one.order_wait_ms;
     }
   Napi::Object out = Napi::Object::New(env);
   out.Set("mode", deferred_mode() ? "deferred" : "direct");
@@ -440,6 +451,8 @@ Napi::Value submission_stats(const Napi::CallbackInfo& info) {
   out.Set("parks", c.parks);
   out.Set("waitsForRoom", c.waits_for_room);
   out.Set("flushWaits", c.flush_waits);
+  out.Set("orderWaits", c.order_waits);
+  out.Set("orderWaitMs", c.order_wait_ms);
   return out;
 }
 

@@ -23,7 +23,7 @@
 //    is that wait on its own.
 //  - Across threads. Operations on one stream are issued in the order they were recorded, whichever threads recorded
 //    them (a pool's streams are shared): each has its place among the stream's operations, and waits until those
-//    before it were issued; a call that goes to the driver directly with the stream first waits until everything
+//    before it were issued (an order wait, counted with its time: everything behind it in the queue waits too); a call that goes to the driver directly with the stream first waits until everything
 //    recorded on it was issued (NativeStream::entered_for_use). So "record on a pool stream in one worker, post a
 //    message, use the stream in another" keeps its order, as direct calls do.
 //    An event record counts itself on the event when it is recorded and again when it was issued;
@@ -174,6 +174,7 @@ struct OperationOf final : Operation {
 // Counters of an environment's submitter, for submissionStats().
 struct SubmissionCounters {
   double recorded = 0, issued = 0, dropped = 0, failed = 0, parks = 0, waits_for_room = 0, flush_waits = 0;
+  double order_waits = 0, order_wait_ms = 0;
 };
 
 class Submitter {
@@ -236,6 +237,8 @@ class Submitter {
   std::atomic<uint64_t> dropped_{0}, failed_{0};
   std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
   std::atomic<double> parks_{0};
+  // Operations that waited for another thread to issue an earlier operation of their stream, and the time waited.
+  std::atomic<double> order_waits_{0}, order_wait_ns_{0};
   // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
   // so a publish or an issue never goes unseen by a side about to sleep.
   alignas(kCacheLineBytes) std::atomic<bool> parked_{false};
