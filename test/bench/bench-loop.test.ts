@@ -3,6 +3,9 @@
 // ascending phase times; a wrong output element still fails the run naming the task.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { benchCli, repositoryRoot } from '../support/paths.js';
@@ -58,4 +61,27 @@ test('with workers, the tasks are split among the threads and each is recorded o
   assert.equal(lease!.verifiedTasks, 48);
   assert.deepEqual(lease!.lastRunTasks.map((t) => t.task), Array.from({ length: 48 }, (_, i) => i));
   assert.deepEqual([...new Set(lease!.lastRunTasks.map((t) => t.thread))].sort(), [1, 2]);
+});
+
+test('deferred submission with workers sharing the pool: a stalled issue holds back the other worker\'s work on the shared streams, and the results and the report count those order waits', needsCompiler, () => {
+  // One submission thread per JS thread: the main thread's is the first to call the driver, a worker's the second.
+  // Its 12th copy in (a task of the measured run, after 8 of the warm-up) blocks it for 300 ms.
+  const env = { CUDA_STREAM_POOL_SUBMISSION: 'deferred', CUDA_STREAM_POOL_SUBMISSION_THREADS: '1', SIMULATED_DRIVER_FAIL: 'cuMemcpyHtoDAsync@csp-submit/2:12=stall:300' };
+  const r = bench([...SMALL, '--mode', 'native,pool', '--workers', '2', '--json', '--quiet'], env);
+  assert.equal(r.status, 0, r.stderr);
+  const result = JSON.parse(r.stdout) as { modes: { mode: string; verifiedTasks: number; orderWaits?: { perTask: number; msPerRun: number } }[] };
+  const [native, pool] = result.modes;
+  assert.equal(native!.orderWaits, undefined, 'native issues from C++ threads: nothing to count');
+  assert.equal(pool!.verifiedTasks, 48);
+  assert.ok(pool!.orderWaits!.perTask > 0 && pool!.orderWaits!.perTask <= 4, `${pool!.orderWaits!.perTask} order waits per task`);
+  assert.ok(pool!.orderWaits!.msPerRun >= 50, `${pool!.orderWaits!.msPerRun} ms waited`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'csp-order-waits-'));
+  try {
+    writeFileSync(path.join(dir, 'run.json'), r.stdout);
+    const report = spawnSync(process.execPath, [benchCli, 'report', path.join(dir, 'run.json')], { cwd: repositoryRoot, encoding: 'utf8' });
+    assert.equal(report.status, 0, report.stderr);
+    assert.match(report.stdout.replace(/\n\s+/g, ' '), /Order waits \(deferred submission: .*\): pool \d+\.\d{3} per task, \d+\.\d ms per run\./);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

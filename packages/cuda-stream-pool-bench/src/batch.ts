@@ -1,6 +1,6 @@
 // A batch: one thread's share of the executor benchmark (the main thread's, or a worker's). It owns the thread's
 // inputs and task slots, and runs its tasks with a fixed number in flight.
-import { Device, Event, Stream, StreamPool, type GraphExec, type SharedStreamPool } from 'cuda-stream-pool';
+import { cuda, Device, Event, Stream, StreamPool, type GraphExec, type SharedStreamPool } from 'cuda-stream-pool';
 import { graphsOf, launchGraph } from './graph-task.js';
 import { benchKernels } from './kernels.js';
 import type { Mode } from './modes.js';
@@ -108,12 +108,21 @@ export class BatchThread {
     const originEpochMs = epochNow();
     const log = new TaskLog(count, timed && this.ctx.marks);
     const state: LoopState = { next: 0, done: 0, failure: undefined, onTasksDone };
+    const before = cuda.submission();
     const startEpochMs = epochNow();
     await Promise.all(this.slots.map((slot) => taskLoop(this.ctx, mode, slot, first, count, timed, log, state)));
     const endEpochMs = epochNow();
+    const after = cuda.submission();
     if (onTasksDone && state.done % PROGRESS_EVERY !== 0) onTasksDone(state.done % PROGRESS_EVERY);
     if (state.failure) throw state.failure.error;
-    return { records: log.records(first, this.thread), startEpochMs, endEpochMs, originEpochMs };
+    return {
+      records: log.records(first, this.thread),
+      startEpochMs,
+      endEpochMs,
+      originEpochMs,
+      orderWaits: after.orderWaits - before.orderWaits,
+      orderWaitMs: after.orderWaitMs - before.orderWaitMs,
+    };
   }
 
   /** Frees the slots (their device memory in stream order on the origin stream, after every stream that used it) and

@@ -45,5 +45,5 @@ export async function runNativeBatch(ctx: TaskContext, slots: Slot[], thread: nu
       timed && ctx.marks ? [outcome.marks[at]!, outcome.marks[at + 1]!, outcome.marks[at + 2]!, outcome.marks[at + 3]!] : [0, 0, 0, 0];
     records.push({ task: first + i, streamId: streamIds[outcome.slotOf[i]!]!, thread, marks, latencyMs: outcome.latencyMs[i]! });
   }
-  return { records, startEpochMs: outcome.startEpochMs, endEpochMs: outcome.endEpochMs, originEpochMs: outcome.originEpochMs };
+  return { records, startEpochMs: outcome.startEpochMs, endEpochMs: outcome.endEpochMs, originEpochMs: outcome.originEpochMs, orderWaits: 0, orderWaitMs: 0 };
 }

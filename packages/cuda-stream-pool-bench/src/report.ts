@@ -103,6 +103,12 @@ export function formatReport(result: BenchResult): string {
           '  longest phase), and a "device N" row below it is that device\'s share, timed on its own.',
         ]
       : []),
+    ...(result.environment.submission?.mode === 'deferred' && result.modes.some((m) => m.orderWaits)
+      ? [
+          `  Order waits (deferred submission: an operation held back until another thread issued the one before it on its`,
+          `  stream): ${result.modes.filter((m) => m.orderWaits).map((m) => `${m.mode} ${fixed(m.orderWaits!.perTask, 3)} per task, ${fixed(m.orderWaits!.msPerRun, 1)} ms per run`).join('; ')}.`,
+        ]
+      : []),
     ...(result.processModes
       ? [
           `  "<mode>, N process(es)": the same tasks, each device's share run by an executor process of its own (its own`,

@@ -39,6 +39,9 @@ export function summarizeMode(
     .flatMap((batches) => batches.flatMap((b) => b.records.map((r) => r.latencyMs)))
     .sort((a, b) => a - b);
   const last = runs[runs.length - 1] ?? [];
+  const batches = runs.flat();
+  const orderWaits = batches.reduce((sum, b) => sum + b.orderWaits, 0);
+  const orderWaitMs = batches.reduce((sum, b) => sum + b.orderWaitMs, 0);
   return {
     mode,
     wallMs,
@@ -51,6 +54,7 @@ export function summarizeMode(
     verifiedTasks: latencies.length,
     streams: new Set(last.flatMap((b) => b.records.map((r) => r.streamId))).size,
     lastRunTasks: phaseTimes ? taskPhaseTimes(last) : null,
+    ...(mode === 'native' ? {} : { orderWaits: { perTask: orderWaits / (tasks * runs.length), msPerRun: orderWaitMs / runs.length } }),
   };
 }
 

@@ -210,6 +210,10 @@ export const modeResultSchema = z.object({
   /** With several devices (`--devices`): each device's share, in the order of `parameters.devices`; the fields above
    * are the total over all of them. Absent with one device. */
   perDevice: z.array(deviceModeResultSchema).optional(),
+  /** Deferred submission's order waits (`cuda.submission().orderWaits`, summed over the threads): operations held back
+   * until another thread had issued an earlier operation of their stream, per task, and the milliseconds they waited
+   * per run, in all threads together. 0 in direct mode; absent for `native`. */
+  orderWaits: z.object({ perTask: amount, msPerRun: amount }).optional(),
 });
 export type ModeResult = z.output<typeof modeResultSchema>;
 

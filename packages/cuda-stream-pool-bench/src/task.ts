@@ -60,6 +60,11 @@ export interface BatchResult {
   endEpochMs: number;
   /** Host wall-clock time at which the timing origin was recorded; aligns the threads' timelines. */
   originEpochMs: number;
+  /** The batch's operations that deferred submission held back until another thread had issued an earlier operation
+   * of their stream (`cuda.submission().orderWaits` over the batch), and the milliseconds they waited in all; 0 in
+   * direct mode and for `native`. */
+  orderWaits: number;
+  orderWaitMs: number;
 }
 
 /** A task's output did not match the reference. The CLI prints the message and exits 1. */
