@@ -301,6 +301,29 @@ test('report exits 64 naming the file for a missing file, bad JSON, an older sch
   assert.match(r.stderr, /--trace.*ok\.json is not a directory/s);
 });
 
+test('no control character that a results file, a path, an option value or the environment carries reaches the terminal raw', (t) => {
+  const dir = scratchDir(t);
+  const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+  const result = syntheticResults({ tasks: 2, modes: ['pool'] });
+  result.environment.device.name = 'GPU\u001b]0;retitled\u0007\u001b[2J';
+  const file = path.join(dir, 'results.json');
+  writeFileSync(file, JSON.stringify(result));
+  const report = cli(['report', file], { noGpu: true });
+  assert.equal(report.status, 0, report.stderr);
+  assert.ok(report.stdout.includes('GPU\\u001b]0;retitled\\u0007\\u001b[2J'), report.stdout);
+  for (const [args, env, says] of [
+    [['bench', '--mode', '\u001b[2Jpool'], {}, /argument '\\u001b\[2Jpool' is invalid/],
+    [['bo\u001bgus'], {}, /unknown command 'bo\\u001bgus'/],
+    [['report', path.join(dir, 'x\u001b[31m.json')], {}, /cannot read the results file .*x\\u001b\[31m\.json/],
+    [['bench'], { CUDA_STREAM_POOL_LIBCUDA: '/nonexistent/x\u001b[31m.so' }, /needs a CUDA GPU and cannot run here: .*x\\u001b\[31m\.so/],
+  ] as const) {
+    const r = cli([...args], { env: { ...env } });
+    assert.notEqual(r.status, 0, `${JSON.stringify(args)}: ${r.stderr}`);
+    assert.match(r.stderr, says);
+    assert.doesNotMatch(r.stderr, raw, `${JSON.stringify(args)}: a raw control character in ${JSON.stringify(r.stderr)}`);
+  }
+});
+
 test('report refuses results bench cannot write (tasks above the cap, a mode twice, a stream id not in decimal) and an output over its input', (t) => {
   const dir = scratchDir(t);
   const valid = syntheticResults({ tasks: 2, modes: ['legacy', 'pool'] });

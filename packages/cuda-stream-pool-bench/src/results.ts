@@ -4,6 +4,7 @@ import type * as z from 'zod';
 
 import { summarize } from './harness.js';
 import type { Mode } from './modes.js';
+import { printable } from './printable.js';
 import { BENCH_SCHEMA, benchResultSchema, type BenchResult, type DeviceModeResult, type ModeResult, type PhaseTimes, type TaskPhaseTimes } from './schema.js';
 import type { BatchResult } from './task.js';
 
@@ -173,9 +174,8 @@ export function parseBenchResults(text: string, source: string): BenchResult {
   try {
     value = JSON.parse(text.replace(/^\uFEFF/, '')); // an editor's byte-order mark is not part of the JSON
   } catch (error) {
-    // The syntax error quotes the text around it: control characters are shown escaped, never written to a terminal.
-    const quoted = (error as Error).message.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '\n' ? '\\n' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
-    return fail(`its JSON does not parse (${quoted})`);
+    // The syntax error quotes the text around it, which may hold control characters: shown escaped.
+    return fail(`its JSON does not parse (${printable((error as Error).message.replace(/\n/g, '\\n'))})`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return fail('it is not a JSON object');
   const schema = (value as { schema?: unknown }).schema;

@@ -11,6 +11,7 @@ import { Command, type CommanderError } from 'commander';
 import { cuda, CudaError, Device } from 'cuda-stream-pool';
 import { MODES, MODE_DESCRIPTIONS } from '../modes.js';
 import { packageVersion } from '../package.js';
+import { printable } from '../printable.js';
 import type { BenchResult } from '../schema.js';
 import {
   checkCombinations,
@@ -26,15 +27,22 @@ import {
   type BenchCliOptions,
 } from './options.js';
 
-/** Writes `text` to stdout and exits with `code` once it is flushed (a pipe may take a while to drain a large JSON),
+/** Writes `message` and a line feed to stderr, its control characters escaped (it may quote a path, a value the user
+ * typed or a results file). */
+function printError(message: string): void {
+  console.error(printable(message));
+}
+
+/** Writes `text` (control characters escaped) to stdout and exits with `code` once it is flushed (a pipe may take a while to drain a large JSON),
  * or with 1 naming the error when stdout cannot be written. Exiting explicitly, rather than when the event loop
  * empties, keeps a forgotten handle from hanging the CLI. */
 function finish(code: number, text: string): void {
+  text = printable(text);
   // A reader that closed the pipe early (`| head`) is not a failure; a full disk or another write error is.
   process.stdout.on('error', () => {});
   process.stdout.write(text, (error) => {
     if (error && (error as NodeJS.ErrnoException).code !== 'EPIPE') {
-      console.error(`cuda-stream-pool: cannot write the output to stdout: ${error.message}`);
+      printError(`cuda-stream-pool: cannot write the output to stdout: ${error.message}`);
       process.exit(EXIT_FAILED);
     }
     process.exit(code);
@@ -44,7 +52,7 @@ function finish(code: number, text: string): void {
 /** Exits 2 with cuda.unavailableReason when there is no usable GPU; the README's quick start and CI rely on it. */
 function requireGpu(command: string): void {
   if (cuda.available) return;
-  console.error(`cuda-stream-pool ${command} needs a CUDA GPU and cannot run here: ${cuda.unavailableReason}`);
+  printError(`cuda-stream-pool ${command} needs a CUDA GPU and cannot run here: ${cuda.unavailableReason}`);
   process.exit(EXIT_NO_GPU);
 }
 
@@ -81,9 +89,9 @@ function resolveDevices(command: Command, options: BenchCliOptions): number[] {
  * bug, with its stack. */
 function reportFailure(command: string, error: unknown): never {
   const e = error instanceof Error ? error : new Error(String(error));
-  if (e.name === 'VerificationError') console.error(`cuda-stream-pool ${command}: ${e.message}`);
-  else if (e instanceof CudaError) console.error(`cuda-stream-pool ${command} failed: ${e.name}: ${e.message}`);
-  else console.error(`cuda-stream-pool ${command} failed: ${e.stack ?? `${e.name}: ${e.message}`}`);
+  if (e.name === 'VerificationError') printError(`cuda-stream-pool ${command}: ${e.message}`);
+  else if (e instanceof CudaError) printError(`cuda-stream-pool ${command} failed: ${e.name}: ${e.message}`);
+  else printError(`cuda-stream-pool ${command} failed: ${e.stack ?? `${e.name}: ${e.message}`}`);
   process.exit(EXIT_FAILED);
 }
 
@@ -115,7 +123,7 @@ const program = new Command('cuda-stream-pool')
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
   .version(packageVersion(), '-v, --version', 'print the version of cuda-stream-pool-bench (the benchmark and this command)')
-  .configureOutput({ outputError: (message, write) => write(nameCommandsTakingOption(message)) })
+  .configureOutput({ outputError: (message, write) => write(printable(nameCommandsTakingOption(message))) })
   .showHelpAfterError('(add --help to see the options and the values they accept)');
 
 const bench = program
@@ -237,13 +245,13 @@ async function writeOutputs(command: string, result: BenchResult, files: { html?
     try {
       text = render(result);
     } catch (error) {
-      console.error(`cuda-stream-pool ${command}: could not build the ${what}: ${(error as Error).stack ?? String(error)}`);
+      printError(`cuda-stream-pool ${command}: could not build the ${what}: ${(error as Error).stack ?? String(error)}`);
       process.exit(EXIT_FAILED);
     }
     try {
       writeFileSync(file, text);
     } catch (error) {
-      console.error(`cuda-stream-pool ${command}: cannot write the ${what} to ${file}: ${(error as Error).message}. Pass ${option} a writable path.`);
+      printError(`cuda-stream-pool ${command}: cannot write the ${what} to ${file}: ${(error as Error).message}. Pass ${option} a writable path.`);
       process.exit(EXIT_FAILED);
     }
     written += `${what} written to ${file}\n`;
@@ -265,7 +273,7 @@ program
   .action(async (file: string, options: { html?: string; trace?: string }, command: Command) => {
     // What is wrong is the file, not an option: no pointer to --help.
     const badFile = (message: string): never => {
-      console.error(`cuda-stream-pool report: ${message}`);
+      printError(`cuda-stream-pool report: ${message}`);
       return process.exit(EXIT_USAGE);
     };
     for (const [option, output] of [['--html', options.html], ['--trace', options.trace]] as const)
@@ -364,7 +372,7 @@ function help(names: string[]): never {
     const next = command.commands.find((c) => c.name() === name);
     if (!next) {
       const known = command.commands.map((c) => `'${c.name()}'`).join(', ');
-      console.error(
+      printError(
         known
           ? `error: unknown command '${name}' for '${commandPath(command)}'. Commands: ${known}.`
           : `error: '${commandPath(command)}' has no commands; '${name}' is not one.`,
