@@ -123,7 +123,11 @@ test('help takes a command path: help bench micro prints micro\'s help, an unkno
     const program = cli(args, { noGpu: true });
     assert.equal(program.status, 0, program.stderr);
     assert.match(program.stdout, /^Usage: cuda-stream-pool \[options\] \[command\]/);
+    assert.match(program.stdout, /Exit codes: 0 done; 64 a bad option or an unknown command/);
   }
+  const unknown = cli(['nonsense'], { noGpu: true });
+  assert.equal(unknown.status, 64, unknown.stderr);
+  assert.match(unknown.stderr, /unknown command 'nonsense'\nCommands: 'bench', 'report'\./);
   for (const [args, message] of [
     [['help', 'foo'], /unknown command 'foo' for 'cuda-stream-pool'\. Commands: 'bench', 'report'\./],
     [['help', 'bench', 'macro'], /unknown command 'macro' for 'cuda-stream-pool bench'\. Commands: 'micro'\./],
@@ -341,6 +345,7 @@ test('report refuses results bench cannot write (tasks above the cap, a mode twi
     ['mode-results.json', (r) => (r.modes[1].mode = 'legacy'), 'modes[1] is "legacy" again (as at [0]); bench names each once'],
     ['hex.json', (r) => (r.modes[0].lastRunTasks[1].streamId = '0x1f'), 'modes[0].lastRunTasks[1].streamId is "0x1f", not a decimal integer (the stream id cuStreamGetId gave, as digits)'],
     ['sign.json', (r) => (r.modes[0].lastRunTasks[0].streamId = '-3'), 'modes[0].lastRunTasks[0].streamId is "-3", not a decimal integer'],
+    ['verified.json', (r) => (r.modes[1].verifiedTasks = 999_999), 'modes[1].verifiedTasks is 999999, more than the 2 tasks of its runs (parameters.tasks × parameters.runs)'],
   ];
   for (const [name, change, message] of cases) {
     const r = cli(['report', file(name, change)], { noGpu: true });

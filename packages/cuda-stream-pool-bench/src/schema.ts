@@ -235,6 +235,19 @@ export const benchResultSchema = z.object({
   /** With several devices (`--devices`): each one's description, in the order of `parameters.devices`
    * (`environment.device` is the first, which calibrated the kernel and measured the phases alone). */
   devices: z.array(deviceDescriptionSchema).optional(),
+}).superRefine((result, ctx) => {
+  // A mode verifies at most every task of every run: more is a file bench did not write.
+  const most = result.parameters.tasks * result.parameters.runs;
+  for (const [list, name] of [[result.modes, 'modes'], [result.processModes ?? [], 'processModes']] as const)
+    list.forEach((mode, i) => {
+      if (mode.verifiedTasks > most)
+        ctx.addIssue({
+          code: 'custom',
+          path: [name, i, 'verifiedTasks'],
+          input: mode.verifiedTasks,
+          message: `is ${mode.verifiedTasks}, more than the ${most} tasks of its runs (parameters.tasks × parameters.runs)`,
+        });
+    });
 });
 export type BenchResult = z.output<typeof benchResultSchema>;
 

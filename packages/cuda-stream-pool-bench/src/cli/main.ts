@@ -103,9 +103,12 @@ function commandPath(command: Command): string {
 }
 
 /** Adds to commander's unknown-option error the commands that do take the option, so that an option given to the
- * wrong subcommand (`bench micro --tasks 5`) says where it belongs. Other messages pass unchanged. */
-function nameCommandsTakingOption(message: string): string {
+ * wrong subcommand (`bench micro --tasks 5`) says where it belongs, and to its unknown-command error the commands
+ * there are. Other messages pass unchanged. */
+function helpfulError(message: string): string {
   const flag = /unknown option '([^']+)'/.exec(message)?.[1];
+  const command = /unknown command '([^']+)'/.exec(message);
+  if (command) return `${message.trimEnd()}\nCommands: ${program.commands.map((c) => `'${c.name()}'`).join(', ')}.\n`;
   if (flag === undefined) return message;
   const taking: string[] = [];
   const visit = (command: Command) => {
@@ -123,8 +126,9 @@ const program = new Command('cuda-stream-pool')
   .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE))
   .enablePositionalOptions()
   .version(packageVersion(), '-v, --version', 'print the version of cuda-stream-pool-bench (the benchmark and this command)')
-  .configureOutput({ outputError: (message, write) => write(printable(nameCommandsTakingOption(message))) })
-  .showHelpAfterError('(add --help to see the options and the values they accept)');
+  .configureOutput({ outputError: (message, write) => write(printable(helpfulError(message))) })
+  .showHelpAfterError('(add --help to see the options and the values they accept)')
+  .addHelpText('after', "\nExit codes: 0 done; 64 a bad option or an unknown command; each command's --help lists its own.");
 
 const bench = program
   .command('bench')
@@ -269,7 +273,7 @@ program
   .allowExcessArguments(false)
   .option('--html <file.html>', 'write the timeline page (as bench --timeline does)', timelineOption)
   .option('--trace <file.json>', 'write the Trace Event file (as bench --trace does)', traceOption)
-  .addHelpText('after', '\nExit codes: 0 done; 1 an output could not be written; 64 a bad option or results file.')
+  .addHelpText('after', '\nExit codes: 0 done; 1 writing an output failed; 64 a bad option, results file or output path (checked before anything is written).')
   .action(async (file: string, options: { html?: string; trace?: string }, command: Command) => {
     // What is wrong is the file, not an option: no pointer to --help.
     const badFile = (message: string): never => {
