@@ -863,14 +863,14 @@ test('CUDA_STREAM_POOL_SIZE sets the default pool size: unset or empty is 32, el
   assert.equal(poolSizeFromEnvironment(' 8 '), 8);
   assert.equal(poolSizeFromEnvironment('1'), 1);
   assert.equal(poolSizeFromEnvironment('1024'), 1024);
-  for (const bad of ['0', '1025', '99999999999999999999']) {
+  for (const bad of ['0', '-3', '1025', '99999999999999999999']) {
     assert.throws(() => poolSizeFromEnvironment(bad), {
       name: 'RangeError',
       code: 'ERR_OUT_OF_RANGE',
       message: `"CUDA_STREAM_POOL_SIZE" must be an integer from 1 to 1024 (the default pool's size); received "${bad}" (string).`,
     });
   }
-  for (const bad of ['abc', '8.5', '-3', '0x10']) {
+  for (const bad of ['abc', '8.5', '--3', '0x10']) {
     assert.throws(() => poolSizeFromEnvironment(bad), {
       name: 'TypeError',
       code: 'ERR_INVALID_ARG_VALUE',

@@ -542,12 +542,13 @@ export function memoryLimitFromEnvironment(value: string | undefined): number | 
 
 /** The integer from 1 to `max` that the environment variable `name` holds (`what` says what it sets, in errors);
  * undefined when unset or empty. Spaces around the digits are allowed.
- * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not a whole number, `RangeError` ERR_OUT_OF_RANGE
- * outside 1 to `max`. */
+ * @throws `TypeError` ERR_INVALID_ARG_VALUE for text that is not an integer in decimal digits, `RangeError`
+ * ERR_OUT_OF_RANGE for one outside 1 to `max` (negative ones included). */
 function integerFromEnvironment(name: string, value: string | undefined, max: number, what: string): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const text = value.trim();
-  if (!/^\d+$/.test(text)) throw invalidValue(name, `must be an integer from 1 to ${max} (${what}); received ${JSON.stringify(value)}.`);
+  // A negative integer is an integer out of range, as a negative option value is.
+  if (!/^-?\d+$/.test(text)) throw invalidValue(name, `must be an integer from 1 to ${max} (${what}); received ${JSON.stringify(value)}.`);
   const number = Number(text);
   if (number < 1 || number > max) throw outOfRange(name, `an integer from 1 to ${max} (${what})`, value);
   return number;
