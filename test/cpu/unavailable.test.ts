@@ -64,6 +64,12 @@ test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is nam
   );
 });
 
+test('a CUDA_STREAM_POOL_LIBCUDA without a \'/\' that does not load is told that it is not looked up in the current folder', async () => {
+  const out = await driverState('my-libcuda.so');
+  assert.equal(out.available, false);
+  assert.match(out.reason, /my-libcuda\.so \(from CUDA_STREAM_POOL_LIBCUDA\).*or unset it to use the installed NVIDIA driver\. A name without a '\/' is looked up in the system's library folders, not in the current folder: give a path such as \.\/my-libcuda\.so\.$/);
+});
+
 test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {
   const out = await driverState(''); // empty: as if unset
   if (out.available || !/tried to open the CUDA driver library libcuda\.so\.1,/.test(out.reason)) {

@@ -32,11 +32,16 @@ void load_once() {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
+    // dlopen looks a bare name up in the library search path, never in the current folder.
+    const std::string bare = !how.empty() && path.find('/') == std::string::npos
+                                 ? " A name without a '/' is looked up in the system's library folders, not in the "
+                                   "current folder: give a path such as ./" + path + "."
+                                 : "";
     g_state.unavailable_reason = "tried to open the CUDA driver library " + path + how + ", which failed: " +
                                  (why ? why : "unknown error") + ". " +
                                  (how.empty() ? "Install the NVIDIA driver (CUDA 12.0 or newer), run on a machine with "
                                                 "an NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda.so.1."
-                                              : kFixTheVariable);
+                                              : kFixTheVariable) + bare;
     return;
   }
   auto get_version = reinterpret_cast<PFN_cuDriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
