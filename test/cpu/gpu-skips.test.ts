@@ -1,10 +1,10 @@
 // The skips `npm run test:gpu` and `npm run test:sim` accept: "needs N GPUs" while fewer than N devices are visible,
-// and, under --sim alone, the tests that cannot run under the simulated driver (test/support/gpu.ts, notSimulated).
+// a test that needs no driver where a GPU is visible, and, under --sim alone, the tests that cannot run under the simulated driver (test/support/gpu.ts, notSimulated).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { multiDeviceSkip, notSimulated, SIMULATOR_SKIP_PREFIX, simulatorSkip, type NotSimulated } from '../support/gpu.js';
-import { sortSkips, tapSkipLines } from '../support/skips.js';
+import { NO_DRIVER_SKIP, sortSkips, tapSkipLines } from '../support/skips.js';
 
 const line = (reason: string, name = 'a test') => `ok 7 - ${name} # SKIP ${reason}`;
 
@@ -20,6 +20,13 @@ test('test:gpu fails a "needs N GPUs" skip once N GPUs are visible, and without 
   assert.deepEqual(sortSkips([line(multiDeviceSkip(2))], 2).other, [line('needs 2 GPUs')]);
   assert.deepEqual(sortSkips([line(multiDeviceSkip(4))], 3).tooFewDevices, [line('needs 4 GPUs')]);
   assert.deepEqual(sortSkips([line(multiDeviceSkip(2))], 0).other, [line('needs 2 GPUs')]);
+});
+
+test('test:gpu accepts a test that needs a machine without a driver wherever a GPU is visible, and fails it without one', () => {
+  assert.deepEqual(sortSkips([line(NO_DRIVER_SKIP)], 1).driverInstalled, [line(NO_DRIVER_SKIP)]);
+  assert.deepEqual(sortSkips([line(NO_DRIVER_SKIP)], 1).other, []);
+  assert.deepEqual(sortSkips([line(NO_DRIVER_SKIP)], 0).other, [line(NO_DRIVER_SKIP)]);
+  assert.deepEqual(sortSkips([line(`${NO_DRIVER_SKIP}, probably`)], 1).driverInstalled, []);
 });
 
 test('test:gpu accepts only the exact reason, not one that merely mentions GPUs', () => {

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
 import { runChild } from '../support/child.js';
+import { NO_DRIVER_SKIP } from '../support/skips.js';
 import { benchRoot, libraryDist, libraryRoot } from '../support/paths.js';
 
 test('without a driver, importing works, Device.count() is 0 and GPU calls throw CudaUnavailableError', async () => {
@@ -73,7 +74,7 @@ test('a CUDA_STREAM_POOL_LIBCUDA without a \'/\' that does not load is told that
 test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {
   const out = await driverState(''); // empty: as if unset
   if (out.available || !/tried to open the CUDA driver library libcuda\.so\.1,/.test(out.reason)) {
-    t.skip('this machine has a CUDA driver library installed');
+    t.skip(NO_DRIVER_SKIP);
     return;
   }
   assert.match(out.reason, /\. Install the NVIDIA driver \(CUDA 12\.0 or newer\), run on a machine with an NVIDIA GPU, or set CUDA_STREAM_POOL_LIBCUDA to the path of libcuda\.so\.1\.$/);

@@ -89,13 +89,14 @@ const passed = count('pass');
 const failed = count('fail');
 const skipped = count('skipped');
 const skips = tapSkipLines(report);
-// A multi-device test skips with "needs N GPUs" (test/support/gpu.ts); on a machine with fewer than N that is the one
-// skip --gpu accepts, so single-GPU runs stay green while every other skip still fails them.
+// A multi-device test skips with "needs N GPUs" (test/support/gpu.ts); on a machine with fewer than N that skip is
+// accepted, as is a test that needs no driver at all where a GPU (so a driver) is there; every other skip fails --gpu.
 const visible = Device.count();
-const { tooFewDevices, simulator, other: otherSkips } = sortSkips(skips, visible, simulated);
+const { tooFewDevices, driverInstalled, simulator, other: otherSkips } = sortSkips(skips, visible, simulated);
 const notSimulated = [...simulator.values()].reduce((sum, names) => sum + names.length, 0);
 const accepted = [
   tooFewDevices.length > 0 && `${tooFewDevices.length} of them need more GPUs than the ${visible} visible`,
+  driverInstalled.length > 0 && `${driverInstalled.length} need${driverInstalled.length === 1 ? 's' : ''} a machine without a CUDA driver`,
   notSimulated > 0 && `${notSimulated} cannot run under the simulated driver`,
 ].filter(Boolean);
 if (simulator.size > 0) {
