@@ -61,8 +61,9 @@
 //                  CUDA_ERROR_ILLEGAL_ADDRESS, also faults the current context's device);
 //                  fault:<CUresult>: the call succeeds, and its operation faults the device when it runs (sticky);
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands);
-//                  stall:<ms>: the call blocks its thread for <ms> milliseconds (1 to 60000), then goes on as usual
-//                  (a slow driver call, for what waits on that thread).
+//                  stall:<ms>: the call blocks its thread for <ms> milliseconds (1 to 60000) before it does
+//                  anything, then goes on as usual (a slow driver call, for what waits on that thread); not for
+//                  `operation`.
 //                  `fault:` and `lost` only for calls that queue work.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
 //   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13010 (default 13000). Below 12080 it
@@ -342,6 +343,8 @@ std::vector<Rule> parse_rules() {
       rule.action = Action::kFail;
       rule.result = parse_result(action);
     }
+    if (rule.action == Action::kStall && rule.entry == e_operation)
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': `operation` cannot stall (name the entry point that should)");
     if ((rule.action == Action::kFault || rule.action == Action::kLost) && !queues_work(rule.entry))
       bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': " + kEntryNames[rule.entry] +
                         " queues no work, so it cannot fault or be lost; fail it with a CUresult instead");
@@ -1163,8 +1166,8 @@ bool conflicts_with_capture(Device* d, bool all_modes) {
 
 unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
   const Injection counted = inject(e_operation);
-  if (counted.any && counted.action == Action::kStall) std::this_thread::sleep_for(std::chrono::milliseconds(counted.stall_ms));
-  const Injection& chosen = injected.any ? injected : counted;
+  // A stall has already run, in SIM_ENTER: it leaves the `operation` rules their say on this call.
+  const Injection& chosen = injected.any && injected.action != Action::kStall ? injected : counted;
   if (chosen.any) {
     op.has_injection = true;
     op.injected = chosen.action;

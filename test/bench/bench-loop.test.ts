@@ -66,9 +66,10 @@ test('with workers, the tasks are split among the threads and each is recorded o
 test('deferred submission with workers sharing the pool: a stalled issue holds back the other worker\'s work on the shared streams, and the results and the report count those order waits', needsCompiler, () => {
   // One submission thread per JS thread: the main thread's is the first to call the driver, a worker's the second.
   // Its 12th copy in (a task of the measured run, after 8 of the warm-up) blocks it for 300 ms.
-  const env = { CUDA_STREAM_POOL_SUBMISSION: 'deferred', CUDA_STREAM_POOL_SUBMISSION_THREADS: '1', SIMULATED_DRIVER_FAIL: 'cuMemcpyHtoDAsync@csp-submit/2:12=stall:300' };
+  const env = { CUDA_STREAM_POOL_SUBMISSION: 'deferred', CUDA_STREAM_POOL_SUBMISSION_THREADS: '1', SIMULATED_DRIVER_FAIL: 'cuMemcpyHtoDAsync@csp-submit/2:12=stall:300', SIMULATED_DRIVER_TRACE: '1' };
   const r = bench([...SMALL, '--mode', 'native,pool', '--workers', '2', '--json', '--quiet'], env);
   assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /injected into call 12 of cuMemcpyHtoDAsync on csp-submit\/2/, 'the stall happened');
   const result = JSON.parse(r.stdout) as { modes: { mode: string; verifiedTasks: number; orderWaits?: { perTask: number; msPerRun: number } }[] };
   const [native, pool] = result.modes;
   assert.equal(native!.orderWaits, undefined, 'native issues from C++ threads: nothing to count');

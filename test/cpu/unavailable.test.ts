@@ -65,10 +65,14 @@ test('a CUDA_STREAM_POOL_LIBCUDA that loads but is no CUDA driver library is nam
   );
 });
 
-test('a CUDA_STREAM_POOL_LIBCUDA without a \'/\' that does not load is told that it is not looked up in the current folder', async () => {
-  const out = await driverState('my-libcuda.so');
-  assert.equal(out.available, false);
-  assert.match(out.reason, /my-libcuda\.so \(from CUDA_STREAM_POOL_LIBCUDA\).*or unset it to use the installed NVIDIA driver\. A name without a '\/' is looked up in the system's library folders, not in the current folder: give a path such as \.\/my-libcuda\.so\.$/);
+test('a CUDA_STREAM_POOL_LIBCUDA without a \'/\' naming a file of the current folder is told to give its path; a bare name found nowhere is not', async () => {
+  // The child runs in the repository's root, where package.json is.
+  const there = await driverState('package.json');
+  assert.equal(there.available, false);
+  assert.match(there.reason, /package\.json \(from CUDA_STREAM_POOL_LIBCUDA\).*or unset it to use the installed NVIDIA driver\. A name without a '\/' is looked up in the system's library folders, not in the current folder, where package\.json is: give its path, such as \.\/package\.json\.$/);
+  const nowhere = await driverState('libcuda-nowhere.so.1');
+  assert.equal(nowhere.available, false);
+  assert.match(nowhere.reason, /libcuda-nowhere\.so\.1 \(from CUDA_STREAM_POOL_LIBCUDA\).*or unset it to use the installed NVIDIA driver\.$/);
 });
 
 test('without CUDA_STREAM_POOL_LIBCUDA and without an installed driver, the reason says to install one or to set the variable', async (t) => {

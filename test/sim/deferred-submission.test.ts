@@ -287,7 +287,8 @@ test('deferred: work a worker records on a shared stream waits for the earlier w
      const { orderWaits, orderWaitMs } = cuda.submission();
      await worker.terminate();
      console.log(JSON.stringify({ bytes: [...new Set(out)], worker: counts, main: { orderWaits, orderWaitMs } }));`,
-    deferred({ fail: 'cuMemsetD8Async@csp-submit/1:1=stall:1000', env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '1' } }),
+    // The process's first memset is the main thread's fill: the worker's is held back until it was issued.
+    deferred({ fail: 'cuMemsetD8Async@any:1=stall:1000', env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '1' } }),
   );
   // The worker's fill was issued after the main thread's (the bytes are its 2s), held back most of the stall.
   assert.deepEqual(result.bytes, [2]);

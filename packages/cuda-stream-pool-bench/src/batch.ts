@@ -108,6 +108,8 @@ export class BatchThread {
     const originEpochMs = epochNow();
     const log = new TaskLog(count, timed && this.ctx.marks);
     const state: LoopState = { next: 0, done: 0, failure: undefined, onTasksDone };
+    // The thread's counters: with --devices and no workers one thread runs a batch per device at once, and each
+    // would count the others' waits too; but a single JS thread never waits for itself, so those stay 0.
     const before = cuda.submission();
     const startEpochMs = epochNow();
     await Promise.all(this.slots.map((slot) => taskLoop(this.ctx, mode, slot, first, count, timed, log, state)));

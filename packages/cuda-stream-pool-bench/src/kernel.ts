@@ -10,6 +10,7 @@ import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
 import { nativeSample, steadySync, summarize, timeAsync } from './harness.js';
+import { printable } from './printable.js';
 import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
@@ -183,7 +184,7 @@ export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): P
 
   const compiler = await nvrtcInfo();
   if (!compiler.available) {
-    process.stderr.write(`kernel benchmarks: compile times and programmatic dependent launch not measured: ${compiler.reason}\n`);
+    process.stderr.write(printable(`kernel benchmarks: compile times and programmatic dependent launch not measured: ${compiler.reason}\n`));
     return results;
   }
   if (device.computeCapability.major >= 9) results.push(await chainRow(device));

@@ -61,9 +61,9 @@ export interface BatchResult {
   /** Host wall-clock time at which the timing origin was recorded; aligns the threads' timelines. */
   originEpochMs: number;
   /** The batch's operations that deferred submission held back until another thread had issued an earlier operation
-   * of their stream (`cuda.submission().orderWaits` over the batch), and the milliseconds they waited in all; 0 in
-   * direct mode and for `native`. */
+   * of their stream (`cuda.submission().orderWaits` over the batch); 0 in direct mode and for `native`. */
   orderWaits: number;
+  /** Milliseconds those operations waited, in total (`cuda.submission().orderWaitMs` over the batch). */
   orderWaitMs: number;
 }
 

@@ -226,7 +226,7 @@ const bench = program
     progress.stop();
     const written = await writeOutputs('bench', result, { html: options.timeline, trace: options.trace });
     if (options.json) {
-      if (written && !options.quiet) process.stderr.write(written);
+      if (written && !options.quiet) process.stderr.write(printable(written));
       return finish(0, `${JSON.stringify(result, null, 2)}\n`);
     }
     return finish(0, formatReport(result) + written);

@@ -73,10 +73,11 @@ export interface SubmissionStats {
   flushWaits: number;
   /** Operations that this thread's submission threads held back until another JS thread's submission thread had
    * issued an earlier operation of their stream: each stream's operations are issued in the order they were recorded,
-   * whichever thread recorded them. Comes from worker threads sharing streams (a shared pool's). */
+   * whichever thread recorded them. Comes from worker threads sharing streams (a shared pool's); always 0 in direct
+   * mode and in a process with one JS thread. */
   orderWaits: number;
-  /** Milliseconds those operations waited, in total; every operation queued behind them on the same submission
-   * thread waited as long. */
+  /** Milliseconds those operations waited, in total (0 where `orderWaits` is); every operation queued behind them on
+   * the same submission thread waited as long. */
   orderWaitMs: number;
 }
 

@@ -2,6 +2,7 @@
 #include "internal/loader.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -32,10 +33,11 @@ void load_once() {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    // dlopen looks a bare name up in the library search path, never in the current folder.
-    const std::string bare = !how.empty() && path.find('/') == std::string::npos
+    // dlopen looks a bare name up in the library search path, never in the current folder: said when the file is
+    // there, in the current folder, and so was meant.
+    const std::string bare = !how.empty() && path.find('/') == std::string::npos && access(path.c_str(), F_OK) == 0
                                  ? " A name without a '/' is looked up in the system's library folders, not in the "
-                                   "current folder: give a path such as ./" + path + "."
+                                   "current folder, where " + path + " is: give its path, such as ./" + path + "."
                                  : "";
     g_state.unavailable_reason = "tried to open the CUDA driver library " + path + how + ", which failed: " +
                                  (why ? why : "unknown error") + ". " +

@@ -23,9 +23,10 @@
 //    is that wait on its own.
 //  - Across threads. Operations on one stream are issued in the order they were recorded, whichever threads recorded
 //    them (a pool's streams are shared): each has its place among the stream's operations, and waits until those
-//    before it were issued (an order wait, counted with its time: everything behind it in the queue waits too); a call that goes to the driver directly with the stream first waits until everything
-//    recorded on it was issued (NativeStream::entered_for_use). So "record on a pool stream in one worker, post a
-//    message, use the stream in another" keeps its order, as direct calls do.
+//    before it were issued (an order wait, counted with its time: everything behind it in the queue waits too); a
+//    call that goes to the driver directly with the stream first waits until everything recorded on it was issued
+//    (NativeStream::entered_for_use). So "record on a pool stream in one worker, post a message, use the stream in
+//    another" keeps its order, as direct calls do.
 //    An event record counts itself on the event when it is recorded and again when it was issued;
 //    a stream wait on the event, issued by any submission thread of any environment, and a host wait on the event
 //    first wait until the records recorded before them were issued. Records of one event are issued in the order
