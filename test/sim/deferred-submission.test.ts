@@ -256,7 +256,10 @@ test('deferred: operations a thread recorded and that were issued give their obj
   // 200 fills of 20 us each, then the submission thread's short spin: far less than the worker's 10 s sleep.
   assert.equal(result.left, 0);
   assert.ok(result.waitedMs < 2000, `${result.waitedMs} ms`);
-  assert.deepEqual([result.worker, result.exit], ['ok', 0]);
+  // The worker makes no call after its message: whether it was already in Atomics.wait ('ok') or the streams were
+  // back before it got there ('not-equal'), none of its calls gave them back; only a wait that ran out would be wrong.
+  assert.ok(['ok', 'not-equal'].includes(result.worker), result.worker);
+  assert.equal(result.exit, 0);
 });
 
 test('deferred: work a worker records on a shared stream waits for the earlier work another thread recorded there, and counts as an order wait', needsCompiler, async () => {
