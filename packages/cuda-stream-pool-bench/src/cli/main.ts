@@ -102,13 +102,17 @@ function commandPath(command: Command): string {
   return command.parent ? `${commandPath(command.parent)} ${command.name()}` : command.name();
 }
 
+/** The subcommands of `command`, quoted, for an error: `'bench', 'report'`. */
+function commandNames(command: Command): string {
+  return command.commands.map((c) => `'${c.name()}'`).join(', ');
+}
+
 /** Adds to commander's unknown-option error the commands that do take the option, so that an option given to the
  * wrong subcommand (`bench micro --tasks 5`) says where it belongs, and to its unknown-command error the commands
  * there are. Other messages pass unchanged. */
 function helpfulError(message: string): string {
   const flag = /unknown option '([^']+)'/.exec(message)?.[1];
-  const command = /unknown command '([^']+)'/.exec(message);
-  if (command) return `${message.trimEnd()}\nCommands: ${program.commands.map((c) => `'${c.name()}'`).join(', ')}.\n`;
+  if (/unknown command '/.test(message)) return `${message.trimEnd()}\nCommands: ${commandNames(program)}.\n`;
   if (flag === undefined) return message;
   const taking: string[] = [];
   const visit = (command: Command) => {
@@ -375,7 +379,7 @@ function help(names: string[]): never {
   for (const name of names.filter((n) => !['help', '--help', '-h'].includes(n))) {
     const next = command.commands.find((c) => c.name() === name);
     if (!next) {
-      const known = command.commands.map((c) => `'${c.name()}'`).join(', ');
+      const known = commandNames(command);
       printError(
         known
           ? `error: unknown command '${name}' for '${commandPath(command)}'. Commands: ${known}.`
