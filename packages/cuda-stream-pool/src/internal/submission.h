@@ -273,15 +273,18 @@ uint64_t count_recorded(NativeStream& stream);
 // Waits until every operation recorded on `stream` so far, by any thread, was issued (deferred mode). Any thread.
 void await_issued(NativeStream& stream);
 
-// Waits until `counter` reaches `target` (another submission thread's progress). Any thread; yields, then sleeps in
-// short steps.
+// Waits until `counter` reaches `target` (another submission thread's progress), a count that only count_one
+// advances. Any thread; yields for a few microseconds, then sleeps on the count (a futex) until count_one wakes it.
 void await_count(const std::atomic<uint64_t>& counter, uint64_t target);
+
+// Adds one to `counter` and wakes the threads waiting for it in await_count (a system call only while some wait).
+void count_one(std::atomic<uint64_t>& counter);
 
 // Adds one to `counter` when it goes out of scope: a recorded operation counts itself issued (an event's records and
 // waits) however it ends, dropped or failed, so that nothing waiting for the count waits for good.
 struct CountWhenDone {
   std::atomic<uint64_t>& counter;
-  ~CountWhenDone() { counter.fetch_add(1, std::memory_order_acq_rel); }
+  ~CountWhenDone() { count_one(counter); }
 };
 
 // Records `body` (bool(const FailurePointer& failure, const Held<NativeStream>& stream)) on `submitter` for `stream`,
