@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
-import { Device, DeviceBuffer, Module, Program, Stream, type Kernel } from 'cuda-stream-pool';
+import { cuda, Device, DeviceBuffer, Module, Program, Stream, type Kernel } from 'cuda-stream-pool';
 import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
@@ -25,6 +25,9 @@ const LAUNCHES = 500;
 const RUNS = 15;
 /** The launch-overhead target: kernel.launch() at most this many times the C++ loop's cost. */
 const LAUNCH_TARGET = 1.15;
+/** Deferred submission's issue-rate target: launches recorded and issued by a submission thread at most this many
+ * times the C++ loop's cost per launch. */
+const ISSUE_TARGET = 1.1;
 
 /** The small program whose compile is timed. */
 const SMALL_PROGRAM = `
@@ -40,8 +43,9 @@ function micro(sample: Sample): Sample {
 /** ns per launch through kernel.launch() and through the C++ loop (the same kernel of kernels/bench.ptx, loaded by
  * the benchmark addon, on the same stream, with the arguments packed as kernel.launch() packs them), runs alternating
  * so that drift (clocks, other load) affects both alike. Each run synchronizes the stream before and after, outside
- * the timed part. */
-function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { library: Sample; native: Sample } {
+ * the timed part. `issued`: each library run ends with `cuda.flush()`, so that it times launches until a submission
+ * thread has issued them all (deferred submission), not only their recording. */
+function launchSamples(kernel: Kernel, stream: Stream, args: unknown[], issued = false): { library: Sample; native: Sample } {
   const packer = new ArgumentPacker(kernel.signature, kernel.name);
   packer.pack(args);
   packer.bindPointers(args, stream);
@@ -52,6 +56,7 @@ function launchSamples(kernel: Kernel, stream: Stream, args: unknown[]): { libra
   // stream is idle before every run of either loop.
   const library = steadySync((calls) => {
     for (let i = 0; i < calls; i++) kernel.launch({ grid: 1, block: 1, stream }, ...args);
+    if (issued) cuda.flush();
   }, { minCalls: LAUNCHES, maxCalls: LAUNCHES, runs: RUNS, between: () => stream.synchronizeSync() });
   stream.synchronizeSync();
   const native = nativeSample(() => {
@@ -167,6 +172,23 @@ export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): P
       target: `≤ ${LAUNCH_TARGET}× the C++ loop`,
       met: ratio <= LAUNCH_TARGET,
     });
+    if (cuda.submission().mode === 'deferred') {
+      // The submission thread's issue rate: the JS thread records faster than one thread issues, so the run ends
+      // when the last launch was issued, and its time per launch is the issuing thread's.
+      const issued = launchSamples(empty, stream, [], true);
+      const issuedRatio = issued.library.median / issued.native.median;
+      results.push({
+        name: `kernel.launch() of an empty kernel, ${LAUNCHES} until cuda.flush() returns: the submission thread's issue rate`,
+        unit: 'µs',
+        value: micro(issued.library),
+        baselineName: 'cuLaunchKernel (C++ loop)',
+        baseline: micro(issued.native),
+        ratio: issuedRatio,
+        better: 'lower',
+        target: `≤ ${ISSUE_TARGET}× the C++ loop`,
+        met: issuedRatio <= ISSUE_TARGET,
+      });
+    }
     // fma_steps with n = 0 returns at once: the cost of checking and packing five arguments (ptr, u32, u32, f32, f32).
     const withArgs = launchSamples(fmaSteps, stream, [0n, 0, 1, 1.5, 0.5]);
     results.push({
