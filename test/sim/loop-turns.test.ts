@@ -85,3 +85,53 @@ test('workers that await at their loop turns end cleanly, also one terminated wh
   assert.ok(result.counts.delivered >= 144 && result.counts.wakeups <= 10, JSON.stringify(result.counts));
   assert.deepEqual(result.exitCodes, [0, 1]);
 });
+
+// Awaits \`rounds\` fills of \`bytes\` one at a time, then prints the counters. On the simulated driver, a fill is a memset
+// on the stream's thread (256 KiB: some microseconds) after the operation delay.
+const oneAtATime = (rounds: number, bytes: number): string => `
+  import { completionStats, DeviceBuffer, Stream } from 'cuda-stream-pool';
+  const stream = Stream.create();
+  const buffer = DeviceBuffer.alloc(${bytes}, { stream });
+  await stream.synchronize();
+  const before = completionStats();
+  for (let round = 0; round < ${rounds}; round++) {
+    stream.fill(buffer, round & 255);
+    await stream.synchronize();
+  }
+  const after = completionStats();
+  const value = (await buffer.toArray(Uint8Array, { stream }))[0];
+  buffer.free();
+  stream.destroy();
+  console.log(JSON.stringify({ rounds: ${rounds}, value, delivered: after.delivered - before.delivered, wakeups: after.wakeups - before.wakeups, spins: after.spins - before.spins, spinsCompleted: after.spinsCompleted - before.spinsCompleted }));`;
+
+interface SpinCounts {
+  rounds: number;
+  value: number;
+  delivered: number;
+  wakeups: number;
+  spins: number;
+  spinsCompleted: number;
+}
+
+test('a thread that awaits short work one piece at a time spins before it blocks, and not with CUDA_STREAM_POOL_WAIT_SPIN=off', needsCompiler, async () => {
+  const spinning = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024));
+  const blocking = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024), { env: { CUDA_STREAM_POOL_WAIT_SPIN: 'off' } });
+  assert.equal(spinning.value, 299 & 255);
+  assert.equal(blocking.value, 299 & 255);
+  // Off: the thread blocks at once every time (each delivery a wake-up or a turn batch).
+  assert.equal(blocking.spins, 0, JSON.stringify(blocking));
+  assert.equal(blocking.spinsCompleted, 0, JSON.stringify(blocking));
+  // On: the thread spun before its first block (its budget starts full). How many spins see their completion depends
+  // on how soon the stream's thread and the poller run; the GPU benchmark (bench micro) measures what it saves.
+  if (spinning.wakeups > 0) assert.ok(spinning.spins >= 1, JSON.stringify(spinning));
+  assert.ok(spinning.spinsCompleted <= spinning.spins, JSON.stringify(spinning));
+});
+
+test('a thread whose waits take long soon stops spinning before it blocks', needsCompiler, async () => {
+  // Each fill takes 3 ms: no spin (40 µs at most) sees one end, so the budget halves at each and is gone within 7.
+  const counts = await simulatedJson<SpinCounts>(oneAtATime(40, 64), { operationDelayUs: 3000 });
+  assert.equal(counts.value, 39);
+  assert.equal(counts.spinsCompleted, 0, JSON.stringify(counts));
+  assert.ok(counts.spins >= 1 && counts.spins <= 8, JSON.stringify(counts));
+  assert.ok(counts.wakeups >= 35, JSON.stringify(counts));
+});

@@ -15,8 +15,15 @@ export interface CompletionStats {
   /** Wake-ups of this thread's event loop by the engine (each delivers one batch): the thread was blocked, or about
    * to block, waiting for its event loop's next event. */
   wakeups: number;
-  /** Batches this thread took at a turn of its event loop while it was busy, without a wake-up. */
+  /** Batches this thread took at a turn of its event loop while it was busy, or after a spin, without a wake-up. */
   turnBatches: number;
+  /** Times this thread, about to block with waits pending and nothing ready, spun for a completion instead (for up
+   * to 40 µs, yielding the CPU between checks, and only while its event loop had nothing else to do) before blocking.
+   * The budget adapts: it shrinks to nothing for a thread whose waits take longer. Always 0 where the process may
+   * run on one CPU only or `CUDA_STREAM_POOL_WAIT_SPIN=off`. */
+  spins: number;
+  /** Of those spins, how many saw a completion arrive, which was then delivered without a wake-up. */
+  spinsCompleted: number;
   /** Waits settled by the engine's batches, both kinds (waits that settled at once are not counted). */
   delivered: number;
   /** The most waits one wake-up settled. */
@@ -378,7 +385,7 @@ function unavailableBinding(reason: string): NativeBinding {
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0, orderWaits: 0, orderWaitMs: 0 }),
-    completionStats: () => ({ wakeups: 0, turnBatches: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, turnBatches: 0, spins: 0, spinsCompleted: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

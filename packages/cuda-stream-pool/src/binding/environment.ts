@@ -39,6 +39,11 @@ const settings: readonly Setting[] = [
     takes: 'a whole number from 1 to 8: the submission threads of each JS thread in deferred mode; the default stays 2',
   },
   {
+    name: 'CUDA_STREAM_POOL_WAIT_SPIN',
+    accepts: (value) => value === 'off' || value === 'on',
+    takes: '`off` (a JS thread about to block with waits pending never spins for a completion first) or `on` (the default: it spins briefly where the process may use more than one CPU)',
+  },
+  {
     name: 'CUDA_STREAM_POOL_CHECK_LOCK_ORDER',
     accepts: (value) => value === '0' || value === '1',
     takes: '`1` (abort on a native mutex taken out of order) or `0`',

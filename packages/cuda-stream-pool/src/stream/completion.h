@@ -87,11 +87,13 @@ struct Channel {
   bool posted = false;              // a drain is queued on the JS thread
   bool turning = false;             // the JS thread takes what is ready at its next loop turn, unwoken
   std::vector<Ready> ready;
+  std::atomic<uint64_t> posts{0};   // items posted so far: a JS thread spinning before it blocks watches it
+  std::atomic<int64_t> first_post_since_block{0};  // steady_clock ticks of the first post while the thread blocked
   Napi::ThreadSafeFunction tsfn;
   // JS thread only:
   LoopTurns* turns = nullptr;  // null where the environment's loop could not be watched: every batch wakes the thread
   std::vector<std::shared_ptr<Landing>> landings;
-  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, turn_batches = 0;
+  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, turn_batches = 0, spins = 0, spins_completed = 0;
 };
 
 // Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.
