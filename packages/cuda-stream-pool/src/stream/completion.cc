@@ -211,14 +211,14 @@ bool spinning_allowed() {
 }
 
 // Spins for up to the thread's budget, while its loop has nothing else to do, for the poller to post a completion;
-// true when it did (or one was ready already). Note [spin before blocking].
-bool spin_for_completion(LoopTurns& turns) {
-  if (turns.spin_budget < std::chrono::microseconds(1) || !spinning_allowed()) return false;
+// returns at once when one is ready. Note [spin before blocking].
+void spin_for_completion(LoopTurns& turns) {
+  if (turns.spin_budget < std::chrono::microseconds(1) || !spinning_allowed()) return;
   Channel& channel = *turns.channel;
   uint64_t posts;
   {
     std::lock_guard<OrderedMutex> lock(channel.mutex);
-    if (!channel.ready.empty()) return true;
+    if (!channel.ready.empty()) return;
     posts = channel.posts.load(std::memory_order_relaxed);
   }
   channel.spins++;
@@ -226,13 +226,13 @@ bool spin_for_completion(LoopTurns& turns) {
   for (int check = 1;; check++) {
     if (channel.posts.load(std::memory_order_acquire) != posts) {
       channel.spins_completed++;
-      return true;
+      return;
     }
     // A system call: every 16th check only.
-    if (check % 16 == 0 && loop_has_work(turns.prepare.loop)) return false;
+    if (check % 16 == 0 && loop_has_work(turns.prepare.loop)) return;
     if (std::chrono::steady_clock::now() >= until) {
       turns.spin_budget /= 2;
-      return false;
+      return;
     }
     std::this_thread::yield();
   }
@@ -256,16 +256,10 @@ void on_prepare(uv_prepare_t* handle) {
     channel.turning = false;
     return;
   }
-  bool spun = false;
   for (int round = 0;; round++) {
     std::vector<Ready> batch;
-    if (round == 0 && !spun && turns->watching) {
-      spun = true;
-      if (spin_for_completion(*turns)) {
-        round = -1;
-        continue;
-      }
-    }
+    // Also after a delivery: its continuations usually made the next wait.
+    if (round < kTurnRounds && turns->watching) spin_for_completion(*turns);
     {
       std::lock_guard<OrderedMutex> lock(channel.mutex);
       if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
