@@ -90,3 +90,15 @@ test('bench: a launch the driver refuses exits 1 with the CudaError naming the k
   assert.match(r.stderr, /^cuda-stream-pool bench failed: CudaError: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: cuLaunchKernel failed on kernel "\w+"/m);
   assert.doesNotMatch(r.stderr, /^\s+at /m);
 });
+
+test('bench --workers 2: a fault in a worker exits 1 with the CudaError and the worker it came from, and no stack trace', needsCompiler, () => {
+  const r = spawnSync(process.execPath, [benchCli, 'bench', '--elements', '4096', '--tasks', '64', '--runs', '1', '--mode', 'pool', '--workers', '2'], {
+    cwd: repositoryRoot,
+    env: { ...process.env, ...simulatedEnv({ fail: 'cuMemcpyDtoHAsync@any:50=fault:CUDA_ERROR_ILLEGAL_ADDRESS' }) },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^cuda-stream-pool bench failed: CudaError: CUDA_ERROR_ILLEGAL_ADDRESS: .* \(in worker [12]\)$/m);
+  assert.doesNotMatch(r.stderr, /^\s+at /m);
+});

@@ -42,12 +42,24 @@ export class LocalRunner implements Runner {
   }
 }
 
-/** An error a worker reported, rebuilt on the main thread with the worker's name and message. */
+/** An error that a worker thread or an executor process reported, rebuilt on the main thread: its name and message,
+ * `where` it happened (`worker 2`), and its stack there. */
+export class ThreadFailure extends Error {
+  constructor(
+    name: string,
+    message: string,
+    /** The thread or process that failed, as `worker 2` or `the executor process of device 1`. */
+    readonly where: string,
+    stack: string | undefined,
+  ) {
+    super(message);
+    this.name = name;
+    this.stack = `${name}: ${message}\n    (in ${where})${stack ? `\n${stack.split('\n').slice(1).join('\n')}` : ''}`;
+  }
+}
+
 function workerError(message: Extract<FromWorker, { kind: 'failed' }>, where: string): Error {
-  const error = new Error(message.message);
-  error.name = message.name;
-  error.stack = `${message.name}: ${message.message}\n    (in ${where})${message.stack ? `\n${message.stack.split('\n').slice(1).join('\n')}` : ''}`;
-  return error;
+  return new ThreadFailure(message.name, message.message, where, message.stack);
 }
 
 /** One request at a time to a worker thread or a child process, answered by what it sends back: ticks along the way,

@@ -12,6 +12,7 @@ import { cuda, CudaError, Device } from 'cuda-stream-pool';
 import { MODES, MODE_DESCRIPTIONS } from '../modes.js';
 import { packageVersion } from '../package.js';
 import { printable } from '../printable.js';
+import { ThreadFailure } from '../runners.js';
 import type { BenchResult } from '../schema.js';
 import {
   checkCombinations,
@@ -86,11 +87,14 @@ function resolveDevices(command: Command, options: BenchCliOptions): number[] {
 
 /** Prints a failed run's error: a verification failure by its message alone, a failure the driver reported
  * (CudaError, whose message names the call, the device and the stream) by its name and message, anything else, a
- * bug, with its stack. */
+ * bug, with its stack. A worker's or executor process's error (rebuilt as a ThreadFailure) is told the same way,
+ * by its name, followed by where it happened. */
 function reportFailure(command: string, error: unknown): never {
   const e = error instanceof Error ? error : new Error(String(error));
-  if (e.name === 'VerificationError') printError(`cuda-stream-pool ${command}: ${e.message}`);
-  else if (e instanceof CudaError) printError(`cuda-stream-pool ${command} failed: ${e.name}: ${e.message}`);
+  const where = e instanceof ThreadFailure ? ` (in ${e.where})` : '';
+  if (e.name === 'VerificationError') printError(`cuda-stream-pool ${command}: ${e.message}${where}`);
+  else if (e instanceof CudaError || (e instanceof ThreadFailure && e.name === 'CudaError'))
+    printError(`cuda-stream-pool ${command} failed: ${e.name}: ${e.message}${where}`);
   else printError(`cuda-stream-pool ${command} failed: ${e.stack ?? `${e.name}: ${e.message}`}`);
   process.exit(EXIT_FAILED);
 }
