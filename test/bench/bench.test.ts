@@ -104,6 +104,20 @@ test('the environment says how stream work reached the driver; a file saved befo
   }
 });
 
+test('the report lists order waits per mode in deferred mode, the --processes rows too, with the digits a rare wait needs', () => {
+  const result = syntheticResults({ tasks: 2, modes: ['pool', 'graph'] });
+  result.environment.submission = { mode: 'deferred', threads: 2 };
+  result.modes[0]!.orderWaits = { perTask: 1 / 2560, msPerRun: 11.4 };
+  result.modes[1]!.orderWaits = { perTask: 0.25, msPerRun: 3 };
+  result.processModes = [{ ...result.modes[1]!, orderWaits: { perTask: 0.0039, msPerRun: 9.23 } }];
+  const text = formatReport(parseBenchResults(JSON.stringify(result), 'deferred.json'));
+  assert.match(text, /^ {4}pool: 0\.00039 \(one in 2,560 tasks\) per task, 11\.4 ms per run$/m);
+  assert.match(text, /^ {4}graph: 0\.250 per task, 3\.0 ms per run$/m);
+  assert.match(text, /^ {4}graph, 1 process: 0\.0039 \(one in 256 tasks\) per task, 9\.2 ms per run$/m);
+  result.environment.submission = { mode: 'direct', threads: 0 };
+  assert.doesNotMatch(formatReport(parseBenchResults(JSON.stringify(result), 'direct.json')), /Order waits/);
+});
+
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {
   const result = syntheticResults({ tasks: 4, modes: ['pool', 'legacy'] });
   result.environment.device.name = 'Test <GPU>';

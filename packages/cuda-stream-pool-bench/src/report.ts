@@ -20,6 +20,13 @@ function figure(value: number): string {
   return !Number.isFinite(value) ? '-' : value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
 }
 
+/** A rate per task: three decimals, or two significant digits and "one in N tasks" where that would read 0.00x. */
+function perTask(value: number): string {
+  if (!Number.isFinite(value)) return '-';
+  if (value === 0 || value >= 0.01) return value.toFixed(3);
+  return `${value.toPrecision(2)} (one in ${Math.round(1 / value).toLocaleString('en-US')} tasks)`;
+}
+
 /** A speedup as "1.23×", or a dash when its baseline mode did not run. */
 function speedup(ratio: number | null): string {
   return ratio === null ? '-' : `${ratio.toFixed(2)}×`;
@@ -103,10 +110,11 @@ export function formatReport(result: BenchResult): string {
           '  longest phase), and a "device N" row below it is that device\'s share, timed on its own.',
         ]
       : []),
-    ...(result.environment.submission?.mode === 'deferred' && result.modes.some((m) => m.orderWaits)
+    ...(result.environment.submission?.mode === 'deferred' && rows.some(({ m }) => m.orderWaits)
       ? [
-          `  Order waits (deferred submission: an operation held back until another thread issued the one before it on its`,
-          `  stream): ${result.modes.filter((m) => m.orderWaits).map((m) => `${m.mode} ${fixed(m.orderWaits!.perTask, 3)} per task, ${fixed(m.orderWaits!.msPerRun, 1)} ms per run`).join('; ')}.`,
+          '  Order waits (deferred submission: an operation held back until another thread issued the one before it on its',
+          '  stream), per mode:',
+          ...rows.filter(({ m }) => m.orderWaits).map(({ m, label }) => `    ${label}: ${perTask(m.orderWaits!.perTask)} per task, ${fixed(m.orderWaits!.msPerRun, 1)} ms per run`),
         ]
       : []),
     ...(result.processModes
