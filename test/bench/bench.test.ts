@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -116,6 +117,24 @@ test('the report lists order waits per mode in deferred mode, the --processes ro
   assert.match(text, /^ {4}graph, 1 process: 0\.0039 \(one in 256 tasks\) per task, 9\.2 ms per run$/m);
   result.environment.submission = { mode: 'direct', threads: 0 };
   assert.doesNotMatch(formatReport(parseBenchResults(JSON.stringify(result), 'direct.json')), /Order waits/);
+});
+
+test('bench micro: in deferred submission a call that queues work has the recording target (150 ns), not its direct-mode ratio to the driver call', () => {
+  // The submission mode is read once per process: each mode in a process of its own.
+  const script = `
+    const { targetUnlessRecorded, targetAddedNs } = await import('#bench/harness.js');
+    const row = (median) => ({ name: 'event.record(stream)', unit: 'ns', value: { median, p10: median, p90: median }, baseline: { median: 140, p10: 140, p90: 140 }, baselineName: 'cuEventRecord', better: 'lower' });
+    const rows = [120, 200, 260].map((ns) => targetUnlessRecorded(row(ns), (r) => targetAddedNs(r, 100)));
+    console.log(JSON.stringify(rows.map((r) => [r.target, r.met])));`;
+  const run = (mode: string) => {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: repositoryRoot, encoding: 'utf8', env: { ...process.env, CUDA_STREAM_POOL_SUBMISSION: mode } });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout) as [string, boolean][];
+  };
+  const deferred = run('deferred');
+  assert.deepEqual(deferred.map(([, met]) => met), [true, false, false]);
+  assert.match(deferred[0]![0], /^≤ 150 ns \(deferred: the recording alone/);
+  assert.deepEqual(run('direct'), [['≤ the baseline + 100 ns', true], ['≤ the baseline + 100 ns', true], ['≤ the baseline + 100 ns', false]]);
 });
 
 test('the timeline page embeds its data as parseable JSON, escapes text, and loads nothing from the network', () => {
