@@ -42,7 +42,15 @@ test('bench --device N micro: a --device written before micro is the one micro c
     timeout: 60_000,
   });
   assert.equal(run.status, 64, run.stderr);
-  assert.match(run.stderr, /option '--device <ordinal>' argument '1' is invalid\. Accepted: an integer from 0 to 0/);
+  assert.match(run.stderr, /option '--device <ordinal>' argument '1' is invalid\. Accepted: 0 \(the one visible device\)\./);
+  const two = spawnSync(process.execPath, ['packages/cuda-stream-pool-bench/dist/cli/main.js', 'bench', '--device', '3', 'micro'], {
+    cwd: repositoryRoot,
+    encoding: 'utf8',
+    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '2' },
+    timeout: 60_000,
+  });
+  assert.equal(two.status, 64, two.stderr);
+  assert.match(two.stderr, /argument '3' is invalid\. Accepted: an integer from 0 to 1 \(the visible devices\)\./);
 });
 
 test('bench micro\'s partition group skips, saying why, on the device asked for, where the driver splits the device but refuses a stream on a partition', needsCompiler, async () => {

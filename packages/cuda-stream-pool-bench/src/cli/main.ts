@@ -57,11 +57,16 @@ function requireGpu(command: string): void {
   process.exit(EXIT_NO_GPU);
 }
 
+/** The ordinals of `count` visible devices, in words: "0 (the one visible device)", "from 0 to 3 (the visible devices)". */
+function visibleOrdinals(count: number): string {
+  return count === 1 ? '0 (the one visible device)' : `from 0 to ${count - 1} (the visible devices)`;
+}
+
 /** Checks `--device` against the visible devices, which only the driver knows (so after requireGpu). */
 function requireDevice(command: Command, ordinal: number): void {
   const count = Device.count();
   if (ordinal < count) return;
-  command.error(`error: option '--device <ordinal>' argument '${ordinal}' is invalid. Accepted: an integer from 0 to ${count - 1} (the visible devices).`, {
+  command.error(`error: option '--device <ordinal>' argument '${ordinal}' is invalid. Accepted: ${count === 1 ? '' : 'an integer '}${visibleOrdinals(count)}.`, {
     exitCode: EXIT_USAGE,
     code: 'cuda-stream-pool.usage',
   });
@@ -78,7 +83,7 @@ function resolveDevices(command: Command, options: BenchCliOptions): number[] {
   if (options.devices === 'all') return Array.from({ length: count }, (_, ordinal) => ordinal);
   const missing = options.devices.find((ordinal) => ordinal >= count);
   if (missing !== undefined)
-    command.error(`error: option '--devices <list|all>' names device ${missing}, which is not visible. Accepted: ordinals from 0 to ${count - 1} (the visible devices), or all.`, {
+    command.error(`error: option '--devices <list|all>' names device ${missing}, which is not visible. Accepted: ${count === 1 ? 'ordinal ' : 'ordinals '}${visibleOrdinals(count)}, or all.`, {
       exitCode: EXIT_USAGE,
       code: 'cuda-stream-pool.usage',
     });
