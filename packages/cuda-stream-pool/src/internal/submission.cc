@@ -129,45 +129,42 @@ FailurePointer FailureSlot::take() {
 
 namespace {
 
-// Threads asleep in await_count, process-wide: count_one makes a system call only while there are some.
-std::atomic<uint32_t> count_sleepers{0};
-
 // The futex word of a count: its low 32 bits, which change with every count_one (the library is built for
 // little-endian Linux: x64 and arm64).
-uint32_t* futex_word(const std::atomic<uint64_t>& counter) {
+uint32_t* futex_word(const IssuedCount& count) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free && sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the futex word is the count's low half");
-  return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint64_t>*>(&counter));
+  return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint64_t>*>(&count.value));
 }
 
 }  // namespace
 
-void count_one(std::atomic<uint64_t>& counter) {
-  counter.fetch_add(1, std::memory_order_seq_cst);
-  // Pairs with the sleeper's count and its load of `counter` (both seq_cst): either it sees the new count, or this
+void count_one(IssuedCount& count) {
+  count.value.fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with the sleeper's count and its load of the value (both seq_cst): either it sees the new value, or this
   // sees it and wakes it (a wake before its futex wait makes that wait return at once, the word having changed).
-  if (count_sleepers.load(std::memory_order_seq_cst) != 0)
-    syscall(SYS_futex, futex_word(counter), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  if (count.sleepers.load(std::memory_order_seq_cst) != 0)
+    syscall(SYS_futex, futex_word(count), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-void await_count(const std::atomic<uint64_t>& counter, uint64_t target) {
-  if (counter.load(std::memory_order_acquire) >= target) return;
+void await_count(const IssuedCount& count, uint64_t target) {
+  if (count.load(std::memory_order_acquire) >= target) return;
   // The other thread is usually in the middle of one driver call: a few microseconds of yielding see it finish
   // without a system call; past that, sleep on the count until count_one wakes this thread.
   const auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(10)) {
-    if (counter.load(std::memory_order_acquire) >= target) return;
+    if (count.load(std::memory_order_acquire) >= target) return;
     std::this_thread::yield();
   }
-  count_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  count.sleepers.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
-    const uint64_t seen = counter.load(std::memory_order_seq_cst);
+    const uint64_t seen = count.value.load(std::memory_order_seq_cst);
     // At exit the other submission threads have stopped: waiting for them would hold up the exit handler for good.
     if (seen >= target || exiting.load(std::memory_order_acquire)) break;
     timespec timeout{0, 1'000'000};  // 1 ms: `exiting` is set without a wake
-    syscall(SYS_futex, futex_word(counter), FUTEX_WAIT_PRIVATE, static_cast<uint32_t>(seen), &timeout, nullptr, 0);
+    syscall(SYS_futex, futex_word(count), FUTEX_WAIT_PRIVATE, static_cast<uint32_t>(seen), &timeout, nullptr, 0);
   }
-  count_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  count.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool deferred_mode() {
@@ -333,7 +330,7 @@ void Submitter::run() {
       }
       Operation* operation = ring_[head % kQueueLimit];
       // After the operations recorded on its stream before it, by other threads too.
-      const std::atomic<uint64_t>& stream_issued = operation->stream->owner().operations_issued;
+      const IssuedCount& stream_issued = operation->stream->owner().operations_issued;
       if (stream_issued.load(std::memory_order_acquire) < operation->place) {
         const auto start = std::chrono::steady_clock::now();
         await_count(stream_issued, operation->place);

@@ -273,17 +273,25 @@ uint64_t count_recorded(NativeStream& stream);
 // Waits until every operation recorded on `stream` so far, by any thread, was issued (deferred mode). Any thread.
 void await_issued(NativeStream& stream);
 
-// Waits until `counter` reaches `target` (another submission thread's progress), a count that only count_one
-// advances. Any thread; yields for a few microseconds, then sleeps on the count (a futex) until count_one wakes it.
-void await_count(const std::atomic<uint64_t>& counter, uint64_t target);
+// A count of issued operations that threads wait for (await_count), advanced only by count_one. The threads asleep on
+// it are counted beside it, so that advancing a count that nobody sleeps on makes no system call.
+struct IssuedCount {
+  std::atomic<uint64_t> value{0};
+  mutable std::atomic<uint32_t> sleepers{0};
+  uint64_t load(std::memory_order order) const { return value.load(order); }
+};
 
-// Adds one to `counter` and wakes the threads waiting for it in await_count (a system call only while some wait).
-void count_one(std::atomic<uint64_t>& counter);
+// Waits until `count` reaches `target` (another submission thread's progress). Any thread; yields for a few
+// microseconds, then sleeps on the count (a futex) until count_one wakes it.
+void await_count(const IssuedCount& count, uint64_t target);
+
+// Adds one to `count` and wakes the threads waiting for it in await_count (a system call only while some sleep).
+void count_one(IssuedCount& count);
 
 // Adds one to `counter` when it goes out of scope: a recorded operation counts itself issued (an event's records and
 // waits) however it ends, dropped or failed, so that nothing waiting for the count waits for good.
 struct CountWhenDone {
-  std::atomic<uint64_t>& counter;
+  IssuedCount& counter;
   ~CountWhenDone() { count_one(counter); }
 };
 

@@ -22,8 +22,8 @@ struct NativeEvent : NativeObject {
   FailureSlot failure;
   alignas(kCacheLineBytes) std::atomic<uint64_t> records_recorded{0};
   std::atomic<uint64_t> waits_recorded{0};
-  alignas(kCacheLineBytes) std::atomic<uint64_t> records_issued{0};
-  std::atomic<uint64_t> waits_issued{0};
+  alignas(kCacheLineBytes) IssuedCount records_issued;
+  IssuedCount waits_issued;
   ~NativeEvent() override;
   // Retires the object at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.

@@ -96,7 +96,7 @@ struct NativeStream : NativeObject {
   alignas(kCacheLineBytes) std::atomic<uint64_t> operations_recorded{0};
   // Its submission shard (Note [deferred submission]), given on its first record; -1 until then.
   std::atomic<int> shard{-1};
-  alignas(kCacheLineBytes) std::atomic<uint64_t> operations_issued{0};
+  alignas(kCacheLineBytes) IssuedCount operations_issued;
   std::atomic<uint64_t> submissions{0};
   bool unissued() const {
     return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
