@@ -115,6 +115,8 @@ test('the report lists order waits per mode in deferred mode, the --processes ro
   assert.match(text, /^ {4}pool: 0\.00039 \(one in 2,560 tasks\) per task, 11\.4 ms per run$/m);
   assert.match(text, /^ {4}graph: 0\.250 per task, 3\.0 ms per run$/m);
   assert.match(text, /^ {4}graph, 1 process: 0\.0039 \(one in 256 tasks\) per task, 9\.2 ms per run$/m);
+  result.modes[0]!.orderWaits = { perTask: 1e-7, msPerRun: 0.5 };
+  assert.match(formatReport(parseBenchResults(JSON.stringify(result), 'rare.json')), /^ {4}pool: 0\.00000010 \(one in 10,000,000 tasks\) per task, 0\.5 ms per run$/m);
   result.environment.submission = { mode: 'direct', threads: 0 };
   assert.doesNotMatch(formatReport(parseBenchResults(JSON.stringify(result), 'direct.json')), /Order waits/);
 });

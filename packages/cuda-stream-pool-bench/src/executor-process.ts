@@ -2,11 +2,11 @@
 // tasks with a pool, threads and CUDA context of its own, as one executor of a cluster framework would. The parent
 // (runners.ts, ProcessRunner) sends the setup, then one run at a time, then exit.
 import { StreamPool } from 'cuda-stream-pool';
-import { createRunner, type FromProcess, type Runner, type ToProcess } from './runners.js';
+import { createRunner, ThreadFailure, type FromProcess, type Runner, type ToProcess } from './runners.js';
 
 function failure(error: unknown): FromProcess {
   const e = error instanceof Error ? error : new Error(String(error));
-  return { kind: 'failed', name: e.name, message: e.message, stack: e.stack };
+  return { kind: 'failed', name: e.name, message: e.message, stack: e.stack, within: e instanceof ThreadFailure ? e.where : undefined };
 }
 
 const post = (message: FromProcess) => process.send!(message);

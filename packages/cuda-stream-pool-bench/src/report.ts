@@ -24,7 +24,8 @@ function figure(value: number): string {
 function perTask(value: number): string {
   if (!Number.isFinite(value)) return '-';
   if (value === 0 || value >= 0.01) return value.toFixed(3);
-  return `${value.toPrecision(2)} (one in ${Math.round(1 / value).toLocaleString('en-US')} tasks)`;
+  // Two significant digits without an exponent: 0.00039, 0.00000012.
+  return `${value.toFixed(1 - Math.floor(Math.log10(value)))} (one in ${Math.round(1 / value).toLocaleString('en-US')} tasks)`;
 }
 
 /** A speedup as "1.23×", or a dash when its baseline mode did not run. */

@@ -58,8 +58,9 @@ export class ThreadFailure extends Error {
   }
 }
 
-function workerError(message: Extract<FromWorker, { kind: 'failed' }>, where: string): Error {
-  return new ThreadFailure(message.name, message.message, where, message.stack);
+/** `within`: where inside the reporting process it happened, when that process had it from a worker of its own. */
+function workerError(message: Extract<FromWorker, { kind: 'failed' }> & { within?: string }, where: string): Error {
+  return new ThreadFailure(message.name, message.message, message.within ? `${message.within} of ${where}` : where, message.stack);
 }
 
 /** One request at a time to a worker thread or a child process, answered by what it sends back: ticks along the way,
@@ -202,7 +203,7 @@ export type FromProcess =
   | { kind: 'ready' }
   | { kind: 'tick'; tasks: number }
   | { kind: 'done'; results: BatchResult[] }
-  | { kind: 'failed'; name: string; message: string; stack: string | undefined };
+  | { kind: 'failed'; name: string; message: string; stack: string | undefined; within: string | undefined };
 
 /** One executor process per device (--processes): a child process with its own CUDA context, pool and threads runs
  * the device's share, and answers with the same batches an in-process runner gives. Messages use structured clone

@@ -17,10 +17,11 @@ export interface CompletionStats {
   wakeups: number;
   /** Batches this thread took at a turn of its event loop while it was busy, or after a spin, without a wake-up. */
   turnBatches: number;
-  /** Times this thread, about to block with waits pending and nothing ready, spun for a completion instead (for up
-   * to 40 µs, yielding the CPU between checks, and only while its event loop had nothing else to do) before blocking.
-   * The budget adapts: it shrinks to nothing for a thread whose waits take longer. Always 0 where the process may
-   * run on one CPU only or `CUDA_STREAM_POOL_WAIT_SPIN=off`. */
+  /** Times this thread, about to block with waits pending and nothing ready, spun for a completion first (for up
+   * to 40 µs, yielding the CPU between checks, and only while its event loop had nothing else to do). The length
+   * adapts: halved by each spin that saw nothing (down to none but one wait in 64), back to 40 µs when a completion
+   * comes within that. Always 0 where the process may use only one CPU (affinity, or a cgroup v2 quota) or with
+   * `CUDA_STREAM_POOL_WAIT_SPIN=off`. */
   spins: number;
   /** Of those spins, how many saw a completion arrive, which was then delivered without a wake-up. */
   spinsCompleted: number;

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -48,20 +49,29 @@ namespace csp {
 // Note [spin before blocking]: a thread that awaits one short piece of work at a time (launch, await, launch) blocks
 // at every await, and each wake-up through the thread-safe function costs it about 10 us of latency and more CPU than
 // a short spin. So the prepare handle, finding nothing ready, first spins (yielding the CPU between checks) for the
-// poller to post a completion, up to the thread's spin budget, and stops early when its loop has anything else to do
-// (a timer due, a pending handle, I/O ready on the loop's epoll descriptor): a completion that comes in time is
-// delivered at once, as a turn batch, without a wake-up. The budget adapts, as an adaptive mutex does: kLongestSpin
-// after a block in which the poller posted a completion within kLongestSpin (whatever the wake-up then took); halved
-// after a spin that saw none and after a block whose completion came later, down to nothing; so a thread whose waits
-// take long soon stops spinning, and one woken by I/O keeps its budget. A process limited to one CPU never spins (the poller needs that CPU to post), nor does one
-// with CUDA_STREAM_POOL_WAIT_SPIN=off. completionStats() counts spins and those that saw a completion.
+// poller to post a completion, up to the thread's spin budget; it does not spin, or stops, when its loop has anything
+// else to do (a timer due or a pending handle, checked at every step; I/O ready on the loop's epoll descriptor, checked
+// at the first step and every 8th): a completion that comes in time is delivered at once, as a turn batch, without a
+// wake-up. It spins again after each delivery (whose continuations usually made the next wait), at most kTurnRounds
+// times a turn. The budget adapts, as an adaptive mutex's does: kLongestSpin after a spin that saw its completion and
+// after a block whose completion the poller posted within kLongestSpin of the start of the wait (its spin included),
+// whatever the wake-up then took; halved after a spin that saw none (timed out, or left for other work) and after a
+// block whose completion came later; below 1 us, no spin, except one wait in kProbeEvery, which spins kLongestSpin
+// (spinning may itself bring the completion sooner: the CPU does not go idle). So a thread whose waits take longer
+// than kLongestSpin stops spinning after a few, and one that other work interrupts spins less and less. No spin where the process may use only one CPU (its affinity,
+// or a cgroup v2 quota below two CPUs at /sys/fs/cgroup/cpu.max), nor with CUDA_STREAM_POOL_WAIT_SPIN=off.
+// completionStats() counts spins and those that saw a completion.
 constexpr std::chrono::microseconds kLongestSpin{40};
+// With no budget left, one wait in this many spins all the same (kLongestSpin), to find out whether spinning pays again.
+constexpr int kProbeEvery = 64;
 
 struct LoopTurns {
   uv_prepare_t prepare;
   std::chrono::nanoseconds spin_budget = kLongestSpin;  // Note [spin before blocking]
-  std::chrono::steady_clock::time_point blocked_at{};   // when the loop last blocked with waits pending; 0: it did not
-  uint64_t posts_at_block = 0;                          // channel->posts then
+  std::chrono::steady_clock::time_point waiting_since{};  // when this round of the prepare began to wait (or spin)
+  std::chrono::steady_clock::time_point blocked_at{};     // the waiting_since of the last block with waits pending; 0: none
+  uint64_t posts_at_block = 0;                            // channel->posts then
+  int blocks_without_spin = 0;                            // waits that did not spin, their budget gone (kProbeEvery)
   uv_check_t check;
   uv_idle_t idle;  // active while a prepare left completions ready: the loop then polls without blocking
   Channel* channel = nullptr;  // lives until the async cleanup hook, which closes these handles first
@@ -178,7 +188,7 @@ void on_check(uv_check_t* handle) {
   auto* turns = static_cast<LoopTurns*>(handle->data);
   Channel& channel = *turns->channel;
   if (turns->blocked_at != std::chrono::steady_clock::time_point{}) {
-    // Note [spin before blocking]: a completion posted soon after the block began would have come within a spin.
+    // Note [spin before blocking]: a completion posted soon after the wait began would have come within a spin.
     if (channel.posts.load(std::memory_order_acquire) != turns->posts_at_block) {
       const std::chrono::steady_clock::time_point posted(
           std::chrono::steady_clock::duration(channel.first_post_since_block.load(std::memory_order_relaxed)));
@@ -191,21 +201,35 @@ void on_check(uv_check_t* handle) {
   channel.turning = true;
 }
 
-// Whether the loop has something to do other than wait for a completion: a timer due or a pending, idle or closing
-// handle (uv_backend_timeout is 0), or I/O ready on its epoll descriptor.
-bool loop_has_work(uv_loop_t* loop) {
+// Whether the loop has a timer due or a pending, idle or closing handle (uv_backend_timeout is 0: no system call),
+// or, with `io`, I/O ready on its epoll descriptor (one poll() call).
+bool loop_has_work(uv_loop_t* loop, bool io) {
   if (uv_backend_timeout(loop) == 0) return true;
+  if (!io) return false;
   pollfd descriptor{uv_backend_fd(loop), POLLIN, 0};
   return poll(&descriptor, 1, 0) > 0;
+}
+
+// Whether the process may use more than one CPU: its affinity, and a cgroup v2 CPU quota ("<quota> <period>" or
+// "max <period>" at the container's root).
+bool several_cpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) return false;
+  if (FILE* file = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    char quota[32] = {0};
+    double period = 0;
+    const bool read = std::fscanf(file, "%31s %lf", quota, &period) == 2;
+    std::fclose(file);
+    if (read && std::strcmp(quota, "max") != 0 && period > 0 && std::strtod(quota, nullptr) / period < 2) return false;
+  }
+  return true;
 }
 
 // Whether this process may spin before blocking (Note [spin before blocking]).
 bool spinning_allowed() {
   static const bool allowed = [] {
     const char* setting = std::getenv("CUDA_STREAM_POOL_WAIT_SPIN");
-    if (setting && std::strcmp(setting, "off") == 0) return false;
-    cpu_set_t cpus;
-    return sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) > 1;
+    return !(setting && std::strcmp(setting, "off") == 0) && several_cpus();
   }();
   return allowed;
 }
@@ -213,7 +237,13 @@ bool spinning_allowed() {
 // Spins for up to the thread's budget, while its loop has nothing else to do, for the poller to post a completion;
 // returns at once when one is ready. Note [spin before blocking].
 void spin_for_completion(LoopTurns& turns) {
-  if (turns.spin_budget < std::chrono::microseconds(1) || !spinning_allowed()) return;
+  if (!spinning_allowed()) return;
+  std::chrono::nanoseconds budget = turns.spin_budget;
+  if (budget < std::chrono::microseconds(1)) {
+    // A probe now and then: spinning may itself make the completion come sooner (the CPU stays awake).
+    if (++turns.blocks_without_spin % kProbeEvery != 0) return;
+    budget = kLongestSpin;
+  }
   Channel& channel = *turns.channel;
   uint64_t posts;
   {
@@ -221,20 +251,21 @@ void spin_for_completion(LoopTurns& turns) {
     if (!channel.ready.empty()) return;
     posts = channel.posts.load(std::memory_order_relaxed);
   }
+  uv_loop_t* loop = turns.prepare.loop;
+  if (loop_has_work(loop, true)) return;
   channel.spins++;
-  const auto until = std::chrono::steady_clock::now() + turns.spin_budget;
-  for (int check = 1;; check++) {
+  const auto until = turns.waiting_since + budget;
+  for (int step = 1;; step++) {
+    std::this_thread::yield();
     if (channel.posts.load(std::memory_order_acquire) != posts) {
       channel.spins_completed++;
+      turns.spin_budget = kLongestSpin;
       return;
     }
-    // A system call: every 16th check only.
-    if (check % 16 == 0 && loop_has_work(turns.prepare.loop)) return;
-    if (std::chrono::steady_clock::now() >= until) {
-      turns.spin_budget /= 2;
+    if (loop_has_work(loop, step % 8 == 0) || std::chrono::steady_clock::now() >= until) {
+      turns.spin_budget = budget / 2;
       return;
     }
-    std::this_thread::yield();
   }
 }
 
@@ -258,6 +289,7 @@ void on_prepare(uv_prepare_t* handle) {
   }
   for (int round = 0;; round++) {
     std::vector<Ready> batch;
+    turns->waiting_since = std::chrono::steady_clock::now();
     // Also after a delivery: its continuations usually made the next wait.
     if (round < kTurnRounds && turns->watching) spin_for_completion(*turns);
     {
@@ -270,7 +302,7 @@ void on_prepare(uv_prepare_t* handle) {
         // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
         channel.turning = false;
         if (channel.ready.empty() && turns->watching) {
-          turns->blocked_at = std::chrono::steady_clock::now();
+          turns->blocked_at = turns->waiting_since;
           turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
         }
         if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
@@ -301,6 +333,7 @@ void watch_turns(Channel& channel, bool on) {
     uv_prepare_stop(&turns->prepare);
     uv_check_stop(&turns->check);
     uv_idle_stop(&turns->idle);
+    turns->blocked_at = {};  // no block to learn from once the watch starts again
   }
 }
 
