@@ -1,7 +1,8 @@
 // The latency of one await at a time: a 4-byte fill on a stream, then `await stream.synchronize()`, repeated, with
 // nothing else on the thread; wall time and the JS thread's CPU time per await (medians of 5 rounds after one not
 // counted), and the completion engine's counters (how many awaits were delivered by a wake-up, by a spin before
-// blocking, or settled at once). Compare CUDA_STREAM_POOL_WAIT_SPIN=off with the default in separate processes.
+// blocking, or settled at once). Compare CUDA_STREAM_POOL_WAIT_SPIN=on and off in separate processes, alternating (a
+// small machine's figures move by 3× from run to run).
 // Linux only; built code from dist/ (npm run build or npx tsc first). On a GPU, or on the simulated driver:
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/await-latency.mjs [awaits per round]
 import { readFileSync } from 'node:fs';

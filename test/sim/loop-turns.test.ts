@@ -113,12 +113,12 @@ interface SpinCounts {
   spinsCompleted: number;
 }
 
-test('a thread that awaits short work one piece at a time spins before it blocks, and not with CUDA_STREAM_POOL_WAIT_SPIN=off', needsCompiler, async () => {
-  const spinning = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024));
-  const blocking = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024), { env: { CUDA_STREAM_POOL_WAIT_SPIN: 'off' } });
+test('with CUDA_STREAM_POOL_WAIT_SPIN=on a thread that awaits short work one piece at a time spins before it blocks; by default it does not', needsCompiler, async () => {
+  const spinning = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024), { env: { CUDA_STREAM_POOL_WAIT_SPIN: 'on' } });
+  const blocking = await simulatedJson<SpinCounts>(oneAtATime(300, 256 * 1024));
   assert.equal(spinning.value, 299 & 255);
   assert.equal(blocking.value, 299 & 255);
-  // Off: the thread blocks at once every time (each delivery a wake-up or a turn batch).
+  // By default: the thread blocks at once every time (each delivery a wake-up or a turn batch).
   assert.equal(blocking.spins, 0, JSON.stringify(blocking));
   assert.equal(blocking.spinsCompleted, 0, JSON.stringify(blocking));
   // On: the thread spun before its first block (its budget starts full). How many spins see their completion depends
@@ -127,9 +127,9 @@ test('a thread that awaits short work one piece at a time spins before it blocks
   assert.ok(spinning.spinsCompleted <= spinning.spins, JSON.stringify(spinning));
 });
 
-test('a thread whose waits take long soon stops spinning before it blocks', needsCompiler, async () => {
+test('with CUDA_STREAM_POOL_WAIT_SPIN=on a thread whose waits take long soon stops spinning before it blocks', needsCompiler, async () => {
   // Each fill takes 3 ms: no spin (40 µs at most) sees one end, so the budget halves at each and is gone within 7.
-  const counts = await simulatedJson<SpinCounts>(oneAtATime(40, 64), { operationDelayUs: 3000 });
+  const counts = await simulatedJson<SpinCounts>(oneAtATime(40, 64), { operationDelayUs: 3000, env: { CUDA_STREAM_POOL_WAIT_SPIN: 'on' } });
   assert.equal(counts.value, 39);
   assert.equal(counts.spinsCompleted, 0, JSON.stringify(counts));
   assert.ok(counts.spins >= 1 && counts.spins <= 8, JSON.stringify(counts));
