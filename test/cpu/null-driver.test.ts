@@ -35,20 +35,17 @@ test('a free of a buffer used on another device\'s stream leaves its own device\
 });
 
 test('bench --device N micro: a --device written before micro is the one micro checks against the visible devices', needsCompiler, () => {
-  const run = spawnSync(process.execPath, ['packages/cuda-stream-pool-bench/dist/cli/main.js', 'bench', '--device', '1', 'micro'], {
-    cwd: repositoryRoot,
-    encoding: 'utf8',
-    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '1' },
-    timeout: 60_000,
-  });
+  const micro = (device: number, devices: number) =>
+    spawnSync(process.execPath, ['packages/cuda-stream-pool-bench/dist/cli/main.js', 'bench', '--device', String(device), 'micro'], {
+      cwd: repositoryRoot,
+      encoding: 'utf8',
+      env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: String(devices) },
+      timeout: 60_000,
+    });
+  const run = micro(1, 1);
   assert.equal(run.status, 64, run.stderr);
   assert.match(run.stderr, /option '--device <ordinal>' argument '1' is invalid\. Accepted: 0 \(the one visible device\)\./);
-  const two = spawnSync(process.execPath, ['packages/cuda-stream-pool-bench/dist/cli/main.js', 'bench', '--device', '3', 'micro'], {
-    cwd: repositoryRoot,
-    encoding: 'utf8',
-    env: { ...process.env, CUDA_STREAM_POOL_LIBCUDA: driver(), NULL_DRIVER_DEVICES: '2' },
-    timeout: 60_000,
-  });
+  const two = micro(3, 2);
   assert.equal(two.status, 64, two.stderr);
   assert.match(two.stderr, /argument '3' is invalid\. Accepted: an integer from 0 to 1 \(the visible devices\)\./);
 });
