@@ -58,20 +58,20 @@ namespace csp {
 // whatever the wake-up then took; halved after a spin that saw none (timed out, or left for other work) and after a
 // block whose completion came later; below 1 us, no spin, except one wait in kProbeEvery, which spins kLongestSpin
 // (spinning may itself bring the completion sooner: the CPU does not go idle). So a thread whose waits take longer
-// than kLongestSpin stops spinning after a few, and one that other work interrupts spins less and less. No spin where the process may use only one CPU (its affinity,
-// or a cgroup v2 quota below two CPUs at /sys/fs/cgroup/cpu.max). Off unless CUDA_STREAM_POOL_WAIT_SPIN=on, until a GPU
-// host shows that it pays: on a 2-vCPU machine with the simulated driver it halved the time per await in some runs
-// and made no difference in others.
-// completionStats() counts spins and those that saw a completion.
+// than kLongestSpin stops spinning after a few, and one that other work interrupts spins less and less. No spin where
+// the process may use only one CPU (its affinity, or a cgroup v2 quota below two CPUs at /sys/fs/cgroup/cpu.max).
+// completionStats() counts spins and those that saw a completion. Off unless CUDA_STREAM_POOL_WAIT_SPIN=on, until a
+// GPU host shows that it pays: on a 2-vCPU machine with the simulated driver it halved the time per await in some
+// runs and made no difference in others.
 constexpr std::chrono::microseconds kLongestSpin{40};
-// With no budget left, one wait in this many spins all the same (kLongestSpin), to find out whether spinning pays again.
+// With no budget left, one wait in this many spins all the same (kLongestSpin): does spinning pay again?
 constexpr int kProbeEvery = 64;
 
 struct LoopTurns {
   uv_prepare_t prepare;
   std::chrono::nanoseconds spin_budget = kLongestSpin;  // Note [spin before blocking]
   std::chrono::steady_clock::time_point waiting_since{};  // when this round of the prepare began to wait (or spin)
-  std::chrono::steady_clock::time_point blocked_at{};     // the waiting_since of the last block with waits pending; 0: none
+  std::chrono::steady_clock::time_point blocked_at{};     // the waiting_since of the last block with waits; 0: none
   uint64_t posts_at_block = 0;                            // channel->posts then
   int blocks_without_spin = 0;                            // waits that did not spin, their budget gone (kProbeEvery)
   uv_check_t check;
@@ -222,7 +222,8 @@ bool several_cpus() {
     double period = 0;
     const bool read = std::fscanf(file, "%31s %lf", quota, &period) == 2;
     std::fclose(file);
-    if (read && std::strcmp(quota, "max") != 0 && period > 0 && std::strtod(quota, nullptr) / period < 2) return false;
+    if (read && std::strcmp(quota, "max") != 0 && period > 0 && std::strtod(quota, nullptr) / period < 2)
+      return false;
   }
   return true;
 }
@@ -391,8 +392,10 @@ bool post(Channel& channel, Ready item) {
   std::lock_guard<OrderedMutex> lock(channel.mutex);
   if (!channel.open.load(std::memory_order_relaxed)) return false;
   channel.ready.push_back(std::move(item));
-  if (!channel.turning && channel.ready.size() == 1)
-    channel.first_post_since_block.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  if (!channel.turning && channel.ready.size() == 1) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    channel.first_post_since_block.store(now, std::memory_order_relaxed);
+  }
   channel.posts.fetch_add(1, std::memory_order_release);
   if (!channel.turning) wake_locked(channel);
   return true;
