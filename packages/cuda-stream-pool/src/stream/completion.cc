@@ -238,9 +238,8 @@ bool spinning_allowed() {
 }
 
 // Spins for up to the thread's budget, while its loop has nothing else to do, for the poller to post a completion;
-// returns at once when one is ready. Note [spin before blocking].
+// returns at once when one is ready. Only where spinning_allowed(). Note [spin before blocking].
 void spin_for_completion(LoopTurns& turns) {
-  if (!spinning_allowed()) return;
   std::chrono::nanoseconds budget = turns.spin_budget;
   if (budget < std::chrono::microseconds(1)) {
     // A probe now and then: spinning may itself make the completion come sooner (the CPU stays awake).
@@ -290,11 +289,15 @@ void on_prepare(uv_prepare_t* handle) {
     channel.turning = false;
     return;
   }
+  // Off by default: then the turn reads no clock and keeps no record of its blocks.
+  const bool spinning = spinning_allowed();
   for (int round = 0;; round++) {
     std::vector<Ready> batch;
-    turns->waiting_since = std::chrono::steady_clock::now();
-    // Also after a delivery: its continuations usually made the next wait.
-    if (round < kTurnRounds && turns->watching) spin_for_completion(*turns);
+    if (spinning) {
+      turns->waiting_since = std::chrono::steady_clock::now();
+      // Also after a delivery: its continuations usually made the next wait.
+      if (round < kTurnRounds && turns->watching) spin_for_completion(*turns);
+    }
     {
       std::lock_guard<OrderedMutex> lock(channel.mutex);
       if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
@@ -304,7 +307,7 @@ void on_prepare(uv_prepare_t* handle) {
       if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
         // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
         channel.turning = false;
-        if (channel.ready.empty() && turns->watching) {
+        if (spinning && channel.ready.empty() && turns->watching) {
           turns->blocked_at = turns->waiting_since;
           turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
         }
@@ -392,11 +395,13 @@ bool post(Channel& channel, Ready item) {
   std::lock_guard<OrderedMutex> lock(channel.mutex);
   if (!channel.open.load(std::memory_order_relaxed)) return false;
   channel.ready.push_back(std::move(item));
-  if (!channel.turning && channel.ready.size() == 1) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    channel.first_post_since_block.store(now, std::memory_order_relaxed);
+  if (spinning_allowed()) {  // what the spin watches and learns from (Note [spin before blocking])
+    if (!channel.turning && channel.ready.size() == 1) {
+      const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+      channel.first_post_since_block.store(now, std::memory_order_relaxed);
+    }
+    channel.posts.fetch_add(1, std::memory_order_release);
   }
-  channel.posts.fetch_add(1, std::memory_order_release);
   if (!channel.turning) wake_locked(channel);
   return true;
 }
