@@ -148,9 +148,10 @@ export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 
   }, { minCalls: iterations, runs });
 }
 
-/** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met. */
-export function targetRatio(result: MicroResult, factor: number): MicroResult {
-  result.target = `≤ ${factor}× the baseline`;
+/** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met;
+ * `baseline` names the baseline in the target's text. */
+export function targetRatio(result: MicroResult, factor: number, baseline = 'the baseline'): MicroResult {
+  result.target = `≤ ${factor}× ${baseline}`;
   result.met = result.value.median <= factor * result.baseline!.median;
   return result;
 }

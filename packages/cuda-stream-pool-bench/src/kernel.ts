@@ -9,7 +9,7 @@ import { cuda, Device, DeviceBuffer, Module, Program, Stream, type Kernel } from
 import { ArgumentPacker, nvrtcInfo } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
 import { libraryUrl } from './package.js';
-import { nativeSample, steadySync, summarize, targetUnlessRecorded, timeAsync } from './harness.js';
+import { nativeSample, steadySync, summarize, targetRatio, targetUnlessRecorded, timeAsync } from './harness.js';
 import { printable } from './printable.js';
 import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
@@ -78,6 +78,12 @@ function launchSamples(kernel: Kernel, stream: Stream, args: unknown[], issued =
   }, RUNS, LAUNCHES);
   stream.synchronizeSync();
   return { library, native };
+}
+
+/** A launch row in µs from {@link launchSamples}, the library's loop beside the C++ loop named `baselineName`. */
+function launchRow(name: string, baselineName: string, samples: { library: Sample; native: Sample }): MicroResult {
+  const { library, native } = samples;
+  return { name, unit: 'µs', value: micro(library), baselineName, baseline: micro(native), ratio: library.median / native.median, better: 'lower' };
 }
 
 /** A producer and a consumer of 64 Ki floats: the consumer waits for the producer's memory (griddepcontrol.wait),
@@ -173,49 +179,21 @@ export async function kernelMicroBenchmarks(options: KernelMicroOptions = {}): P
   const stream = Stream.create({ device });
   try {
     const bare = launchSamples(empty, stream, []);
-    const ratio = bare.library.median / bare.native.median;
     results.push(
-      targetUnlessRecorded(
-        {
-          name: 'kernel.launch() of an empty kernel (grid 1, block 1)',
-          unit: 'µs',
-          value: micro(bare.library),
-          baselineName: 'cuLaunchKernel (C++ loop)',
-          baseline: micro(bare.native),
-          ratio,
-          better: 'lower',
-        },
-        (result) => ({ ...result, target: `≤ ${LAUNCH_TARGET}× the C++ loop`, met: ratio <= LAUNCH_TARGET }),
+      targetUnlessRecorded(launchRow('kernel.launch() of an empty kernel (grid 1, block 1)', 'cuLaunchKernel (C++ loop)', bare), (result) =>
+        targetRatio(result, LAUNCH_TARGET, 'the C++ loop'),
       ),
     );
     if (cuda.submission().mode === 'deferred') {
       // The submission thread's issue rate: the JS thread records faster than one thread issues, so the run ends
       // when the last launch was issued, and its time per launch is the issuing thread's.
       const issued = launchSamples(empty, stream, [], true);
-      const issuedRatio = issued.library.median / issued.native.median;
-      results.push({
-        name: `kernel.launch() of an empty kernel, ${LAUNCHES} until cuda.flush() returns: the submission thread's issue rate`,
-        unit: 'µs',
-        value: micro(issued.library),
-        baselineName: 'cuLaunchKernel (C++ loop)',
-        baseline: micro(issued.native),
-        ratio: issuedRatio,
-        better: 'lower',
-        target: `≤ ${ISSUE_TARGET}× the C++ loop`,
-        met: issuedRatio <= ISSUE_TARGET,
-      });
+      const name = `kernel.launch() of an empty kernel, ${LAUNCHES} until cuda.flush() returns: the submission thread's issue rate`;
+      results.push(targetRatio(launchRow(name, 'cuLaunchKernel (C++ loop)', issued), ISSUE_TARGET, 'the C++ loop'));
     }
     // fma_steps with n = 0 returns at once: the cost of checking and packing five arguments (ptr, u32, u32, f32, f32).
     const withArgs = launchSamples(fmaSteps, stream, [0n, 0, 1, 1.5, 0.5]);
-    results.push({
-      name: 'kernel.launch() with 5 arguments (ptr, u32, u32, f32, f32)',
-      unit: 'µs',
-      value: micro(withArgs.library),
-      baselineName: 'cuLaunchKernel with the same arguments (C++ loop)',
-      baseline: micro(withArgs.native),
-      ratio: withArgs.library.median / withArgs.native.median,
-      better: 'lower',
-    });
+    results.push(launchRow('kernel.launch() with 5 arguments (ptr, u32, u32, f32, f32)', 'cuLaunchKernel with the same arguments (C++ loop)', withArgs));
   } finally {
     stream.destroy();
   }
