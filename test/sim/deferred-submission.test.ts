@@ -147,6 +147,35 @@ test('deferred: cuda.flush() and reading stream.handle issue everything recorded
   assert.deepEqual(result, { afterFlush: true, afterHandle: true, recorded: 1000 });
 });
 
+test('deferred: a submission thread that finds a short burst waiting gathers more before it issues; everything is issued, in order', needsCompiler, async () => {
+  const result = await simulatedJson<{ gathers: number; issued: boolean; last: number[] }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(4, { stream });
+     const out = PinnedBuffer.alloc(4);
+     await stream.synchronize();
+     const before = cuda.submission();
+     // Bursts of 8 fills, each followed by a pause longer than the thread's spin before it parks (50 us), so that it
+     // finds each burst short.
+     for (let burst = 0; burst < 50; burst++) {
+       for (let i = 0; i < 8; i++) stream.fill(words, (burst * 8 + i) & 255);
+       const until = process.hrtime.bigint() + 100_000n;
+       while (process.hrtime.bigint() < until);
+     }
+     stream.copy(out, words);
+     await stream.synchronize();
+     const after = cuda.submission();
+     console.log(JSON.stringify({ gathers: after.gathers - before.gathers, issued: after.issued === after.recorded, last: [...out.view(Uint8Array)] }));`,
+    deferred(),
+  );
+  // A window for a burst that finds the thread idle (on a small machine, a thread woken during a pause may run only
+  // after several bursts, which it then finds together), at most one for each operation issued (401).
+  assert.ok(result.gathers >= 1 && result.gathers <= 401, `${result.gathers} gathering windows`);
+  assert.equal(result.issued, true);
+  // The last fill wrote (49 * 8 + 7) & 255 = 143 to every byte.
+  assert.deepEqual(result.last, [143, 143, 143, 143]);
+});
+
 test('deferred: a full queue holds the recording thread until half of it (1,024 operations) is free: 20,000 records wait at most 18 times', needsCompiler, async () => {
   const result = await simulatedJson<{ recorded: number; issued: number; waitsForRoom: number }>(
     `${load}

@@ -74,6 +74,10 @@ export interface SubmissionStats {
   failed: number;
   /** How often the submission threads parked with nothing to do. */
   parks: number;
+  /** How often a submission thread that kept up with this thread let about a microsecond pass before issuing a short
+   * burst of operations, so that more of them were issued together (not when the newest is a wait's marker, or while
+   * this thread waits for the issue). */
+  gathers: number;
   /** Records that waited for room in a full queue. */
   waitsForRoom: number;
   /** Waits for a submission thread to issue what was recorded, by calls that need it first (a query, a blocking
@@ -385,7 +389,7 @@ function unavailableBinding(reason: string): NativeBinding {
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
-    submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, waitsForRoom: 0, flushWaits: 0, orderWaits: 0, orderWaitMs: 0 }),
+    submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, gathers: 0, waitsForRoom: 0, flushWaits: 0, orderWaits: 0, orderWaitMs: 0 }),
     completionStats: () => ({ wakeups: 0, turnBatches: 0, spins: 0, spinsCompleted: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {

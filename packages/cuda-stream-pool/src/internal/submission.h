@@ -58,6 +58,9 @@
 //    thread reads an operation and writes only the ring's and the stream's issued counts: the recording thread,
 //    which took the operation's entries and references, also gives them back (reap), so the objects' entry counts
 //    and shared_ptr counts stay on its core (null driver, 500 launches in a row: 850 -> 410 ns each).
+//  - Gathering. A thread that keeps up with its recording thread waits about a microsecond before it issues a short
+//    burst, so that the two do not take each operation's cache lines from each other (Note [gathering] in
+//    submission.cc).
 //  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
 //  - Exit. exit() (process.exit(), the main thread's end) tears no environment down: an exit handler stops the
 //    submission threads between two operations before the driver's exit handlers and static destructors run.
@@ -174,7 +177,7 @@ struct OperationOf final : Operation {
 
 // Counters of an environment's submitter, for submissionStats().
 struct SubmissionCounters {
-  double recorded = 0, issued = 0, dropped = 0, failed = 0, parks = 0, waits_for_room = 0, flush_waits = 0;
+  double recorded = 0, issued = 0, dropped = 0, failed = 0, parks = 0, gathers = 0, waits_for_room = 0, flush_waits = 0;
   double order_waits = 0, order_wait_ms = 0;
 };
 
@@ -211,6 +214,9 @@ class Submitter {
   // Blocks the JS thread until issued_ reaches `target` (wake_at_), woken by wake_recorder.
   void wait_for_issued(uint64_t target);
   void forget();  // leaves the exit handler's list
+  // Lets a short window pass for more operations to be published, then returns the ring's tail (Note [gathering] in
+  // submission.cc). The thread.
+  uint64_t gather(uint64_t head);
 
   // Destroys the operations issued since the last reap (their entries leave, their references go). JS thread, or
   // the submission thread before it parks; one at a time (reaping_).
@@ -237,13 +243,15 @@ class Submitter {
   alignas(kCacheLineBytes) std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> dropped_{0}, failed_{0};
   std::atomic<bool> in_operation_{false};  // the thread is issuing one (the exit handler waits for it)
-  std::atomic<double> parks_{0};
+  std::atomic<double> parks_{0}, gathers_{0};
   // Operations that waited for another thread to issue an earlier operation of their stream, and the time waited.
   std::atomic<double> order_waits_{0}, order_wait_ns_{0};
   // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
   // so a publish or an issue never goes unseen by a side about to sleep.
   alignas(kCacheLineBytes) std::atomic<bool> parked_{false};
   std::atomic<bool> waiting_{false};
+  std::atomic<bool> hurry_{false};  // the JS thread waits for the issue of what it recorded: no gathering
+  std::atomic<uint64_t> markers_{0};  // wait markers published (JS thread), which end a gathering window
   // What issued_ must reach before the waiting JS thread is woken: all it recorded (a flush), or half the ring free
   // (room), so that a full ring costs one wake-up per half ring, not a notify for every operation issued meanwhile.
   std::atomic<uint64_t> wake_at_{0};
