@@ -74,9 +74,9 @@ export interface SubmissionStats {
   failed: number;
   /** How often the submission threads parked with nothing to do. */
   parks: number;
-  /** How often a submission thread that kept up with this thread let about a microsecond pass before issuing a short
-   * burst of operations, so that more of them were issued together (not when the newest is a wait's marker, or while
-   * this thread waits for the issue). */
+  /** How often a submission thread that kept up with this thread let up to a microsecond pass before issuing a short
+   * batch of operations, so that more of them were issued together (never for a batch with a wait's marker in it,
+   * nor while this thread waits in `cuda.flush()` or a call that flushes). */
   gathers: number;
   /** Records that waited for room in a full queue. */
   waitsForRoom: number;

@@ -85,13 +85,15 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 // Note [gathering]: a submission thread that keeps up with its recording thread issues each operation as soon as it
 // is published, and so reads every line the recording thread has just written (the ring's tail, the operation's slot)
 // while that thread is still writing the next ones: every record then waits for lines the other core holds (null
-// driver, 2 vCPUs, event.record in a loop: 320 ns a record). So when it finds fewer than kGatherBatch operations
-// and the newest is not a wait's marker (the recording thread is then about to wait, and the marker must go out at
-// once), it lets kGatherWindow pass without reading the ring, then takes all that was published meanwhile (the same
-// loop: 200 ns a record). The window ends early when a marker is published (markers_: a launch then an await goes
-// out as soon as the await's marker is recorded) or the recording thread waits for the issue (a flush: hurry_); both
-// live on a line the recording thread writes only then. So the window delays the first operations of a burst by at
-// most about 1 us, beside the 4 us of a kernel launch.
+// driver, 2 vCPUs, event.record in a loop: 320 ns a record). So when it finds fewer than kGatherBatch operations,
+// none of them a wait's marker (the recording thread is then about to wait, and the marker must go out at once), it
+// lets kGatherWindow pass without reading the ring, then takes all that was published meanwhile (the same loop:
+// 200 ns a record). The window ends early when a marker is published (markers_: a launch then an await goes out as
+// soon as the await's marker is recorded) or the recording thread flushes (hurry_: a call that needs what it
+// recorded issued); both live on a line the recording thread writes only then. Nothing ends it for other threads and
+// other submitters (an order wait, a stream wait on an event this thread records, a host wait in another worker):
+// they may wait up to a window longer. So each batch the thread finds short is held back by at most about 1 us,
+// beside the 4 us of a kernel launch; once work piles up (16 or more waiting), nothing is held back.
 constexpr uint64_t kGatherBatch = 16;
 constexpr auto kGatherWindow = std::chrono::microseconds(1);
 
@@ -309,7 +311,10 @@ SubmissionCounters Submitter::counters() const {
 
 void Submitter::run() {
   uint64_t head = 0;
+  uint64_t markers_taken = 0;  // markers_ as of the last batch taken
   for (;;) {
+    // Read before the tail, so a marker counted here is in the batch (Note [gathering]).
+    uint64_t markers = markers_.load(std::memory_order_acquire);
     uint64_t tail = published_.load(std::memory_order_acquire);
     if (head == tail) {
       if (closing_.load(std::memory_order_acquire)) return;  // the destructor reaps what is left
@@ -340,7 +345,10 @@ void Submitter::run() {
         continue;
       }
     }
-    if (tail - head < kGatherBatch && !ring_[(tail - 1) % kQueueLimit]->reports) tail = gather(head);
+    if (tail - head < kGatherBatch && markers == markers_taken && !hurry_.load(std::memory_order_relaxed) &&
+        !ring_[(tail - 1) % kQueueLimit]->reports)
+      tail = gather(markers);
+    markers_taken = markers;
     for (; head < tail; head++) {
       in_operation_.store(true, std::memory_order_seq_cst);
       if (exiting.load(std::memory_order_seq_cst)) {
@@ -380,15 +388,14 @@ void Submitter::run() {
   }
 }
 
-uint64_t Submitter::gather(uint64_t head) {
+uint64_t Submitter::gather(uint64_t& markers) {
   gathers_.store(gathers_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  const uint64_t markers = markers_.load(std::memory_order_relaxed);
   const auto until = std::chrono::steady_clock::now() + kGatherWindow;
-  while (!hurry_.load(std::memory_order_relaxed) && markers_.load(std::memory_order_acquire) == markers &&
-         !closing_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until) {
-  }
-  const uint64_t tail = published_.load(std::memory_order_acquire);
-  return tail > head ? tail : head;
+  while (!hurry_.load(std::memory_order_relaxed) && markers_.load(std::memory_order_relaxed) == markers &&
+         !closing_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until)
+    cpu_relax();
+  markers = markers_.load(std::memory_order_acquire);
+  return published_.load(std::memory_order_acquire);
 }
 
 int submission_threads() {

@@ -214,9 +214,9 @@ class Submitter {
   // Blocks the JS thread until issued_ reaches `target` (wake_at_), woken by wake_recorder.
   void wait_for_issued(uint64_t target);
   void forget();  // leaves the exit handler's list
-  // Lets a short window pass for more operations to be published, then returns the ring's tail (Note [gathering] in
-  // submission.cc). The thread.
-  uint64_t gather(uint64_t head);
+  // Lets a short window pass for more operations to be published, then returns the ring's tail and sets `markers` to
+  // the markers published by then, read before it (Note [gathering] in submission.cc). The thread.
+  uint64_t gather(uint64_t& markers);
 
   // Destroys the operations issued since the last reap (their entries leave, their references go). JS thread, or
   // the submission thread before it parks; one at a time (reaping_).
