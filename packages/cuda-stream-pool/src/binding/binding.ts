@@ -53,7 +53,7 @@ export interface CompletionStats {
 }
 
 /**
- * How this thread's stream-ordered calls reach the driver, and its submission thread's counters (see
+ * How this thread's stream-ordered calls reach the driver, and its submission threads' counters, summed (see
  * `cuda.submission()`). Counters only grow.
  */
 export interface SubmissionStats {
