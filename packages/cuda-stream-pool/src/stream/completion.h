@@ -71,10 +71,10 @@ struct LateProbe {
 struct Ready {
   double token;  // 0 for a landing or a probe
   CUresult result;
-  std::shared_ptr<Landing> landing;
-  std::shared_ptr<LateProbe> probe;  // a question for this thread, instead of a result
+  std::shared_ptr<Landing> landing{};
+  std::shared_ptr<LateProbe> probe{};  // a question for this thread, instead of a result
   int dependency = -1;  // the device whose fault `result` is, when not the wait's own (wait_result, device-faults.h)
-  std::exception_ptr failure;  // recorded work that failed, or a marker that could not be queued for it (Note
+  std::exception_ptr failure{};  // recorded work that failed, or a marker that could not be queued for it (Note
                                // [deferred submission]): the error the wait rejects with
   bool part = false;  // `landing` has parts in staging to land now; it is not finished (Note [staging])
 };
