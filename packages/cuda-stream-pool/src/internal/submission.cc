@@ -492,8 +492,9 @@ namespace {
 // submissionFlush(): issues everything this environment recorded (js_entry's ordering does the work).
 Napi::Value submission_flush(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
 
-// submissionStats() -> { mode, threads, recorded, issued, dropped, failed, parks, gathers, waitsForRoom, flushWaits, orderWaits,
-// orderWaitMs } of this environment's submission threads, summed (zeros before its first record, and in direct mode).
+// submissionStats() -> { mode, threads, recorded, issued, dropped, failed, parks, gathers, waitsForRoom, flushWaits,
+// orderWaits, orderWaitMs } of this environment's submission threads, summed (zeros before its first record, and in
+// direct mode).
 Napi::Value submission_stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   SubmissionCounters c;
