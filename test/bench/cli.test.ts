@@ -633,11 +633,19 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   const awaits = named('10,000 concurrent await');
   assert.equal(awaits.unit, 'ms');
   assert.ok(awaits.value.median > 0);
+  // In deferred submission a call that queues work is timed recording alone, against a fixed target.
+  const recorded = report.environment.submission?.mode === 'deferred';
   const record = named('event.record(stream)');
-  assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
-  assert.equal(record.target, '≤ the baseline + 100 ns');
+  if (recorded) {
+    assert.match(record.target!, /^≤ 150 ns \(deferred: /);
+    assert.equal(record.met, record.value.median <= 150);
+  } else {
+    assert.equal(record.target, '≤ the baseline + 100 ns');
+    assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
+  }
   const copy = named('stream.copy() pinned → device, 4 KiB');
-  assert.equal(copy.met, copy.value.median <= copy.baseline!.median + 100);
+  assert.equal(copy.unit, 'ns');
+  assert.equal(copy.met, recorded ? copy.value.median <= 150 : copy.value.median <= copy.baseline!.median + 100);
   if (Device.count() >= 2) {
     assert.equal(named('stream.copy() device 0 → device 1, no peer access').unit, 'GB/s');
     const direct = named('stream.copy() device 0 → device 1, peer access enabled');

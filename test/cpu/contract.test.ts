@@ -8,27 +8,33 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import ts from 'typescript';
+import type TypeScript from 'typescript';
 
 import { addonFailure, native } from '#library/binding/binding.js';
 import { libraryRoot } from '../support/paths.js';
 
 const source = path.join(libraryRoot, 'src');
+// The compiler is a development dependency: a copy installed without them still runs the other suites.
+const ts = (await import('typescript').then((loaded) => loaded.default, () => undefined)) as typeof TypeScript;
 const sources: { skip: string | false } = {
-  skip: existsSync(path.join(source, 'binding', 'binding.ts')) ? false : 'needs the repository\'s sources (this run tests an installed copy)',
+  skip: !existsSync(path.join(source, 'binding', 'binding.ts'))
+    ? 'needs the repository\'s sources (this run tests an installed copy)'
+    : ts === undefined
+      ? 'needs the typescript package to parse the sources (a development dependency: npm ci installs it)'
+      : false,
 };
 
 const read = (file: string): string => readFileSync(path.join(source, file), 'utf8');
 
 // ---- the TypeScript side ----
 
-function parseTs(file: string): ts.SourceFile {
+function parseTs(file: string): TypeScript.SourceFile {
   return ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest, true);
 }
 
-function findNode<T extends ts.Node>(root: ts.Node, match: (node: ts.Node) => node is T): T | undefined {
+function findNode<T extends TypeScript.Node>(root: TypeScript.Node, match: (node: TypeScript.Node) => node is T): T | undefined {
   let found: T | undefined;
-  const visit = (node: ts.Node): void => {
+  const visit = (node: TypeScript.Node): void => {
     if (found) return;
     if (match(node)) found = node;
     else ts.forEachChild(node, visit);
@@ -38,7 +44,7 @@ function findNode<T extends ts.Node>(root: ts.Node, match: (node: ts.Node) => no
 }
 
 /** The kind of one parameter type, in the vocabulary of the C++ tables. */
-function kindOfType(type: ts.TypeNode, where: string): string {
+function kindOfType(type: TypeScript.TypeNode, where: string): string {
   if (ts.isUnionTypeNode(type)) {
     const rest = type.types.filter((t) => t.kind !== ts.SyntaxKind.UndefinedKeyword);
     const optional = rest.length < type.types.length ? '?' : '';
@@ -68,7 +74,7 @@ function kindOfType(type: ts.TypeNode, where: string): string {
 /** NativeBinding's members: functions with their argument kinds, and plain values (null). */
 function tsExports(): Map<string, string[] | null> {
   const file = parseTs('binding/binding.ts');
-  const binding = findNode(file, (n): n is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(n) && n.name.text === 'NativeBinding');
+  const binding = findNode(file, (n): n is TypeScript.InterfaceDeclaration => ts.isInterfaceDeclaration(n) && n.name.text === 'NativeBinding');
   assert.ok(binding, 'src/binding/binding.ts declares no NativeBinding interface');
   const members = new Map<string, string[] | null>();
   for (const member of binding.members) {
@@ -87,15 +93,15 @@ function tsExports(): Map<string, string[] | null> {
 }
 
 /** The initializer of a top-level `const name = ...` in a .ts file, `as const` removed. */
-function tsConstant(file: string, name: string): ts.Expression {
-  const declaration = findNode(parseTs(file), (n): n is ts.VariableDeclaration => ts.isVariableDeclaration(n) && n.name.getText() === name);
+function tsConstant(file: string, name: string): TypeScript.Expression {
+  const declaration = findNode(parseTs(file), (n): n is TypeScript.VariableDeclaration => ts.isVariableDeclaration(n) && n.name.getText() === name);
   assert.ok(declaration?.initializer, `${file} defines no constant ${name}`);
   let value = declaration.initializer;
   while (ts.isAsExpression(value) || ts.isSatisfiesExpression(value) || ts.isParenthesizedExpression(value)) value = value.expression;
   return value;
 }
 
-function literalValue(value: ts.Expression, where: string): number | bigint {
+function literalValue(value: TypeScript.Expression, where: string): number | bigint {
   if (ts.isNumericLiteral(value)) return Number(value.text);
   if (ts.isBigIntLiteral(value)) return BigInt(value.text.slice(0, -1));
   if (ts.isPrefixUnaryExpression(value) && value.operator === ts.SyntaxKind.MinusToken) return -literalValue(value.operand, where);
@@ -254,7 +260,7 @@ test('each native function reads exactly the arguments its Export row declares, 
   assert.deepEqual(problems, []);
 });
 
-test('the loaded addon has exactly the exports of NativeBinding', { skip: addonFailure ?? false }, () => {
+test('the loaded addon has exactly the exports of NativeBinding', { skip: addonFailure ?? sources.skip }, () => {
   assert.deepEqual(Object.keys(native).sort(), [...tsExports().keys()].sort());
 });
 
@@ -335,10 +341,10 @@ test('the kernel argument slot has one size on both sides', sources, () => {
 
 test('the error kinds the addon raises are the ones makeNativeError builds, with their argument counts', sources, () => {
   const arity = tsTable('binding/errors.ts', 'NATIVE_ERROR_KINDS');
-  const factory = findNode(parseTs('binding/errors.ts'), (n): n is ts.FunctionDeclaration => ts.isFunctionDeclaration(n) && n.name?.text === 'makeNativeError');
+  const factory = findNode(parseTs('binding/errors.ts'), (n): n is TypeScript.FunctionDeclaration => ts.isFunctionDeclaration(n) && n.name?.text === 'makeNativeError');
   assert.ok(factory, 'src/binding/errors.ts has no makeNativeError');
   const cases: string[] = [];
-  const visit = (node: ts.Node): void => {
+  const visit = (node: TypeScript.Node): void => {
     if (ts.isCaseClause(node) && ts.isStringLiteral(node.expression)) cases.push(node.expression.text);
     ts.forEachChild(node, visit);
   };
