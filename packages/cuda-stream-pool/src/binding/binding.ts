@@ -20,7 +20,7 @@ export interface CompletionStats {
   /** Times this thread, about to block with waits pending and nothing ready, spun for a completion first (for up
    * to 40 µs, yielding the CPU between checks, and only while its event loop had nothing else to do). The length
    * adapts: halved by each spin that saw nothing (down to none but one wait in 64), back to 40 µs when a completion
-   * comes within that. Always 0 unless `CUDA_STREAM_POOL_WAIT_SPIN=on`, and where the process may use only one CPU
+   * comes within that. Always 0 with `CUDA_STREAM_POOL_WAIT_SPIN=off`, and where the process may use only one CPU
    * (affinity, or a cgroup v2 quota). */
   spins: number;
   /** Of those spins, how many saw a completion arrive, which was then delivered without a wake-up. */

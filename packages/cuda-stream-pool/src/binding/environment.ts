@@ -41,7 +41,7 @@ const settings: readonly Setting[] = [
   {
     name: 'CUDA_STREAM_POOL_WAIT_SPIN',
     accepts: (value) => value === 'off' || value === 'on',
-    takes: '`on` (a JS thread about to block with waits pending first spins briefly for a completion, where the process may use more than one CPU) or `off` (the default: it blocks at once)',
+    takes: '`on` (the default: a JS thread about to block with waits pending first spins briefly for a completion, where the process may use more than one CPU) or `off` (it blocks at once)',
   },
   {
     name: 'CUDA_STREAM_POOL_CHECK_LOCK_ORDER',

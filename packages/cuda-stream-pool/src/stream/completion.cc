@@ -60,9 +60,8 @@ namespace csp {
 // (spinning may itself bring the completion sooner: the CPU does not go idle). So a thread whose waits take longer
 // than kLongestSpin stops spinning after a few, and one that other work interrupts spins less and less. No spin where
 // the process may use only one CPU (its affinity, or a cgroup v2 quota below two CPUs at /sys/fs/cgroup/cpu.max).
-// completionStats() counts spins and those that saw a completion. Off unless CUDA_STREAM_POOL_WAIT_SPIN=on, until a
-// GPU host shows that it pays: on a 2-vCPU machine with the simulated driver it halved the time per await in some
-// runs and made no difference in others.
+// completionStats() counts spins and those that saw a completion. On by default (CUDA_STREAM_POOL_WAIT_SPIN=off turns it
+// off): on an H100 host one await at a time took 10 us instead of 16.5 and less of the JS thread's CPU (9 us, not 12).
 constexpr std::chrono::microseconds kLongestSpin{40};
 // With no budget left, one wait in this many spins all the same (kLongestSpin): does spinning pay again?
 constexpr int kProbeEvery = 64;
@@ -232,7 +231,7 @@ bool several_cpus() {
 bool spinning_allowed() {
   static const bool allowed = [] {
     const char* setting = std::getenv("CUDA_STREAM_POOL_WAIT_SPIN");
-    return setting && std::strcmp(setting, "on") == 0 && several_cpus();
+    return !(setting && std::strcmp(setting, "off") == 0) && several_cpus();
   }();
   return allowed;
 }
