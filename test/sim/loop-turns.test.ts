@@ -2,9 +2,11 @@
 // woken; threads that end while waits are pending close their loop watch cleanly. On the simulated driver, whose
 // streams run their work on threads of their own, so work finishes while the JS thread is busy.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { repositoryRoot } from '../support/paths.js';
+import { needsCompiler, simulatedEnv, simulatedJson } from '../support/simulated-driver.js';
 
 interface Counts {
   rounds: number;
@@ -128,6 +130,26 @@ test('a thread that awaits short work one piece at a time spins before it blocks
     if (counts.wakeups > 0) assert.ok(counts.spins >= 1, JSON.stringify(counts));
     assert.ok(counts.spinsCompleted <= counts.spins, JSON.stringify(counts));
   }
+});
+
+// taskset (util-linux) holds a process to chosen CPUs.
+const taskset = spawnSync('taskset', ['--version'], { encoding: 'utf8' });
+const needsTaskset = needsCompiler.skip || (taskset.status === 0 ? false : 'needs taskset (Debian: util-linux) to hold a process to one CPU');
+
+test('a process held to one CPU never spins before it blocks, even with CUDA_STREAM_POOL_WAIT_SPIN=on', { skip: needsTaskset }, () => {
+  // A spin there would only keep the poller, and the stream's own thread, from the one CPU. Each fill takes 200 µs,
+  // so that the waits go through the engine (on two CPUs the same workload spins some 30 times).
+  const child = spawnSync('taskset', ['-c', '0', process.execPath, '--input-type=module', '-e', oneAtATime(200, 64 * 1024)], {
+    cwd: repositoryRoot,
+    env: { ...process.env, ...simulatedEnv({ operationDelayUs: 200, env: { CUDA_STREAM_POOL_WAIT_SPIN: 'on' } }) },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(child.status, 0, child.stderr);
+  const counts = JSON.parse(child.stdout.trim().split('\n').pop()!) as SpinCounts;
+  assert.equal(counts.value, 199 & 255);
+  assert.equal(counts.spins, 0, JSON.stringify(counts));
+  assert.ok(counts.delivered >= 100, JSON.stringify(counts));
 });
 
 test('a thread whose waits take long soon stops spinning before it blocks', needsCompiler, async () => {
