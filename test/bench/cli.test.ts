@@ -6,6 +6,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { Device } from 'cuda-stream-pool';
+import { RECORDING_TARGET_NS } from '#bench/harness.js';
 import { gpu, gpuNotSimulated, onSimulatedDriver, repositoryRoot } from '../support/gpu.js';
 import { benchFixture } from './support/fixture.js';
 import { syntheticResults } from './support/synthetic-results.js';
@@ -637,15 +638,15 @@ test('bench micro --json runs every group, with the JS and C++ baseline rows and
   const recorded = report.environment.submission?.mode === 'deferred';
   const record = named('event.record(stream)');
   if (recorded) {
-    assert.match(record.target!, /^≤ 150 ns \(deferred: /);
-    assert.equal(record.met, record.value.median <= 150);
+    assert.match(record.target!, new RegExp(`^≤ ${RECORDING_TARGET_NS} ns \\(deferred: `));
+    assert.equal(record.met, record.value.median <= RECORDING_TARGET_NS);
   } else {
     assert.equal(record.target, '≤ the baseline + 100 ns');
     assert.equal(record.met, record.value.median <= record.baseline!.median + 100);
   }
   const copy = named('stream.copy() pinned → device, 4 KiB');
   assert.equal(copy.unit, 'ns');
-  assert.equal(copy.met, recorded ? copy.value.median <= 150 : copy.value.median <= copy.baseline!.median + 100);
+  assert.equal(copy.met, recorded ? copy.value.median <= RECORDING_TARGET_NS : copy.value.median <= copy.baseline!.median + 100);
   if (Device.count() >= 2) {
     assert.equal(named('stream.copy() device 0 → device 1, no peer access').unit, 'GB/s');
     const direct = named('stream.copy() device 0 → device 1, peer access enabled');

@@ -7,8 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { test } from 'node:test';
 
-import { repositoryRoot } from '../support/paths.js';
-import { needsCompiler, simulatedEnv, simulatedJson } from '../support/simulated-driver.js';
+import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 interface Counts {
   rounds: number;
@@ -144,18 +143,14 @@ const oneCpu = /^Cpus_allowed_list:\s*(\d+)/m.exec(readFileSync('/proc/self/stat
 const taskset = spawnSync('taskset', ['-c', oneCpu, 'true'], { encoding: 'utf8' });
 const needsTaskset = needsCompiler.skip || (taskset.status === 0 ? false : `needs taskset (Debian: util-linux) allowed to hold a process to CPU ${oneCpu}`);
 
-test('a process held to one CPU never spins before it blocks, even with CUDA_STREAM_POOL_WAIT_SPIN=on', { skip: needsTaskset }, () => {
+test('a process held to one CPU never spins before it blocks, even with CUDA_STREAM_POOL_WAIT_SPIN=on', { skip: needsTaskset }, async () => {
   // A spin there would only keep the poller, and the stream's own thread, from the one CPU. Each fill takes 200 µs,
   // so that the waits go through the engine (on two CPUs the same workload spins some 30 times).
-  const child = spawnSync('taskset', ['-c', oneCpu, process.execPath, '--input-type=module', '-e', oneAtATime(200, 64 * 1024)], {
-    cwd: repositoryRoot,
-    env: { ...process.env, ...simulatedEnv({ operationDelayUs: 200, env: { CUDA_STREAM_POOL_WAIT_SPIN: 'on' } }) },
-    encoding: 'utf8',
-    timeout: 60_000,
+  const counts = await simulatedJson<SpinCounts>(oneAtATime(200, 64 * 1024), {
+    launcher: ['taskset', '-c', oneCpu],
+    operationDelayUs: 200,
+    env: { CUDA_STREAM_POOL_WAIT_SPIN: 'on' },
   });
-  assert.equal(child.status, 0, child.stderr);
-  assert.doesNotMatch(child.stderr, /simulated driver:/);
-  const counts = JSON.parse(child.stdout.trim().split('\n').pop()!) as SpinCounts;
   assert.equal(counts.value, 199 & 255);
   assert.equal(counts.spins, 0, JSON.stringify(counts));
   assert.ok(counts.delivered >= 100, JSON.stringify(counts));

@@ -11,11 +11,13 @@ export interface ChildResult {
   durationMs: number;
 }
 
-/** Runs `source` as an ES module from the repository root, with `env` added to this process's environment. */
-export function runChild(source: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<ChildResult> {
+/** Runs `source` as an ES module from the repository root, with `env` added to this process's environment;
+ * `launcher`, when given, is a command that runs Node.js for it (for example `['taskset', '-c', '0']`). */
+export function runChild(source: string, env: Record<string, string> = {}, timeoutMs = 60_000, launcher: string[] = []): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, ['--input-type=module', '-e', source], {
+    const [program, ...args] = [...launcher, process.execPath, '--input-type=module', '-e', source];
+    const child = spawn(program!, args, {
       cwd: repositoryRoot,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

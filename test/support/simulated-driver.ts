@@ -58,6 +58,8 @@ export interface SimulatedOptions {
   env?: Record<string, string>;
   /** @defaultValue 60000 */
   timeoutMs?: number;
+  /** A command that runs the child's Node.js (runChild's `launcher`), for example `['taskset', '-c', '0']`. */
+  launcher?: string[];
 }
 
 /** The environment variables that put a child process on the simulated driver with `options`. */
@@ -74,7 +76,7 @@ export function simulatedEnv(options: SimulatedOptions = {}): Record<string, str
 
 /** Runs `source` (an ES module importing the package by name) in a child process on the simulated driver. */
 export function runSimulated(source: string, options: SimulatedOptions = {}): Promise<ChildResult> {
-  return runChild(source, simulatedEnv(options), options.timeoutMs);
+  return runChild(source, simulatedEnv(options), options.timeoutMs, options.launcher);
 }
 
 /** Runs `source` as {@link runSimulated} does and returns the JSON its last stdout line holds, after checking that it
