@@ -168,6 +168,11 @@ export function targetAddedNs(result: MicroResult, ns: number): MicroResult {
  * only records the operation for a submission thread. */
 export const RECORDING_TARGET_NS = 150;
 
+/** The most calls a run of a recorded row makes in deferred submission: half the submission queue (2,048
+ * operations), so that the run never waits for room, which would time the submission thread's issue rate (its own
+ * row) instead of the recording. */
+export const RECORDED_CALLS_PER_RUN = 1_000;
+
 /** `result`, a call that queues work on the library's own stream, with its target: `direct` (against the driver call
  * of its C++ baseline) in direct submission; in deferred submission, where the row times the recording alone while
  * its baseline still makes the driver call, at most {@link RECORDING_TARGET_NS} ns. */

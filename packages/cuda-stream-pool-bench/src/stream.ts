@@ -1,10 +1,10 @@
 // Micro-benchmarks of streams and events, each beside the same driver calls in a native C++ loop of the same run
 // (the benchmark addon, native/calls.cc): stream create+destroy, synchronize on an idle stream and after a
 // short kernel, event record; and 10,000 concurrent awaits.
-import { Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
+import { cuda, Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { native, streamRef } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, targetUnlessRecorded, timeAsync, timeSync } from './harness.js';
+import { nativeSample, RECORDED_CALLS_PER_RUN, steadySync, summarize, targetAddedNs, targetRatio, targetUnlessRecorded, timeAsync, timeSync } from './harness.js';
 import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
@@ -169,15 +169,17 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
     if (native.completionSetMarker(ordinal, otherMarker) === otherMarker) results.push(await launchAndWait(otherMarker));
     native.completionSetMarker(ordinal, defaultMarker);
 
+    const recordsPerRun = cuda.submission().mode === 'deferred' ? RECORDED_CALLS_PER_RUN : 10_000;
     results.push(
       targetUnlessRecorded(
         row(
           'event.record(stream)',
           'ns',
-          // Each record queues work: at most 10,000 a run, as the C++ loop makes, the stream idle between runs.
+          // Each record queues work: at most 10,000 a run, as the C++ loop makes (fewer where they are recorded), the
+          // stream idle between runs.
           steadySync((calls) => {
             for (let i = 0; i < calls; i++) event.record(stream);
-          }, { minCalls: 10_000, maxCalls: 10_000, between: () => stream.synchronizeSync() }),
+          }, { minCalls: recordsPerRun, maxCalls: recordsPerRun, between: () => stream.synchronizeSync() }),
           'cuEventRecord (C++ loop)',
           nativeSample(() => addon.eventRecordLoop(ordinal, 10_000), 9, 10_000),
         ),

@@ -99,7 +99,7 @@ constexpr auto kGatherWindow = std::chrono::microseconds(1);
 
 }  // namespace
 
-Operation::Operation(Held<NativeStream> stream) : stream(std::move(stream)) {}
+Operation::Operation(Held<NativeStream> stream) noexcept : stream(std::move(stream)) {}
 Operation::~Operation() = default;
 
 FailurePointer FailureSlot::peek() const {
