@@ -7,6 +7,9 @@
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/simulated-driver/libcuda.so.1 node scripts/bench-loop-cost.mjs [mode] [tasks] [elements]
 // prints the medians over 9 rounds (after 3 not counted) and their ratio, and the wall time per task with the share of
 // it the main thread was busy. mode: pool (default), lease or per-thread.
+// With the null driver (scripts/null-driver.cc), whose kernels compute nothing for the benchmark to verify, pass
+// --calls-only to time the library's calls and the await alone; compare CUDA_STREAM_POOL_SUBMISSION=deferred and
+// direct there for the library's own cost in each mode.
 import { readFileSync } from 'node:fs';
 
 import { Stream, StreamPool } from 'cuda-stream-pool';
@@ -14,9 +17,10 @@ import { BatchThread } from '../packages/cuda-stream-pool-bench/dist/batch.js';
 import { fmaGrid, FMA_BLOCK } from '../packages/cuda-stream-pool-bench/dist/kernels.js';
 import { computeReferences, FMA_A, FMA_B, sampleIndices } from '../packages/cuda-stream-pool-bench/dist/reference.js';
 
-const mode = process.argv[2] ?? 'pool';
-const tasks = Number(process.argv[3] ?? 4000);
-const elements = Number(process.argv[4] ?? 1024);
+const callsOnly = process.argv.includes('--calls-only');
+const [mode = 'pool', tasksArgument = '4000', elementsArgument = '1024'] = process.argv.slice(2).filter((a) => a !== '--calls-only');
+const tasks = Number(tasksArgument);
+const elements = Number(elementsArgument);
 const spec = { elements, intensity: 2, partitions: 8, sample: sampleIndices(elements) };
 const pool = new StreamPool({ size: 32 });
 const thread = await BatchThread.create({ device: 0, spec, references: computeReferences(spec), slots: 32, corrupt: undefined, marks: false, thread: 0 }, pool);
@@ -45,7 +49,7 @@ async function callsAndAwait(count) {
   );
 }
 
-const loops = { bench: (count) => thread.run(mode, 0, count, true), 'calls+await': callsAndAwait };
+const loops = callsOnly ? { 'calls+await': callsAndAwait } : { bench: (count) => thread.run(mode, 0, count, true), 'calls+await': callsAndAwait };
 const perTask = { bench: [], 'calls+await': [] };
 const wallPerTask = { bench: [], 'calls+await': [] };
 for (let round = -3; round < 9; round++) {
@@ -59,11 +63,15 @@ for (let round = -3; round < 9; round++) {
   }
 }
 const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
-const bench = median(perTask.bench);
 const bare = median(perTask['calls+await']);
+const busy = (name) => `${median(wallPerTask[name]).toFixed(2)} µs/task of wall time, main thread busy ${((100 * median(perTask[name])) / median(wallPerTask[name])).toFixed(0)} %`;
+if (callsOnly) {
+  console.log(`${mode}: calls + await ${bare.toFixed(2)} µs/task of main-thread CPU; ${busy('calls+await')}`);
+} else {
+const bench = median(perTask.bench);
 console.log(`${mode}: bench loop ${bench.toFixed(2)} µs/task, calls + await ${bare.toFixed(2)} µs/task of main-thread CPU; ratio ${(bench / bare).toFixed(2)}`);
 // Where the main thread is busy for most of the wall time, its CPU is the limit; where it is not, hand-offs are.
-const busy = (name) => `${median(wallPerTask[name]).toFixed(2)} µs/task of wall time, main thread busy ${((100 * median(perTask[name])) / median(wallPerTask[name])).toFixed(0)} %`;
 console.log(`  bench loop ${busy('bench')}; calls + await ${busy('calls+await')}`);
+}
 thread.dispose();
 pool.destroy();
