@@ -50,14 +50,31 @@ Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// launchScratch(scratch): Note [launch scratch]. The array is the binding module's for the thread's lifetime.
+Napi::Value launch_scratch_set(const Napi::CallbackInfo& info) {
+  Napi::TypedArray array = info[0].As<Napi::TypedArray>();
+  if (array.TypedArrayType() != napi_uint32_array || array.ElementLength() < kLaunchSlots)
+    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the launch scratch is a Uint32Array of 11");
+  AddonData::of(info.Env()).launch_shape =
+      reinterpret_cast<const uint32_t*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
+  return info.Env().Undefined();
+}
+
 const Export kHandleExports[] = {
     {"handleRelease", "number, boolean", unordered<handle_release>},
     {"handleTrack", "number", unordered<handle_track>},
     {"handleCount", "", unordered<handle_count>},
     {"factScratch", "object", unordered<fact_scratch>},
+    {"launchScratch", "object", unordered<launch_scratch_set>},
 };
 
 }  // namespace
+
+const uint32_t* launch_scratch(Napi::Env env) {
+  const uint32_t* shape = AddonData::of(env).launch_shape;
+  if (shape == nullptr) throw std::logic_error("the launch scratch was not set");
+  return shape;
+}
 
 uint64_t* fact_scratch(Napi::Env env) {
   uint64_t* facts = AddonData::of(env).facts;

@@ -23,6 +23,7 @@ struct AddonData {
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
   uint64_t* facts = nullptr;  // the environment's fact scratch (Note [fact scratch]), set by JS at load
+  const uint32_t* launch_shape = nullptr;  // the environment's launch scratch (Note [launch scratch]), set by JS at load
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
@@ -41,6 +42,13 @@ struct AddonData {
 // the call.
 constexpr size_t kFactSlots = 4;
 uint64_t* fact_scratch(Napi::Env env);
+
+// Note [launch scratch]: a launch's shape (grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z
+// and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the binding
+// module made for its thread, right before the native call, instead of passed as eleven numbers: reading each number
+// through Node-API cost more than the rest of a recorded launch.
+constexpr size_t kLaunchSlots = 11;
+const uint32_t* launch_scratch(Napi::Env env);
 
 // One function a concept file exports: its JS name, the kinds of the arguments JS passes it (comma-separated, each
 // one of number, bigint, boolean, string, ref, ref? (a NativeRef or undefined), object, array, function, Uint8Array,

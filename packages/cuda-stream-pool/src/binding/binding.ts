@@ -232,15 +232,11 @@ export interface NativeBinding {
   };
   kernelMaxPotentialBlockSize(kernel: NativeRef, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
   kernelSetMaxDynamicSharedMemBytes(kernel: NativeRef, bytes: number): void;
-  kernelLaunch(
-    kernel: NativeRef, stream: NativeRef, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
-    dynamicSharedMemBytes: number, params: Uint8Array,
-  ): void;
-  // cuLaunchKernelEx: cluster dimensions 0 for none; flags 1 cooperative, 2 programmatic dependent launch.
-  kernelLaunchWithAttributes(
-    kernel: NativeRef, stream: NativeRef, gridX: number, gridY: number, gridZ: number, blockX: number, blockY: number, blockZ: number,
-    dynamicSharedMemBytes: number, params: Uint8Array, clusterX: number, clusterY: number, clusterZ: number, flags: number,
-  ): void;
+  // The launch's shape is in launchShape (Note [launch scratch] in src/binding/binding.h), written right before the call.
+  kernelLaunch(kernel: NativeRef, stream: NativeRef, params: Uint8Array): void;
+  // cuLaunchKernelEx: launchShape also holds the cluster dimensions (0 for none) and the flags (1 cooperative, 2
+  // programmatic dependent launch).
+  kernelLaunchWithAttributes(kernel: NativeRef, stream: NativeRef, params: Uint8Array): void;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -257,6 +253,7 @@ export interface NativeBinding {
   handleTrack(ref: number): boolean;
   handleCount(): number;
   factScratch(scratch: BigUint64Array): void;
+  launchScratch(scratch: Uint32Array): void;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
@@ -378,6 +375,7 @@ function unavailableBinding(reason: string): NativeBinding {
     environmentId: 0,
     setErrorFactory: () => {},
     factScratch: () => {},
+    launchScratch: () => {},
     handleCount: () => 0,
     completionInit: () => {},
     completionRef: () => {},
@@ -413,6 +411,12 @@ native.setErrorFactory(makeNativeError);
  * [handle, id, priority as int64, flags]. */
 export const facts = new BigUint64Array(4);
 native.factScratch(facts);
+
+/** A launch's shape for kernelLaunch and kernelLaunchWithAttributes (Note [launch scratch] in src/binding/binding.h):
+ * grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z (0 for none), flags (1 cooperative, 2
+ * programmatic dependent launch). Written right before the call, with no JS code of the user's in between. */
+export const launchShape = new Uint32Array(11);
+native.launchScratch(launchShape);
 
 // Values shared with the C++ side, each checked against it by test/cpu/contract.test.ts.
 

@@ -1,6 +1,6 @@
 // Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
 // every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
-import { native, type NativeRef } from '../binding/binding.js';
+import { launchShape, native, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { UnsupportedError } from '../binding/errors.js';
@@ -250,10 +250,17 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     this.#packer.pack(args);
     const streamHandle = streamRef(stream, 'kernel.launch');
     this.#packer.bindPointers(args, stream);
+    const launch = launchShape;
+    for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
+    launch[6] = shared;
     if (plain) {
-      native.kernelLaunch(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes);
+      native.kernelLaunch(ref, streamHandle, this.#packer.bytes);
     } else {
-      native.kernelLaunchWithAttributes(ref, streamHandle, shape[0]!, shape[1]!, shape[2]!, shape[3]!, shape[4]!, shape[5]!, shared, this.#packer.bytes, cluster[0]!, cluster[1]!, cluster[2]!, flags);
+      launch[7] = cluster[0]!;
+      launch[8] = cluster[1]!;
+      launch[9] = cluster[2]!;
+      launch[10] = flags;
+      native.kernelLaunchWithAttributes(ref, streamHandle, this.#packer.bytes);
     }
     noteCapturedLaunch(streamHandle, this);
   }

@@ -476,33 +476,31 @@ Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Bo
   return env.Undefined();
 }
 
-// kernelLaunch(kernel, stream, gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicSharedMemBytes, params: Uint8Array)
+// kernelLaunch(kernel, stream, params: Uint8Array): the launch's shape is in the launch scratch (Note [launch scratch]
+// in binding/binding.h): grid x, y, z, block x, y, z, dynamic shared memory bytes.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
+  const uint32_t* shape = launch_scratch(info.Env());
+  const unsigned grid[3] = {shape[0], shape[1], shape[2]};
+  const unsigned block[3] = {shape[3], shape[4], shape[5]};
   // Literal indices: the contract test reads them.
-  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
-                            info[4].As<Napi::Number>().Uint32Value()};
-  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
-                             info[7].As<Napi::Number>().Uint32Value()};
   return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
-                info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), nullptr);
+                shape[6], info[2].As<Napi::Uint8Array>(), nullptr);
 }
 
-// kernelLaunchWithAttributes(the arguments of kernelLaunch, clusterX, clusterY, clusterZ, flags): cluster dimensions
-// 0 for none; flags 1 cooperative, 2 programmatic dependent launch.
+// kernelLaunchWithAttributes(kernel, stream, params: Uint8Array): as kernelLaunch, and the scratch's words 7 to 10 hold
+// the cluster dimensions (0 for none) and the flags (1 cooperative, 2 programmatic dependent launch).
 Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
-  const unsigned grid[3] = {info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
-                            info[4].As<Napi::Number>().Uint32Value()};
-  const unsigned block[3] = {info[5].As<Napi::Number>().Uint32Value(), info[6].As<Napi::Number>().Uint32Value(),
-                             info[7].As<Napi::Number>().Uint32Value()};
+  const uint32_t* shape = launch_scratch(info.Env());
+  const unsigned grid[3] = {shape[0], shape[1], shape[2]};
+  const unsigned block[3] = {shape[3], shape[4], shape[5]};
   LaunchAttributes attributes;
-  attributes.cluster[0] = info[10].As<Napi::Number>().Uint32Value();
-  attributes.cluster[1] = info[11].As<Napi::Number>().Uint32Value();
-  attributes.cluster[2] = info[12].As<Napi::Number>().Uint32Value();
-  const unsigned flags = info[13].As<Napi::Number>().Uint32Value();
-  attributes.cooperative = (flags & 1) != 0;
-  attributes.programmatic = (flags & 2) != 0;
+  attributes.cluster[0] = shape[7];
+  attributes.cluster[1] = shape[8];
+  attributes.cluster[2] = shape[9];
+  attributes.cooperative = (shape[10] & 1) != 0;
+  attributes.programmatic = (shape[10] & 2) != 0;
   return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
-                info[8].As<Napi::Number>().Uint32Value(), info[9].As<Napi::Uint8Array>(), &attributes);
+                shape[6], info[2].As<Napi::Uint8Array>(), &attributes);
 }
 
 }  // namespace
@@ -537,10 +535,8 @@ const Export kModuleExports[] = {
     {"kernelAttributes", "ref", entry<kernel_attributes>},
     {"kernelMaxPotentialBlockSize", "ref, number, number", entry<kernel_max_potential_block_size>},
     {"kernelSetMaxDynamicSharedMemBytes", "ref, number", entry<kernel_set_max_dynamic_shared>},
-    {"kernelLaunch", "ref, ref, number, number, number, number, number, number, number, Uint8Array", unordered<kernel_launch>},
-    {"kernelLaunchWithAttributes",
-     "ref, ref, number, number, number, number, number, number, number, Uint8Array, number, number, number, number",
-     unordered<kernel_launch_with_attributes>},
+    {"kernelLaunch", "ref, ref, Uint8Array", unordered<kernel_launch>},
+    {"kernelLaunchWithAttributes", "ref, ref, Uint8Array", unordered<kernel_launch_with_attributes>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {
