@@ -30,6 +30,8 @@ test('a forged handle is a TypeError and a stale one a DestroyedError, also afte
        live: outcome(() => native.streamStatus(ref)),
        neverIssued: outcome(() => native.streamStatus(ref + 7 * 2 ** 24 + 1000)),
        fraction: outcome(() => native.streamStatus(ref + 0.5)),
+       // Numbers no handle can be: negative, past a double's integers, not finite, the largest integer.
+       outside: [-ref, 2 ** 60, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53 - 1].map((value) => outcome(() => native.streamStatus(value))),
        object: outcome(() => native.streamStatus({})),
        otherKind: outcome(() => native.streamStatus(deviceBuffers.ref(buffer, 'test'))),
      };
@@ -47,6 +49,7 @@ test('a forged handle is a TypeError and a stale one a DestroyedError, also afte
   const forged = 'TypeError: cuda-stream-pool internal: expected a Stream handle made in this thread';
   assert.equal(out.neverIssued, forged);
   assert.equal(out.fraction, forged);
+  assert.deepEqual(out.outside, Array(5).fill(forged));
   assert.equal(out.object, forged);
   assert.equal(out.otherKind, 'TypeError: cuda-stream-pool internal: expected a Stream handle, got a handle of another kind');
   assert.equal(out.stale, 'DestroyedError: Stream.use(): the Stream was destroyed');
