@@ -30,7 +30,7 @@ test('a forged handle is a TypeError and a stale one a DestroyedError, also afte
        live: outcome(() => native.streamStatus(ref)),
        neverIssued: outcome(() => native.streamStatus(ref + 7 * 2 ** 24 + 1000)),
        fraction: outcome(() => native.streamStatus(ref + 0.5)),
-       // Numbers no handle can be: negative, past a double's integers, not finite, the largest integer.
+       // Numbers this table holds no handle for: negative, past a double's integers, not finite, the largest integer.
        outside: [-ref, 2 ** 60, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53 - 1].map((value) => outcome(() => native.streamStatus(value))),
        object: outcome(() => native.streamStatus({})),
        otherKind: outcome(() => native.streamStatus(deviceBuffers.ref(buffer, 'test'))),

@@ -168,9 +168,9 @@ export function targetAddedNs(result: MicroResult, ns: number): MicroResult {
  * only records the operation for a submission thread. */
 export const RECORDING_TARGET_NS = 150;
 
-/** The most calls a run of a recorded row makes in deferred submission: half the submission queue (2,048
- * operations), so that the run never waits for room, which would time the submission thread's issue rate (its own
- * row) instead of the recording. */
+/** The calls a run of the `event.record` row makes in deferred submission, where it would otherwise make 10,000: under
+ * half the submission queue (2,048 operations), so that the run never waits for room, which would time the submission
+ * thread's issue rate (its own row) instead of the recording. The other recorded rows' runs are smaller already. */
 export const RECORDED_CALLS_PER_RUN = 1_000;
 
 /** `result`, a call that queues work on the library's own stream, with its target: `direct` (against the driver call

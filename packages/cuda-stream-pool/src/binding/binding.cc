@@ -54,7 +54,8 @@ Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
 Napi::Value launch_scratch_set(const Napi::CallbackInfo& info) {
   Napi::TypedArray array = info[0].As<Napi::TypedArray>();
   if (array.TypedArrayType() != napi_uint32_array || array.ElementLength() < kLaunchSlots)
-    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the launch scratch is a Uint32Array of 11");
+    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the launch scratch is a Uint32Array of " +
+                                               std::to_string(kLaunchSlots));
   AddonData::of(info.Env()).launch_shape =
       reinterpret_cast<const uint32_t*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
   return info.Env().Undefined();

@@ -45,8 +45,8 @@ uint64_t* fact_scratch(Napi::Env env);
 
 // Note [launch scratch]: a launch's shape (grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z
 // and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the binding
-// module made for its thread, right before the native call, instead of passed as eleven numbers: reading each number
-// through Node-API cost more than the rest of a recorded launch.
+// module made for its thread, right before the native call, instead of passed as eleven numbers: reading them through
+// Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns).
 constexpr size_t kLaunchSlots = 11;
 const uint32_t* launch_scratch(Napi::Env env);
 

@@ -100,7 +100,7 @@ function readFlag(value: unknown, name: string): boolean {
   return value;
 }
 
-/** The launch attributes of `options` as kernelLaunchWithAttributes takes them: cluster x, y, z (0 for none) into
+/** The launch attributes of `options` as the launch scratch's words 7 to 10 hold them: cluster x, y, z (0 for none) into
  * out[0..2], and the flags (1 cooperative, 2 programmatic dependent launch) returned; each checked against the device.
  * `grid` is the launch's grid, already read. @internal */
 export function readLaunchAttributes(options: LaunchOptions, device: Device, grid: readonly number[], out: number[]): number {

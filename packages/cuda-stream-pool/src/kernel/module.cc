@@ -482,7 +482,6 @@ Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   const uint32_t* shape = launch_scratch(info.Env());
   const unsigned grid[3] = {shape[0], shape[1], shape[2]};
   const unsigned block[3] = {shape[3], shape[4], shape[5]};
-  // Literal indices: the contract test reads them.
   return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
                 shape[6], info[2].As<Napi::Uint8Array>(), nullptr);
 }
