@@ -31,6 +31,26 @@ test('fill_u32 fills n words of a grid that covers them, and fma_steps applies f
   assert.deepEqual(result, { filled: [7, 0], fma: [1] });
 });
 
+test('a launch made from a getter of another launch of the same kernel leaves the outer launch its own shape', needsCompiler, async () => {
+  const result = await simulatedJson<{ outer: number; inner: number; outerArray: number; innerArray: number }>(
+    `${load}
+     const stream = Stream.create();
+     const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+     const buffers = Array.from({ length: 4 }, () => DeviceBuffer.alloc(1024 * 4, { stream }));
+     for (const buffer of buffers) stream.fill(buffer, 0, { elementSize: 4 });
+     const [a, b, c, d] = buffers;
+     // 256 threads, whose shared-memory getter first launches 32 threads into b.
+     fill.launch({ grid: 4, block: 64, stream, get dynamicSharedMemBytes() { fill.launch({ grid: 1, block: 32, stream }, b, 2, 1024); return 0; } }, a, 1, 1024);
+     // 128 threads, whose grid's second element launches 96 threads into d as it is read.
+     const grid = [2];
+     Object.defineProperty(grid, 1, { enumerable: true, get() { fill.launch({ grid: 3, block: 32, stream }, d, 4, 1024); return 1; } });
+     fill.launch({ grid, block: 64, stream }, c, 3, 1024);
+     const count = async (buffer, value) => (await buffer.toArray(Uint32Array, { stream })).filter((w) => w === value).length;
+     console.log(JSON.stringify({ outer: await count(a, 1), inner: await count(b, 2), outerArray: await count(c, 3), innerArray: await count(d, 4) }));`,
+  );
+  assert.deepEqual(result, { outer: 256, inner: 32, outerArray: 128, innerArray: 96 });
+});
+
 test('spin kernels of two streams overlap, as their %globaltimer stamps show', needsCompiler, async () => {
   const result = await simulatedJson<{ overlapNs: number; lengthsNs: number[] }>(
     `${load}

@@ -139,8 +139,11 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   #ref: NativeRef;
   #module: Module;
   #packer: ArgumentPacker;
+  // Reused by every launch, so that a launch allocates nothing; a launch made while another of this kernel is being
+  // read (from a getter of its options) takes arrays of its own, or it would overwrite the outer launch's shape.
   #shape = [1, 1, 1, 1, 1, 1];
   #cluster = [0, 0, 0];
+  #launching = false;
   /** The kernel's `extern "C"` name in the module. */
   readonly name: string;
   /** The parameter types, in order. */
@@ -233,35 +236,41 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   launch(options: LaunchOptions, ...args: Args): void {
     if (typeof options !== 'object' || options === null || Array.isArray(options))
       throw invalidType('options', 'a LaunchOptions object ({ grid, block, dynamicSharedMemBytes, stream })', options);
-    for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
-    const shape = this.#shape;
-    readDims(options.grid, 'options.grid', shape, 0);
-    readDims(options.block, 'options.block', shape, 3);
-    const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
-    const ref = this.#use('launch');
-    const device = this.#module.device;
-    const stream = options.stream === undefined ? currentStream(device) : options.stream;
-    if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
-    if (stream.device !== device)
-      throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
-    const plain = options.cluster === undefined && options.cooperative === undefined && options.programmaticDependentLaunch === undefined;
-    const cluster = this.#cluster;
-    const flags = plain ? 0 : readLaunchAttributes(options, device, [shape[0]!, shape[1]!, shape[2]!], cluster);
-    this.#packer.pack(args);
-    const streamHandle = streamRef(stream, 'kernel.launch');
-    this.#packer.bindPointers(args, stream);
-    const launch = launchShape;
-    for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
-    launch[6] = shared;
-    if (plain) {
-      native.kernelLaunch(ref, streamHandle, this.#packer.bytes);
-    } else {
-      launch[7] = cluster[0]!;
-      launch[8] = cluster[1]!;
-      launch[9] = cluster[2]!;
-      launch[10] = flags;
-      native.kernelLaunchWithAttributes(ref, streamHandle, this.#packer.bytes);
+    const outer = !this.#launching;
+    this.#launching = true;
+    try {
+      for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
+      const shape = outer ? this.#shape : [1, 1, 1, 1, 1, 1];
+      readDims(options.grid, 'options.grid', shape, 0);
+      readDims(options.block, 'options.block', shape, 3);
+      const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
+      const ref = this.#use('launch');
+      const device = this.#module.device;
+      const stream = options.stream === undefined ? currentStream(device) : options.stream;
+      if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
+      if (stream.device !== device)
+        throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
+      const plain = options.cluster === undefined && options.cooperative === undefined && options.programmaticDependentLaunch === undefined;
+      const cluster = outer ? this.#cluster : [0, 0, 0];
+      const flags = plain ? 0 : readLaunchAttributes(options, device, [shape[0]!, shape[1]!, shape[2]!], cluster);
+      this.#packer.pack(args);
+      const streamHandle = streamRef(stream, 'kernel.launch');
+      this.#packer.bindPointers(args, stream);
+      const launch = launchShape;
+      for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
+      launch[6] = shared;
+      if (plain) {
+        native.kernelLaunch(ref, streamHandle, this.#packer.bytes);
+      } else {
+        launch[7] = cluster[0]!;
+        launch[8] = cluster[1]!;
+        launch[9] = cluster[2]!;
+        launch[10] = flags;
+        native.kernelLaunchWithAttributes(ref, streamHandle, this.#packer.bytes);
+      }
+      noteCapturedLaunch(streamHandle, this);
+    } finally {
+      if (outer) this.#launching = false;
     }
-    noteCapturedLaunch(streamHandle, this);
   }
 }
