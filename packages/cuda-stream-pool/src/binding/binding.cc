@@ -41,32 +41,35 @@ Napi::Value handle_count(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(AddonData::of(info.Env()).handles.live()));
 }
 
-// factScratch(scratch): Note [fact scratch]. The array is the binding module's for the thread's lifetime.
+// factScratch() -> BigUint64Array: Note [fact scratch]. Made on the first call and kept by the environment, so that
+// every evaluation of the binding module in a thread (a bundler's or a test runner's second copy) shares it.
 Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
-  Napi::TypedArray array = info[0].As<Napi::TypedArray>();
-  if (array.TypedArrayType() != napi_biguint64_array || array.ElementLength() < kFactSlots)
-    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the fact scratch is a BigUint64Array of 4");
-  AddonData::of(info.Env()).facts = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
-  return info.Env().Undefined();
+  AddonData& data = AddonData::of(info.Env());
+  if (data.fact_array.IsEmpty()) {
+    auto array = Napi::TypedArrayOf<uint64_t>::New(info.Env(), kFactSlots, napi_biguint64_array);
+    data.facts = array.Data();
+    data.fact_array = Napi::Persistent(array);
+  }
+  return data.fact_array.Value();
 }
 
-// launchScratch(scratch): Note [launch scratch]. The array is the binding module's for the thread's lifetime.
-Napi::Value launch_scratch_set(const Napi::CallbackInfo& info) {
-  Napi::TypedArray array = info[0].As<Napi::TypedArray>();
-  if (array.TypedArrayType() != napi_uint32_array || array.ElementLength() < kLaunchSlots)
-    throw Napi::TypeError::New(info.Env(), "cuda-stream-pool internal: the launch scratch is a Uint32Array of " +
-                                               std::to_string(kLaunchSlots));
-  AddonData::of(info.Env()).launch_shape =
-      reinterpret_cast<const uint32_t*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
-  return info.Env().Undefined();
+// launchScratch() -> Uint32Array: Note [launch scratch]; made and shared as factScratch's.
+Napi::Value launch_scratch_get(const Napi::CallbackInfo& info) {
+  AddonData& data = AddonData::of(info.Env());
+  if (data.launch_array.IsEmpty()) {
+    auto array = Napi::Uint32Array::New(info.Env(), kLaunchSlots);
+    data.launch_shape = array.Data();
+    data.launch_array = Napi::Persistent(array);
+  }
+  return data.launch_array.Value();
 }
 
 const Export kHandleExports[] = {
     {"handleRelease", "number, boolean", unordered<handle_release>},
     {"handleTrack", "number", unordered<handle_track>},
     {"handleCount", "", unordered<handle_count>},
-    {"factScratch", "object", unordered<fact_scratch>},
-    {"launchScratch", "object", unordered<launch_scratch_set>},
+    {"factScratch", "", unordered<fact_scratch>},
+    {"launchScratch", "", unordered<launch_scratch_get>},
 };
 
 }  // namespace

@@ -22,8 +22,12 @@ struct AddonData {
   std::shared_ptr<Channel> channel;       // poller -> JS thread hand-off, created by completionInit
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
-  uint64_t* facts = nullptr;  // the environment's fact scratch (Note [fact scratch]), set by JS at load
-  const uint32_t* launch_shape = nullptr;  // the environment's launch scratch (Note [launch scratch]), set by JS at load
+  // The environment's fact scratch (Note [fact scratch]) and launch scratch (Note [launch scratch]), made on first
+  // use, and where their bytes are.
+  Napi::Reference<Napi::TypedArrayOf<uint64_t>> fact_array;
+  Napi::Reference<Napi::Uint32Array> launch_array;
+  uint64_t* facts = nullptr;
+  const uint32_t* launch_shape = nullptr;
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
@@ -37,15 +41,14 @@ struct AddonData {
 };
 
 // Note [fact scratch]: facts a destroying call hands back to JS without making a JS object (a buffer's address, a
-// stream's handle and id) are written to a BigUint64Array of kFactSlots that the binding module made for its
-// thread, and read by the caller only when it still needs them. A result object or array per call cost more than
-// the call.
+// stream's handle and id) are written to a BigUint64Array of kFactSlots that the addon made for the thread, and read
+// by the caller only when it still needs them. A result object or array per call cost more than the call.
 constexpr size_t kFactSlots = 4;
 uint64_t* fact_scratch(Napi::Env env);
 
 // Note [launch scratch]: a launch's shape (grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z
-// and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the binding
-// module made for its thread, right before the native call, instead of passed as eleven numbers: reading them through
+// and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the addon
+// made for the thread, right before the native call, instead of passed as eleven numbers: reading them through
 // Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns).
 constexpr size_t kLaunchSlots = 11;
 const uint32_t* launch_scratch(Napi::Env env);

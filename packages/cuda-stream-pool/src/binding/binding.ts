@@ -252,8 +252,9 @@ export interface NativeBinding {
   handleRelease(ref: number, collected: boolean): boolean;
   handleTrack(ref: number): boolean;
   handleCount(): number;
-  factScratch(scratch: BigUint64Array): void;
-  launchScratch(scratch: Uint32Array): void;
+  // The thread's scratch arrays, made by the addon on the first call and the same ones after.
+  factScratch(): BigUint64Array;
+  launchScratch(): Uint32Array;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
@@ -374,8 +375,8 @@ function unavailableBinding(reason: string): NativeBinding {
   const known: Partial<NativeBinding> = {
     environmentId: 0,
     setErrorFactory: () => {},
-    factScratch: () => {},
-    launchScratch: () => {},
+    factScratch: () => new BigUint64Array(4),
+    launchScratch: () => new Uint32Array(11),
     handleCount: () => 0,
     completionInit: () => {},
     completionRef: () => {},
@@ -409,14 +410,12 @@ native.setErrorFactory(makeNativeError);
  * `deviceBufferFree`, [0] is the address, and for a free refused during a capture [1] the capturing stream's id (0
  * where unknown) and [2] 1 when it is not the free's own stream but one that used the buffer; after `streamDestroy`,
  * [handle, id, priority as int64, flags]. */
-export const facts = new BigUint64Array(4);
-native.factScratch(facts);
+export const facts = native.factScratch();
 
 /** A launch's shape for kernelLaunch and kernelLaunchWithAttributes (Note [launch scratch] in src/binding/binding.h):
  * grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z (0 for none), flags (1 cooperative, 2
  * programmatic dependent launch). Written right before the call, with no JS code of the user's in between. */
-export const launchShape = new Uint32Array(11);
-native.launchScratch(launchShape);
+export const launchShape = native.launchScratch();
 
 // Values shared with the C++ side, each checked against it by test/cpu/contract.test.ts.
 
