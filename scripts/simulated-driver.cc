@@ -1278,14 +1278,18 @@ bool event_done(Event* e) {
 
 // ---- Modules --------------------------------------------------------------------------------------------------
 
+struct Function;
 struct Module {
   Device* device;
   std::vector<std::string> entries;  // kernels a PTX image declares; empty: any name is taken
+  // One function per name, as the driver hands out: an attribute set through one lookup holds for every other.
+  std::mutex functions_mutex;
+  std::map<std::string, Function*> functions;
 };
 struct Function {
   Module* module;
   std::string name;
-  int max_dynamic_shared = 0;
+  int max_dynamic_shared = 49152;  // 48 KiB until cuFuncSetAttribute, as for a kernel without static shared memory
 };
 
 // ---- The project's kernels on the CPU --------------------------------------------------------------------------
@@ -1939,7 +1943,10 @@ CUresult s_cuModuleGetFunction(CUfunction* function, CUmodule module, const char
   bool found = m->entries.empty();
   for (const std::string& entry : m->entries) found = found || entry == name;
   if (!found) return CUDA_ERROR_NOT_FOUND;
-  *function = reinterpret_cast<CUfunction>(new Function{m, name});  // lives as long as the process
+  std::lock_guard<std::mutex> lock(m->functions_mutex);
+  Function*& known = m->functions[name];
+  if (!known) known = new Function{m, name};  // lives as long as the process
+  *function = reinterpret_cast<CUfunction>(known);
   return CUDA_SUCCESS;
 }
 CUresult s_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction function) {
@@ -1972,9 +1979,12 @@ CUresult launch(Stream* s, Function* f, const unsigned grid[3], const unsigned b
   if (!live(f->module)) return CUDA_ERROR_INVALID_HANDLE;
   if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
   const unsigned long long blocks = static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2];
-  const unsigned threads = block[0] * block[1] * block[2];
+  const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
   if (blocks == 0 || threads == 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int>(shared) > std::max(49152, f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
+  // The limits cuDeviceGetAttribute reports, as the driver enforces them.
+  if (block[0] > 1024 || block[1] > 1024 || block[2] > 64) return CUDA_ERROR_INVALID_VALUE;
+  if (grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
+  if (shared > static_cast<unsigned>(f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < count; i++) {
     const CUlaunchAttribute& a = attributes[i];
     switch (a.id) {
@@ -1988,7 +1998,7 @@ CUresult launch(Stream* s, Function* f, const unsigned grid[3], const unsigned b
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         if (!a.value.cooperative) break;
         if (no_launch_attributes()) return CUDA_ERROR_NOT_SUPPORTED;
-        if (blocks > (s->multiprocessors ? s->multiprocessors : 132ull) * blocks_per_multiprocessor(threads))
+        if (blocks > (s->multiprocessors ? s->multiprocessors : 132ull) * blocks_per_multiprocessor(static_cast<unsigned>(threads)))
           return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
         break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:

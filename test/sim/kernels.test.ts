@@ -69,6 +69,30 @@ test('a second evaluation of the binding module in one thread shares its scratch
   assert.deepEqual(result, { sameLaunch: true, sameFacts: true, filled: 256 });
 });
 
+test('launch shapes past the device limits are refused at the call, and a shared-memory limit raised through one Kernel holds for another Kernel of the same function', needsCompiler, async () => {
+  const result = await simulatedJson<{ refused: string[]; raised: number }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(1024 * 4, { stream });
+     stream.fill(words, 0, { elementSize: 4 });
+     const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+     const other = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+     const code = (options) => { try { fill.launch({ stream, ...options }, words, 9, 1024); return 'launched'; } catch (e) { return e.code; } };
+     const refused = [
+       code({ grid: 1, block: [1, 1, 65] }),
+       code({ grid: [1, 65536], block: 1 }),
+       code({ grid: 1, block: 32, dynamicSharedMemBytes: 48 * 1024 + 1 }),
+       code({ grid: 1, block: 32, dynamicSharedMemBytes: 2 ** 31 }),
+     ];
+     other.launch({ grid: 1, block: 32, stream, dynamicSharedMemBytes: 1024 }, words, 1, 1024); // reads its limits
+     fill.setMaxDynamicSharedMemBytes(64 * 1024);
+     other.launch({ grid: 1, block: 32, stream, dynamicSharedMemBytes: 64 * 1024 }, words, 2, 1024);
+     const raised = (await words.toArray(Uint32Array, { stream })).filter((w) => w === 2).length;
+     console.log(JSON.stringify({ refused, raised }));`,
+  );
+  assert.deepEqual(result, { refused: Array(4).fill('CUDA_ERROR_INVALID_VALUE'), raised: 32 });
+});
+
 test('spin kernels of two streams overlap, as their %globaltimer stamps show', needsCompiler, async () => {
   const result = await simulatedJson<{ overlapNs: number; lengthsNs: number[] }>(
     `${load}

@@ -3,6 +3,7 @@
 // driver JIT-compiles PTX, which can take long).
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <array>
@@ -22,11 +23,25 @@
 namespace csp {
 namespace {
 
+// A kernel's launch limits as the driver reported them, read on the first recorded launch (Note [deferred
+// submission]); -1 until then, and again after setMaxDynamicSharedMemBytes changed one.
+struct KernelLimits {
+  std::atomic<int> max_threads{-1}, max_dynamic_shared{-1};
+};
+
 struct NativeModule : NativeObject {
   static const napi_type_tag kTag;
   static constexpr const char* kName = "Module";
   CUmodule handle = nullptr;  // loaded->handle, valid while the object is not retired
   std::shared_ptr<LoadedModule> loaded;
+  // The limits of each function looked up, shared by every Kernel of that function: the driver hands out one
+  // CUfunction per name, so an attribute set through one Kernel holds for the others too.
+  std::shared_ptr<KernelLimits> limits_of(CUfunction function) {
+    std::lock_guard<OrderedMutex> lock(limits_mutex_);
+    auto& limits = limits_[function];
+    if (!limits) limits = std::make_shared<KernelLimits>();
+    return limits;
+  }
   ~NativeModule() override { destroy(); }
   // Retires the object at once; its share of the module goes when no call is in flight (Note [handle guard]), and the
   // module is unloaded once no graph holds it either (Note [module lifetime]). Idempotent; never throws.
@@ -34,6 +49,10 @@ struct NativeModule : NativeObject {
 
  protected:
   void release() override { loaded.reset(); }
+
+ private:
+  OrderedMutex limits_mutex_{LockLevel::kLeaf, "kernel limits"};
+  std::unordered_map<CUfunction, std::shared_ptr<KernelLimits>> limits_;
 };
 const napi_type_tag NativeModule::kTag = {0x6373702d6d6f6475ULL, 0x6c65000000000003ULL};
 
@@ -45,9 +64,7 @@ struct NativeKernel {
   std::shared_ptr<NativeModule> module;
   CUfunction handle = nullptr;
   std::string name;
-  // The kernel's launch limits as the driver reported them, read on the first recorded launch (Note [deferred
-  // submission]); -1 until then, and again after setMaxDynamicSharedMemBytes changed one.
-  std::atomic<int> max_threads{-1}, max_dynamic_shared{-1};
+  std::shared_ptr<KernelLimits> limits;  // shared with the other Kernels of the same function
 };
 const napi_type_tag NativeKernel::kTag = {0x6373702d6b65726eULL, 0x656c000000000004ULL};
 
@@ -167,6 +184,7 @@ Napi::Value module_get_function(const Napi::CallbackInfo& info) {
   kernel->name = name;
   check(drv().cuModuleGetFunction(&kernel->handle, module->handle, name.c_str()), "cuModuleGetFunction",
         module->device, "kernel \"" + name + "\" of a module on device " + std::to_string(module->device));
+  kernel->limits = module->limits_of(kernel->handle);
   return wrap_native(info.Env(), kernel);
 }
 
@@ -256,7 +274,7 @@ Napi::Value kernel_set_max_dynamic_shared(const Napi::CallbackInfo& info) {
   int device = kernel->module->device;
   make_current(device);
   CUresult r = drv().cuFuncSetAttribute(kernel->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
-  kernel->max_dynamic_shared.store(-1, std::memory_order_relaxed);
+  kernel->limits->max_dynamic_shared.store(-1, std::memory_order_relaxed);
   if (r == CUDA_SUCCESS) return info.Env().Undefined();
   std::string detail = describe(*kernel) + ", " + std::to_string(bytes) + " bytes of dynamic shared memory";
   int optin = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
@@ -375,8 +393,8 @@ void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const 
                        grid[0] > limit(3, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X) ||
                        grid[1] > limit(4, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y) ||
                        grid[2] > limit(5, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z) ||
-                       threads > attribute(kernel.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) ||
-                       shared > attribute(kernel.max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+                       threads > attribute(kernel.limits->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) ||
+                       shared > attribute(kernel.limits->max_dynamic_shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   const char* call = attributes ? "cuLaunchKernelEx" : "cuLaunchKernel";
   if (refused) check(CUDA_ERROR_INVALID_VALUE, call, device, launch_detail(kernel, stream, grid, block, shared, attributes));
   check_cooperative_grid(kernel, stream, grid, block, shared, attributes);
