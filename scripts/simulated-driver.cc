@@ -1289,7 +1289,7 @@ struct Module {
 struct Function {
   Module* module;
   std::string name;
-  int max_dynamic_shared = 49152;  // 48 KiB until cuFuncSetAttribute, as for a kernel without static shared memory
+  int max_dynamic_shared;  // kSharedPerBlock until cuFuncSetAttribute, as for a kernel without static shared memory
 };
 
 // ---- The project's kernels on the CPU --------------------------------------------------------------------------
@@ -1436,15 +1436,20 @@ CUresult s_cuDeviceGetName(char* name, int length, CUdevice d) {
   std::snprintf(name, length, "Simulated GPU %d", d);
   return CUDA_SUCCESS;
 }
+// A device's launch limits: what cuDeviceGetAttribute and cuFuncGetAttribute report and what a launch is held to.
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlock[3] = {1024, 1024, 64};
+constexpr unsigned kMaxGrid[3] = {2147483647, 65535, 65535};
+constexpr int kSharedPerBlock = 49152;  // bytes; a kernel's dynamic shared memory until cuFuncSetAttribute raises it
+
 CUresult s_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d) {
   SIM_ENTER(cuDeviceGetAttribute);
   if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
   switch (static_cast<int>(attribute)) {
-    case 1: case 2: case 3: *value = 1024; break;  // threads per block and block dimensions
-    case 4: *value = 64; break;
-    case 5: *value = 2147483647; break;
-    case 6: case 7: *value = 65535; break;
-    case 8: *value = 49152; break;
+    case 1: *value = kMaxThreadsPerBlock; break;
+    case 2: case 3: case 4: *value = static_cast<int>(kMaxBlock[static_cast<int>(attribute) - 2]); break;
+    case 5: case 6: case 7: *value = static_cast<int>(kMaxGrid[static_cast<int>(attribute) - 5]); break;
+    case 8: *value = kSharedPerBlock; break;
     case 10: *value = 32; break;
     case 16: *value = 132; break;
     case 18: *value = 0; break;
@@ -1945,7 +1950,7 @@ CUresult s_cuModuleGetFunction(CUfunction* function, CUmodule module, const char
   if (!found) return CUDA_ERROR_NOT_FOUND;
   std::lock_guard<std::mutex> lock(m->functions_mutex);
   Function*& known = m->functions[name];
-  if (!known) known = new Function{m, name};  // lives as long as the process
+  if (!known) known = new Function{m, name, kSharedPerBlock};  // lives as long as the process
   *function = reinterpret_cast<CUfunction>(known);
   return CUDA_SUCCESS;
 }
@@ -1953,7 +1958,7 @@ CUresult s_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunc
   SIM_ENTER(cuFuncGetAttribute);
   if (!function) return CUDA_ERROR_INVALID_HANDLE;
   switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = kMaxThreadsPerBlock; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 16; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       *value = reinterpret_cast<Function*>(function)->max_dynamic_shared;
@@ -1980,10 +1985,9 @@ CUresult launch(Stream* s, Function* f, const unsigned grid[3], const unsigned b
   if (f->module->device != s->device) return CUDA_ERROR_INVALID_HANDLE;
   const unsigned long long blocks = static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2];
   const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
-  if (blocks == 0 || threads == 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
-  // The limits cuDeviceGetAttribute reports, as the driver enforces them.
-  if (block[0] > 1024 || block[1] > 1024 || block[2] > 64) return CUDA_ERROR_INVALID_VALUE;
-  if (grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
+  if (blocks == 0 || threads == 0 || threads > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < 3; i++)
+    if (block[i] > kMaxBlock[i] || grid[i] > kMaxGrid[i]) return CUDA_ERROR_INVALID_VALUE;
   if (shared > static_cast<unsigned>(f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < count; i++) {
     const CUlaunchAttribute& a = attributes[i];

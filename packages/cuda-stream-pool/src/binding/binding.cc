@@ -41,27 +41,37 @@ Napi::Value handle_count(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(AddonData::of(info.Env()).handles.live()));
 }
 
-// factScratch() -> BigUint64Array: Note [fact scratch]. Made on the first call and kept by the environment, so that
-// every evaluation of the binding module in a thread (a bundler's or a test runner's second copy) shares it.
-Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
-  AddonData& data = AddonData::of(info.Env());
-  if (data.fact_array.IsEmpty()) {
-    auto array = Napi::TypedArrayOf<uint64_t>::New(info.Env(), kFactSlots, napi_biguint64_array);
-    data.facts = array.Data();
-    data.fact_array = Napi::Persistent(array);
+// The environment's scratch array `kept` of `slots` elements (Note [fact scratch], Note [launch scratch]), made on
+// the first call and kept by the environment, so that every evaluation of the binding module in a thread (a bundler's
+// or a test runner's second copy) shares it; `bytes` is where its elements are.
+template <class Element>
+Napi::Value scratch(Napi::Env env, Napi::Reference<Napi::TypedArrayOf<Element>>& kept, Element*& bytes, size_t slots,
+                    napi_typedarray_type type) {
+  if (kept.IsEmpty()) {
+    auto array = Napi::TypedArrayOf<Element>::New(env, slots, type);
+    bytes = array.Data();
+    kept = Napi::Persistent(array);
   }
-  return data.fact_array.Value();
+  return kept.Value();
 }
 
-// launchScratch() -> Uint32Array: Note [launch scratch]; made and shared as factScratch's.
+// factScratch() -> BigUint64Array
+Napi::Value fact_scratch(const Napi::CallbackInfo& info) {
+  AddonData& data = AddonData::of(info.Env());
+  return scratch(info.Env(), data.fact_array, data.facts, kFactSlots, napi_biguint64_array);
+}
+
+// launchScratch() -> Uint32Array
 Napi::Value launch_scratch_get(const Napi::CallbackInfo& info) {
   AddonData& data = AddonData::of(info.Env());
-  if (data.launch_array.IsEmpty()) {
-    auto array = Napi::Uint32Array::New(info.Env(), kLaunchSlots);
-    data.launch_shape = array.Data();
-    data.launch_array = Napi::Persistent(array);
-  }
-  return data.launch_array.Value();
+  return scratch(info.Env(), data.launch_array, data.launch_shape, kLaunchSlots, napi_uint32_array);
+}
+
+// The bytes of a scratch array that JS made at load (binding.ts asks for both), or a logic_error naming it.
+template <class Element>
+Element* scratch_bytes(Element* bytes, const char* name) {
+  if (bytes == nullptr) throw std::logic_error(std::string("the ") + name + " scratch was not set");
+  return bytes;
 }
 
 const Export kHandleExports[] = {
@@ -74,17 +84,9 @@ const Export kHandleExports[] = {
 
 }  // namespace
 
-const uint32_t* launch_scratch(Napi::Env env) {
-  const uint32_t* shape = AddonData::of(env).launch_shape;
-  if (shape == nullptr) throw std::logic_error("the launch scratch was not set");
-  return shape;
-}
+const uint32_t* launch_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).launch_shape, "launch"); }
 
-uint64_t* fact_scratch(Napi::Env env) {
-  uint64_t* facts = AddonData::of(env).facts;
-  if (facts == nullptr) throw std::logic_error("the fact scratch was not set");
-  return facts;
-}
+uint64_t* fact_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).facts, "fact"); }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   static std::atomic<int> next_environment{1};

@@ -27,7 +27,7 @@ struct AddonData {
   Napi::Reference<Napi::TypedArrayOf<uint64_t>> fact_array;
   Napi::Reference<Napi::Uint32Array> launch_array;
   uint64_t* facts = nullptr;
-  const uint32_t* launch_shape = nullptr;
+  uint32_t* launch_shape = nullptr;
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it

@@ -11,6 +11,8 @@ constexpr uint32_t kIndexBits = 24;
 constexpr uint32_t kMaxIndex = (1u << kIndexBits) - 1;
 constexpr uint32_t kMaxGeneration = (1u << 29) - 1;  // index and generation fit a double's 53-bit integers
 constexpr double kIndexScale = static_cast<double>(1u << kIndexBits);
+// So every integer below 2^53 decodes to a generation of at most kMaxGeneration (slot_of need not check it).
+static_assert(kMaxGeneration == (1ull << (53 - kIndexBits)) - 1);
 }  // namespace
 
 HandleTable::HandleTable() : slots_(1) {}
@@ -49,9 +51,8 @@ HandleTable::Slot* HandleTable::slot_of(double handle, uint32_t& generation) {
   const auto bits = static_cast<uint64_t>(handle);
   if (static_cast<double>(bits) != handle) return nullptr;  // not an integer
   const auto index = static_cast<uint32_t>(bits & kMaxIndex);
-  const uint64_t generation_part = bits >> kIndexBits;
-  if (index == 0 || index >= slots_.size() || generation_part > kMaxGeneration) return nullptr;
-  generation = static_cast<uint32_t>(generation_part);
+  if (index == 0 || index >= slots_.size()) return nullptr;
+  generation = static_cast<uint32_t>(bits >> kIndexBits);
   return &slots_[index];
 }
 
