@@ -811,6 +811,12 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
     message: '"options.count" is not a StreamPool option; the options are "device", "size", "priority", "nonBlocking", "memoryLimitBytes", "partition".',
   });
   assert.throws(() => new StreamPool(4 as never), { code: 'ERR_INVALID_ARG_TYPE', message: '"options" must be an object; received 4 (number).' });
+  // Options are read through the prototype chain, so a misspelt key found there is refused as an own one is.
+  const inherited = Object.create({ sise: 4 }) as object;
+  assert.throws(() => new StreamPool(inherited as never), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: '"options.sise" is not a StreamPool option; did you mean "size"?',
+  });
 });
 
 test('new StreamPool() rejects a size outside 1 to 1024 with ERR_OUT_OF_RANGE naming the value', () => {

@@ -91,7 +91,7 @@ function editDistance(a: string, b: string): number {
   return row[b.length]!;
 }
 
-/** Checks that `options` is undefined or a plain object whose keys are all in `allowed`; unknown keys get
+/** Checks that `options` is undefined or a plain object whose enumerable keys, own or inherited, are all in `allowed`; unknown keys get
  * ERR_INVALID_ARG_VALUE with "did you mean" for a near miss. Returns the options (an empty object for undefined).
  * `name` may be a function, called only for a message, where building the name costs on a hot path. */
 export function validateOptions<T extends object>(options: unknown, name: string | (() => string), owner: string, allowed: readonly string[]): Partial<T> {
@@ -99,7 +99,8 @@ export function validateOptions<T extends object>(options: unknown, name: string
   const named = (): string => (typeof name === 'string' ? name : name());
   if (options === null || typeof options !== 'object' || Array.isArray(options))
     throw invalidType(named(), 'an object', options, '', validateOptions);
-  for (const key of Object.keys(options)) {
+  // for-in also sees inherited enumerable keys, which the callers read as options too; and it allocates no array.
+  for (const key in options) {
     if (allowed.includes(key)) continue;
     const near = allowed.find((candidate) => editDistance(candidate, key) <= Math.max(1, Math.floor(candidate.length / 4)));
     throw invalidValue(`${named()}.${key}`, `is not ${/^[aeiou]/i.test(owner) ? 'an' : 'a'} ${owner} option; ${near ? `did you mean "${near}"?` : `the options are ${allowed.map((k) => `"${k}"`).join(', ')}.`}`, validateOptions);

@@ -287,6 +287,8 @@ void discard_device_buffer(NativeDeviceBuffer& buffer) {
 Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer> buffer) {
   live().device_bytes += static_cast<int64_t>(buffer->bytes);
   return wrap_native(env, std::move(buffer), [](const std::shared_ptr<void>& forgotten) {
+    // free() releases the handle of a buffer it freed: nothing left to do, and no capture guard to consult.
+    if (static_cast<NativeDeviceBuffer*>(forgotten.get())->retired()) return;
     // A forgotten buffer is freed when its owner is collected, which may come while a stream that used it captures:
     // the free and the events it records would go into that capture and invalidate it, where an explicit free() is
     // refused (Note [capture safety] in stream/capture.ts). So while any capture is open on the buffer's device, the
