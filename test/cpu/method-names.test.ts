@@ -28,6 +28,19 @@ test('a Proxy of an object is described as a Proxy, not as an instance of its ta
   assert.equal(invalidType('x', 'a Stream', new Stream()).message, '"x" must be a Stream; received an instance of Stream.');
 });
 
+test('an array is described by its first elements, without running an element\'s getter', () => {
+  assert.equal(invalidType('options.grid', 'a number or an array of 1 to 3 integers', [64, 2, 1, 1]).message,
+    '"options.grid" must be a number or an array of 1 to 3 integers; received an array [64, 2, 1, 1].');
+  let getterRan = false;
+  const odd: unknown[] = [1n, 'x', [2], { a: 1 }, 5, 6];
+  Object.defineProperty(odd, 2, { get: () => { getterRan = true; return 3; } });
+  delete odd[1];
+  assert.equal(invalidType('block', 'an array of integers', odd).message,
+    '"block" must be an array of integers; received an array [1n, empty, a getter, an object, ... 2 more].');
+  assert.equal(getterRan, false);
+  assert.equal(invalidType('x', 'a number', []).message, '"x" must be a number; received an array [].');
+});
+
 test('CudaUnavailableError for NVRTC says NVRTC is missing, not that CUDA is unavailable', () => {
   const error = new CudaUnavailableError('libnvrtc.so.12 was not found.', 'NVRTC');
   assert.equal(error.message, 'NVRTC (libnvrtc) is missing: libnvrtc.so.12 was not found.');

@@ -51,6 +51,27 @@ test('a launch made from a getter of another launch of the same kernel leaves th
   assert.deepEqual(result, { outer: 256, inner: 32, outerArray: 128, innerArray: 96 });
 });
 
+test('a launch reads each option once, so a getter runs once and the value checked is the value used', needsCompiler, async () => {
+  const result = await simulatedJson<{ reads: Record<string, number>; filled: number }>(
+    `${load}
+     const stream = Stream.create();
+     const words = DeviceBuffer.alloc(1024 * 4, { stream });
+     stream.fill(words, 0, { elementSize: 4 });
+     const reads = {};
+     const values = { grid: 4, block: 64, stream, dynamicSharedMemBytes: 0, cluster: [2], cooperative: false, programmaticDependentLaunch: false };
+     const options = {};
+     for (const [key, value] of Object.entries(values))
+       Object.defineProperty(options, key, { enumerable: true, get() { reads[key] = (reads[key] ?? 0) + 1; return value; } });
+     tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']).launch(options, words, 5, 1024);
+     const filled = (await words.toArray(Uint32Array, { stream })).filter((w) => w === 5).length;
+     console.log(JSON.stringify({ reads, filled }));`,
+  );
+  assert.deepEqual(result, {
+    reads: { grid: 1, block: 1, stream: 1, dynamicSharedMemBytes: 1, cluster: 1, cooperative: 1, programmaticDependentLaunch: 1 },
+    filled: 256,
+  });
+});
+
 test('a second evaluation of the binding module in one thread shares its scratch arrays, so launches keep their shape', needsCompiler, async () => {
   const result = await simulatedJson<{ sameLaunch: boolean; sameFacts: boolean; filled: number }>(
     `${load}

@@ -154,26 +154,26 @@ test('launch attributes are checked against their types, the grid and the device
   const ampere = { ordinal: 1, computeCapability: { major: 8, minor: 6 }, clusterLaunch: false, cooperativeLaunch: true } as Device;
   const noCooperative = { ...hopper, ordinal: 2, cooperativeLaunch: false } as Device;
   const out = [9, 9, 9];
-  assert.equal(readLaunchAttributes({ grid: 8, block: 32 }, hopper, [8, 1, 1], out), 0);
+  assert.equal(readLaunchAttributes({}, hopper, [8, 1, 1], out), 0);
   assert.deepEqual(out, [0, 0, 0]);
-  assert.equal(readLaunchAttributes({ grid: [8, 4], block: 32, cluster: [2, 4], cooperative: true, programmaticDependentLaunch: true }, hopper, [8, 4, 1], out), 3);
+  assert.equal(readLaunchAttributes({ cluster: [2, 4], cooperative: true, programmaticDependentLaunch: true }, hopper, [8, 4, 1], out), 3);
   assert.deepEqual(out, [2, 4, 1]);
-  assert.equal(readLaunchAttributes({ grid: 8, block: 32, programmaticDependentLaunch: true, cooperative: false }, hopper, [8, 1, 1], out), 2);
-  assert.throws(() => readLaunchAttributes({ grid: 8, block: 32, cooperative: 1 as never }, hopper, [8, 1, 1], out), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"options.cooperative" must be a boolean; received 1 \(number\)/ });
-  assert.throws(() => readLaunchAttributes({ grid: 8, block: 32, programmaticDependentLaunch: 'yes' as never }, hopper, [8, 1, 1], out), { code: 'ERR_INVALID_ARG_TYPE', message: /^"options.programmaticDependentLaunch" must be a boolean/ });
-  assert.throws(() => readLaunchAttributes({ grid: 8, block: 32, cluster: 0 }, hopper, [8, 1, 1], out), { name: 'RangeError', message: /^"options.cluster" must be an integer from 1/ });
-  assert.throws(() => readLaunchAttributes({ grid: 16, block: 32, cluster: 16 }, hopper, [16, 1, 1], out), {
+  assert.equal(readLaunchAttributes({ programmaticDependentLaunch: true, cooperative: false }, hopper, [8, 1, 1], out), 2);
+  assert.throws(() => readLaunchAttributes({ cooperative: 1 as never }, hopper, [8, 1, 1], out), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /^"options.cooperative" must be a boolean; received 1 \(number\)/ });
+  assert.throws(() => readLaunchAttributes({ programmaticDependentLaunch: 'yes' as never }, hopper, [8, 1, 1], out), { code: 'ERR_INVALID_ARG_TYPE', message: /^"options.programmaticDependentLaunch" must be a boolean/ });
+  assert.throws(() => readLaunchAttributes({ cluster: 0 }, hopper, [8, 1, 1], out), { name: 'RangeError', message: /^"options.cluster" must be an integer from 1/ });
+  assert.throws(() => readLaunchAttributes({ cluster: 16 }, hopper, [16, 1, 1], out), {
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
     message: '"options.cluster" must be at most 8 blocks in all (the portable cluster size); received 16 (number).',
   });
-  assert.throws(() => readLaunchAttributes({ grid: [6, 3], block: 32, cluster: [2, 2] }, hopper, [6, 3, 1], out), {
+  assert.throws(() => readLaunchAttributes({ cluster: [2, 2] }, hopper, [6, 3, 1], out), {
     name: 'TypeError',
     code: 'ERR_INVALID_ARG_VALUE',
     message: '"options.grid" must be a multiple of "options.cluster" in each dimension; grid [6, 3, 1] and cluster [2, 2, 1] differ in dimension y.',
   });
   // Shape errors come first, then the device's support, so a program that is wrong everywhere learns it everywhere.
-  assert.throws(() => readLaunchAttributes({ grid: 4, block: 32, cluster: 2 }, ampere, [4, 1, 1], out), (e: unknown) => {
+  assert.throws(() => readLaunchAttributes({ cluster: 2 }, ampere, [4, 1, 1], out), (e: unknown) => {
     assert.ok(e instanceof UnsupportedError);
     assert.equal(e.code, 'ERR_CUDA_UNSUPPORTED');
     assert.equal(e.feature, 'thread-block clusters');
@@ -181,9 +181,9 @@ test('launch attributes are checked against their types, the grid and the device
     assert.equal(e.message, 'thread-block clusters is not supported on device 1: it has compute capability 8.6; clusters need 9.0 or later (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH is 0).');
     return true;
   });
-  assert.throws(() => readLaunchAttributes({ grid: 4, block: 32, programmaticDependentLaunch: true }, ampere, [4, 1, 1], out), { name: 'UnsupportedError', message: /^programmatic dependent launch is not supported on device 1: it has compute capability 8\.6/ });
-  assert.equal(readLaunchAttributes({ grid: 4, block: 32, cooperative: true }, ampere, [4, 1, 1], out), 1);
-  assert.throws(() => readLaunchAttributes({ grid: 4, block: 32, cooperative: true }, noCooperative, [4, 1, 1], out), { name: 'UnsupportedError', message: 'cooperative launch is not supported on device 2: CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0.' });
+  assert.throws(() => readLaunchAttributes({ programmaticDependentLaunch: true }, ampere, [4, 1, 1], out), { name: 'UnsupportedError', message: /^programmatic dependent launch is not supported on device 1: it has compute capability 8\.6/ });
+  assert.equal(readLaunchAttributes({ cooperative: true }, ampere, [4, 1, 1], out), 1);
+  assert.throws(() => readLaunchAttributes({ cooperative: true }, noCooperative, [4, 1, 1], out), { name: 'UnsupportedError', message: 'cooperative launch is not supported on device 2: CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0.' });
 });
 
 // ---------------------------------------------------------------------------------------------------------------

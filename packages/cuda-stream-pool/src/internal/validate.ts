@@ -11,9 +11,30 @@ function describe(value: unknown): string {
   if (value === undefined) return 'undefined';
   // A Proxy reports its target's constructor, but is not the target: the library's brand checks refuse it.
   if (types.isProxy(value)) return `a Proxy (of ${typeof value === 'function' ? 'a function' : 'an object'}; pass the object itself, not a Proxy of it)`;
+  if (Array.isArray(value)) return describeArray(value);
   if (typeof value === 'object') return `an instance of ${(value as object).constructor?.name ?? 'Object'}`;
   if (typeof value === 'function') return `function ${(value as { name?: string }).name || '(anonymous)'}`;
   return `${String(value)} (${typeof value})`;
+}
+
+/** An array by its first elements (a launch's grid or block is an array of up to three numbers, and the values are
+ * what the caller needs to see): "an array [1024, 2, 0]", "an array [1, 2, 3, 4, ... 6 more]", nested values by type. */
+function describeArray(value: readonly unknown[]): string {
+  const shown: string[] = [];
+  for (let i = 0; i < Math.min(4, value.length); i++) {
+    // Read without running an element's getter: describing a bad value must not call user code.
+    const own = Object.getOwnPropertyDescriptor(value, i);
+    shown.push(own === undefined ? 'empty' : 'value' in own ? describeElement(own.value) : 'a getter');
+  }
+  const more = value.length > 4 ? `, ... ${value.length - 4} more` : '';
+  return `an array [${shown.join(', ')}${more}]`;
+}
+
+function describeElement(element: unknown): string {
+  if (typeof element === 'number' || typeof element === 'boolean' || element === null || element === undefined) return String(element);
+  if (typeof element === 'bigint') return `${element}n`;
+  if (typeof element === 'string') return JSON.stringify(element.length > 20 ? `${element.slice(0, 20)}...` : element);
+  return Array.isArray(element) ? 'an array' : typeof element === 'object' ? 'an object' : typeof element;
 }
 
 function coded<E extends Error>(error: E, code: string, caller: Function): Coded<E> {

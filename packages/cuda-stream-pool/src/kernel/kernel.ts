@@ -103,15 +103,16 @@ function readFlag(value: unknown, name: string): boolean {
 /** The launch attributes of `options` as the launch scratch's words 7 to 10 hold them: cluster x, y, z (0 for none) into
  * out[0..2], and the flags (1 cooperative, 2 programmatic dependent launch) returned; each checked against the device.
  * `grid` is the launch's grid, already read. @internal */
-export function readLaunchAttributes(options: LaunchOptions, device: Device, grid: readonly number[], out: number[]): number {
+export function readLaunchAttributes(options: Pick<LaunchOptions, 'cluster' | 'cooperative' | 'programmaticDependentLaunch'>, device: Device, grid: readonly number[], out: number[]): number {
   const cooperative = readFlag(options.cooperative, 'options.cooperative');
   const programmatic = readFlag(options.programmaticDependentLaunch, 'options.programmaticDependentLaunch');
+  const cluster = options.cluster;
   out[0] = out[1] = out[2] = 0;
-  if (options.cluster !== undefined) {
-    readDims(options.cluster, 'options.cluster', out, 0);
+  if (cluster !== undefined) {
+    readDims(cluster, 'options.cluster', out, 0);
     const blocks = out[0]! * out[1]! * out[2]!;
     if (blocks > PORTABLE_CLUSTER_BLOCKS)
-      throw outOfRange('options.cluster', `at most ${PORTABLE_CLUSTER_BLOCKS} blocks in all (the portable cluster size)`, options.cluster);
+      throw outOfRange('options.cluster', `at most ${PORTABLE_CLUSTER_BLOCKS} blocks in all (the portable cluster size)`, cluster);
     for (let i = 0; i < 3; i++)
       if (grid[i]! % out[i]! !== 0)
         throw invalidValue('options.grid', `must be a multiple of "options.cluster" in each dimension; grid [${grid.join(', ')}] and cluster [${out.join(', ')}] differ in dimension ${'xyz'[i]}.`);
@@ -241,18 +242,24 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     try {
       for (const key in options) if (!LAUNCH_KEYS.includes(key)) validateOptions(options, 'options', 'launch', LAUNCH_KEYS);
       const shape = outer ? this.#shape : [1, 1, 1, 1, 1, 1];
+      // Each option is read once, so that a getter runs once.
       readDims(options.grid, 'options.grid', shape, 0);
       readDims(options.block, 'options.block', shape, 3);
-      const shared = options.dynamicSharedMemBytes === undefined ? 0 : validateInteger(options.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
+      const sharedOption = options.dynamicSharedMemBytes;
+      const shared = sharedOption === undefined ? 0 : validateInteger(sharedOption, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
       const ref = this.#use('launch');
       const device = this.#module.device;
-      const stream = options.stream === undefined ? currentStream(device) : options.stream;
+      const streamOption = options.stream;
+      const stream = streamOption === undefined ? currentStream(device) : streamOption;
       if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
       if (stream.device !== device)
         throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
-      const plain = options.cluster === undefined && options.cooperative === undefined && options.programmaticDependentLaunch === undefined;
+      const clusterOption = options.cluster;
+      const cooperative = options.cooperative;
+      const programmaticDependentLaunch = options.programmaticDependentLaunch;
+      const plain = clusterOption === undefined && cooperative === undefined && programmaticDependentLaunch === undefined;
       const cluster = outer ? this.#cluster : [0, 0, 0];
-      const flags = plain ? 0 : readLaunchAttributes(options, device, [shape[0]!, shape[1]!, shape[2]!], cluster);
+      const flags = plain ? 0 : readLaunchAttributes({ cluster: clusterOption, cooperative, programmaticDependentLaunch }, device, [shape[0]!, shape[1]!, shape[2]!], cluster);
       this.#packer.pack(args);
       const streamHandle = streamRef(stream, 'kernel.launch');
       this.#packer.bindPointers(args, stream);
