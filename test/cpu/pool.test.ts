@@ -817,6 +817,15 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
     code: 'ERR_INVALID_ARG_VALUE',
     message: '"options.sise" is not a StreamPool option; did you mean "size"?',
   });
+  // ... but an enumerable key that other code put on Object.prototype is nobody's misspelling here.
+  Object.defineProperty(Object.prototype, 'polluted', { value: 1, enumerable: true, configurable: true, writable: true });
+  try {
+    assert.throws(() => new StreamPool({ sise: 4 } as never), { message: /"options.sise" is not a StreamPool option/ });
+    assert.throws(() => new StreamPool({ size: 0, polluted: 2 } as never), { message: /"options.polluted" is not a StreamPool option/ });
+    assert.throws(() => new StreamPool({ size: 0 }), { code: 'ERR_OUT_OF_RANGE', message: /^"options.size" must be an integer from 1 to 1024/ });
+  } finally {
+    delete (Object.prototype as { polluted?: number }).polluted;
+  }
 });
 
 test('new StreamPool() rejects a size outside 1 to 1024 with ERR_OUT_OF_RANGE naming the value', () => {

@@ -123,6 +123,8 @@ export function validateOptions<T extends object>(options: unknown, name: string
   // for-in also sees inherited enumerable keys, which the callers read as options too; and it allocates no array.
   for (const key in options) {
     if (allowed.includes(key)) continue;
+    // An enumerable key added to Object.prototype itself (some other code's doing) is no misspelling of this caller's.
+    if (key in Object.prototype && !Object.hasOwn(options, key)) continue;
     const near = allowed.find((candidate) => editDistance(candidate, key) <= Math.max(1, Math.floor(candidate.length / 4)));
     throw invalidValue(`${named()}.${key}`, `is not ${/^[aeiou]/i.test(owner) ? 'an' : 'a'} ${owner} option; ${near ? `did you mean "${near}"?` : `the options are ${allowed.map((k) => `"${k}"`).join(', ')}.`}`, validateOptions);
   }
