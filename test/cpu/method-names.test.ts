@@ -39,6 +39,10 @@ test('an array is described by its first elements, without running an element\'s
     '"block" must be an array of integers; received an array [1n, empty, a getter, an object, ... 2 more].');
   assert.equal(getterRan, false);
   assert.equal(invalidType('x', 'a number', []).message, '"x" must be a number; received an array [].');
+  const { proxy, revoke } = Proxy.revocable([], {});
+  revoke();
+  assert.equal(invalidType('grid', 'an array of integers', [proxy, [1], 'a'.repeat(30)]).message,
+    `"grid" must be an array of integers; received an array [a Proxy, an array, "${'a'.repeat(20)}..."].`);
 });
 
 test('CudaUnavailableError for NVRTC says NVRTC is missing, not that CUDA is unavailable', () => {

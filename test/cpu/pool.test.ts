@@ -823,6 +823,8 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
     assert.throws(() => new StreamPool({ sise: 4 } as never), { message: /"options.sise" is not a StreamPool option/ });
     assert.throws(() => new StreamPool({ size: 0, polluted: 2 } as never), { message: /"options.polluted" is not a StreamPool option/ });
     assert.throws(() => new StreamPool({ size: 0 }), { code: 'ERR_OUT_OF_RANGE', message: /^"options.size" must be an integer from 1 to 1024/ });
+    // The same name on the caller's own prototype is still the caller's misspelling.
+    assert.throws(() => new StreamPool(Object.create({ polluted: 3 }) as never), { message: /"options.polluted" is not a StreamPool option/ });
   } finally {
     delete (Object.prototype as { polluted?: number }).polluted;
   }

@@ -53,7 +53,8 @@ function findTests(dir: string): string[] {
 }
 
 const files = findTests(testDir)
-  .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
+  // Matched against the path from the build's root (test/gpu/kernel/kernel.test.js), not the checkout's own folders.
+  .filter((f) => filters.length === 0 || filters.some((s) => path.relative(path.dirname(testDir), f).includes(s)))
   .sort();
 if (files.length === 0) {
   console.error(`no test files match ${filters.join(', ')}`);

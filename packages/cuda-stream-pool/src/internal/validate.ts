@@ -31,6 +31,7 @@ function describeArray(value: readonly unknown[]): string {
 }
 
 function describeElement(element: unknown): string {
+  if (types.isProxy(element)) return 'a Proxy'; // Array.isArray throws on a revoked one
   if (typeof element === 'number' || typeof element === 'boolean' || element === null || element === undefined) return String(element);
   if (typeof element === 'bigint') return `${element}n`;
   if (typeof element === 'string') return JSON.stringify(element.length > 20 ? `${element.slice(0, 20)}...` : element);
@@ -123,12 +124,19 @@ export function validateOptions<T extends object>(options: unknown, name: string
   // for-in also sees inherited enumerable keys, which the callers read as options too; and it allocates no array.
   for (const key in options) {
     if (allowed.includes(key)) continue;
-    // An enumerable key added to Object.prototype itself (some other code's doing) is no misspelling of this caller's.
-    if (key in Object.prototype && !Object.hasOwn(options, key)) continue;
+    if (fromObjectPrototype(options, key)) continue;
     const near = allowed.find((candidate) => editDistance(candidate, key) <= Math.max(1, Math.floor(candidate.length / 4)));
     throw invalidValue(`${named()}.${key}`, `is not ${/^[aeiou]/i.test(owner) ? 'an' : 'a'} ${owner} option; ${near ? `did you mean "${near}"?` : `the options are ${allowed.map((k) => `"${k}"`).join(', ')}.`}`, validateOptions);
   }
   return options as Partial<T>;
+}
+
+/** Whether `key` of `options` is found on Object.prototype itself: an enumerable key there is some other code's doing,
+ * no misspelling of this caller's. */
+function fromObjectPrototype(options: object, key: string): boolean {
+  let holder: object | null = options;
+  while (holder !== null && !Object.hasOwn(holder, key)) holder = Object.getPrototypeOf(holder) as object | null;
+  return holder === Object.prototype;
 }
 
 /** Passed by the library's own factories to constructors users must not call. @internal */
