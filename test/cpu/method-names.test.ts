@@ -45,6 +45,23 @@ test('an array is described by its first elements, without running an element\'s
     `"grid" must be an array of integers; received an array [a Proxy, an array, "${'a'.repeat(20)}..."].`);
 });
 
+test('an object is described by its class without running a getter of the object or of the class', () => {
+  let ran = 0;
+  const trap = { get constructor() { ran++; return Object; } };
+  assert.equal(invalidType('byteLength', 'an integer', trap).message, '"byteLength" must be an integer; received an object.');
+  class Named {
+    static get name(): string {
+      ran++;
+      return 'Named';
+    }
+  }
+  assert.equal(invalidType('options.stream', 'a Stream', new Named()).message, '"options.stream" must be a Stream; received an object.');
+  assert.equal(ran, 0);
+  assert.equal(invalidType('x', 'a Stream', Object.create(null)).message, '"x" must be a Stream; received an object with a null prototype.');
+  assert.equal(invalidType('x', 'a Stream', new (class Plain {})()).message, '"x" must be a Stream; received an instance of Plain.');
+  assert.equal(invalidType('x', 'a Stream', {}).message, '"x" must be a Stream; received an instance of Object.');
+});
+
 test('CudaUnavailableError for NVRTC says NVRTC is missing, not that CUDA is unavailable', () => {
   const error = new CudaUnavailableError('libnvrtc.so.12 was not found.', 'NVRTC');
   assert.equal(error.message, 'NVRTC (libnvrtc) is missing: libnvrtc.so.12 was not found.');

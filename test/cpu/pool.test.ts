@@ -828,6 +828,15 @@ test('new StreamPool() rejects unknown option keys with ERR_INVALID_ARG_VALUE an
   } finally {
     delete (Object.prototype as { polluted?: number }).polluted;
   }
+  // Methods on a prototype are no options, enumerable as a constructor function (or a class compiled to ES5) makes them.
+  function Options(this: { size: number }, size: number) {
+    this.size = size;
+  }
+  Options.prototype.describe = function describe() {};
+  assert.throws(() => new StreamPool(new (Options as unknown as new (size: number) => object)(0) as never), { code: 'ERR_OUT_OF_RANGE', message: /^"options.size" must be an integer from 1 to 1024; received 0/ });
+  // A built-in object would lend its own accessors as options: a Map's size is its entry count.
+  assert.throws(() => new StreamPool(new Map([['size', 4]]) as never), { code: 'ERR_INVALID_ARG_TYPE', message: '"options" must be a plain object; received an instance of Map.' });
+  assert.throws(() => new StreamPool(new Date(0) as never), { code: 'ERR_INVALID_ARG_TYPE', message: '"options" must be a plain object; received an instance of Date.' });
 });
 
 test('new StreamPool() rejects a size outside 1 to 1024 with ERR_OUT_OF_RANGE naming the value', () => {

@@ -165,7 +165,13 @@ test('launch attributes are checked against their types, the grid and the device
   assert.throws(() => readLaunchAttributes({ cluster: 16 }, hopper, [16, 1, 1], out), {
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
-    message: '"options.cluster" must be at most 8 blocks in all (the portable cluster size); received 16 (number).',
+    message: '"options.cluster" must be at most 8 blocks in all (the portable cluster size); received an array [16, 1, 1].',
+  });
+  // The dimensions read, also where they came from getters.
+  const fromGetters: [number, number] = [0, 0];
+  for (const i of [0, 1]) Object.defineProperty(fromGetters, i, { get: () => 4 });
+  assert.throws(() => readLaunchAttributes({ cluster: fromGetters }, hopper, [16, 16, 1], out), {
+    message: '"options.cluster" must be at most 8 blocks in all (the portable cluster size); received an array [4, 4, 1].',
   });
   assert.throws(() => readLaunchAttributes({ cluster: [2, 2] }, hopper, [6, 3, 1], out), {
     name: 'TypeError',

@@ -12,9 +12,30 @@ function describe(value: unknown): string {
   // A Proxy reports its target's constructor, but is not the target: the library's brand checks refuse it.
   if (types.isProxy(value)) return `a Proxy (of ${typeof value === 'function' ? 'a function' : 'an object'}; pass the object itself, not a Proxy of it)`;
   if (Array.isArray(value)) return describeArray(value);
-  if (typeof value === 'object') return `an instance of ${(value as object).constructor?.name ?? 'Object'}`;
-  if (typeof value === 'function') return `function ${(value as { name?: string }).name || '(anonymous)'}`;
+  if (typeof value === 'object') {
+    if (Object.getPrototypeOf(value) === null) return 'an object with a null prototype';
+    const name = ownName(dataProperty(value, 'constructor'));
+    return name === undefined ? 'an object' : `an instance of ${name}`;
+  }
+  if (typeof value === 'function') return `function ${ownName(value) ?? '(anonymous)'}`;
   return `${String(value)} (${typeof value})`;
+}
+
+/** `key` of `value` or of its prototypes when it is a data property there; undefined for an accessor (whose getter
+ * is user code, which describing a bad value must not run) or no such property. */
+function dataProperty(value: object, key: string): unknown {
+  for (let holder: object | null = value; holder !== null; holder = Object.getPrototypeOf(holder) as object | null) {
+    const own = Object.getOwnPropertyDescriptor(holder, key);
+    if (own !== undefined) return 'value' in own ? own.value : undefined;
+  }
+  return undefined;
+}
+
+/** A function's own `name` when it is a non-empty string data property (a class may define a static getter). */
+function ownName(value: unknown): string | undefined {
+  if (typeof value !== 'function') return undefined;
+  const own = Object.getOwnPropertyDescriptor(value, 'name');
+  return own !== undefined && typeof own.value === 'string' && own.value !== '' ? own.value : undefined;
 }
 
 /** An array by its first elements (a launch's grid or block is an array of up to three numbers, and the values are
@@ -121,22 +142,38 @@ export function validateOptions<T extends object>(options: unknown, name: string
   const named = (): string => (typeof name === 'string' ? name : name());
   if (options === null || typeof options !== 'object' || Array.isArray(options))
     throw invalidType(named(), 'an object', options, '', validateOptions);
+  const prototype: unknown = Object.getPrototypeOf(options);
+  // A built-in object would lend its own accessors as options (a Map's size).
+  if (prototype !== Object.prototype && prototype !== null && isBuiltInObject(options))
+    throw invalidType(named(), 'a plain object', options, '', validateOptions);
   // for-in also sees inherited enumerable keys, which the callers read as options too; and it allocates no array.
   for (const key in options) {
     if (allowed.includes(key)) continue;
-    if (fromObjectPrototype(options, key)) continue;
+    if (!Object.hasOwn(options, key) && inheritedNonOption(options, key)) continue;
     const near = allowed.find((candidate) => editDistance(candidate, key) <= Math.max(1, Math.floor(candidate.length / 4)));
     throw invalidValue(`${named()}.${key}`, `is not ${/^[aeiou]/i.test(owner) ? 'an' : 'a'} ${owner} option; ${near ? `did you mean "${near}"?` : `the options are ${allowed.map((k) => `"${k}"`).join(', ')}.`}`, validateOptions);
   }
   return options as Partial<T>;
 }
 
-/** Whether `key` of `options` is found on Object.prototype itself: an enumerable key there is some other code's doing,
- * no misspelling of this caller's. */
-function fromObjectPrototype(options: object, key: string): boolean {
-  let holder: object | null = options;
+/** Whether inherited `key` of `options` is no misspelt option: a key that Object.prototype itself holds (some other
+ * code's doing), or a method (constructor functions and classes compiled to ES5 put enumerable methods on the
+ * prototype). */
+function inheritedNonOption(options: object, key: string): boolean {
+  let holder = Object.getPrototypeOf(options) as object | null;
   while (holder !== null && !Object.hasOwn(holder, key)) holder = Object.getPrototypeOf(holder) as object | null;
-  return holder === Object.prototype;
+  if (holder === null) return false;
+  if (holder === Object.prototype) return true;
+  return typeof Object.getOwnPropertyDescriptor(holder, key)?.value === 'function';
+}
+
+/** An object with a built-in's internal slots (a Map, a Date, a typed array, ...): never an options object. */
+function isBuiltInObject(value: object): boolean {
+  return (
+    types.isMap(value) || types.isSet(value) || types.isWeakMap(value) || types.isWeakSet(value) || types.isDate(value) ||
+    types.isRegExp(value) || types.isPromise(value) || types.isBoxedPrimitive(value) || types.isAnyArrayBuffer(value) ||
+    ArrayBuffer.isView(value) || types.isNativeError(value)
+  );
 }
 
 /** Passed by the library's own factories to constructors users must not call. @internal */

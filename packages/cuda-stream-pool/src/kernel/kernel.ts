@@ -112,7 +112,7 @@ export function readLaunchAttributes(options: Pick<LaunchOptions, 'cluster' | 'c
     readDims(cluster, 'options.cluster', out, 0);
     const blocks = out[0]! * out[1]! * out[2]!;
     if (blocks > PORTABLE_CLUSTER_BLOCKS)
-      throw outOfRange('options.cluster', `at most ${PORTABLE_CLUSTER_BLOCKS} blocks in all (the portable cluster size)`, cluster);
+      throw outOfRange('options.cluster', `at most ${PORTABLE_CLUSTER_BLOCKS} blocks in all (the portable cluster size)`, [out[0], out[1], out[2]]);
     for (let i = 0; i < 3; i++)
       if (grid[i]! % out[i]! !== 0)
         throw invalidValue('options.grid', `must be a multiple of "options.cluster" in each dimension; grid [${grid.join(', ')}] and cluster [${out.join(', ')}] differ in dimension ${'xyz'[i]}.`);

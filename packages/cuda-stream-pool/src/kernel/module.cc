@@ -318,7 +318,7 @@ std::string launch_detail(const NativeKernel& kernel, const NativeStream& stream
   };
   const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
   std::string detail = "kernel \"" + kernel.name + "\" with grid " + dims(grid) + ", block " + dims(block) + " (" +
-                       std::to_string(threads) + " threads) and " + std::to_string(shared) +
+                       std::to_string(threads) + (threads == 1 ? " thread) and " : " threads) and ") + std::to_string(shared) +
                        " bytes of dynamic shared memory";
   if (attributes) {
     if (attributes->cluster[0]) detail += ", clusters of " + dims(attributes->cluster) + " blocks";

@@ -554,7 +554,7 @@ export class DeviceBuffer {
       this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
       return;
     }
-    const target = o.stream === undefined ? undefined : streamRef(o.stream, 'buffer.free');
+    const target = o.stream === undefined ? undefined : streamRef(o.stream, 'DeviceBuffer.free');
     this.#freed = 'was freed';
     let refused = 0;
     try {
