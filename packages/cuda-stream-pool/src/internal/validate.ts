@@ -21,14 +21,19 @@ function describe(value: unknown): string {
   return `${String(value)} (${typeof value})`;
 }
 
+/** The object of `value`'s prototype chain (`value` included) that has `key` as an own property; null for none. Reads
+ * no property, so runs no getter. */
+function holderOf(value: object | null, key: string): object | null {
+  let holder = value;
+  while (holder !== null && !Object.hasOwn(holder, key)) holder = Object.getPrototypeOf(holder) as object | null;
+  return holder;
+}
+
 /** `key` of `value` or of its prototypes when it is a data property there; undefined for an accessor (whose getter
  * is user code, which describing a bad value must not run) or no such property. */
 function dataProperty(value: object, key: string): unknown {
-  for (let holder: object | null = value; holder !== null; holder = Object.getPrototypeOf(holder) as object | null) {
-    const own = Object.getOwnPropertyDescriptor(holder, key);
-    if (own !== undefined) return 'value' in own ? own.value : undefined;
-  }
-  return undefined;
+  const holder = holderOf(value, key);
+  return holder === null ? undefined : Object.getOwnPropertyDescriptor(holder, key)?.value;
 }
 
 /** A function's own `name` when it is a non-empty string data property (a class may define a static getter). */
@@ -160,11 +165,8 @@ export function validateOptions<T extends object>(options: unknown, name: string
  * code's doing), or a method (constructor functions and classes compiled to ES5 put enumerable methods on the
  * prototype). */
 function inheritedNonOption(options: object, key: string): boolean {
-  let holder = Object.getPrototypeOf(options) as object | null;
-  while (holder !== null && !Object.hasOwn(holder, key)) holder = Object.getPrototypeOf(holder) as object | null;
-  if (holder === null) return false;
-  if (holder === Object.prototype) return true;
-  return typeof Object.getOwnPropertyDescriptor(holder, key)?.value === 'function';
+  const holder = holderOf(Object.getPrototypeOf(options) as object | null, key);
+  return holder === Object.prototype || (holder !== null && typeof Object.getOwnPropertyDescriptor(holder, key)?.value === 'function');
 }
 
 /** An object with a built-in's internal slots (a Map, a Date, a typed array, ...): never an options object. */
