@@ -148,6 +148,9 @@ struct NativeDeviceBuffer : NativeObject {
   uint64_t share_id = 0;  // set once by share(), under the share registry's mutex
   OrderedMutex uses_mutex{LockLevel::kBufferUses, "device buffer uses"};
   std::vector<BufferUse> uses;  // uses[0]: the allocation stream
+  // The stream of the entry note_use last found or made, written under uses_mutex: a use on the same stream again
+  // (most are) needs no lock. Its entry holds the stream object, so the address names no other stream meanwhile.
+  std::atomic<const NativeStream*> last_noted{nullptr};
   ~NativeDeviceBuffer() override;
 };
 

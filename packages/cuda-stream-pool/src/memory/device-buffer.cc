@@ -111,6 +111,8 @@ void forget_finished_uses(NativeDeviceBuffer& buffer, int device) {
 
 void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& used, int environment, bool after_work) {
   const std::shared_ptr<NativeStream>& stream = NativeStream::owner_of(used);  // Note [borrowed library streams]
+  const bool record_now = after_work && stream->handle == CU_STREAM_PER_THREAD && environment != buffer.owner_environment;
+  if (!record_now && buffer.last_noted.load(std::memory_order_acquire) == stream.get()) return;
   std::lock_guard<OrderedMutex> lock(buffer.uses_mutex);
   BufferUse* use = nullptr;
   for (BufferUse& u : buffer.uses)
@@ -121,7 +123,8 @@ void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& u
     buffer.uses.push_back(BufferUse{stream, environment, nullptr});
     use = &buffer.uses.back();
   }
-  if (!after_work || stream->handle != CU_STREAM_PER_THREAD || environment == buffer.owner_environment) return;
+  buffer.last_noted.store(stream.get(), std::memory_order_release);
+  if (!record_now) return;
   if (!use->event)
     check(drv().cuEventCreate(&use->event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", stream->device,
           [&] { return std::string(where(*stream)); });
@@ -246,6 +249,7 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
       check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
   // Leaves the free's stream before the uses go: they may hold its last reference.
   free_use.reset();
+  buffer.last_noted.store(nullptr, std::memory_order_relaxed);
   buffer.uses.clear();  // drops the stream objects: nothing can use the buffer any more
   // A free is a call on the buffer's device: that context stays current, whatever other devices' streams it visited.
   make_current_quiet(device);
@@ -276,11 +280,13 @@ std::shared_ptr<NativeDeviceBuffer> new_device_buffer(Napi::Env env, const std::
   object->bytes = bytes;
   object->owner_environment = environment_of(env);
   object->uses.push_back(BufferUse{NativeStream::owner_of(stream), object->owner_environment, nullptr});
+  object->last_noted.store(object->uses[0].stream.get(), std::memory_order_relaxed);
   return object;
 }
 
 void discard_device_buffer(NativeDeviceBuffer& buffer) {
   buffer.retire_and_wait();  // nothing to free
+  buffer.last_noted.store(nullptr, std::memory_order_relaxed);
   buffer.uses.clear();
 }
 

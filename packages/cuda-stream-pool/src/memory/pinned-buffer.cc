@@ -45,7 +45,9 @@ struct Block {
   std::shared_ptr<void> keep; // the memory's owner (a JS backing store), let go once unregistered
 };
 
-bool same_stream(const std::weak_ptr<NativeStream>& a, const std::weak_ptr<NativeStream>& b) {
+// Compared with the shared_ptr itself: a weak_ptr made from it per copy would add two atomic counts on the stream's
+// control block, which submission threads share.
+bool same_stream(const std::weak_ptr<NativeStream>& a, const std::shared_ptr<NativeStream>& b) {
   return !a.owner_before(b) && !b.owner_before(a);
 }
 
@@ -93,18 +95,17 @@ class PinnedCache {
   // Records that a copy using `block` was just queued on `stream` (the caller holds an entry of its object, and its
   // context is current). Throws CudaFailure; then the block must not be reused (the caller leaks it).
   void fence(Block& block, const std::shared_ptr<NativeStream>& stream) {
-    std::weak_ptr<NativeStream> key = stream;
     auto fail = [&](CUresult r) {
       block.unfenced = true;
       check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
     };
     for (Fence& f : block.fences) {
-      if (!same_stream(f.stream, key)) continue;
+      if (!same_stream(f.stream, stream)) continue;
       if (CUresult r = drv().cuEventRecord(f.event, stream->handle)) fail(r);
       return;
     }
     Fence f;
-    f.stream = key;
+    f.stream = stream;
     f.device = stream->device;
     try {
       f.event = take_event(stream->device);
