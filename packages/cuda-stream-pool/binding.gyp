@@ -49,6 +49,7 @@
         "src/internal/gates.cc",
         "src/internal/handle-table.cc",
         "src/internal/submission.cc",
+        "src/internal/fences.cc",
         "src/internal/v8-memory.cc",
         "src/internal/copy-kernel.cc",
         "src/internal/glibc-compat.cc"

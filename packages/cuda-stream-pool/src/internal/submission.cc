@@ -15,6 +15,7 @@
 
 #include "binding/binding.h"
 #include "device/device.h"
+#include "internal/fences.h"
 #include "stream/stream.h"
 
 namespace csp {
@@ -38,7 +39,8 @@ LiveSubmitters& live_submitters() {
 }
 
 void stop_submitters_at_exit() {
-  exiting.store(true, std::memory_order_seq_cst);
+  exiting.store(true, std::memory_order_relaxed);
+  heavy_fence();  // pairs with enter_operation()'s light fence
   LiveSubmitters& live = live_submitters();
   std::lock_guard<std::mutex> lock(live.mutex);
   for (const std::atomic<bool>* busy : live.in_operation)
@@ -223,13 +225,15 @@ Submitter::~Submitter() {
 }
 
 void Submitter::wake_thread() {
-  if (!parked_.load(std::memory_order_seq_cst)) return;
+  // After the caller's store and light_fence(); pairs with the heavy_fence() of a thread about to park.
+  if (!parked_.load(std::memory_order_relaxed)) return;
   std::lock_guard<OrderedMutex> lock(mutex_);
   work_.notify_one();
 }
 
 void Submitter::wake_recorder(uint64_t issued) {
-  if (!waiting_.load(std::memory_order_seq_cst) || issued < wake_at_.load(std::memory_order_relaxed)) return;
+  // After issued_'s store and light_fence(); pairs with wait_for_issued()'s heavy_fence().
+  if (!waiting_.load(std::memory_order_relaxed) || issued < wake_at_.load(std::memory_order_relaxed)) return;
   std::lock_guard<OrderedMutex> lock(mutex_);
   done_.notify_all();
 }
@@ -266,7 +270,8 @@ void Submitter::reap() {
 void Submitter::publish(Operation* operation) {
   ring_[recorded_ % kQueueLimit] = operation;
   recorded_++;
-  published_.store(recorded_, std::memory_order_seq_cst);
+  published_.store(recorded_, std::memory_order_release);
+  light_fence();  // Note [asymmetric fences]: before wake_thread() reads parked_
   // A wait's marker ends a gathering window early (Note [gathering]); after published_, which the thread reads next.
   if (operation->reports) markers_.store(markers_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   wake_thread();
@@ -287,10 +292,14 @@ void Submitter::flush() {
 }
 
 void Submitter::wait_for_issued(uint64_t target) {
-  std::unique_lock<OrderedMutex> lock(mutex_);
   wake_at_.store(target, std::memory_order_relaxed);
-  waiting_.store(true, std::memory_order_seq_cst);
-  done_.wait(lock, [&] { return issued_.load(std::memory_order_seq_cst) >= target; });
+  waiting_.store(true, std::memory_order_relaxed);
+  // Outside the mutex, which the submission thread takes to wake this one (as in run()'s parking).
+  heavy_fence();  // Note [asymmetric fences]: the submission thread stores issued_, then reads waiting_
+  {
+    std::unique_lock<OrderedMutex> lock(mutex_);
+    done_.wait(lock, [&] { return issued_.load(std::memory_order_acquire) >= target; });
+  }
   waiting_.store(false, std::memory_order_relaxed);
 }
 
@@ -326,19 +335,18 @@ void Submitter::run() {
       if (head == tail) {
         // The JS thread has stopped recording: the entries of what was issued leave now, so that a destroy() waiting
         // on them (from any thread) goes on.
-        in_operation_.store(true, std::memory_order_seq_cst);
-        if (exiting.load(std::memory_order_seq_cst)) {
-          in_operation_.store(false, std::memory_order_seq_cst);
-          return;
-        }
+        if (!enter_operation()) return;
         reap();
-        in_operation_.store(false, std::memory_order_seq_cst);
-        std::unique_lock<OrderedMutex> lock(mutex_);
-        parked_.store(true, std::memory_order_seq_cst);
-        if (published_.load(std::memory_order_seq_cst) == head && !closing_.load(std::memory_order_seq_cst)) {
+        in_operation_.store(false, std::memory_order_release);
+        // Outside the mutex, which a publish that saw `parked_` takes to wake this thread: a system call under it
+        // would stall the JS thread. Checked again under it, so a publish between this check and the wait wakes it.
+        parked_.store(true, std::memory_order_relaxed);
+        heavy_fence();  // Note [asymmetric fences]: publish() stores published_, then reads parked_
+        if (published_.load(std::memory_order_acquire) == head && !closing_.load(std::memory_order_seq_cst)) {
+          std::unique_lock<OrderedMutex> lock(mutex_);
           parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
           work_.wait(lock, [&] {
-            return published_.load(std::memory_order_seq_cst) != head || closing_.load(std::memory_order_seq_cst);
+            return published_.load(std::memory_order_acquire) != head || closing_.load(std::memory_order_seq_cst);
           });
         }
         parked_.store(false, std::memory_order_relaxed);
@@ -350,11 +358,7 @@ void Submitter::run() {
       tail = gather(markers);
     markers_taken = markers;
     for (; head < tail; head++) {
-      in_operation_.store(true, std::memory_order_seq_cst);
-      if (exiting.load(std::memory_order_seq_cst)) {
-        in_operation_.store(false, std::memory_order_seq_cst);
-        return;
-      }
+      if (!enter_operation()) return;
       Operation* operation = ring_[head % kQueueLimit];
       // After the operations recorded on its stream before it, by other threads too.
       const IssuedCount& stream_issued = operation->stream->owner().operations_issued;
@@ -381,11 +385,20 @@ void Submitter::run() {
       // too, so it never shares a ticket written before that work (NativeStream::submissions).
       if (operation->stream.counts_work()) operation->stream->count_work();
       count_one(operation->stream->owner().operations_issued);
-      in_operation_.store(false, std::memory_order_seq_cst);
-      issued_.store(head + 1, std::memory_order_seq_cst);
+      in_operation_.store(false, std::memory_order_release);
+      issued_.store(head + 1, std::memory_order_release);
+      light_fence();  // Note [asymmetric fences]: before wake_recorder() reads waiting_
       wake_recorder(head + 1);
     }
   }
+}
+
+bool Submitter::enter_operation() {
+  in_operation_.store(true, std::memory_order_relaxed);
+  light_fence();  // pairs with the exit handler's heavy_fence(): it sees this flag, or this thread sees `exiting`
+  if (!exiting.load(std::memory_order_relaxed)) return true;
+  in_operation_.store(false, std::memory_order_release);
+  return false;
 }
 
 uint64_t Submitter::gather(uint64_t& markers) {

@@ -216,6 +216,8 @@ class Submitter {
   // Blocks the JS thread until issued_ reaches `target` (wake_at_), woken by wake_recorder.
   void wait_for_issued(uint64_t target);
   void forget();  // leaves the exit handler's list
+  // Marks the thread as issuing; false (and not marked) once the process exits. The thread.
+  bool enter_operation();
   // Lets a short window pass for more operations to be published, then returns the ring's tail and sets `markers` to
   // the markers published by then, read before it (Note [gathering] in submission.cc). The thread.
   uint64_t gather(uint64_t& markers);
