@@ -207,7 +207,7 @@ test('destroy() detaches the group only: its methods throw DestroyedError, the p
 test('StreamPool.forDevices() checks the shape of its argument before touching the driver', () => {
   assert.throws(() => StreamPool.forDevices(0 as never), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /"devices" must be an array of Devices or device ordinals; received 0/ });
   assert.throws(() => StreamPool.forDevices([]), { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: '"devices" must name at least one device; received an empty array.' });
-  assert.throws(() => StreamPool.forDevices([-1]), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /"ordinal" must be a non-negative integer/ });
+  assert.throws(() => StreamPool.forDevices([-1]), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE', message: /^"devices\[0\]" must be a non-negative integer \(a device ordinal\); received -1 \(number\)\.$/ });
 });
 
 test('StreamPool.forDevices() throws CudaUnavailableError where there is no GPU, else groups every visible device', () => {

@@ -862,6 +862,12 @@ test('new StreamPool() rejects a bad priority, nonBlocking or device with Node\'
     code: 'ERR_INVALID_ARG_TYPE',
     message: '"options.device" must be a Device or a device ordinal (number); received "gpu0" (string).',
   });
+  // A bad ordinal is named as the option it came from, not as Device.get()'s argument.
+  assert.throws(() => new StreamPool({ device: 1.5 }), {
+    name: 'RangeError',
+    code: 'ERR_OUT_OF_RANGE',
+    message: '"options.device" must be a non-negative integer (a device ordinal); received 1.5 (number).',
+  });
 });
 
 test('StreamPool.attach() rejects anything but a record from share(), a pool never created as no such pool, and a pool that is gone with DestroyedError', () => {

@@ -36,6 +36,12 @@ test('Device.get() with an ordinal past the visible devices is ERR_OUT_OF_RANGE 
     code: 'ERR_OUT_OF_RANGE',
     message: new RegExp(`"ordinal" must be an integer from 0 to ${Device.count() - 1}.*received ${Device.count()}`),
   });
+  // Given as an option, the ordinal is named as that option.
+  assert.throws(() => Stream.create({ device: Device.count() }), {
+    name: 'RangeError',
+    code: 'ERR_OUT_OF_RANGE',
+    message: `"options.device" must be an integer from 0 to ${Device.count() - 1} (the visible devices); received ${Device.count()} (number).`,
+  });
 });
 
 test('Device.get() rejects negative, fractional and NaN ordinals with ERR_OUT_OF_RANGE, GPU or not', () => {

@@ -249,19 +249,26 @@ export class Device {
    * ordinal outside the visible devices; `TypeError` ERR_INVALID_ARG_TYPE for a non-integer.
    * Wraps: cuDeviceGet, cuDevicePrimaryCtxRetain (once per process). */
   static get(ordinal = 0): Device {
-    if (typeof ordinal !== 'number') throw invalidType('ordinal', 'an integer', ordinal);
-    const known = devices.get(ordinal);
+    const known = knownDevice(ordinal, 'ordinal');
     if (known) return known;
-    // The shape is checked before the driver, so a bad ordinal is the same error with or without a GPU.
-    if (!Number.isInteger(ordinal) || ordinal < 0) throw outOfRange('ordinal', 'a non-negative integer (a device ordinal)', ordinal);
-    requireCuda();
-    const count = Device.count();
-    if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count)
-      throw outOfRange('ordinal', `an integer from 0 to ${count - 1} (the visible devices)`, ordinal);
     const device = new Device(internalConstruction, ordinal);
     devices.set(ordinal, device);
     return device;
   }
+}
+
+/** The Device of `ordinal` when one was made in this thread, else undefined once the ordinal is known valid; the errors
+ * of Device.get(), naming the argument as `name`. */
+function knownDevice(ordinal: unknown, name: string): Device | undefined {
+  if (typeof ordinal !== 'number') throw invalidType(name, 'an integer', ordinal);
+  const known = devices.get(ordinal);
+  if (known) return known;
+  // The shape is checked before the driver, so a bad ordinal is the same error with or without a GPU.
+  if (!Number.isInteger(ordinal) || ordinal < 0) throw outOfRange(name, 'a non-negative integer (a device ordinal)', ordinal);
+  requireCuda();
+  const count = Device.count();
+  if (ordinal >= count) throw outOfRange(name, `an integer from 0 to ${count - 1} (the visible devices)`, ordinal);
+  return undefined;
 }
 
 /** The ordinal of `other` for the peer methods of `device`: another visible device. */
@@ -277,5 +284,5 @@ export function resolveDevice(device: Device | number | undefined, name = 'optio
   if (device === undefined) return Device.get(0);
   if (device instanceof Device) return device;
   if (typeof device !== 'number') throw invalidType(name, 'a Device or a device ordinal (number)', device);
-  return Device.get(device);
+  return knownDevice(device, name) ?? Device.get(device);
 }
