@@ -39,7 +39,7 @@ test('without a driver, importing works, Device.count() is 0 and GPU calls throw
   assert.equal(out.versionString, undefined);
   assert.deepEqual(out.codes, ['ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE', 'ERR_CUDA_UNAVAILABLE']);
   assert.equal(out.count, 0);
-  assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
+  assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, leakedDeviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
   assert.equal(out.errors.length, 4);
   for (const line of out.errors) assert.match(line, /^CudaUnavailableError: CUDA is not available: tried to open/);
 });
@@ -140,7 +140,7 @@ for (const broken of [false, true]) {
     }
     assert.equal(out.version, undefined);
     assert.equal(out.count, 0);
-    assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
+    assert.deepEqual(out.live, { streams: 0, events: 0, modules: 0, deviceBytes: 0, leakedDeviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] });
     assert.deepEqual(out.errors, Array(4).fill(`CUDA is not available: ${out.reason}`));
   });
 

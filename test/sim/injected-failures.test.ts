@@ -47,6 +47,26 @@ test('a failure code the driver cannot name keeps its number in the CudaError in
   assert.match(result.message, /^CUresult 1000: cuMemAllocFromPoolAsync failed on /);
 });
 
+test('a free the driver refuses throws a CudaError naming cuMemFreeAsync, and its bytes move from deviceBytes to leakedDeviceBytes', needsCompiler, async () => {
+  const result = await simulatedJson<{ name: string; call: string; before: number[]; after: number[]; next: number[] }>(
+    `import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const bytes = () => { const o = cuda.liveObjects(); return [o.deviceBytes, o.leakedDeviceBytes]; };
+     const buffer = DeviceBuffer.alloc(4096, { stream });
+     const before = bytes();
+     let error;
+     try { buffer.free(); } catch (e) { error = e; }
+     const after = bytes();
+     DeviceBuffer.alloc(8192, { stream }).free(); // the next free is not refused: nothing more leaks
+     console.log(JSON.stringify({ name: error?.name, call: error?.call, before, after, next: bytes() }));`,
+    { fail: 'cuMemFreeAsync:1=CUDA_ERROR_INVALID_VALUE' },
+  );
+  assert.deepEqual({ name: result.name, call: result.call }, { name: 'CudaError', call: 'cuMemFreeAsync' });
+  assert.deepEqual(result.before, [4096, 0]);
+  assert.deepEqual(result.after, [0, 4096]);
+  assert.deepEqual(result.next, [0, 4096]);
+});
+
 // The copy is queued on `busy`, behind slow work; the buffer belongs to `home`, where it is freed at once. The free
 // must wait for the queued copy although the call that queued it failed afterwards.
 for (const [what, fail, copy] of [

@@ -136,7 +136,7 @@ export interface NativeBinding {
   devicePeerAccessEnabled(ordinal: number, peer: number): boolean;
   /** The device whose primary context is current on this thread, -1 when none of the library's is (tests). */
   currentDevice(): number;
-  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; pinnedBytes: number; managedBytes: number; registeredBytes: number; graphs: number; graphExecs: number; contexts: number[] };
+  liveObjects(): { streams: number; events: number; modules: number; deviceBytes: number; leakedDeviceBytes: number; pinnedBytes: number; managedBytes: number; registeredBytes: number; graphs: number; graphExecs: number; contexts: number[] };
   callbackFailures(): { count: number; last: string | undefined };
   /** graph.cc: [device, open captures, calls deferred until they close, ...] for each device with either; diagnostics. */
   captureGuardState(): number[];
@@ -382,7 +382,7 @@ function unavailableBinding(reason: string): NativeBinding {
     completionRef: () => {},
     completionUnref: () => {},
     driverState: () => ({ available: false, reason, driverVersion: undefined, deviceCount: 0 }),
-    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
+    liveObjects: () => ({ streams: 0, events: 0, modules: 0, deviceBytes: 0, leakedDeviceBytes: 0, pinnedBytes: 0, managedBytes: 0, registeredBytes: 0, graphs: 0, graphExecs: 0, contexts: [] }),
     callbackFailures: () => ({ count: 0, last: undefined }),
     claimEnvironmentWarning: () => false,
     pinnedCacheInfo: () => ({ idleBytes: 0, totalBytes: 0 }),

@@ -26,6 +26,11 @@ export interface LiveObjects {
   modules: number;
   /** Bytes of device memory allocated through `DeviceBuffer` and not yet freed. */
   deviceBytes: number;
+  /** Bytes of device memory that frees gave up on, since the process started: the driver refused the free
+   * (cuMemFreeAsync, cuMemFree or cuIpcCloseMemHandle failed, as after a sticky fault), or the free could not be ordered after
+   * the work of every stream that used the buffer (a cuEventRecord or cuStreamWaitEvent failed). Such memory is
+   * never freed, since queued work may still use it; it no longer counts in `deviceBytes`. 0 in a healthy process. */
+  leakedDeviceBytes: number;
   /** Bytes held by live `PinnedBuffer`s (not the library's idle pinned cache). */
   pinnedBytes: number;
   /** Bytes of managed memory allocated through `ManagedBuffer` and not yet released (a freed buffer's memory counts

@@ -153,6 +153,7 @@ Napi::Value live_objects(const Napi::CallbackInfo& info) {
   out.Set("events", static_cast<double>(c.events.load()));
   out.Set("modules", static_cast<double>(c.modules.load()));
   out.Set("deviceBytes", static_cast<double>(c.device_bytes.load()));
+  out.Set("leakedDeviceBytes", static_cast<double>(c.leaked_device_bytes.load()));
   out.Set("pinnedBytes", static_cast<double>(c.pinned_bytes.load()));
   out.Set("managedBytes", static_cast<double>(c.managed_bytes.load()));
   out.Set("registeredBytes", static_cast<double>(c.registered_bytes.load()));

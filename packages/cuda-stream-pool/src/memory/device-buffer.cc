@@ -170,7 +170,10 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
     }
     return false;
   };
-  if (!enter(device)) return out;
+  if (!enter(device)) {
+    live().leaked_device_bytes += static_cast<int64_t>(buffer.bytes);
+    return out;
+  }
   // Retired with nothing in flight: note_use is kept out, so `uses` needs no uses_mutex here.
   // The free's own stream, entered (alive) until the free is queued.
   std::optional<TryUse> free_use;
@@ -231,15 +234,17 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
       if (ordered && fail(drv().cuStreamWaitEvent(free_stream, event, 0), "cuStreamWaitEvent")) ordered = false;
   }
   // A missing wait could free memory that another stream still uses: leak it instead.
+  bool released = false;
   if (ordered && buffer.origin == MemoryOrigin::kPool) {
-    fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
+    released = !fail(drv().cuMemFreeAsync(buffer.ptr, free_stream), "cuMemFreeAsync");
   } else if (ordered && !fail(drv().cuStreamSynchronize(free_stream), "cuStreamSynchronize")) {
     // Not stream-ordered (Note [interprocess memory] in internal/ipc.cc): released once the work before it is done.
     if (buffer.origin == MemoryOrigin::kExportable)
-      fail(drv().cuMemFree(buffer.ptr), "cuMemFree");
+      released = !fail(drv().cuMemFree(buffer.ptr), "cuMemFree");
     else
-      fail(drv().cuIpcCloseMemHandle(buffer.ptr), "cuIpcCloseMemHandle");
+      released = !fail(drv().cuIpcCloseMemHandle(buffer.ptr), "cuIpcCloseMemHandle");
   }
+  if (!released) live().leaked_device_bytes += static_cast<int64_t>(buffer.bytes);
   // The free is work on its stream: a later wait there must not share a ticket written before it.
   if (free_on && free_stream == free_on->handle) free_on->submissions.fetch_add(1, std::memory_order_release);
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
