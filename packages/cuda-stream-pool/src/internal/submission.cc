@@ -218,6 +218,7 @@ void Submitter::forget() {
 Submitter::~Submitter() {
   forget();
   closing_.store(true, std::memory_order_seq_cst);
+  light_fence();  // before wake_thread() reads parked_ (Note [asymmetric fences])
   wake_thread();
   pthread_join(thread_, nullptr);  // the thread issues everything recorded before it returns
   // What it issued after its last reap; not at exit, where objects' releases would call a driver that is going away.
