@@ -80,6 +80,26 @@ test('alloc() on a stream reports its size, address, device and stream, and is c
   stream.destroy();
 });
 
+test('Stream.create(), DeviceBuffer.alloc() and free() read each option once, so a getter cannot pass a check with one value and reach the driver with another', gpu, () => {
+  const reads = new Map<string, number>();
+  const counted = <T extends object>(values: T): T => {
+    const options = {};
+    for (const [key, value] of Object.entries(values))
+      Object.defineProperty(options, key, { enumerable: true, get: () => (reads.set(key, (reads.get(key) ?? 0) + 1), value) });
+    return options as T;
+  };
+  const device = Device.get(0);
+  using stream = Stream.create(counted({ device, nonBlocking: true, priority: 0 }));
+  assert.deepEqual(Object.fromEntries(reads), { device: 1, nonBlocking: 1, priority: 1 });
+  reads.clear();
+  const buffer = DeviceBuffer.alloc(256, counted({ stream, device, exportable: false }));
+  assert.deepEqual(Object.fromEntries(reads), { stream: 1, device: 1, exportable: 1 });
+  reads.clear();
+  buffer.free(counted({ stream }));
+  assert.deepEqual(Object.fromEntries(reads), { stream: 1 });
+  assert.equal(buffer.freed, true);
+});
+
 test('alloc() without a stream uses currentStream(), the per-thread default stream outside any scope', gpu, () => {
   const buffer = DeviceBuffer.alloc(64);
   assert.equal(buffer.stream, Stream.perThread());

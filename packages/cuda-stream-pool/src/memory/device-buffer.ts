@@ -217,14 +217,15 @@ export class DeviceBuffer {
   }
 
   static #allocationStream(o: Partial<DeviceBufferAllocOptions>): Stream {
-    if (o.stream === undefined) return currentStream(o.device === undefined ? undefined : resolveDevice(o.device));
-    if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
-    if (o.device !== undefined) {
-      const device = resolveDevice(o.device);
-      if (device !== o.stream.device)
-        throw invalidValue('options.stream', `is on device ${o.stream.device.ordinal}, but "options.device" is device ${device.ordinal}.`);
+    const { stream, device: deviceOption } = o; // each read once (a getter could answer differently)
+    if (stream === undefined) return currentStream(deviceOption === undefined ? undefined : resolveDevice(deviceOption));
+    if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
+    if (deviceOption !== undefined) {
+      const device = resolveDevice(deviceOption);
+      if (device !== stream.device)
+        throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but "options.device" is device ${device.ordinal}.`);
     }
-    return o.stream;
+    return stream;
   }
 
   #sameDevice(stream: Stream, name: string): void {
@@ -258,7 +259,8 @@ export class DeviceBuffer {
   static alloc(byteLength: number, options?: DeviceBufferAllocOptions): DeviceBuffer {
     validateInteger(byteLength, 'byteLength', 1, Number.MAX_SAFE_INTEGER);
     const o = validateOptions<DeviceBufferAllocOptions>(options, 'options', 'DeviceBuffer.alloc', ['stream', 'device', 'exportable']);
-    const exportable = o.exportable === undefined ? false : validateBoolean(o.exportable, 'options.exportable');
+    const exportableOption = o.exportable;
+    const exportable = exportableOption === undefined ? false : validateBoolean(exportableOption, 'options.exportable');
     const stream = DeviceBuffer.#allocationStream(o);
     const streamHandle = streamRef(stream, 'DeviceBuffer.alloc');
     let result: NativeRef | -1 | -2;
@@ -540,10 +542,10 @@ export class DeviceBuffer {
    * its launches queued so far finish first, and later launches throw {@link DestroyedError}.
    * Wraps: cuEventRecord, cuStreamWaitEvent, cuMemFreeAsync. Thread-safety: the owning thread. */
   free(options?: DeviceBufferFreeOptions): void {
-    const o = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);
-    if (o.stream !== undefined) {
-      if (!streams.is(o.stream)) throw invalidType('options.stream', 'a Stream', o.stream);
-      this.#sameDevice(o.stream, 'options.stream');
+    const { stream } = validateOptions<DeviceBufferFreeOptions>(options, 'options', 'DeviceBuffer.free', ['stream']);
+    if (stream !== undefined) {
+      if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
+      this.#sameDevice(stream, 'options.stream');
     }
     if (this.#freed !== undefined) return;
     if (this.#parent) {
@@ -554,7 +556,7 @@ export class DeviceBuffer {
       this.#freed = 'was freed (this borrowed view only: the owner frees the memory)';
       return;
     }
-    const target = o.stream === undefined ? undefined : streamRef(o.stream, 'DeviceBuffer.free');
+    const target = stream === undefined ? undefined : streamRef(stream, 'DeviceBuffer.free');
     this.#freed = 'was freed';
     let refused = 0;
     try {

@@ -205,11 +205,13 @@ export class Stream {
    * another device). Wraps: cuStreamCreateWithPriority, or cuGreenCtxStreamCreate in a partition. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
    * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
   static create(options?: StreamOptions): Stream {
+    // Each option read once: a getter that answered differently could pass one check and reach the driver another way.
     const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority', 'partition']);
-    const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
-    const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-    const device = resolveDevice(o.device ?? partitionDeviceOf(o.partition));
-    const partition = partitionIndex(o.partition, o.device === undefined ? undefined : device, o.nonBlocking);
+    const { device: deviceOption, nonBlocking: nonBlockingOption, priority: priorityOption, partition: partitionOption } = o;
+    const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
+    const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+    const device = resolveDevice(deviceOption ?? partitionDeviceOf(partitionOption));
+    const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
     return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority, partition), device, 'owned');
   }
 
