@@ -251,7 +251,7 @@ export class Device {
   static get(ordinal = 0): Device {
     const known = knownDevice(ordinal, 'ordinal');
     if (known) return known;
-    const device = new Device(internalConstruction, ordinal);
+    const device = new Device(internalConstruction, ordinal === 0 ? 0 : ordinal); // -0 is device 0
     devices.set(ordinal, device);
     return device;
   }

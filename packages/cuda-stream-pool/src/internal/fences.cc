@@ -22,9 +22,15 @@ bool membarrier_fences() {
   return registered;
 }
 
-void heavy_fence() {
-  if (membarrier_fences() && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return;
+bool heavy_fence() {
+  if (!membarrier_fences()) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return true;
+  }
+  for (int attempt = 0; attempt < 3; attempt++)
+    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return true;
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  return false;
 }
 
 }  // namespace csp

@@ -16,7 +16,7 @@
 
 namespace csp {
 
-// Whether heavy_fence() is a membarrier: read once, on the first call of either fence's setup.
+// Whether heavy_fence() is a membarrier: registered once, on the first call (a submitter's construction makes it).
 bool membarrier_fences();
 
 // The hot side's fence: orders its earlier stores before its later loads against a heavy_fence() of another thread.
@@ -27,7 +27,9 @@ inline void light_fence() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-// The sleeping side's fence, paired with light_fence(). Costs a system call (a few microseconds).
-void heavy_fence();
+// The sleeping side's fence, paired with light_fence(). Costs a system call (a few microseconds). False when the
+// membarrier failed although it was registered (Linux may fail it for want of memory): the other side's light fence
+// was then no fence, so the caller must not sleep for good on what it read (it waits with a timeout instead).
+bool heavy_fence();
 
 }  // namespace csp

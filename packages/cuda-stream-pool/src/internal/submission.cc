@@ -40,7 +40,9 @@ LiveSubmitters& live_submitters() {
 
 void stop_submitters_at_exit() {
   exiting.store(true, std::memory_order_relaxed);
-  heavy_fence();  // pairs with enter_operation()'s light fence
+  // Pairs with enter_operation()'s light fence. Had the membarrier failed, a thread's flag could still sit in its
+  // core's store buffer: by a millisecond it has left it, so the flags read then are current.
+  if (!heavy_fence()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LiveSubmitters& live = live_submitters();
   std::lock_guard<std::mutex> lock(live.mutex);
   for (const std::atomic<bool>* busy : live.in_operation)
@@ -193,6 +195,7 @@ bool deferred_mode() {
 }
 
 Submitter::Submitter() {
+  membarrier_fences();  // registers now, not on the JS thread's first publish (older kernels take milliseconds)
   static std::once_flag registered;
   std::call_once(registered, [] { std::atexit(stop_submitters_at_exit); });
   {
@@ -248,7 +251,8 @@ void* Submitter::reserve() {
   }
   // The slot's last operation was issued (there is room) but may not be reaped yet: reaped in batches, as the ring
   // comes round.
-  if (recorded_ - reaped_.load(std::memory_order_relaxed) >= kQueueLimit) reap();
+  // Acquire: the submission thread may have reaped the slot, and its destructor's reads come before this thread's writes.
+  if (recorded_ - reaped_.load(std::memory_order_acquire) >= kQueueLimit) reap();
   return storage_[recorded_ % kQueueLimit].bytes;
 }
 
@@ -263,7 +267,7 @@ void Submitter::reap() {
       operation->~Operation();
     else
       delete operation;
-    reaped_.store(next + 1, std::memory_order_relaxed);
+    reaped_.store(next + 1, std::memory_order_release);
   }
   reaping_.store(false, std::memory_order_release);
 }
@@ -296,10 +300,15 @@ void Submitter::wait_for_issued(uint64_t target) {
   wake_at_.store(target, std::memory_order_relaxed);
   waiting_.store(true, std::memory_order_relaxed);
   // Outside the mutex, which the submission thread takes to wake this one (as in run()'s parking).
-  heavy_fence();  // Note [asymmetric fences]: the submission thread stores issued_, then reads waiting_
+  // Note [asymmetric fences]: the submission thread stores issued_, then reads waiting_.
+  const bool fenced = heavy_fence();
   {
     std::unique_lock<OrderedMutex> lock(mutex_);
-    done_.wait(lock, [&] { return issued_.load(std::memory_order_acquire) >= target; });
+    auto reached = [&] { return issued_.load(std::memory_order_acquire) >= target; };
+    if (fenced)
+      done_.wait(lock, reached);
+    else
+      while (!reached()) done_.wait_for(lock, std::chrono::milliseconds(1), reached);  // an issue may not have seen waiting_
   }
   waiting_.store(false, std::memory_order_relaxed);
 }
@@ -342,13 +351,16 @@ void Submitter::run() {
         // Outside the mutex, which a publish that saw `parked_` takes to wake this thread: a system call under it
         // would stall the JS thread. Checked again under it, so a publish between this check and the wait wakes it.
         parked_.store(true, std::memory_order_relaxed);
-        heavy_fence();  // Note [asymmetric fences]: publish() stores published_, then reads parked_
+        // Note [asymmetric fences]: publish() stores published_, then reads parked_.
+        const bool fenced = heavy_fence();
         if (published_.load(std::memory_order_acquire) == head && !closing_.load(std::memory_order_seq_cst)) {
           std::unique_lock<OrderedMutex> lock(mutex_);
           parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-          work_.wait(lock, [&] {
-            return published_.load(std::memory_order_acquire) != head || closing_.load(std::memory_order_seq_cst);
-          });
+          auto ready = [&] { return published_.load(std::memory_order_acquire) != head || closing_.load(std::memory_order_seq_cst); };
+          if (fenced)
+            work_.wait(lock, ready);
+          else
+            work_.wait_for(lock, std::chrono::milliseconds(1), ready);  // a publish may not have seen parked_
         }
         parked_.store(false, std::memory_order_relaxed);
         continue;

@@ -250,7 +250,7 @@ class Submitter {
   std::atomic<double> parks_{0}, gathers_{0};
   // Operations that waited for another thread to issue an earlier operation of their stream, and the time waited.
   std::atomic<double> order_waits_{0}, order_wait_ns_{0};
-  // Parking, both ways: a side sets its flag, then checks the other's counter again (both sequentially consistent),
+  // Parking, both ways: a side sets its flag, then checks the other's counter again (Note [asymmetric fences]),
   // so a publish or an issue never goes unseen by a side about to sleep.
   alignas(kCacheLineBytes) std::atomic<bool> parked_{false};
   std::atomic<bool> waiting_{false};

@@ -118,6 +118,9 @@ void note_use(NativeDeviceBuffer& buffer, const std::shared_ptr<NativeStream>& u
   for (BufferUse& u : buffer.uses)
     if (u.stream == stream) use = &u;
   if (!use) {
+    // Cleared first: forgetting may drop the last reference to the stream it names, whose address a new stream could
+    // then take, and a failure below must not leave it set.
+    buffer.last_noted.store(nullptr, std::memory_order_release);
     forget_finished_uses(buffer, stream->device);
     watch_retirement(*stream);
     buffer.uses.push_back(BufferUse{stream, environment, nullptr});
