@@ -5,7 +5,7 @@ import { test } from 'node:test';
 
 import fc from 'fast-check';
 
-import { currentStream, DestroyedError, StreamPool } from 'cuda-stream-pool';
+import { currentStream, DestroyedError, Stream, StreamPool } from 'cuda-stream-pool';
 import { native } from '#library/binding/binding.js';
 import { maxConnectionsFromEnvironment, poolSizeFromEnvironment } from '#library/pool/pool.js';
 import { startWorker } from '../support/worker.js';
@@ -868,6 +868,9 @@ test('new StreamPool() rejects a bad priority, nonBlocking or device with Node\'
     code: 'ERR_OUT_OF_RANGE',
     message: '"options.device" must be a non-negative integer (a device ordinal); received 1.5 (number).',
   });
+  // null is no device here either, as for every other call that takes one.
+  for (const make of [() => new StreamPool({ device: null as never }), () => Stream.create({ device: null as never })])
+    assert.throws(make, { code: 'ERR_INVALID_ARG_TYPE', message: '"options.device" must be a Device or a device ordinal (number); received null.' });
 });
 
 test('StreamPool.attach() rejects anything but a record from share(), a pool never created as no such pool, and a pool that is gone with DestroyedError', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { cuda, Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
+import { cuda, Device, DeviceBuffer, Program, Stream } from 'cuda-stream-pool';
 import { runChild } from '../../support/child.js';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
 
@@ -30,7 +30,7 @@ test('Device.get() returns the same object on every call and reports real proper
   assert.ok(cuda.driverVersion! >= 12000);
 });
 
-test('Device.get() with an ordinal past the visible devices is ERR_OUT_OF_RANGE naming the range', gpu, () => {
+test('Device.get() with an ordinal past the visible devices is ERR_OUT_OF_RANGE naming the range', gpu, async () => {
   assert.throws(() => Device.get(Device.count()), {
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
@@ -41,6 +41,11 @@ test('Device.get() with an ordinal past the visible devices is ERR_OUT_OF_RANGE 
     name: 'RangeError',
     code: 'ERR_OUT_OF_RANGE',
     message: `"options.device" must be an integer from 0 to ${Device.count() - 1} (the visible devices); received ${Device.count()} (number).`,
+  });
+  // Program.compile() checks the device before it looks for the compiler: the caller's error, with NVRTC or without.
+  await assert.rejects(Program.compile('extern "C" __global__ void noop() {}', { device: Device.count() }), {
+    name: 'RangeError',
+    message: new RegExp(`^"options.device" must be an integer from 0 to ${Device.count() - 1}`),
   });
 });
 

@@ -80,7 +80,7 @@ test('alloc() on a stream reports its size, address, device and stream, and is c
   stream.destroy();
 });
 
-test('Stream.create(), DeviceBuffer.alloc() and free() read each option once, so a getter cannot pass a check with one value and reach the driver with another', gpu, () => {
+test('Stream.create(), new StreamPool(), DeviceBuffer.alloc() and free() read each option once, so a getter cannot pass a check with one value and reach the driver with another', gpu, () => {
   const reads = new Map<string, number>();
   const counted = <T extends object>(values: T): T => {
     const options = {};
@@ -91,6 +91,10 @@ test('Stream.create(), DeviceBuffer.alloc() and free() read each option once, so
   const device = Device.get(0);
   using stream = Stream.create(counted({ device, nonBlocking: true, priority: 0 }));
   assert.deepEqual(Object.fromEntries(reads), { device: 1, nonBlocking: 1, priority: 1 });
+  reads.clear();
+  const pool = new StreamPool(counted({ device, size: 2, priority: 0, nonBlocking: true, memoryLimitBytes: 2 ** 20 }));
+  assert.deepEqual(Object.fromEntries(reads), { device: 1, size: 1, priority: 1, nonBlocking: 1, memoryLimitBytes: 1 });
+  pool.destroy();
   reads.clear();
   const buffer = DeviceBuffer.alloc(256, counted({ stream, device, exportable: false }));
   assert.deepEqual(Object.fromEntries(reads), { stream: 1, device: 1, exportable: 1 });

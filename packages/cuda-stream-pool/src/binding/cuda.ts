@@ -86,8 +86,9 @@ export const cuda = {
    * copy, fill, launch, event record or stream wait on a stream the library created is queued for one of the
    * thread's submission threads (`CUDA_STREAM_POOL_SUBMISSION_THREADS`, default 2). Call it before handing a raw
    * handle or a buffer's address to code that calls the driver itself (another library), so that its calls come
-   * after yours. Every other call of this library that reads or changes driver state does this first by itself. In
-   * direct mode it does nothing. Never throws once the native addon loaded.
+   * after yours, and before `process.exit()`, which drops what the submission threads have not issued yet (a worker's
+   * exit and the end of the main script issue it). Every other call of this library that reads or changes driver
+   * state does this first by itself. In direct mode it does nothing. Never throws once the native addon loaded.
    * Source: the library's deferred submission (a queue per submission thread; each stream's operations issued in
    * the order they were recorded).
    */

@@ -63,7 +63,9 @@
 //    submission.cc).
 //  - Idle. The thread spins briefly for new work after a batch, then parks on a condition variable.
 //  - Exit. exit() (process.exit(), the main thread's end) tears no environment down: an exit handler stops the
-//    submission threads between two operations before the driver's exit handlers and static destructors run.
+//    submission threads between two operations before the driver's exit handlers and static destructors run. What
+//    they had not issued by then is dropped (the user docs say so, and that cuda.flush() before process.exit() issues
+//    it): issuing it there could wait for other threads' work, with static objects going away around it.
 //  - Locks: the queue's mutex and a FailureSlot's mutex are leaves; no driver call is made under either.
 #pragma once
 #include <napi.h>

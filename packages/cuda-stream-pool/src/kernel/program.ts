@@ -124,20 +124,22 @@ export class Program {
     const given = o.options === undefined ? [] : o.options;
     if (!Array.isArray(given)) throw invalidType('options.options', 'an array of NVRTC option strings', given);
     given.forEach((option, i) => validateText(option, `options.options[${i}]`, 'an NVRTC option string such as "-std=c++17"', false));
-    if (o.device !== undefined && !(o.device instanceof Device) && typeof o.device !== 'number')
-      throw invalidType('options.device', 'a Device or a device ordinal (number)', o.device);
+    const deviceOption = o.device; // read once
+    if (deviceOption !== undefined && !(deviceOption instanceof Device) && typeof deviceOption !== 'number')
+      throw invalidType('options.device', 'a Device or a device ordinal (number)', deviceOption);
     if (o.cache !== undefined) validateBoolean(o.cache, 'options.cache');
     const cacheDirectory =
       o.cacheDirectory !== undefined
         ? validateText(o.cacheDirectory, 'options.cacheDirectory', 'a directory path', false)
         : process.env[CACHE_DIRECTORY_VARIABLE] || undefined;
-    // Phase 2: the driver, then the compiler, then the device it compiles for.
+    // Phase 2: the driver, then the device it compiles for (a bad ordinal is the caller's error, whatever else is
+    // missing), then the compiler.
     const compiler = await nvrtcInfo();
     const driver = driverState();
     if (!driver.available)
       throw new CudaUnavailableError(compiler.available ? `${driver.reason}` : `${driver.reason} Also, ${compiler.reason}`);
+    const device = resolveDevice(deviceOption);
     if (!compiler.available) throw new CudaUnavailableError(compiler.reason, 'NVRTC');
-    const device = resolveDevice(o.device);
     const { options: args, output } = compilerOptions(given, device.computeCapability, compiler.supportedArchs);
     // Phase 3: the cache (See Note [compile cache] in kernel/compile-cache.ts), else compile off the JS thread; then load.
     const cached = o.cache !== false && !namesIncludes(given);

@@ -163,12 +163,14 @@ export class StreamPool {
     opening = undefined;
     if (opened === undefined) {
       const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking', 'memoryLimitBytes', 'partition']);
-      const size = o.size === undefined ? DEFAULT_SIZE : validateInteger(o.size, 'options.size', 1, MAX_SIZE);
-      const priority = o.priority === undefined ? 0 : validateInteger(o.priority, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-      const nonBlocking = o.nonBlocking === undefined ? true : validateBoolean(o.nonBlocking, 'options.nonBlocking');
-      const limit = o.memoryLimitBytes === undefined ? undefined : validateInteger(o.memoryLimitBytes, 'options.memoryLimitBytes', 1, Number.MAX_SAFE_INTEGER);
-      const device = resolveDevice(o.device ?? partitionDeviceOf(o.partition));
-      const partition = partitionIndex(o.partition, o.device === undefined ? undefined : device, o.nonBlocking);
+      // Each option read once (a getter could answer differently); null is no device, as everywhere else.
+      const { device: deviceOption, size: sizeOption, priority: priorityOption, nonBlocking: nonBlockingOption, memoryLimitBytes: limitOption, partition: partitionOption } = o;
+      const size = sizeOption === undefined ? DEFAULT_SIZE : validateInteger(sizeOption, 'options.size', 1, MAX_SIZE);
+      const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+      const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
+      const limit = limitOption === undefined ? undefined : validateInteger(limitOption, 'options.memoryLimitBytes', 1, Number.MAX_SAFE_INTEGER);
+      const device = resolveDevice(deviceOption === undefined ? partitionDeviceOf(partitionOption) : deviceOption);
+      const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
       const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size), partition);
       opened = { description, device, owner: true, memoryLimitBytes: limit ?? device.totalMemoryBytes };
     }

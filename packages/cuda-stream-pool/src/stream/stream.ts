@@ -206,11 +206,12 @@ export class Stream {
    * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
   static create(options?: StreamOptions): Stream {
     // Each option read once: a getter that answered differently could pass one check and reach the driver another way.
+    // null is no device (refused by resolveDevice), as everywhere else.
     const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority', 'partition']);
     const { device: deviceOption, nonBlocking: nonBlockingOption, priority: priorityOption, partition: partitionOption } = o;
     const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
     const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-    const device = resolveDevice(deviceOption ?? partitionDeviceOf(partitionOption));
+    const device = resolveDevice(deviceOption === undefined ? partitionDeviceOf(partitionOption) : deviceOption);
     const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
     return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority, partition), device, 'owned');
   }
