@@ -99,7 +99,9 @@ let opening: { description: PoolDescription; device: Device; owner: boolean; mem
  * stream to itself.
  *
  * Lifetime: `new StreamPool()` owns its streams. `destroy()` (or `[Symbol.dispose]`) on the creating object destroys
- * the pool for every thread: streams are destroyed at once (work already queued still completes), pending
+ * the pool for every thread: streams are destroyed at once (work already queued still completes; a driver stream that
+ * a call or a wait of another thread is using at that moment goes when that call returns or that wait settles, so
+ * `cuda.liveObjects().streams` may count it for a few milliseconds more), pending
  * `acquire()`s reject, and every later method, and every method of its streams, throws {@link DestroyedError}, in
  * any thread. `close()` (or `[Symbol.asyncDispose]`) does the same once every lease is back and the streams' work is
  * done. An object from {@link StreamPool.attach} or {@link StreamPool.default} does not own the pool: its `destroy()`
