@@ -27,6 +27,8 @@ export interface ChildReport {
   /** `device.healthy` of each device, after the runs. */
   healthy: boolean[];
   callbackFailures: { count: number; last: string | undefined };
+  /** cuda.liveObjects().leakedDeviceBytes at the end: only a refused free may leak, so 0 without an injected failure. */
+  leakedDeviceBytes: number;
 }
 
 // A run takes well under a second; a loaded machine can make a worker's start take seconds.
@@ -74,7 +76,7 @@ const name = process.argv[2];
 const workload = workloads.find((w) => w.name === name);
 if (!workload) throw new Error(`no workload named ${name}`);
 
-const report: ChildReport = { available: cuda.available, runs: [], healthy: [], callbackFailures: { count: 0, last: undefined } };
+const report: ChildReport = { available: cuda.available, runs: [], healthy: [], callbackFailures: { count: 0, last: undefined }, leakedDeviceBytes: 0 };
 if (cuda.available) {
   const start = live();
   report.start = start;
@@ -99,6 +101,7 @@ if (cuda.available) {
   for (let d = 0; d < Device.count(); d++) report.healthy.push(Device.get(d).healthy);
 }
 report.callbackFailures = cuda.callbackFailures();
+report.leakedDeviceBytes = cuda.liveObjects().leakedDeviceBytes;
 console.log(JSON.stringify(report));
 // A hung run leaves its wait behind; the sweep has what it needs, and a process that then stays is not the finding.
 if (report.runs.some((r) => r.result === 'hang')) process.exit(3);

@@ -315,6 +315,10 @@ async function main(): Promise<number> {
           findings.push(`${workload.name}: fails without an injected failure: exit ${run.code} ${run.signal ?? ''} ${describe(report?.runs[0])}\n${run.stderr.trim()}`);
           break;
         }
+        if (report.leakedDeviceBytes !== 0) {
+          findings.push(`${workload.name}: leaks ${report.leakedDeviceBytes} bytes of device memory without an injected failure (cuda.liveObjects().leakedDeviceBytes)`);
+          break;
+        }
         counted.push(JSON.parse(readFileSync(file, 'utf8')) as Counts);
       }
       if (counted.length < 2) continue;
