@@ -24,13 +24,13 @@
 import { native, type NativeRef, type PoolDescription } from '../binding/binding.js';
 import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
-import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
+import { partitionsOf, type DevicePartition } from '../device/partition.js';
 import { CudaError, DestroyedError } from '../binding/errors.js';
-import { retire, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
+import { retire, streamCreation, streamHandle, wasUsed, wrapStream, type Stream, type StreamInfo } from '../stream/stream.js';
 import { enterScope, inScope } from '../stream/scope.js';
 import { poolGroup, type StreamPoolGroup } from './pool-group.js';
 import { poolLayout } from './pool-words.js';
-import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateBoolean, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
+import { guardReceivers, invalidType, invalidValue, lockFields, outOfRange, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import { PoolCore, type AcquireOptions, type CloseOptions, type RunOptions, type StreamPoolStats, type TryAcquireOptions } from './pool-policy.js';
 import type { StreamLease } from './stream-lease.js';
 
@@ -165,14 +165,11 @@ export class StreamPool {
     opening = undefined;
     if (opened === undefined) {
       const o = validateOptions<PoolOptions>(options, 'options', 'StreamPool', ['device', 'size', 'priority', 'nonBlocking', 'memoryLimitBytes', 'partition']);
-      // Each option read once (a getter could answer differently); null is no device, as everywhere else.
-      const { device: deviceOption, size: sizeOption, priority: priorityOption, nonBlocking: nonBlockingOption, memoryLimitBytes: limitOption, partition: partitionOption } = o;
+      // Each option read once (a getter could answer differently).
+      const { size: sizeOption, memoryLimitBytes: limitOption } = o;
       const size = sizeOption === undefined ? DEFAULT_SIZE : validateInteger(sizeOption, 'options.size', 1, MAX_SIZE);
-      const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-      const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
       const limit = limitOption === undefined ? undefined : validateInteger(limitOption, 'options.memoryLimitBytes', 1, Number.MAX_SAFE_INTEGER);
-      const device = resolveDevice(deviceOption === undefined ? partitionDeviceOf(partitionOption) : deviceOption);
-      const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
+      const { device, nonBlocking, priority, partition } = streamCreation(o);
       const description = native.poolCreate(device.ordinal, size, nonBlocking, priority, poolLayout(size), partition);
       opened = { description, device, owner: true, memoryLimitBytes: limit ?? device.totalMemoryBytes };
     }

@@ -57,6 +57,19 @@ const LEGACY = 1n; // CU_STREAM_LEGACY
 const perThreadStreams = new Map<number, Stream>();
 const legacyStreams = new Map<number, Stream>();
 
+/** What new streams are made with, from the options that `Stream.create()` and `new StreamPool()` share: the device
+ * (a partition's when no `device` is given; 0 by default; null is no device), `nonBlocking` (default true), `priority`
+ * (default 0) and the partition's index (-1 without one). Each option is read once, so a getter that answers
+ * differently cannot pass a check with one value and reach the driver with another. @internal */
+export function streamCreation(o: Partial<StreamOptions>): { device: Device; nonBlocking: boolean; priority: number; partition: number } {
+  const { device: deviceOption, nonBlocking: nonBlockingOption, priority: priorityOption, partition: partitionOption } = o;
+  const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
+  const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
+  const device = resolveDevice(deviceOption === undefined ? partitionDeviceOf(partitionOption) : deviceOption);
+  const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
+  return { device, nonBlocking, priority, partition };
+}
+
 /** What cuStreamGetId/GetPriority/GetFlags reported for a ref, as [handle, id, priority, nonBlocking] (a lease view
  * reuses its pool stream's). @internal */
 export type StreamInfo = ReturnType<typeof native.streamInfo>;
@@ -205,14 +218,8 @@ export class Stream {
    * another device). Wraps: cuStreamCreateWithPriority, or cuGreenCtxStreamCreate in a partition. Lifetime: owned; `destroy()` or `using`; a finalizer destroys a forgotten one.
    * Creating a stream costs several microseconds; for many short tasks use a {@link StreamPool} instead. */
   static create(options?: StreamOptions): Stream {
-    // Each option read once: a getter that answered differently could pass one check and reach the driver another way.
-    // null is no device (refused by resolveDevice), as everywhere else.
     const o = validateOptions<StreamOptions>(options, 'options', 'Stream', ['device', 'nonBlocking', 'priority', 'partition']);
-    const { device: deviceOption, nonBlocking: nonBlockingOption, priority: priorityOption, partition: partitionOption } = o;
-    const nonBlocking = nonBlockingOption === undefined ? true : validateBoolean(nonBlockingOption, 'options.nonBlocking');
-    const priority = priorityOption === undefined ? 0 : validateInteger(priorityOption, 'options.priority', -(2 ** 31), 2 ** 31 - 1);
-    const device = resolveDevice(deviceOption === undefined ? partitionDeviceOf(partitionOption) : deviceOption);
-    const partition = partitionIndex(partitionOption, deviceOption === undefined ? undefined : device, nonBlockingOption);
+    const { device, nonBlocking, priority, partition } = streamCreation(o);
     return new Stream(internalConstruction, native.streamCreate(device.ordinal, nonBlocking, priority, partition), device, 'owned');
   }
 
