@@ -44,6 +44,9 @@ const devices = new Map<number, Device>();
 /** Every Device made by the library: the brand that receivers are checked against. */
 const instances = new WeakSet<object>();
 
+// Device's private constructor, for deviceOf() below.
+let makeDevice: (ordinal: number) => Device;
+
 /** A CUDA device, one object per ordinal per thread. Borrows the device's primary context, which the library
  * retains once per process and never releases (so streams, memory and modules of every thread share it).
  * Properties are read once from the driver (cuDeviceGetAttribute) when the device is first looked up. */
@@ -94,6 +97,7 @@ export class Device {
 
   static {
     guardReceivers(Device, (value) => instances.has(value));
+    makeDevice = (ordinal) => new Device(internalConstruction, ordinal);
   }
 
   /** Splits the device's streaming multiprocessors into partitions that never overlap, one per entry of
@@ -249,17 +253,12 @@ export class Device {
    * ordinal outside the visible devices; `TypeError` ERR_INVALID_ARG_TYPE for a non-integer.
    * Wraps: cuDeviceGet, cuDevicePrimaryCtxRetain (once per process). */
   static get(ordinal = 0): Device {
-    const known = knownDevice(ordinal, 'ordinal');
-    if (known) return known;
-    const device = new Device(internalConstruction, ordinal === 0 ? 0 : ordinal); // -0 is device 0
-    devices.set(ordinal, device);
-    return device;
+    return deviceOf(ordinal, 'ordinal');
   }
 }
 
-/** The Device of `ordinal` when one was made in this thread, else undefined once the ordinal is known valid; the errors
- * of Device.get(), naming the argument as `name`. */
-function knownDevice(ordinal: unknown, name: string): Device | undefined {
+/** This thread's Device of `ordinal`, made on first use; the errors of Device.get(), naming the argument as `name`. */
+function deviceOf(ordinal: unknown, name: string): Device {
   if (typeof ordinal !== 'number') throw invalidType(name, 'an integer', ordinal);
   const known = devices.get(ordinal);
   if (known) return known;
@@ -268,7 +267,9 @@ function knownDevice(ordinal: unknown, name: string): Device | undefined {
   requireCuda();
   const count = Device.count();
   if (ordinal >= count) throw outOfRange(name, `an integer from 0 to ${count - 1} (the visible devices)`, ordinal);
-  return undefined;
+  const device = makeDevice(ordinal === 0 ? 0 : ordinal); // -0 is device 0
+  devices.set(ordinal, device);
+  return device;
 }
 
 /** The ordinal of `other` for the peer methods of `device`: another visible device. */
@@ -284,5 +285,5 @@ export function resolveDevice(device: Device | number | undefined, name = 'optio
   if (device === undefined) return Device.get(0);
   if (device instanceof Device) return device;
   if (typeof device !== 'number') throw invalidType(name, 'a Device or a device ordinal (number)', device);
-  return knownDevice(device, name) ?? Device.get(device);
+  return deviceOf(device, name);
 }
