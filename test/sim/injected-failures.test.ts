@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
 import { benchCli, repositoryRoot } from '../support/paths.js';
-import { failOnce, issuer, needsCompiler, simulatedEnv, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, failOnce, issuer, needsCompiler, simulatedEnv, simulatedJson } from '../support/simulated-driver.js';
 
 const ptx = `'.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry noop()\\n{\\n ret;\\n}\\n'`;
 
@@ -65,6 +65,28 @@ test('a free the driver refuses throws a CudaError naming cuMemFreeAsync, and it
   assert.deepEqual(result.before, [4096, 0]);
   assert.deepEqual(result.after, [0, 4096]);
   assert.deepEqual(result.next, [0, 4096]);
+});
+
+test('a garbage-collected buffer whose free the driver refuses leaks its bytes into leakedDeviceBytes and counts a callback failure naming the call', needsCompiler, async () => {
+  const result = await simulatedJson<{ before: number[]; after: number[]; failures: number; last: string }>(
+    `${collectGarbage}
+     import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     import { flushNursery } from '#library/binding/native-ref-lifetime.js';
+     const stream = Stream.create();
+     const bytes = () => { const o = cuda.liveObjects(); return [o.deviceBytes, o.leakedDeviceBytes]; };
+     (() => DeviceBuffer.alloc(4096, { stream }))(); // forgotten at once
+     flushNursery();
+     const before = bytes();
+     const failuresBefore = cuda.callbackFailures().count;
+     await collectUntil(() => cuda.liveObjects().deviceBytes === 0);
+     const { count, last } = cuda.callbackFailures();
+     console.log(JSON.stringify({ before, after: bytes(), failures: count - failuresBefore, last }));`,
+    { fail: 'cuMemFreeAsync:1=CUDA_ERROR_INVALID_VALUE' },
+  );
+  assert.deepEqual(result.before, [4096, 0]);
+  assert.deepEqual(result.after, [0, 4096]);
+  assert.equal(result.failures, 1);
+  assert.equal(result.last, 'freeing a garbage-collected DeviceBuffer: cuMemFreeAsync failed with CUDA_ERROR_INVALID_VALUE freeing 4096 bytes on device 0; they stay allocated');
 });
 
 // The copy is queued on `busy`, behind slow work; the buffer belongs to `home`, where it is freed at once. The free

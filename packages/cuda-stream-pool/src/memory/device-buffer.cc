@@ -2,6 +2,7 @@
 // freed in stream order and safely across streams (Note [buffer uses]), shared with other threads by id. Runs on:
 // any JS thread (main or worker); a forgotten buffer is freed by its finalizer.
 #include <atomic>
+#include <cstdio>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "internal/loader.h"
 #include "internal/memory.h"
 #include "internal/lock-order.h"
+#include "internal/never-throws.h"
 
 namespace csp {
 
@@ -264,12 +266,24 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
   return out;
 }
 
+// A free that nobody called (the buffer's owner was collected) has no caller to throw to: its failure is counted where
+// cuda.callbackFailures() reports it, unless the device has a sticky fault, which every wait reports already.
+void report_unowned_free(const FreeOutcome& out, const NativeDeviceBuffer& buffer, const char* where) {
+  if (out.failure == CUDA_SUCCESS || device_fault(buffer.device) != CUDA_SUCCESS) return;
+  never_throws(where, [&] {
+    char what[200];
+    std::snprintf(what, sizeof what, "%s failed with %s freeing %zu bytes on device %d; they stay allocated", out.call,
+                  result_text(out.failure).name.c_str(), buffer.bytes, buffer.device);
+    callback_failures().record(where, what);
+  });
+}
+
 }  // namespace
 
 NativeDeviceBuffer::~NativeDeviceBuffer() {
   // The owner's finalizer frees; this only catches a native object that somehow was not, and only from a thread that cannot
   // record on anyone's per-thread stream (environment 0 is no thread).
-  free_memory(*this, nullptr, 0, nullptr);
+  report_unowned_free(free_memory(*this, nullptr, 0, nullptr), *this, "freeing a DeviceBuffer nobody freed");
   if (share_id) {
     std::lock_guard<OrderedMutex> lock(shares().mutex);
     shares().objects.erase(share_id);
@@ -310,7 +324,8 @@ Napi::Value wrap_device_buffer(Napi::Env env, std::shared_ptr<NativeDeviceBuffer
     // is no JS thread: a use on an owner's per-thread stream cannot be ordered from there (as for the destructor).
     auto object = std::static_pointer_cast<NativeDeviceBuffer>(forgotten);
     outside_captures(object->device, [object, here = std::this_thread::get_id()] {
-      free_memory(*object, nullptr, std::this_thread::get_id() == here ? object->owner_environment : 0, nullptr);
+      report_unowned_free(free_memory(*object, nullptr, std::this_thread::get_id() == here ? object->owner_environment : 0, nullptr),
+                          *object, "freeing a garbage-collected DeviceBuffer");
     });
   });
 }
