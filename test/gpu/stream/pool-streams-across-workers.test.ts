@@ -6,10 +6,19 @@ import { test } from 'node:test';
 import { gpu } from '../../support/gpu.js';
 import { runChild } from '../../support/child.js';
 
+// How worker B follows pool stream 0: a stream wait, a blocking synchronize, or a blocking synchronize through a
+// wrapper borrowed from the stream's handle (Stream.fromHandle), which names the same library stream.
+type How = 'waitStream' | 'synchronizeSync' | 'borrowed synchronizeSync';
+const follow: Record<How, string> = {
+  waitStream: 's1.waitStream(s0);',
+  synchronizeSync: 's0.synchronizeSync();',
+  'borrowed synchronizeSync': 'Stream.fromHandle(s0.handle).synchronizeSync();',
+};
+
 // Worker A queues 300 small kernels and then a 2 ms spin on pool stream 0 and tells the main thread at once; worker B
 // is then told to follow that stream (`how`) and to run a short spin on pool stream 1. Each spin writes its start
 // and end from the device's clock; B's must start after A's ends. Reports the rounds where it did not.
-const acrossWorkers = (how: 'waitStream' | 'synchronizeSync') => `
+const acrossWorkers = (how: How) => `
   import { Worker } from 'node:worker_threads';
   import { StreamPool } from 'cuda-stream-pool';
   const pool = new StreamPool({ size: 2 });
@@ -17,7 +26,7 @@ const acrossWorkers = (how: 'waitStream' | 'synchronizeSync') => `
   const common = \`
     import { readFileSync } from 'node:fs';
     import { parentPort, workerData } from 'node:worker_threads';
-    import { DeviceBuffer, Module, PinnedBuffer, StreamPool } from 'cuda-stream-pool';
+    import { DeviceBuffer, Module, PinnedBuffer, Stream, StreamPool } from 'cuda-stream-pool';
     const tests = await Module.load(readFileSync('test/kernels/test-kernels.ptx', 'utf8'));
     const spin = tests.getFunction('spin', ['u64', 'ptr']);
     const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
@@ -42,7 +51,7 @@ const acrossWorkers = (how: 'waitStream' | 'synchronizeSync') => `
     parentPort.postMessage('ready');\`, { eval: true, workerData: { shared } });
   const b = new Worker(\`\${common}
     parentPort.on('message', async (round) => {
-      ${how === 'waitStream' ? 's1.waitStream(s0);' : 's0.synchronizeSync();'}
+      ${follow[how]}
       spin.launch({ grid: 1, block: 1, stream: s1 }, 10_000n, stamps);
       await report(s1, round);
     });
@@ -63,7 +72,7 @@ const acrossWorkers = (how: 'waitStream' | 'synchronizeSync') => `
   console.log(JSON.stringify(early));`;
 
 for (const mode of ['direct', 'deferred']) {
-  for (const how of ['waitStream', 'synchronizeSync'] as const) {
+  for (const how of Object.keys(follow) as How[]) {
     test(`${mode} submission: a pool stream's work queued in one worker is followed by ${how}() in another after a message`, gpu, async () => {
       const result = await runChild(acrossWorkers(how), { CUDA_STREAM_POOL_SUBMISSION: mode }, 120_000);
       assert.equal(result.code, 0, result.stderr);

@@ -219,11 +219,12 @@ void Submitter::forget() {
 }
 
 Submitter::~Submitter() {
-  forget();
   closing_.store(true, std::memory_order_seq_cst);
   light_fence();  // before wake_thread() reads parked_ (Note [asymmetric fences])
   wake_thread();
   pthread_join(thread_, nullptr);  // the thread issues everything recorded before it returns
+  // Only now: until the thread has returned, an exit() in another thread must stop it between two operations.
+  forget();
   // What it issued after its last reap; not at exit, where objects' releases would call a driver that is going away.
   if (!exiting.load(std::memory_order_seq_cst)) reap();
 }
@@ -336,7 +337,12 @@ void Submitter::run() {
     uint64_t markers = markers_.load(std::memory_order_acquire);
     uint64_t tail = published_.load(std::memory_order_acquire);
     if (head == tail) {
-      if (closing_.load(std::memory_order_acquire)) return;  // the destructor reaps what is left
+      if (closing_.load(std::memory_order_acquire)) {
+        // What was published before the destructor's store is seen now (the load above may have come before both):
+        // issued before the thread returns. The destructor reaps what is left.
+        if (published_.load(std::memory_order_acquire) == head) return;
+        continue;
+      }
       // Spin a little, then park.
       const auto until = std::chrono::steady_clock::now() + kSpin;
       while ((tail = published_.load(std::memory_order_acquire)) == head && !closing_.load(std::memory_order_relaxed) &&

@@ -502,7 +502,7 @@ Napi::Value stream_wait(const Napi::CallbackInfo& info) {
   const double token = info[1].As<Napi::Number>().DoubleValue();
   Use<NativeStream> use(*stream, "Stream", "synchronize", QueuesNoWork{});
   Submitter* submitter = nullptr;
-  if (deferred_mode() && stream->owner().unissued())
+  if (deferred_mode() && stream->unissued())
     submitter = recording_for(env, *stream);
   if (submitter) {
     // Work recorded on the stream is not issued yet: the marker follows this thread's in the queue.

@@ -219,7 +219,7 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
   Use<NativeStream> use(*object, "Stream", "query", QueuesNoWork{});
   if (FailurePointer failure = object->owner().failure.peek()) return Napi::Number::New(info.Env(), failure->code);
   // Work recorded on it and not issued yet (deferred submission) keeps it busy; no need to wait for the issue.
-  if (object->owner().unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
+  if (object->unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
   const DependencySnapshot seen = object->owner().dependencies.snapshot();
   const CUresult status = query_stream(*object);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);

@@ -98,8 +98,11 @@ struct NativeStream : NativeObject {
   std::atomic<int> shard{-1};
   alignas(kCacheLineBytes) IssuedCount operations_issued;
   std::atomic<uint64_t> submissions{0};
+  // Whether operations recorded on the driver stream (on owner(), whichever wrapper this is) wait to be issued.
   bool unissued() const {
-    return operations_issued.load(std::memory_order_acquire) != operations_recorded.load(std::memory_order_acquire);
+    const NativeStream& counted = lender ? *lender : *this;
+    return counted.operations_issued.load(std::memory_order_acquire) !=
+           counted.operations_recorded.load(std::memory_order_acquire);
   }
   // A call that goes to the driver directly (Use, in an ordered call) first waits until the operations other threads
   // recorded on the stream were issued: "record in one thread, then use the stream in another" keeps its order.
