@@ -525,3 +525,31 @@ test('deferred: device.synchronize() rejects with a failure of recorded work onl
   );
   assert.deepEqual(result.rounds, ['cuLaunchKernel 170 1', 'resolved 2 2', 'resolved 3 3']);
 });
+
+test('deferred: a PinnedBuffer copied on two streams of different submission threads is fenced on both: its block is not reused until both copies are done', needsCompiler, async () => {
+  const result = await simulatedJson<{ wrong: string[]; shards: number }>(
+    `${load}
+     const [s0, s1] = [Stream.create(), Stream.create()]; // given to the two submission threads in turn
+     const bytes = 4096, rounds = 400;
+     const targets = [s0, s1].map((stream) => DeviceBuffer.alloc(rounds * bytes, { stream }));
+     for (let r = 0; r < rounds; r++) {
+       // A fresh buffer each round, freed at once: the cache gives its block to a later round as soon as the fences
+       // it holds say its copies are done; a lost fence lets a later round's bytes into this round's copy.
+       const source = PinnedBuffer.alloc(bytes);
+       source.view(Uint8Array).fill(r & 255);
+       s0.copy(targets[0], source, { dstOffset: r * bytes });
+       s1.copy(targets[1], source, { dstOffset: r * bytes });
+       source.free();
+     }
+     const wrong = [];
+     for (const [i, stream] of [s0, s1].entries()) {
+       const out = await targets[i].toArray(Uint8Array, { stream });
+       for (let r = 0; r < rounds; r++)
+         if (out.subarray(r * bytes, (r + 1) * bytes).some((b) => b !== (r & 255))) wrong.push('stream ' + i + ' round ' + r);
+     }
+     console.log(JSON.stringify({ wrong, shards: cuda.submission().threads }));`,
+    deferred({ operationDelayUs: 20 }),
+  );
+  assert.equal(result.shards, 2);
+  assert.deepEqual(result.wrong, []);
+});

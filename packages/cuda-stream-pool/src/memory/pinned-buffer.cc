@@ -37,8 +37,11 @@ struct Fence {
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;
-  std::vector<Fence> fences;  // touched by the block's one holder, or by the cache after release()
-  bool unfenced = false;      // a fence failed, so a queued copy may use it at any time: never reused, never freed
+  // Added to while the block has a holder, under fences_mutex: with deferred submission, copies of one PinnedBuffer
+  // on streams of two shards are fenced by two submission threads at once. The cache's alone after release().
+  std::vector<Fence> fences;
+  OrderedMutex fences_mutex{LockLevel::kLeaf, "pinned block fences"};
+  std::atomic<bool> unfenced{false};  // a fence failed, so a queued copy may use it at any time: never reused, never freed
   // Registered host memory (Note [registered host memory]): unregistered, never reused, once its fences completed.
   bool registered = false;
   int device = 0;             // whose context registered it
@@ -99,9 +102,19 @@ class PinnedCache {
       block.unfenced = true;
       check(r, "cuEventRecord", stream->device, [&] { return std::string(where(*stream)); });
     };
-    for (Fence& f : block.fences) {
-      if (!same_stream(f.stream, stream)) continue;
-      if (CUresult r = drv().cuEventRecord(f.event, stream->handle)) fail(r);
+    // The stream's fence, if it has one: re-recorded outside the lock (two threads re-recording it both follow their
+    // own copies, so the later record follows both).
+    CUevent known = nullptr;
+    {
+      std::lock_guard<OrderedMutex> lock(block.fences_mutex);
+      for (const Fence& f : block.fences)
+        if (same_stream(f.stream, stream)) {
+          known = f.event;
+          break;
+        }
+    }
+    if (known) {
+      if (CUresult r = drv().cuEventRecord(known, stream->handle)) fail(r);
       return;
     }
     Fence f;
@@ -117,6 +130,7 @@ class PinnedCache {
       put_event(f.device, f.event);
       fail(r);
     }
+    std::lock_guard<OrderedMutex> lock(block.fences_mutex);
     block.fences.push_back(std::move(f));
   }
 
