@@ -553,3 +553,31 @@ test('deferred: a PinnedBuffer copied on two streams of different submission thr
   assert.equal(result.shards, 2);
   assert.deepEqual(result.wrong, []);
 });
+
+test('deferred: once a wait has reported a failure, work queued directly on the stream (copies to and from JS arrays) runs and later waits resolve', needsCompiler, async () => {
+  const result = await simulatedJson<string[]>(
+    `${load}
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(1024, { stream });
+     await stream.synchronize();
+     const outcomes = [];
+     const attempt = async (label, body) => {
+       try { outcomes.push(label + ' ' + (await body())); } catch (e) { outcomes.push(label + ' ' + e.code + ' ' + e.call); }
+     };
+     stream.fill(buffer, 7); // refused when issued
+     await attempt('first wait', () => stream.synchronize().then(() => 'resolved'));
+     await attempt('second wait', () => stream.synchronize().then(() => 'resolved'));
+     stream.copy(buffer, new Uint8Array(1024).fill(9)); // staged: queued directly, not recorded
+     await attempt('toArray', async () => (await buffer.toArray(Uint8Array, { stream }))[1023]);
+     await attempt('wait after', () => stream.synchronize().then(() => 'resolved'));
+     console.log(JSON.stringify(outcomes));`,
+    deferred({ fail: 'cuMemsetD8Async@any:1=CUDA_ERROR_OUT_OF_MEMORY' }),
+  );
+  assert.deepEqual(result, [
+    // Every wait before new work reports the failure (each covers the dropped fill).
+    'first wait CUDA_ERROR_OUT_OF_MEMORY cuMemsetD8Async',
+    'second wait CUDA_ERROR_OUT_OF_MEMORY cuMemsetD8Async',
+    'toArray 9',
+    'wait after resolved',
+  ]);
+});

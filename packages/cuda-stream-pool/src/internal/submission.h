@@ -36,7 +36,7 @@
 //    made, with the errors of direct mode. What only the driver can refuse makes the stream errored (its
 //    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
 //    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
-//    and runs; an event recorded after the failure carries it to every stream and host wait on that event, and a
+//    and runs (so does work queued directly on the stream, a staged copy say: NativeStream::leave_after_work); an event recorded after the failure carries it to every stream and host wait on that event, and a
 //    waitStream() on an errored stream errors the waiting stream too (a stream called directly is told by the
 //    waitStream() call). One RecordedFailure object travels to every slot, so a report by any wait counts for all.
 //    A sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once the device's work

@@ -70,6 +70,9 @@ struct NativeStream : NativeObject {
   }
   void leave_after_work() {
     count_work();
+    // Work queued directly after a failure that a wait has reported runs, as a recorded operation does: the stream
+    // takes work again, and later waits no longer report it (Note [deferred submission] in internal/submission.h).
+    if (owner().failure.set()) owner().failure.clear_if_reported();
     leave();
   }
   // The object that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
