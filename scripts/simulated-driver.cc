@@ -64,7 +64,7 @@
 //                  stall:<ms>: the call blocks its thread for <ms> milliseconds (1 to 60000) before it does
 //                  anything, then goes on as usual (a slow driver call, for what waits on that thread); not for
 //                  `operation`.
-//                  `fault:` and `lost` only for calls that queue work.
+//                  `fault:` and `lost` only for calls that queue work, and only they for `operation`.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
 //   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13010 (default 13000). Below 12080 it
 //   has no cuMemcpyBatchAsync; from 12080 to 12090 it hands out that call's CUDA 12.8 form (with failIdx); from 13010
@@ -345,6 +345,9 @@ std::vector<Rule> parse_rules() {
     }
     if (rule.action == Action::kStall && rule.entry == e_operation)
       bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': `operation` cannot stall (name the entry point that should)");
+    if (rule.action == Action::kFail && rule.entry == e_operation)
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text +
+                        "': `operation` takes fault:<CUresult> or lost (to fail a call, name its entry point)");
     if ((rule.action == Action::kFault || rule.action == Action::kLost) && !queues_work(rule.entry))
       bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': " + kEntryNames[rule.entry] +
                         " queues no work, so it cannot fault or be lost; fail it with a CUresult instead");

@@ -18,6 +18,7 @@ for (const [setting, message] of [
   [{ fail: 'cuEventCreate:1=stall:0' }, /'cuEventCreate:1=stall:0': a stall takes a whole number of milliseconds from 1 to 60000/],
   [{ fail: 'cuLaunchKernel:1=stall:60001' }, /a stall takes a whole number of milliseconds from 1 to 60000/],
   [{ fail: 'operation:1=stall:5' }, /`operation` cannot stall \(name the entry point that should\)/],
+  [{ fail: 'operation@any:2=CUDA_ERROR_OUT_OF_MEMORY' }, /`operation` takes fault:<CUresult> or lost \(to fail a call, name its entry point\)/],
   [{ fail: 'cuEventCreat:1=2' }, /'cuEventCreat' is not an entry point it simulates/],
   [{ fail: 'cuEventCreate=2' }, /is not <entry point>\[@<thread>\[\/<n>\]\]:<k>\[\+\]=<action>/],
   [{ devices: 0 }, /SIMULATED_DRIVER_DEVICES=0: simulate at least one device/],
