@@ -426,3 +426,22 @@ test('copies and fills through subarrays land at the view\'s offset in its buffe
   assert.throws(() => stream.copy(buffer.subarray(60, 100), buffer.subarray(64, 104)), { code: 'ERR_INVALID_ARG_VALUE', message: /overlaps "dst"/ });
   assert.throws(() => stream.fill(buffer.subarray(2, 10), 1, { type: 'u32' }), { code: 'ERR_INVALID_ARG_VALUE', message: /^"dst" is a subarray starting 2 bytes into its buffer/ });
 });
+
+test('an option getter that detaches or shrinks an operand runs before the operands are checked: the copy, a batch and DeviceBuffer.from() refuse it with the typed error of a detached source', gpu, () => {
+  using stream = Stream.create();
+  using device = DeviceBuffer.alloc(64, { stream });
+  const detached = /^"(src|copies\[0\]\.src|source)" is (an ArrayBuffer|a view of an ArrayBuffer) that is detached/;
+  const detach = (memory: ArrayBuffer) => structuredClone(memory, { transfer: [memory] });
+  const source = new ArrayBuffer(64);
+  assert.throws(() => stream.copy(device, source, { get byteLength() { detach(source); return 64; } }), { code: 'ERR_INVALID_ARG_VALUE', message: detached });
+  // A later entry's getter detaches an earlier entry's source.
+  const first = new ArrayBuffer(64);
+  const copies = [{ dst: device, src: first, byteLength: 32 }, { dst: device, src: new Uint8Array(32), dstOffset: 32, get byteLength() { detach(first); return 32; } }];
+  assert.throws(() => stream.copyBatch(copies), { code: 'ERR_INVALID_ARG_VALUE', message: detached });
+  const view = new Uint8Array(new ArrayBuffer(64));
+  assert.throws(() => DeviceBuffer.from(view, { get stream() { detach(view.buffer as ArrayBuffer); return stream; } }), { code: 'ERR_INVALID_ARG_VALUE', message: detached });
+  // A resizable source shrunk by the getter is copied at the length it has when checked, or refused for it.
+  const Resizable = ArrayBuffer as unknown as new (bytes: number, options: { maxByteLength: number }) => ArrayBuffer & { resize(bytes: number): void };
+  const resizable = new Resizable(64, { maxByteLength: 64 });
+  assert.throws(() => stream.copy(device, resizable, { get byteLength() { resizable.resize(16); return 64; } }), { code: 'ERR_OUT_OF_RANGE', message: /the source's 16 bytes/ });
+});

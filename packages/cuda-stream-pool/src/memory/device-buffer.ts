@@ -377,11 +377,12 @@ export class DeviceBuffer {
    */
   static from(source: ArrayBufferView, options?: DeviceBufferFromOptions): DeviceBuffer {
     if (!isArrayBufferView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
+    // The options before the source's bytes: a getter among them that detaches or shrinks the source runs first.
+    const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
+    const stream = DeviceBuffer.#allocationStream(o);
     const bytes = viewBytes(source);
     if (bytes.detached) throw detachedError('source', true);
     if (bytes.byteLength === 0) throw outOfRange('source.byteLength', `an integer from 1 to ${Number.MAX_SAFE_INTEGER}`, 0);
-    const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
-    const stream = DeviceBuffer.#allocationStream(o);
     const buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
     try {
       // The bytes found above, as a plain Uint8Array: nothing of the caller's object is read again.

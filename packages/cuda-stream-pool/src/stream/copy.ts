@@ -174,11 +174,27 @@ interface CheckedCopy {
 const COPY_OPTIONS = ['byteLength', 'dstOffset', 'srcOffset'] as const;
 const BATCH_COPY_KEYS = ['byteLength', 'dstOffset', 'srcOffset', 'dst', 'src'] as const;
 
+/** What one copy asks for: its operands and its options, each read once. */
+interface CopyRequest {
+  dst: unknown;
+  src: unknown;
+  byteLength: unknown;
+  dstOffset: unknown;
+  srcOffset: unknown;
+}
+
+/** The options of `stream.copy(dst, src, options)`, read before anything is checked: a getter among them that
+ * detaches or shrinks an operand then runs before the operands are looked at, never between the check and the copy. */
+function copyRequest(dst: unknown, src: unknown, options: unknown): CopyRequest {
+  const o = validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS);
+  return { dst, src, byteLength: o.byteLength, dstOffset: o.dstOffset, srcOffset: o.srcOffset };
+}
+
 /** Every check of one copy on `stream`, as `stream.copy()` makes them; `index` is the copy's place in a batch, -1 for
  * `stream.copy()` (argument names in messages: {@link argumentName}). Names are built only for a message: a batch
  * checks its copies one by one, so this is the per-copy cost of `copyBatch`. */
-function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call: string, index = -1): CheckedCopy {
-  const o = index < 0 ? validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS) : validateOptions<CopyOptions>(options, () => `copies[${index}]`, 'copy', BATCH_COPY_KEYS);
+function checkCopy(stream: StreamFacts, request: CopyRequest, call: string, index = -1): CheckedCopy {
+  const { dst, src } = request;
   const d = operand(dst, index, 'dst', call);
   const s = operand(src, index, 'src', call);
   if (!addressed(d) && !addressed(s))
@@ -197,18 +213,18 @@ function checkCopy(stream: StreamFacts, dst: unknown, src: unknown, options: unk
   // Before the ranges: a length-tracking view of a shrunk buffer would otherwise be refused for its length.
   if (d.kind === 'pageable' && isResizable(d.memory))
     throw invalidValue(argumentName(index, 'dst'), 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
-  const srcOffset = checkOffset(o.srcOffset, index, 'srcOffset', s.length, 'the source');
-  const dstOffset = checkOffset(o.dstOffset, index, 'dstOffset', d.length, 'the destination');
+  const srcOffset = checkOffset(request.srcOffset, index, 'srcOffset', s.length, 'the source');
+  const dstOffset = checkOffset(request.dstOffset, index, 'dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
   const room = d.length - dstOffset;
-  const byteLength = checkByteLength(o.byteLength, available, index, 'source', s.length, 'srcOffset', srcOffset);
+  const byteLength = checkByteLength(request.byteLength, available, index, 'source', s.length, 'srcOffset', srcOffset);
   if (byteLength > room) {
     const name = (field: string): string => argumentName(index, field);
     throw outOfRange(
       name('byteLength'),
       `at most ${room} to fit the destination (its ${d.length} bytes from "${name('dstOffset')}" ${dstOffset})`,
       byteLength,
-      o.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "${name('srcOffset')}" ${srcOffset}; pass "${name('byteLength')}".` : '',
+      request.byteLength === undefined ? `It defaulted to the source's ${s.length} bytes from "${name('srcOffset')}" ${srcOffset}; pass "${name('byteLength')}".` : '',
     );
   }
   if (addressed(d) && addressed(s)) {
@@ -236,7 +252,7 @@ function isPeer(d: Operand, s: Operand): boolean {
 /** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
  * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
 export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
-  const copy = checkCopy(stream, dst, src, options, call);
+  const copy = checkCopy(stream, copyRequest(dst, src, options), call);
   const sb = streams.ref(stream, call);
   if (copy.byteLength === 0) return;
   queueChecked(stream, sb, copy, call);
@@ -288,13 +304,16 @@ function sharedRange(a: Touched, b: Touched): string {
 /** Queues the copies of a batch on `stream`; see `Stream.copyBatch`. @internal */
 export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
   if (!Array.isArray(copies)) throw invalidType('copies', 'an array of { dst, src, byteLength?, dstOffset?, srcOffset? }', copies);
-  const checked: CheckedCopy[] = [];
+  // Every entry read before any is checked: a getter of a later entry cannot detach or shrink an earlier one's operand.
+  const requests: CopyRequest[] = [];
   for (let i = 0; i < copies.length; i++) {
     const entry: unknown = copies[i];
     if (typeof entry !== 'object' || entry === null) throw invalidType(`copies[${i}]`, 'an object { dst, src, byteLength?, dstOffset?, srcOffset? }', entry);
-    const { dst, src } = entry as { dst: unknown; src: unknown };
-    checked.push(checkCopy(stream, dst, src, entry, 'stream.copyBatch', i));
+    const e = validateOptions<CopyOptions & { dst: unknown; src: unknown }>(entry, () => `copies[${i}]`, 'copy', BATCH_COPY_KEYS);
+    requests.push({ dst: e.dst, src: e.src, byteLength: e.byteLength, dstOffset: e.dstOffset, srcOffset: e.srcOffset });
   }
+  const checked: CheckedCopy[] = [];
+  for (let i = 0; i < requests.length; i++) checked.push(checkCopy(stream, requests[i]!, 'stream.copyBatch', i));
   // The copies of a batch run in any order and at once: none may write bytes that another reads or writes. Where an
   // address is beyond what the check holds exactly, the copies are queued one by one, in order, which needs no check.
   const regions = new Map<unknown, Touched[]>();
