@@ -1,6 +1,8 @@
 // A CUDA driver that does nothing, for measuring the library's own cost per call on any machine: every call
-// succeeds at once, device memory is host memory (malloc), copies and fills are memcpy/memset, a stream memory write
-// lands immediately, so every stream is always idle. Nothing here is a GPU: results are meaningless, timings are not.
+// succeeds at once, device memory is host memory (malloc; an allocation malloc refuses is out of memory), single
+// copies and fills are memcpy/memset, a stream memory write lands immediately, so every stream is always idle. Batched
+// copies (cuMemcpyBatchAsync, the library's copy kernel) and kernels do nothing. Nothing here is a GPU: results are
+// meaningless, timings are not.
 //   mkdir -p /tmp/null-driver
 //   g++ -std=c++17 -O2 -shared -fPIC -I packages/cuda-stream-pool/src scripts/null-driver.cc -o /tmp/null-driver/libcuda.so.1
 //   CUDA_STREAM_POOL_LIBCUDA=/tmp/null-driver/libcuda.so.1 npx cuda-stream-pool bench micro
@@ -91,7 +93,9 @@ CUresult s_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool, CUstr
     *p = it->second;
     pool_free.erase(it);
   } else {
-    *p = reinterpret_cast<CUdeviceptr>(std::malloc(n ? n : 1));
+    void* memory = std::malloc(n ? n : 1);
+    if (!memory) return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = reinterpret_cast<CUdeviceptr>(memory);
     pool_sizes[*p] = n;
   }
   return CUDA_SUCCESS;
