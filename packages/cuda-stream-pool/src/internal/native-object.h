@@ -76,7 +76,7 @@ struct NativeObject {
   // Counts work queued without leaving (a recorded operation, once issued); NativeStream counts it, as
   // leave_after_work() would.
   void count_work() {}
-  void entered_for_use() {}  // what a Use does after entering; a native object kind may hide it with its own
+  void entered_for_use(bool /*queues_work*/) {}  // what a Use does after entering; a native object kind may hide it with its own
 
   // Retires the object; the handle is released now if nothing is in flight, else by the last call to leave. True for
   // the call that retired it. Never blocks.
@@ -149,7 +149,7 @@ class Use {
   // A native object kind's step after entering (NativeStream::entered_for_use); most have none. Leaves the entry if it throws.
   void entered() {
     try {
-      object_.entered_for_use();
+      object_.entered_for_use(queues_work_);
     } catch (...) {
       object_.leave();
       throw;

@@ -132,6 +132,16 @@ FailurePointer FailureSlot::reset_locked() {
   return std::move(failure_);
 }
 
+FailurePointer FailureSlot::admit() {
+  if (!set()) return nullptr;
+  std::lock_guard<OrderedMutex> lock(mutex_);
+  if (failure_ && failure_->reported.load(std::memory_order_acquire)) {
+    reset_locked();
+    return nullptr;
+  }
+  return failure_;
+}
+
 bool FailureSlot::clear_if_reported() {
   if (!set()) return false;
   std::lock_guard<OrderedMutex> lock(mutex_);
@@ -392,8 +402,7 @@ void Submitter::run() {
         NativeStream& owner = operation->stream->owner();
         try {
           // Work after a reported failure runs again; a wait's marker reports instead.
-          FailurePointer failure = owner.failure.peek();
-          if (failure && !operation->reports && owner.failure.clear_if_reported()) failure = nullptr;
+          FailurePointer failure = operation->reports ? owner.failure.peek() : owner.failure.admit();
           if (!operation->issue(failure)) dropped_.fetch_add(1, std::memory_order_relaxed);
         } catch (const CudaFailure& failure) {
           failed_.fetch_add(1, std::memory_order_relaxed);
@@ -499,8 +508,10 @@ void await_issued(NativeStream& stream) {
 
 thread_local bool in_ordered_call = false;
 
-void NativeStream::entered_for_use() {
-  if (in_ordered_call && unissued()) await_issued(*this);
+void NativeStream::entered_for_use(bool queues_work) {
+  if (!in_ordered_call) return;
+  if (unissued()) await_issued(*this);
+  if (queues_work && owner().failure.set()) owner().failure.clear_if_reported();
 }
 
 void throw_stream_failure(NativeStream& stream) {

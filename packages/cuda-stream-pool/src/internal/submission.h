@@ -36,7 +36,9 @@
 //    made, with the errors of direct mode. What only the driver can refuse makes the stream errored (its
 //    FailureSlot): later recorded operations on it are dropped, and every wait on it rejects with the CudaError of
 //    the call that failed (naming the kernel, the stream), until an operation recorded after such a wait clears it
-//    and runs (so does work queued directly on the stream, a staged copy say: NativeStream::leave_after_work); an event recorded after the failure carries it to every stream and host wait on that event, and a
+//    and runs (so does work an ordered call queues directly on the stream, a staged copy say: NativeStream::
+//    entered_for_use clears it before the work is queued); an event recorded after the failure carries it to every
+//    stream and host wait on that event, and a
 //    waitStream() on an errored stream errors the waiting stream too (a stream called directly is told by the
 //    waitStream() call). One RecordedFailure object travels to every slot, so a report by any wait counts for all.
 //    A sticky fault also stays device-wide, as in direct mode; device.synchronize() reports, once the device's work
@@ -114,6 +116,9 @@ class FailureSlot {
   FailurePointer report();
   // Clears a failure that a wait has reported; true when it did (the caller's operation then runs).
   bool clear_if_reported();
+  // For an operation about to be issued: the failure it must be dropped for (unreported), or null, having cleared a
+  // reported one, in one step (a clear by another thread between a look and a clear would drop it for nothing).
+  FailurePointer admit();
   // The failure, now cleared (null when none).
   FailurePointer take();
   void clear() { take(); }

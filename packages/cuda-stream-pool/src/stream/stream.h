@@ -70,9 +70,6 @@ struct NativeStream : NativeObject {
   }
   void leave_after_work() {
     count_work();
-    // Work queued directly after a failure that a wait has reported runs, as a recorded operation does: the stream
-    // takes work again, and later waits no longer report it (Note [deferred submission] in internal/submission.h).
-    if (owner().failure.set()) owner().failure.clear_if_reported();
     leave();
   }
   // The object that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
@@ -109,7 +106,9 @@ struct NativeStream : NativeObject {
   }
   // A call that goes to the driver directly (Use, in an ordered call) first waits until the operations other threads
   // recorded on the stream were issued: "record in one thread, then use the stream in another" keeps its order.
-  void entered_for_use();
+  // Work that an ordered call is about to queue directly after a failure that a wait has reported runs, as a recorded
+  // operation does when it is issued: the failure is cleared then, before the work is queued (`queues_work`).
+  void entered_for_use(bool queues_work);
   // Set (release) once id, priority and flags hold the driver's answers: at creation, or when a wrapper first asked
   // the driver (a borrowed foreign stream, a creation whose cuStreamGetId failed), so that a refusal read in another
   // call or thread can name the stream. Written before the object is shared (creation, borrow) or under stream_info's
