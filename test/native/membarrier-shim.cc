@@ -3,8 +3,9 @@
 // fences run in CI. MEMBARRIER_SHIM selects what it refuses:
 //   absent   every membarrier command fails with ENOSYS (Linux before 4.14, qemu-user, seccomp sandboxes): the
 //            library must find no membarrier and use full fences on both sides;
-//   failing  the query and the registration succeed, every MEMBARRIER_CMD_PRIVATE_EXPEDITED then fails with ENOMEM
-//            (Linux may fail it for want of memory): the sleeping side must wait with timeouts.
+//   failing  the query and the registration succeed (answered here, whatever the kernel has), every
+//            MEMBARRIER_CMD_PRIVATE_EXPEDITED then fails with ENOMEM (Linux may fail it for want of memory): the
+//            sleeping side must wait with timeouts.
 // Every other system call goes to libc. At exit it writes "membarrier shim: <n> refused" to stderr.
 #include <dlfcn.h>
 #include <linux/membarrier.h>
@@ -49,6 +50,9 @@ extern "C" long syscall(long number, ...) {
   va_end(list);
   if (number == __NR_membarrier) {
     const Mode chosen = mode();
+    // Failing: the query and the registration succeed whatever the kernel has, so the failing command is called.
+    if (chosen == Mode::kFailing && a[0] == MEMBARRIER_CMD_QUERY) return MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+    if (chosen == Mode::kFailing && a[0] == MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) return 0;
     if (chosen == Mode::kAbsent || (chosen == Mode::kFailing && a[0] == MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
       refused.fetch_add(1);
       errno = chosen == Mode::kAbsent ? ENOSYS : ENOMEM;

@@ -127,9 +127,10 @@ std::shared_ptr<NativePinnedBuffer> end_one(std::map<uintptr_t, Registration>::i
 // Refuses later copies with `object` (waiting only for copies being queued with it by other threads) and hands its
 // pages to the pinned cache, which unregisters them once the queued copies are done.
 void retire(const std::shared_ptr<NativePinnedBuffer>& object) {
+  // First: a copy being queued or issued with it (a recorded one holds an entry until issued) still fences the block.
+  object->free();
   Block* block = object->block;
   object->block = nullptr;
-  object->free();
   release_registered(block);
 }
 
