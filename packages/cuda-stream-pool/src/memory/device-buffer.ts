@@ -377,12 +377,17 @@ export class DeviceBuffer {
    */
   static from(source: ArrayBufferView, options?: DeviceBufferFromOptions): DeviceBuffer {
     if (!isArrayBufferView(source)) throw invalidType('source', 'a TypedArray, DataView or Buffer', source);
-    // The options before the source's bytes: a getter among them that detaches or shrinks the source runs first.
+    const sourceBytes = () => {
+      const found = viewBytes(source);
+      if (found.detached) throw detachedError('source', true);
+      if (found.byteLength === 0) throw outOfRange('source.byteLength', `an integer from 1 to ${Number.MAX_SAFE_INTEGER}`, 0);
+      return found;
+    };
+    sourceBytes(); // before the driver is needed
     const o = validateOptions<DeviceBufferFromOptions>(options, 'options', 'DeviceBuffer.from', ['stream', 'device']);
     const stream = DeviceBuffer.#allocationStream(o);
-    const bytes = viewBytes(source);
-    if (bytes.detached) throw detachedError('source', true);
-    if (bytes.byteLength === 0) throw outOfRange('source.byteLength', `an integer from 1 to ${Number.MAX_SAFE_INTEGER}`, 0);
+    // Again, after the options: a getter among them may have detached or shrunk the source.
+    const bytes = sourceBytes();
     const buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
     try {
       // The bytes found above, as a plain Uint8Array: nothing of the caller's object is read again.
