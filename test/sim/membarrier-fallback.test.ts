@@ -10,6 +10,8 @@ import { nativeCheck } from '../support/native-check.js';
 import { needsCompiler, runSimulated } from '../support/simulated-driver.js';
 
 const shim = nativeCheck('membarrier-shim', { shared: true, level: '-O2' });
+// After what is preloaded already: a sanitizer's runtime must stay first.
+const preload = (): string => [process.env.LD_PRELOAD, shim()].filter(Boolean).join(' ');
 
 const workload = `
   import { readFileSync } from 'node:fs';
@@ -57,7 +59,7 @@ for (const mode of ['absent', 'failing'] as const) {
   test(`deferred submission with membarrier ${mode === 'absent' ? 'missing (full fences)' : 'failing after registration (timed waits)'}: every wake-up arrives, every byte is right`, needsCompiler, async () => {
     const result = await runSimulated(workload, {
       operationDelayUs: 2,
-      env: { CUDA_STREAM_POOL_SUBMISSION: 'deferred', LD_PRELOAD: shim(), MEMBARRIER_SHIM: mode },
+      env: { CUDA_STREAM_POOL_SUBMISSION: 'deferred', LD_PRELOAD: preload(), MEMBARRIER_SHIM: mode },
       timeoutMs: 120_000,
     });
     assert.equal(result.code, 0, `exit ${result.code} ${result.signal ?? ''}\n${result.stderr}`);
