@@ -109,8 +109,9 @@ export const cuda = {
    * exiting or a worker terminated), deliveries of finished waits, the poller and synchronizer threads. Each is
    * caught instead of aborting the process (what it was doing is left undone: a handle or a block of memory may leak),
    * and counted here, process-wide. So is a free that the driver refused for a `DeviceBuffer` whose owner was
-   * garbage-collected (its bytes count in `liveObjects().leakedDeviceBytes`), unless its device has a sticky fault. A healthy process reports `{ count: 0, last: undefined }`; a worker terminated
-   * while a delivery to it was running can count one. Never opens the driver; never throws.
+   * garbage-collected (its bytes count in `liveObjects().leakedDeviceBytes`), unless its device has a sticky fault. A
+   * healthy process reports `{ count: 0, last: undefined }`; a worker terminated while a delivery to it was running
+   * can count one. Never opens the driver; never throws.
    * @returns `count`: failures since the process started; `last`: the latest one's message (which callback, then
    * the exception's message, at most 255 characters), `undefined` when there was none. */
   callbackFailures(): {

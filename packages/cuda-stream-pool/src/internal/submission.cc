@@ -511,7 +511,7 @@ thread_local bool in_ordered_call = false;
 void NativeStream::entered_for_use(bool queues_work) {
   if (!in_ordered_call) return;
   if (unissued()) await_issued(*this);
-  if (queues_work && owner().failure.set()) owner().failure.clear_if_reported();
+  if (queues_work) owner().failure.clear_if_reported();  // returns at once when no failure is set
 }
 
 void throw_stream_failure(NativeStream& stream) {

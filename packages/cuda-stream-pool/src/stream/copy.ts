@@ -183,10 +183,9 @@ interface CopyRequest {
   srcOffset: unknown;
 }
 
-/** The options of `stream.copy(dst, src, options)`, read before anything is checked: a getter among them that
- * detaches or shrinks an operand then runs before the operands are looked at, never between the check and the copy. */
-function copyRequest(dst: unknown, src: unknown, options: unknown): CopyRequest {
-  const o = validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS);
+/** A copy's options (validated), read before anything is checked: a getter among them that detaches or shrinks an
+ * operand then runs before the operands are looked at, never between the check and the copy. */
+function copyRequest(dst: unknown, src: unknown, o: Partial<CopyOptions>): CopyRequest {
   return { dst, src, byteLength: o.byteLength, dstOffset: o.dstOffset, srcOffset: o.srcOffset };
 }
 
@@ -252,7 +251,7 @@ function isPeer(d: Operand, s: Operand): boolean {
 /** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
  * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
 export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
-  const copy = checkCopy(stream, copyRequest(dst, src, options), call);
+  const copy = checkCopy(stream, copyRequest(dst, src, validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS)), call);
   const sb = streams.ref(stream, call);
   if (copy.byteLength === 0) return;
   queueChecked(stream, sb, copy, call);
@@ -310,7 +309,7 @@ export function copyBatchOnStream(stream: StreamFacts, copies: unknown): void {
     const entry: unknown = copies[i];
     if (typeof entry !== 'object' || entry === null) throw invalidType(`copies[${i}]`, 'an object { dst, src, byteLength?, dstOffset?, srcOffset? }', entry);
     const e = validateOptions<CopyOptions & { dst: unknown; src: unknown }>(entry, () => `copies[${i}]`, 'copy', BATCH_COPY_KEYS);
-    requests.push({ dst: e.dst, src: e.src, byteLength: e.byteLength, dstOffset: e.dstOffset, srcOffset: e.srcOffset });
+    requests.push(copyRequest(e.dst, e.src, e));
   }
   const checked: CheckedCopy[] = [];
   for (let i = 0; i < requests.length; i++) checked.push(checkCopy(stream, requests[i]!, 'stream.copyBatch', i));

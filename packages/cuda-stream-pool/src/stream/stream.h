@@ -75,6 +75,7 @@ struct NativeStream : NativeObject {
   // The object that owns the driver stream: the lender of a borrowed library stream, else this one. Its capture flags
   // describe the driver stream, so that a capture begun through either wrapper guards both.
   NativeStream& owner() { return lender ? *lender : *this; }
+  const NativeStream& owner() const { return lender ? *lender : *this; }
   // The same, as the shared_ptr that buffers keep in their uses.
   static const std::shared_ptr<NativeStream>& owner_of(const std::shared_ptr<NativeStream>& object) {
     return object->lender ? object->lender : object;
@@ -100,9 +101,8 @@ struct NativeStream : NativeObject {
   std::atomic<uint64_t> submissions{0};
   // Whether operations recorded on the driver stream (on owner(), whichever wrapper this is) wait to be issued.
   bool unissued() const {
-    const NativeStream& counted = lender ? *lender : *this;
-    return counted.operations_issued.load(std::memory_order_acquire) !=
-           counted.operations_recorded.load(std::memory_order_acquire);
+    return owner().operations_issued.load(std::memory_order_acquire) !=
+           owner().operations_recorded.load(std::memory_order_acquire);
   }
   // A call that goes to the driver directly (Use, in an ordered call) first waits until the operations other threads
   // recorded on the stream were issued: "record in one thread, then use the stream in another" keeps its order.
