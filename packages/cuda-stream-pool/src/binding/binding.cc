@@ -1,8 +1,10 @@
 // The addon's entry: per-environment data and the exports of every concept file. Context-aware: each worker
 // thread loads the addon again and gets its own AddonData.
 #include <atomic>
+#include <cmath>
 
 #include "binding/binding.h"
+
 #include "internal/submission.h"
 
 namespace csp {
@@ -67,6 +69,12 @@ Napi::Value launch_scratch_get(const Napi::CallbackInfo& info) {
   return scratch(info.Env(), data.launch_array, data.launch_shape, kLaunchSlots, napi_uint32_array);
 }
 
+// operandScratch() -> Float64Array
+Napi::Value operand_scratch_get(const Napi::CallbackInfo& info) {
+  AddonData& data = AddonData::of(info.Env());
+  return scratch(info.Env(), data.operand_array, data.operands, kOperandSlots, napi_float64_array);
+}
+
 // The bytes of a scratch array that JS made at load (binding.ts asks for both), or a logic_error naming it.
 template <class Element>
 Element* scratch_bytes(Element* bytes, const char* name) {
@@ -80,6 +88,7 @@ const Export kHandleExports[] = {
     {"handleCount", "", unordered<handle_count>},
     {"factScratch", "", unordered<fact_scratch>},
     {"launchScratch", "", unordered<launch_scratch_get>},
+    {"operandScratch", "", unordered<operand_scratch_get>},
 };
 
 }  // namespace
@@ -87,6 +96,17 @@ const Export kHandleExports[] = {
 const uint32_t* launch_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).launch_shape, "launch"); }
 
 uint64_t* fact_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).facts, "fact"); }
+
+Operands::Operands(Napi::Env env)
+    : env_(env), data_(AddonData::of(env)), values_(scratch_bytes(data_.operands, "operand")) {}
+
+size_t Operands::size(size_t slot) const {
+  const double value = values_[slot];
+  if (!(value >= 0 && value <= 9007199254740992.0) || value != std::floor(value))
+    throw Napi::RangeError::New(env_, "cuda-stream-pool internal: operand " + std::to_string(slot) +
+                                          " is no byte count or offset: " + std::to_string(value));
+  return static_cast<size_t>(value);
+}
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   static std::atomic<int> next_environment{1};

@@ -10,6 +10,7 @@
 
 #include "binding/errors.h"
 #include "internal/handle-table.h"
+#include "internal/native-object.h"
 
 namespace csp {
 
@@ -22,12 +23,14 @@ struct AddonData {
   std::shared_ptr<Channel> channel;       // poller -> JS thread hand-off, created by completionInit
   int environment_id = 0;                 // process-unique, names this thread as a lease holder
   std::shared_ptr<Synchronizers> synchronizers;  // device-wide waits (synchronizer.cc), created on first use
-  // The environment's fact scratch (Note [fact scratch]) and launch scratch (Note [launch scratch]), made on first
-  // use, and where their bytes are.
+  // The environment's fact, launch and operand scratch arrays (Note [fact scratch], Note [launch scratch], Note
+  // [operand scratch]), made on first use, and where their elements are.
   Napi::Reference<Napi::TypedArrayOf<uint64_t>> fact_array;
   Napi::Reference<Napi::Uint32Array> launch_array;
+  Napi::Reference<Napi::Float64Array> operand_array;  // Note [operand scratch]
   uint64_t* facts = nullptr;
   uint32_t* launch_shape = nullptr;
+  double* operands = nullptr;
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
@@ -52,6 +55,36 @@ uint64_t* fact_scratch(Napi::Env env);
 // Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns).
 constexpr size_t kLaunchSlots = 11;
 const uint32_t* launch_scratch(Napi::Env env);
+
+// Note [operand scratch]: the hottest calls that name several objects (a copy between device and pinned memory: the
+// stream, two buffers, two offsets and a byte count) take no arguments; JS writes their operands, handles and sizes
+// as numbers, into a Float64Array of kOperandSlots that the addon made for the thread, right before the call. Six
+// arguments read through Node-API (a type check and a conversion each, and the environment's data looked up per
+// handle) were about a quarter of a pinned copy's own cost on the null driver.
+constexpr size_t kOperandSlots = 6;
+
+// One call's view of its operands (Note [operand scratch]). Any value that is no handle of the kind, or no size, is
+// refused as find_native and to_size refuse an argument.
+class Operands {
+ public:
+  explicit Operands(Napi::Env env);
+  template <class B>
+  Borrowed<B> borrow(size_t slot) const {
+    return borrow_native<B>(env_, data_.handles, values_[slot]);
+  }
+  template <class B>
+  std::shared_ptr<B> unwrap(size_t slot) const {
+    return std::static_pointer_cast<B>(find_native<B>(env_, data_.handles, values_[slot]));
+  }
+  // A byte count or offset: an integer from 0 to 2^53 (the TS layer checked the real range); else a RangeError.
+  size_t size(size_t slot) const;
+  int environment() const { return data_.environment_id; }
+
+ private:
+  Napi::Env env_;
+  AddonData& data_;
+  const double* values_;
+};
 
 // One function a concept file exports: its JS name, the kinds of the arguments JS passes it (comma-separated, each
 // one of number, bigint, boolean, string, ref, ref? (a NativeRef or undefined), object, array, function, Uint8Array,

@@ -201,7 +201,8 @@ export interface NativeBinding {
 
   eventCreate(device: number, timing: boolean, blockingSync: boolean, interprocess: boolean): NativeRef;
   /** Records the event on the stream; returns the stream's capture status after it (0 none, 1 active, 2 invalidated). */
-  eventRecord(event: NativeRef, stream: NativeRef): number;
+  // Operands (Note [operand scratch] in src/binding/binding.h): event, stream.
+  eventRecord(): number;
   eventStatus(event: NativeRef): number;
   /** 0, or a fault of another device that the work waited on (as deviceSynchronizeSync). */
   eventSynchronize(event: NativeRef): number;
@@ -233,10 +234,11 @@ export interface NativeBinding {
   kernelMaxPotentialBlockSize(kernel: NativeRef, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
   kernelSetMaxDynamicSharedMemBytes(kernel: NativeRef, bytes: number): void;
   // The launch's shape is in launchShape (Note [launch scratch] in src/binding/binding.h), written right before the call.
-  kernelLaunch(kernel: NativeRef, stream: NativeRef, params: Uint8Array): void;
+  // Operands (Note [operand scratch] in src/binding/binding.h): kernel, stream.
+  kernelLaunch(params: Uint8Array): void;
   // cuLaunchKernelEx: launchShape also holds the cluster dimensions (0 for none) and the flags (1 cooperative, 2
   // programmatic dependent launch).
-  kernelLaunchWithAttributes(kernel: NativeRef, stream: NativeRef, params: Uint8Array): void;
+  kernelLaunchWithAttributes(params: Uint8Array): void;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -255,6 +257,7 @@ export interface NativeBinding {
   // The thread's scratch arrays, made by the addon on the first call and the same ones after.
   factScratch(): BigUint64Array;
   launchScratch(): Uint32Array;
+  operandScratch(): Float64Array;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
@@ -274,9 +277,10 @@ export interface NativeBinding {
   pinnedTrimCache(): number;
   pinnedCacheInfo(): { idleBytes: number; totalBytes: number };
   stagingInfo(): { capBytes: number; allocatedBytes: number; highWaterBytes: number; copyThreads: number; evictedBytes: number };
-  copyDeviceToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
-  copyPinnedToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, pinned: NativeRef, pinnedOffset: number, bytes: number): void;
-  copyDeviceToPinned(stream: NativeRef, pinned: NativeRef, pinnedOffset: number, src: NativeRef, srcOffset: number, bytes: number): void;
+  // Operands in the operand scratch (Note [operand scratch] in src/binding/binding.h): use copyOperands().
+  copyDeviceToDevice(): void;
+  copyPinnedToDevice(): void;
+  copyDeviceToPinned(): void;
   copyPageableToDevice(stream: NativeRef, dst: NativeRef, dstOffset: number, source: Uint8Array): void;
   copyDeviceToPageable(stream: NativeRef, destination: Uint8Array, src: NativeRef, srcOffset: number): NativeRef;
   copyLanded(flag: NativeRef): boolean;
@@ -377,6 +381,7 @@ function unavailableBinding(reason: string): NativeBinding {
     setErrorFactory: () => {},
     factScratch: () => new BigUint64Array(4),
     launchScratch: () => new Uint32Array(11),
+    operandScratch: () => new Float64Array(6),
     handleCount: () => 0,
     completionInit: () => {},
     completionRef: () => {},
@@ -416,6 +421,21 @@ export const facts = native.factScratch();
  * grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z (0 for none), flags (1 cooperative, 2
  * programmatic dependent launch). Written right before the call, with no JS code of the user's in between. */
 export const launchShape = native.launchScratch();
+
+/** Operands of the calls that take no arguments (Note [operand scratch] in src/binding/binding.h): written right
+ * before the call, with no JS code of the user's in between. */
+export const operands = native.operandScratch();
+
+/** Writes a copy's six operands (stream, destination, its offset, source, its offset, bytes) for copyDeviceToDevice,
+ * copyPinnedToDevice or copyDeviceToPinned, which read them in that order. */
+export function copyOperands(stream: NativeRef, dst: NativeRef, dstOffset: number, src: NativeRef, srcOffset: number, bytes: number): void {
+  operands[0] = stream;
+  operands[1] = dst;
+  operands[2] = dstOffset;
+  operands[3] = src;
+  operands[4] = srcOffset;
+  operands[5] = bytes;
+}
 
 // Values shared with the C++ side, each checked against it by test/cpu/contract.test.ts.
 

@@ -35,6 +35,7 @@
 #include <napi.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -168,18 +169,24 @@ Napi::Value wrap_native(Napi::Env env, std::shared_ptr<B> object, ForgetAction f
   return Napi::Number::New(env, handle_table(env).insert(std::move(object), &B::kTag, forget));
 }
 
+// The slot of `handle`, a handle of kind B in `table` (errors as find_native, thrown in `env`).
+template <class B>
+const std::shared_ptr<void>& find_native(Napi::Env env, HandleTable& table, double handle) {
+  HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
+  if (const std::shared_ptr<void>* found = table.find(handle, &B::kTag, miss)) return *found;
+  if (miss == HandleTable::Miss::kReleased) throw Destroyed{B::kName, "use"};
+  throw Napi::TypeError::New(env, std::string("cuda-stream-pool internal: expected a ") + B::kName +
+                                      (miss == HandleTable::Miss::kWrongKind ? " handle, got a handle of another kind"
+                                                                             : " handle made in this thread"));
+}
+
 // The slot of the handle `value`, of kind B. A value that is no handle of this kind is a TypeError (nothing of the
 // library's passes one); a handle whose slot was released is a DestroyedError naming the kind.
 template <class B>
 const std::shared_ptr<void>& find_native(const Napi::Value& value) {
-  HandleTable::Miss miss = HandleTable::Miss::kNotAHandle;
-  const std::shared_ptr<void>* found = nullptr;
-  if (value.IsNumber()) found = handle_table(value.Env()).find(value.As<Napi::Number>().DoubleValue(), &B::kTag, miss);
-  if (found != nullptr) return *found;
-  if (miss == HandleTable::Miss::kReleased) throw Destroyed{B::kName, "use"};
-  throw Napi::TypeError::New(value.Env(), std::string("cuda-stream-pool internal: expected a ") + B::kName +
-                                              (miss == HandleTable::Miss::kWrongKind ? " handle, got a handle of another kind"
-                                                                                     : " handle made in this thread"));
+  // NaN is no handle: the table refuses it, and the error names the kind as for any other non-handle.
+  const double handle = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : std::nan("");
+  return find_native<B>(value.Env(), handle_table(value.Env()), handle);
 }
 
 // The object a handle from wrap_native names (errors as find_native).
@@ -191,24 +198,35 @@ std::shared_ptr<B> unwrap_native(const Napi::Value& value) {
 // A handle's object borrowed for the rest of one synchronous call of the environment's own thread: only that thread
 // releases its table's slots, so the object outlives the call unless the call itself releases the slot. No reference
 // count is taken (two atomic operations fewer per handle on the hottest calls); what keeps the object past the call
-// (a recorded operation) takes shared().
+// (a recorded operation) takes shared(), which finds the slot again (the table may have grown since).
 template <class B>
 class Borrowed {
  public:
-  Borrowed(B& object, const Napi::Value& handle) : object_(object), handle_(handle) {}
+  Borrowed(B& object, Napi::Env env, HandleTable& table, double handle)
+      : object_(object), env_(env), table_(table), handle_(handle) {}
   B& operator*() const { return object_; }
   B* operator->() const { return &object_; }
-  std::shared_ptr<B> shared() const { return unwrap_native<B>(handle_); }
+  std::shared_ptr<B> shared() const { return std::static_pointer_cast<B>(find_native<B>(env_, table_, handle_)); }
 
  private:
   B& object_;
-  Napi::Value handle_;
+  Napi::Env env_;
+  HandleTable& table_;
+  double handle_;
 };
 
 // The object a handle from wrap_native names, borrowed (errors as find_native).
 template <class B>
 Borrowed<B> borrow_native(const Napi::Value& value) {
-  return Borrowed<B>(*static_cast<B*>(find_native<B>(value).get()), value);
+  HandleTable& table = handle_table(value.Env());
+  const double handle = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : std::nan("");
+  return Borrowed<B>(*static_cast<B*>(find_native<B>(value.Env(), table, handle).get()), value.Env(), table, handle);
+}
+
+// The object `handle` names in `table`, borrowed (errors as find_native).
+template <class B>
+Borrowed<B> borrow_native(Napi::Env env, HandleTable& table, double handle) {
+  return Borrowed<B>(*static_cast<B*>(find_native<B>(env, table, handle).get()), env, table, handle);
 }
 
 // Whether `value` is a live handle of kind B, without throwing.

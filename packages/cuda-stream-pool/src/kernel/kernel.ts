@@ -1,6 +1,6 @@
 // Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
 // every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
-import { launchShape, native, type NativeRef } from '../binding/binding.js';
+import { launchShape, native, operands, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { UnsupportedError } from '../binding/errors.js';
@@ -266,14 +266,16 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
       const launch = launchShape;
       for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
       launch[6] = shared;
+      operands[0] = ref;
+      operands[1] = streamHandle;
       if (plain) {
-        native.kernelLaunch(ref, streamHandle, this.#packer.bytes);
+        native.kernelLaunch(this.#packer.bytes);
       } else {
         launch[7] = cluster[0]!;
         launch[8] = cluster[1]!;
         launch[9] = cluster[2]!;
         launch[10] = flags;
-        native.kernelLaunchWithAttributes(ref, streamHandle, this.#packer.bytes);
+        native.kernelLaunchWithAttributes(this.#packer.bytes);
       }
       noteCapturedLaunch(streamHandle, this);
     } finally {

@@ -494,19 +494,21 @@ Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Bo
   return env.Undefined();
 }
 
-// kernelLaunch(kernel, stream, params: Uint8Array): the launch's shape is in the launch scratch (Note [launch scratch]
-// in binding/binding.h): grid x, y, z, block x, y, z, dynamic shared memory bytes.
+// kernelLaunch(params: Uint8Array), operands (Note [operand scratch] in binding/binding.h) kernel, stream: the launch's
+// shape is in the launch scratch (Note [launch scratch]): grid x, y, z, block x, y, z, dynamic shared memory bytes.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
+  const Operands operands(info.Env());
   const uint32_t* shape = launch_scratch(info.Env());
   const unsigned grid[3] = {shape[0], shape[1], shape[2]};
   const unsigned block[3] = {shape[3], shape[4], shape[5]};
-  return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
-                shape[6], info[2].As<Napi::Uint8Array>(), nullptr);
+  return launch(info.Env(), operands.borrow<NativeKernel>(0), operands.borrow<NativeStream>(1), grid, block, shape[6],
+                info[0].As<Napi::Uint8Array>(), nullptr);
 }
 
-// kernelLaunchWithAttributes(kernel, stream, params: Uint8Array): as kernelLaunch, and the scratch's words 7 to 10 hold
-// the cluster dimensions (0 for none) and the flags (1 cooperative, 2 programmatic dependent launch).
+// kernelLaunchWithAttributes(params: Uint8Array): as kernelLaunch, and the launch scratch's words 7 to 10 hold the
+// cluster dimensions (0 for none) and the flags (1 cooperative, 2 programmatic dependent launch).
 Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
+  const Operands operands(info.Env());
   const uint32_t* shape = launch_scratch(info.Env());
   const unsigned grid[3] = {shape[0], shape[1], shape[2]};
   const unsigned block[3] = {shape[3], shape[4], shape[5]};
@@ -516,8 +518,8 @@ Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
   attributes.cluster[2] = shape[9];
   attributes.cooperative = (shape[10] & 1) != 0;
   attributes.programmatic = (shape[10] & 2) != 0;
-  return launch(info.Env(), borrow_native<NativeKernel>(info[0]), borrow_native<NativeStream>(info[1]), grid, block,
-                shape[6], info[2].As<Napi::Uint8Array>(), &attributes);
+  return launch(info.Env(), operands.borrow<NativeKernel>(0), operands.borrow<NativeStream>(1), grid, block, shape[6],
+                info[0].As<Napi::Uint8Array>(), &attributes);
 }
 
 }  // namespace
@@ -552,8 +554,8 @@ const Export kModuleExports[] = {
     {"kernelAttributes", "ref", entry<kernel_attributes>},
     {"kernelMaxPotentialBlockSize", "ref, number, number", entry<kernel_max_potential_block_size>},
     {"kernelSetMaxDynamicSharedMemBytes", "ref, number", entry<kernel_set_max_dynamic_shared>},
-    {"kernelLaunch", "ref, ref, Uint8Array", unordered<kernel_launch>},
-    {"kernelLaunchWithAttributes", "ref, ref, Uint8Array", unordered<kernel_launch_with_attributes>},
+    {"kernelLaunch", "Uint8Array", unordered<kernel_launch>},
+    {"kernelLaunchWithAttributes", "Uint8Array", unordered<kernel_launch_with_attributes>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {

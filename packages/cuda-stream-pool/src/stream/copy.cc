@@ -78,24 +78,25 @@ void issue_fill(const std::shared_ptr<NativeStream>& stream, CUdeviceptr at, uin
           stream->device, [&] { return std::string(copy_text(*stream, count)); });
 }
 
-// copyDeviceToDevice(stream, dst, dstOffset, src, srcOffset, bytes): the buffers may be on two devices, the stream on
-// either of them. The uses are noted on the stream whatever device it is on, so each buffer's free waits for it
-// (Note [buffer uses] in device-buffer.cc).
+// copyDeviceToDevice(), operands (Note [operand scratch] in binding.h) stream, dst, dstOffset, src, srcOffset, bytes:
+// the buffers may be on two devices, the stream on either of them. The uses are noted on the stream whatever device
+// it is on, so each buffer's free waits for it (Note [buffer uses] in device-buffer.cc).
 Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_native<NativeStream>(info[0]);
-  auto dst = unwrap_native<NativeDeviceBuffer>(info[1]);
-  size_t dst_offset = to_size(info[2]);
-  auto src = unwrap_native<NativeDeviceBuffer>(info[3]);
-  size_t src_offset = to_size(info[4]);
-  size_t bytes = to_size(info[5]);
+  const Operands operands(env);
+  auto stream = operands.unwrap<NativeStream>(0);
+  auto dst = operands.unwrap<NativeDeviceBuffer>(1);
+  size_t dst_offset = operands.size(2);
+  auto src = operands.unwrap<NativeDeviceBuffer>(3);
+  size_t src_offset = operands.size(4);
+  size_t bytes = operands.size(5);
   Use<NativeDeviceBuffer> use_dst(*dst, "DeviceBuffer", "copy");
   std::optional<Use<NativeDeviceBuffer>> use_src;
   if (src != dst) use_src.emplace(*src, "DeviceBuffer", "copy");
   Use<NativeStream> use_stream(*stream, "Stream", "copy");
   check_span("destination", dst_offset, bytes, dst->bytes, env);
   check_span("source", src_offset, bytes, src->bytes, env);
-  const int environment = environment_of(env);
+  const int environment = operands.environment();
   Submitter* submitter = recording_for(env, *stream);
   make_current(stream->device);
   note_use_before_work(*dst, stream, environment);
@@ -124,17 +125,19 @@ Napi::Value copy_device_to_device(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// copyPinnedToDevice(stream, dst, dstOffset, pinned, pinnedOffset, bytes) when ToDevice;
-// copyDeviceToPinned(stream, pinned, pinnedOffset, src, srcOffset, bytes) otherwise. One body for both directions.
+// copyPinnedToDevice(), operands (Note [operand scratch] in binding.h) stream, dst, dstOffset, pinned, pinnedOffset,
+// bytes, when ToDevice; copyDeviceToPinned(), operands stream, pinned, pinnedOffset, src, srcOffset, bytes, otherwise.
+// One body for both directions.
 template <bool ToDevice>
 Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto stream = unwrap_native<NativeStream>(info[0]);
-  auto device = borrow_native<NativeDeviceBuffer>(info[ToDevice ? 1 : 3]);
-  size_t device_offset = to_size(info[ToDevice ? 2 : 4]);
-  auto pinned = borrow_native<NativePinnedBuffer>(info[ToDevice ? 3 : 1]);
-  size_t pinned_offset = to_size(info[ToDevice ? 4 : 2]);
-  size_t bytes = to_size(info[5]);
+  const Operands operands(env);
+  auto stream = operands.unwrap<NativeStream>(0);
+  auto device = operands.borrow<NativeDeviceBuffer>(ToDevice ? 1 : 3);
+  size_t device_offset = operands.size(ToDevice ? 2 : 4);
+  auto pinned = operands.borrow<NativePinnedBuffer>(ToDevice ? 3 : 1);
+  size_t pinned_offset = operands.size(ToDevice ? 4 : 2);
+  size_t bytes = operands.size(5);
   Use<NativePinnedBuffer> use_pinned(*pinned, "PinnedBuffer", "copy");
   Use<NativeDeviceBuffer> use_device(*device, "DeviceBuffer", "copy");
   Use<NativeStream> use_stream(*stream, "Stream", "copy");
@@ -145,7 +148,7 @@ Napi::Value copy_pinned(const Napi::CallbackInfo& info) {
     check_span("destination", pinned_offset, bytes, pinned->bytes, env);
     check_span("source", device_offset, bytes, device->bytes, env);
   }
-  const int environment = environment_of(env);
+  const int environment = operands.environment();
   Submitter* submitter = recording_for(env, *stream);
   make_current(stream->device);
   note_use_before_work(*device, stream, environment);
@@ -427,9 +430,9 @@ Napi::Value copy_2d(const Napi::CallbackInfo& info) {
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kCopyExports[] = {
-    {"copyDeviceToDevice", "ref, ref, number, ref, number, number", unordered<copy_device_to_device>},
-    {"copyPinnedToDevice", "ref, ref, number, ref, number, number", unordered<copy_pinned<true>>},
-    {"copyDeviceToPinned", "ref, ref, number, ref, number, number", unordered<copy_pinned<false>>},
+    {"copyDeviceToDevice", "", unordered<copy_device_to_device>},
+    {"copyPinnedToDevice", "", unordered<copy_pinned<true>>},
+    {"copyDeviceToPinned", "", unordered<copy_pinned<false>>},
     {"memoryFill", "ref, ref, number, number, number, number", unordered<memory_fill>},
     {"copyBatch", "ref, array, Uint8Array, object", entry<copy_batch>},
     {"copy2D", "ref, ref, number, number, number, ref, number, number, number, number, number", entry<copy_2d>},

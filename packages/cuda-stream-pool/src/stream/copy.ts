@@ -3,7 +3,7 @@
 // internal/staging.cc: copies never block the JS thread.
 import { types } from 'node:util';
 
-import { native, type NativeRef } from '../binding/binding.js';
+import { copyOperands, native, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { landingQueued } from './completion.js';
 import { DestroyedError, renameDestroyed } from '../binding/errors.js';
@@ -499,14 +499,20 @@ function queueCopy(stream: StreamFacts, sb: NativeRef, d: Operand, s: Operand, d
     return;
   }
   if (d.kind === 'device') {
-    if (s.kind === 'device') native.copyDeviceToDevice(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
-    else if (s.kind === 'pinned') native.copyPinnedToDevice(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+    if (s.kind === 'device') {
+      copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+      native.copyDeviceToDevice();
+    } else if (s.kind === 'pinned') {
+      copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+      native.copyPinnedToDevice();
+    }
     else native.copyPageableToDevice(sb, d.ref, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
     return;
   }
   if (s.kind !== 'device') return; // unreachable: checked above
   if (d.kind === 'pinned') {
-    native.copyDeviceToPinned(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+    copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
+    native.copyDeviceToPinned();
     return;
   }
   const start = d.base + dstOffset;

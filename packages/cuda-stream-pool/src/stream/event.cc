@@ -62,10 +62,12 @@ Napi::Value event_create(const Napi::CallbackInfo& info) {
   return wrap_native(info.Env(), create_event(device, flags, true));
 }
 
-// eventRecord(eventRef, streamRef) -> the stream's capture status after the record (0 none, 1 active, 2 invalidated)
+// eventRecord(), operands (Note [operand scratch] in binding/binding.h) event, stream -> the stream's capture status
+// after the record (0 none, 1 active, 2 invalidated)
 Napi::Value event_record(const Napi::CallbackInfo& info) {
-  auto event = borrow_native<NativeEvent>(info[0]);
-  auto stream = borrow_native<NativeStream>(info[1]);
+  const Operands operands(info.Env());
+  auto event = operands.borrow<NativeEvent>(0);
+  auto stream = operands.borrow<NativeStream>(1);
   Use<NativeEvent> use(*event, "Event", "record");
   Use<NativeStream> use_stream(*stream, "Stream", "recordEvent");
   Submitter* submitter = recording_for(info.Env(), *stream);
@@ -162,7 +164,7 @@ Napi::Value event_destroy(const Napi::CallbackInfo& info) {
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kEventExports[] = {
     {"eventCreate", "number, boolean, boolean, boolean", entry<event_create>},
-    {"eventRecord", "ref, ref", unordered<event_record>},
+    {"eventRecord", "", unordered<event_record>},
     {"eventStatus", "ref", entry<event_status>},
     {"eventSynchronize", "ref", entry<event_synchronize>},
     {"eventElapsed", "ref, ref", entry<event_elapsed>},

@@ -1,5 +1,5 @@
 // CUDA events: markers recorded on a stream, for ordering between streams and for timing.
-import { native, NOT_READY, type NativeRef } from '../binding/binding.js';
+import { native, NOT_READY, operands, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
@@ -164,7 +164,9 @@ export class Event {
     if (stream.device !== this.#device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.#device.ordinal}.`);
     const target = streams.ref(stream, 'recordEvent');
-    const capturing = native.eventRecord(ref, target);
+    operands[0] = ref;
+    operands[1] = target;
+    const capturing = native.eventRecord();
     this.#recorded = true;
     this.#captured = capturing === 0 ? undefined : { ref: target, streamId: stream.id };
     return this;
