@@ -51,3 +51,55 @@ test('event markers: a query that keeps failing ends the wait with its error ins
   );
   assert.equal(result.result, 'CUDA_ERROR_OUT_OF_MEMORY');
 });
+
+// A copy into a JS array of more than one part (each part lands once its marker is done) asks its part markers the
+// same way: one failed query used to end the copy at once, leaving the array unwritten with no error and handing its
+// staging back while the device was still writing it.
+test('event markers: when the first query of a copy part fails, the copy into a JS array still lands', needsCompiler, async () => {
+  const result = await simulatedJson<{ result: string; wrong: number }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const bytes = 5 << 20;
+     const buffer = DeviceBuffer.alloc(bytes, { stream });
+     stream.fill(buffer, 0x5a);
+     const destination = new Uint8Array(bytes).fill(0x11);
+     stream.copy(destination, buffer);
+     const result = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     const wrong = destination.reduce((count, value) => count + (value !== 0x5a), 0);
+     buffer.free();
+     stream.destroy();
+     console.log(JSON.stringify({ result, wrong }));`,
+    {
+      fail: 'cuEventQuery@csp-poller:1=CUDA_ERROR_UNKNOWN',
+      env: { CUDA_STREAM_POOL_COMPLETION: 'event', SIMULATED_DRIVER_COPY_BYTES_PER_US: '500' },
+    },
+  );
+  assert.deepEqual(result, { result: 'resolved', wrong: 0 });
+});
+
+// When the queries of a streamed copy's markers keep failing (short of a fault), the copy into the JS array ends
+// without landing: the array keeps its bytes, and the stream's next wait reports the failure instead of resolving as
+// if the copy had landed.
+test('a copy into a JS array whose markers cannot be asked reports its failure at the next wait', needsCompiler, async () => {
+  const result = await simulatedJson<{ wait: string; untouched: boolean }>(
+    `import { CudaError, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const bytes = 5 << 20;
+     const buffer = DeviceBuffer.alloc(bytes, { stream });
+     stream.synchronizeSync();
+     const destination = new Uint8Array(bytes).fill(0x11);
+     stream.copy(destination, buffer);
+     const wait = await stream.synchronize().then(
+       () => 'resolved',
+       (e) => (e instanceof CudaError ? e.code + ': ' + e.message : 'not a CudaError: ' + e),
+     );
+     console.log(JSON.stringify({ wait, untouched: destination.every((value) => value === 0x11) }));
+     process.exit(0);`,
+    {
+      fail: 'cuEventQuery@csp-poller:1+=CUDA_ERROR_UNKNOWN',
+      env: { CUDA_STREAM_POOL_STAGING_BYTES: String(1 << 20) },
+    },
+  );
+  assert.equal(result.untouched, true);
+  assert.match(result.wait, /^CUDA_ERROR_UNKNOWN: .*a copy of 5242880 bytes from device memory into a JS array/);
+});

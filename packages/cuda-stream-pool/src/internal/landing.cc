@@ -6,6 +6,9 @@
 
 #include "internal/context.h"
 #include "internal/device-faults.h"
+#include "internal/memory.h"
+#include "internal/never-throws.h"
+#include "internal/submission.h"
 
 namespace csp {
 
@@ -60,12 +63,31 @@ void land_up_to(Napi::Env env, Landing& landing, size_t to) {
 
 }  // namespace
 
-void finish_landing(Napi::Env env, Landing& landing, bool copy) {
+void finish_landing(Napi::Env env, Landing& landing, CUresult result) {
   if (landing.finished.exchange(true)) return;
-  if (copy) land_up_to(env, landing, landing.bytes);
+  if (result == CUDA_SUCCESS) land_up_to(env, landing, landing.bytes);
   if (landing.destination) napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
-  release_staging(landing);
+  if (result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS) {
+    release_staging(landing);
+  } else {
+    // A sticky code is another device's fault, which the stream's waits report already.
+    never_throws("reporting a failed copy into a JS array", [&] {
+      if (is_sticky(result)) return;
+      if (std::shared_ptr<NativeStream> owner = landing.stream.lock())
+        carry_failure(*owner, std::make_shared<const RecordedFailure>(
+                                  CudaFailure{result, "cuEventQuery",
+                                              device_text(landing.marker.device) + ", a copy of " +
+                                                  std::to_string(landing.bytes) +
+                                                  " bytes from device memory into a JS array through pinned staging"},
+                                  true));
+    });
+  }
+  // Once finished, nothing calls these: what they hold (a streamed copy's gathered bytes, the size of the copy) goes
+  // now, not when JS lets the landing go.
+  landing.copy_out = nullptr;
+  landing.poll = nullptr;
+  landing.release = nullptr;
   drop_marker(landing);
 }
 
@@ -112,7 +134,7 @@ bool settle_landing(Napi::Env env, Landing& landing) {
       if (fault.code) result = fault.code;
     }
   }
-  finish_landing(env, landing, result == CUDA_SUCCESS);
+  finish_landing(env, landing, result);
   return true;
 }
 

@@ -14,6 +14,8 @@
 
 namespace csp {
 
+struct NativeStream;
+
 // One staged device-to-host copy into a JS array, finished on its JS thread (see Note [completion engine]).
 struct Landing {
   // JS holds a landing as a handle (wrap_native / unwrap_native in native-object.h) until copyLanded() finds it landed.
@@ -25,6 +27,8 @@ struct Landing {
   // byte 0), on its JS thread.
   std::function<void(void* destination, size_t from, size_t to)> copy_out;
   std::function<void()> release;        // gives the staging back; runs once, on any thread
+  // The copy's stream: a copy that failed short of a fault errors it, so that its next wait reports the failure.
+  std::weak_ptr<NativeStream> stream;
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
   std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
@@ -64,8 +68,11 @@ void release_staging(Landing& landing);
 // One holder of the landing's marker is done with it (see Landing::marker_holders).
 void drop_marker(Landing& landing);
 
-// Copies staging into the destination array, unless its buffer was detached or transferred. JS thread.
-void finish_landing(Napi::Env env, Landing& landing, bool copy);
+// Ends the landing with its copy's `result`: on success copies staging into the destination array, unless its buffer
+// was detached or transferred, and gives the staging back. A failure lands nothing; short of a sticky fault of the
+// copy's device (whose context runs nothing more) the staging stays out of use, since the device may still be
+// writing it, and the failure errors the copy's stream. JS thread.
+void finish_landing(Napi::Env env, Landing& landing, CUresult result);
 
 // Whether the landing has bytes in staging that its JS thread has not landed yet, and no part landing is posted
 // for them; if so, marks one posted. The poller, before posting a part landing (Ready::part).

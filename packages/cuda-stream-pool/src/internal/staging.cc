@@ -227,6 +227,26 @@ Arena& arena(int device) {
   return arenas[device];
 }
 
+// A failed query of a marker says nothing of the work before it unless it is a sticky fault (check_quiet recorded it):
+// it counts as not done for up to kLimit, then the failure is the copy's (as a wait's is in the poller).
+class UnsureQueries {
+ public:
+  CUresult settled(CUresult result, int device) {
+    using Clock = std::chrono::steady_clock;
+    if (result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY || device_fault(device) != CUDA_SUCCESS) {
+      since_ = Clock::time_point{};
+      return result;
+    }
+    const auto now = Clock::now();
+    if (since_ == Clock::time_point{}) since_ = now;
+    return now - since_ < kLimit ? CUDA_ERROR_NOT_READY : result;
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kLimit{100};
+  std::chrono::steady_clock::time_point since_;  // since when a query fails (not a fault)
+};
+
 // A copy that did not fit the free chunks, fed by the poller. See Note [staging].
 struct StreamedCopy {
   bool to_device = false;
@@ -237,7 +257,7 @@ struct StreamedCopy {
   std::weak_ptr<NativeStream> stream;  // the copy's stream: a failure of a copy to the device is carried to it
   SharedMarker first_wait;       // a chunk taken busy: its previous copy must be done before piece 0
   std::chrono::steady_clock::time_point first_wait_since;  // when first_wait was first seen not done, or last asked
-  std::chrono::steady_clock::time_point unsure_since;      // since when a marker's query fails (not a fault)
+  UnsureQueries unsure;
   Gate gate;
   std::vector<Marker> done;  // after each piece
   size_t opened = 0;         // pieces whose gate is open
@@ -280,14 +300,14 @@ struct StreamedCopy {
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
     if (first_wait) {
-      CUresult r = settled(marker_status(first_wait->marker));
+      CUresult r = unsure.settled(marker_status(first_wait->marker), device);
       if (r == CUDA_ERROR_NOT_READY && !first_wait_lost(asked)) return r;
       if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return finish(r);
       first_wait.reset();
     }
     const size_t n = pieces();
     while (finished < n && finished < opened) {
-      CUresult r = settled(marker_status(done[finished]));
+      CUresult r = unsure.settled(marker_status(done[finished]), device);
       if (r == CUDA_ERROR_NOT_READY) break;
       if (r != CUDA_SUCCESS) return finish(r);
       return_marker(done[finished]);
@@ -334,22 +354,6 @@ struct StreamedCopy {
       for (size_t k = finished; k < done.size(); k++)
         if (done[k].event) drv().cuEventDestroy(done[k].event);
     done.resize(finished);
-  }
-
-  // How long a marker's query may fail, short of a fault, before the failure is the copy's (as a wait's is).
-  static constexpr std::chrono::milliseconds kUnsureLimit{100};
-
-  // A failed query of a marker event says nothing of the work before it unless it is a sticky fault (check_quiet
-  // recorded it): it counts as not done for up to kUnsureLimit.
-  CUresult settled(CUresult result) {
-    using Clock = std::chrono::steady_clock;
-    if (result == CUDA_SUCCESS || result == CUDA_ERROR_NOT_READY || device_fault(device) != CUDA_SUCCESS) {
-      unsure_since = Clock::time_point{};
-      return result;
-    }
-    const auto now = Clock::now();
-    if (unsure_since == Clock::time_point{}) unsure_since = now;
-    return now - unsure_since < kUnsureLimit ? CUDA_ERROR_NOT_READY : result;
   }
 
   CUresult finish(CUresult result) {
@@ -439,6 +443,7 @@ struct StagedParts {
   std::vector<Marker> markers;  // after each device copy
   std::vector<size_t> ends;     // the bytes in staging once the marker of the same index is done
   size_t done = 0;              // markers seen done (and given back)
+  UnsureQueries unsure;
 
   // SUCCESS once every part is in staging, NOT_READY before (`ready` then says how far), else the failure.
   CUresult advance(std::atomic<size_t>& ready) {
@@ -446,7 +451,7 @@ struct StagedParts {
     if (CUresult fault = device_fault(device)) return fault;
     if (done < markers.size() && markers[done].event && !make_current_quiet(device)) return CUDA_ERROR_NOT_READY;
     while (done < markers.size()) {
-      CUresult r = marker_status(markers[done]);
+      CUresult r = unsure.settled(marker_status(markers[done]), device);
       if (r != CUDA_SUCCESS) return r;
       return_marker(markers[done]);
       ready.store(ends[done], std::memory_order_release);

@@ -129,7 +129,7 @@ void deliver(Napi::Env env, Channel& channel, std::vector<Ready>& batch, bool wo
         continue;
       }
       if (item.landing) {
-        finish_landing(env, *item.landing, item.result == CUDA_SUCCESS);
+        finish_landing(env, *item.landing, item.result);
         continue;
       }
       tokens.Set(count, Napi::Number::New(env, item.token));
@@ -642,6 +642,7 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   landing->dependency_devices = wait->dependencies.devices;
   for (const auto& earlier : channel.landings)
     if (!earlier->finished.load(std::memory_order_acquire) && overlaps(*earlier, *landing)) landing->before.push_back(earlier);
+  landing->stream = stream;
   hold_stream(*wait, std::move(stream));
   wait->poll = landing->poll;
   wait->landing = landing;
