@@ -180,3 +180,22 @@ test('a staged copy on a stream that waited on another device has landed when a 
   );
   assert.deepEqual(result, { 'stream.synchronizeSync()': 0, 'stream.query()': 0, 'device.synchronizeSync()': 0, 'await device.synchronize()': 0 });
 });
+
+// With every completion ticket lost (a driver that drops the writes), the markers of the copies never report done;
+// a wait that finds the stream or the device idle by itself (a blocking synchronize, a query) knows the copies queued
+// before it are in staging, and lands them before it returns.
+for (const [name, wait] of [
+  ['stream.synchronizeSync()', 'stream.synchronizeSync()'],
+  ['device.synchronizeSync()', 'device.synchronizeSync()'],
+  ['stream.query() polled until true', 'while (!stream.query());'],
+]) {
+  for (const bytes of [4096, 5 << 20]) {
+    test(`with its completion tickets lost, a staged device-to-host copy of ${bytes} bytes has landed when ${name} returns`, needsCompiler, async () => {
+      const landed = await simulatedJson<boolean[]>(landingAfter(wait, bytes), {
+        fail: 'cuStreamWriteValue64@any:1+=lost',
+        env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '2000' },
+      });
+      assert.deepEqual(landed, Array(10).fill(true));
+    });
+  }
+}

@@ -114,6 +114,8 @@ bool settle_landing(Napi::Env env, Landing& landing) {
   } else {
     if (CUresult fault = device_fault(landing.marker.device)) {
       result = fault;
+    } else if (landing.stream_idle.load(std::memory_order_acquire) && !landing.streamed) {
+      result = CUDA_SUCCESS;  // its markers are done too (a lost ticket or a failed query would not tell)
     } else if (landing.poll) {
       result = landing.poll();
       if (result == CUDA_ERROR_NOT_READY) {

@@ -29,6 +29,10 @@ struct Landing {
   std::function<void()> release;        // gives the staging back; runs once, on any thread
   // The copy's stream: a copy that failed short of a fault errors it, so that its next wait reports the failure.
   std::weak_ptr<NativeStream> stream;
+  // The stream was found idle after the copy was queued (note_stream_idle): its bytes are in staging, whatever its
+  // markers say. Not for a streamed copy, whose pieces the poller moves out of staging (`streamed`).
+  std::atomic<bool> stream_idle{false};
+  bool streamed = false;
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread
   std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed

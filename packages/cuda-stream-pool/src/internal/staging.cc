@@ -689,6 +689,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     queue_streamed(*copy, *stream, from);
     copy->advance();
     landing->marker.device = device;
+    landing->streamed = true;
     landing->poll = [streamed] { return streamed->advance(); };
     landing->copy_out = [streamed](void* out, size_t from_byte, size_t to_byte) {
       copy_bytes(static_cast<char*>(out) + from_byte, streamed->host.get() + from_byte, to_byte - from_byte);

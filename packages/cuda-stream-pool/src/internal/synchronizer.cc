@@ -14,6 +14,7 @@
 // shared_ptr, so it outlives the environment as long as they run.
 #include "internal/native-thread.h"
 #include "internal/synchronizer.h"
+#include "stream/completion.h"
 
 #include <map>
 #include <mutex>
@@ -252,6 +253,7 @@ Napi::Value device_synchronize_sync(const Napi::CallbackInfo& info) {
                       "device " + std::to_string(device) + ": a stream of the device is capturing a graph (in some thread)"};
   const uint64_t dependencies = device_dependencies(device);
   check(drv().cuCtxSynchronize(), "cuCtxSynchronize", device, "device " + std::to_string(device));
+  note_device_idle(info.Env(), device);
   const DependencyFault fault = synchronized_dependencies(device, dependencies);
   if (fault.device < 0)  // recorded work that failed, once the device's other work is done
     if (FailurePointer failure = take_device_failure(device)) throw CudaFailure(*failure);

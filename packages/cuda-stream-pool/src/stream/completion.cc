@@ -652,6 +652,31 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   channel.landings.push_back(std::move(landing));
 }
 
+namespace {
+
+// Marks the environment's landings not finished whose stream `idle(stream)` says is idle.
+template <class Idle>
+void note_idle(Napi::Env env, Idle idle) {
+  AddonData& addon = AddonData::of(env);
+  if (!addon.channel) return;
+  for (const auto& landing : addon.channel->landings) {
+    if (landing->finished.load(std::memory_order_acquire)) continue;
+    std::shared_ptr<NativeStream> on = landing->stream.lock();
+    if (on && idle(*on)) landing->stream_idle.store(true, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+void note_stream_idle(Napi::Env env, NativeStream& stream) {
+  NativeStream& owner = stream.owner();
+  note_idle(env, [&](NativeStream& on) { return &on.owner() == &owner; });
+}
+
+void note_device_idle(Napi::Env env, int device) {
+  note_idle(env, [&](NativeStream& on) { return on.device == device; });
+}
+
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.
 const Export kCompletionExports[] = {
     {"completionInit", "function", entry<completion_init>},

@@ -103,4 +103,11 @@ bool post(Channel& channel, Ready item);
 // destination). Throws std::system_error when the poller thread cannot start; the landing is then not registered.
 void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_ptr<NativeStream> stream);
 
+// `stream` was found idle (a synchronize or a query answered so): the copies into JS arrays that this environment
+// queued on it before are in staging, whatever their markers say (a lost ticket, a failed query). JS thread.
+void note_stream_idle(Napi::Env env, NativeStream& stream);
+
+// Every stream of `device` was found idle (a device-wide synchronize): as note_stream_idle for each. JS thread.
+void note_device_idle(Napi::Env env, int device);
+
 }  // namespace csp

@@ -8,6 +8,7 @@
 
 #include "binding/binding.h"
 #include "internal/context.h"
+#include "stream/completion.h"
 #include "internal/live-counters.h"
 #include "internal/markers.h"
 #include "internal/tickets.h"
@@ -222,6 +223,7 @@ Napi::Value stream_status(const Napi::CallbackInfo& info) {
   if (object->unissued()) return Napi::Number::New(info.Env(), CUDA_ERROR_NOT_READY);
   const DependencySnapshot seen = object->owner().dependencies.snapshot();
   const CUresult status = query_stream(*object);
+  if (status == CUDA_SUCCESS) note_stream_idle(info.Env(), *object);
   if (status != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), status);
   const DependencyFault fault = settle_dependencies(object->owner().dependencies, seen, object->device);
   make_current_quiet(object->device);
@@ -246,6 +248,7 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
       object->owner().dependencies, object->device, object->device,
       [&] { return make_current_quiet(object->device) ? drv().cuStreamQuery(object->handle) : CUDA_ERROR_INVALID_CONTEXT; },
       [&] { check(drv().cuStreamSynchronize(object->handle), "cuStreamSynchronize", object->device, [&] { return std::string(describe(*object)); }); });
+  note_stream_idle(info.Env(), *object);  // its own work is done, even where another device's fault fails the wait
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
