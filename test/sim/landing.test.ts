@@ -199,3 +199,41 @@ for (const [name, wait] of [
     });
   }
 }
+
+// A streamed device-to-host copy that takes a staging chunk still in use by another stream's copy must not write it
+// before that copy is done, even when queueing the streamed copy fails part way (its second gate wait is refused):
+// the gates of what was queued then open only once the chunk is free. They used to open at once, so the streamed
+// copy's first piece overwrote the other stream's bytes before they were uploaded.
+test('a streamed copy whose queueing fails leaves the busy staging chunk it took to the copy still using it', needsCompiler, async () => {
+  const result = await simulatedJson<{ call: string; wrong: number }>(
+    `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+     const chunk = 256 << 10;
+     const first = Stream.create(), second = Stream.create();
+     const pinned = PinnedBuffer.alloc(8 << 20);
+     const hold = DeviceBuffer.alloc(8 << 20, { stream: first });
+     const x = DeviceBuffer.alloc(chunk, { stream: first });
+     const y = DeviceBuffer.alloc(2 * chunk, { stream: second });
+     second.fill(y, 0x5a);
+     first.synchronizeSync();
+     second.synchronizeSync();
+     first.copy(hold, pinned); // keeps the first stream busy for a while
+     first.copy(x, new Uint8Array(chunk).fill(0x77)); // staged through the only chunk, busy until the stream gets there
+     let call = 'no error';
+     try {
+       second.copy(new Uint8Array(2 * chunk), y); // streamed through that chunk; its second gate wait is refused
+     } catch (e) {
+       call = e.code;
+     }
+     first.synchronizeSync();
+     second.synchronizeSync();
+     const back = new Uint8Array(chunk);
+     first.copy(back, x);
+     await first.synchronize();
+     console.log(JSON.stringify({ call, wrong: back.reduce((count, value) => count + (value !== 0x77), 0) }));`,
+    {
+      fail: 'cuStreamWaitValue64:2=CUDA_ERROR_INVALID_VALUE',
+      env: { CUDA_STREAM_POOL_STAGING_BYTES: String(256 << 10), SIMULATED_DRIVER_COPY_BYTES_PER_US: '100' },
+    },
+  );
+  assert.deepEqual(result, { call: 'CUDA_ERROR_INVALID_VALUE', wrong: 0 });
+});

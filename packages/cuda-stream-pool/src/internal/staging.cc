@@ -263,6 +263,7 @@ struct StreamedCopy {
   size_t opened = 0;         // pieces whose gate is open
   size_t finished = 0;       // pieces done (device to host: and moved into `host`)
   bool complete = false;
+  bool abandoned = false;  // see abandon()
   CUresult failure = CUDA_SUCCESS;
   OrderedMutex mutex{LockLevel::kStreamMarker, "streamed copy"};
 
@@ -283,20 +284,41 @@ struct StreamedCopy {
     if (asked) asked->leave();
     return result;
   }
-  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens now, so
-  // the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not reused.
-  void abandon() {
+  // Nothing will feed the copy (its pieces could not all be queued, or nothing can watch it): every gate opens, so
+  // that the stream is not left waiting forever. The copy's data is then undefined; its chunks and gate are not
+  // reused. Piece 0 goes through the busy chunk (first_wait) as soon as its gate opens, so while that chunk's previous
+  // copy may still be using it the gates stay shut, unless `now`: abandon() then returns false, and advance() opens
+  // them once that copy is done (the caller has the poller call it). Else they open now, and it returns true.
+  bool abandon(bool now) {
     std::lock_guard<OrderedMutex> lock(mutex);
-    open_gate(gate, gate.base + pieces());
-    complete = true;
     failure = CUDA_ERROR_UNKNOWN;
-    drop_unfinished_markers();
+    abandoned = true;
+    if (first_wait && !now) return false;
+    open_abandoned_locked();
+    return true;
   }
 
  private:
+  void open_abandoned_locked() {
+    open_gate(gate, gate.base + pieces());
+    complete = true;
+    drop_unfinished_markers();
+  }
+
   // advance() with the copy's mutex held; a stream entered to be asked about is handed back in `asked`.
   CUresult advance_locked(std::shared_ptr<NativeStream>& asked) {
     if (complete) return failure;
+    if (abandoned) {
+      // Its failure was the call's, thrown there: only the gates are left to open.
+      if (first_wait && device_fault(device) == CUDA_SUCCESS) {
+        if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;
+        const CUresult r = unsure.settled(marker_status(first_wait->marker), device);
+        if (r == CUDA_ERROR_NOT_READY && !first_wait_lost(asked)) return r;
+      }
+      first_wait.reset();
+      open_abandoned_locked();
+      return failure;
+    }
     if (CUresult fault = device_fault(device)) return finish(fault);
     if (!make_current_quiet(device)) return CUDA_ERROR_NOT_READY;  // event markers need the context
     if (first_wait) {
@@ -515,7 +537,19 @@ Staging stage(size_t bytes, const std::shared_ptr<NativeStream>& stream) {
 // Queues a streamed copy on `stream` (held, context current): every piece behind its gate, then a marker. The
 // caller fills `copy` except gate/done. Throws CudaFailure; then nothing will open the gates, so the stream would
 // wait forever on a partly queued copy: the gates are opened at once (the copy's data is then undefined).
-void queue_streamed(StreamedCopy& copy, NativeStream& stream, CUdeviceptr device_ptr) {
+// Abandons `copy` (StreamedCopy::abandon): its gates open once the busy chunk it took is free, watched by the poller;
+// at once when the poller cannot take it.
+void abandon_streamed(const std::shared_ptr<StreamedCopy>& copy) {
+  if (copy->abandon(false)) return;
+  try {
+    watch_job(copy->device, [copy] { return copy->advance(); });
+  } catch (...) {
+    copy->abandon(true);
+  }
+}
+
+void queue_streamed(const std::shared_ptr<StreamedCopy>& shared, NativeStream& stream, CUdeviceptr device_ptr) {
+  StreamedCopy& copy = *shared;
   copy.gate = acquire_gate(copy.device);
   const size_t n = copy.pieces();
   copy.done.reserve(n);
@@ -534,7 +568,7 @@ void queue_streamed(StreamedCopy& copy, NativeStream& stream, CUdeviceptr device
       copy.done.push_back(enqueue_marker(stream, MarkerUse::kBeforeGate));
     }
   } catch (...) {
-    copy.abandon();  // releases what was queued
+    abandon_streamed(shared);  // opens the gates of what was queued
     throw;
   }
 }
@@ -594,12 +628,12 @@ Napi::Value copy_pageable_to_device(const Napi::CallbackInfo& info) {
     copy->chunks = std::move(chunks);
     copy->first_wait = first_wait;
     copy->stream = stream;
-    queue_streamed(*copy, *stream, target);
+    queue_streamed(copy, *stream, target);
     copy->advance();
     try {
       watch_job(device, [copy] { return copy->advance(); });
     } catch (...) {
-      copy->abandon();
+      copy->abandon(true);  // the poller cannot start
       throw;
     }
   } else {
@@ -686,7 +720,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
     copy->chunks = std::move(chunks);
     copy->first_wait = first_wait;
     copy->stream = stream;
-    queue_streamed(*copy, *stream, from);
+    queue_streamed(streamed, *stream, from);
     copy->advance();
     landing->marker.device = device;
     landing->streamed = true;
@@ -718,7 +752,7 @@ Napi::Value copy_device_to_pageable(const Napi::CallbackInfo& info) {
   } catch (...) {
     // Never landed: its staging stays out of use (the copy may still write it), a streamed copy's gates open.
     if (landing->destination) napi_delete_reference(env, landing->destination);
-    if (streamed) streamed->abandon();
+    if (streamed) abandon_streamed(streamed);
     throw;
   }
   note_use_after_work(*src, stream, environment);
