@@ -157,9 +157,12 @@ test('deferred: a submission thread that finds a short burst waiting gathers mor
      const before = cuda.submission();
      // Bursts of 8 fills, each issued before the next begins (cuda.submission() does not flush), so that the thread
      // finds each burst short.
+     // Bounded: a burst never issued fails with the counters instead of spinning until the child is killed.
+     const deadline = Date.now() + 30_000;
      for (let burst = 0; burst < 50; burst++) {
        for (let i = 0; i < 8; i++) stream.fill(words, (burst * 8 + i) & 255);
-       for (let s = cuda.submission(); s.issued !== s.recorded; s = cuda.submission());
+       for (let s = cuda.submission(); s.issued !== s.recorded; s = cuda.submission())
+         if (Date.now() > deadline) throw new Error('burst ' + burst + ' not issued: ' + JSON.stringify(s));
      }
      stream.copy(out, words);
      await stream.synchronize();

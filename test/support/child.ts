@@ -1,5 +1,5 @@
 // Runs a snippet of ESM in a child Node.js process (lifecycle, fault and no-GPU tests), importing the package by name.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 import { repositoryRoot } from './paths.js';
 
@@ -26,7 +26,12 @@ export function runChild(source: string, env: Record<string, string> = {}, timeo
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const timer = setTimeout(() => {
+      // Every thread's native stack, where gdb is installed and may attach, so that a timeout says where it was stuck.
+      const dump = spawnSync('gdb', ['-p', String(child.pid), '-batch', '-ex', 'thread apply all bt'], { encoding: 'utf8', timeout: 30_000 });
+      stderr += `\n[runChild: killed after ${timeoutMs} ms]\n${dump.stdout ?? ''}${dump.error ? `gdb: ${dump.error.message}\n` : ''}`;
+      child.kill('SIGKILL');
+    }, timeoutMs);
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
