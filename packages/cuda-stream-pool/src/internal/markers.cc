@@ -72,17 +72,18 @@ CUresult query_stream(NativeStream& stream) {
   // Read before asking: work counted later may not be covered by the answer.
   const uint64_t submissions = stream.submissions.load(std::memory_order_acquire);
   if (shares) {
-    if (stream.idle_at_submissions.load(std::memory_order_acquire) == submissions) return CUDA_SUCCESS;
+    if (stream.idle_at_submissions->load(std::memory_order_acquire) == submissions) return CUDA_SUCCESS;
     std::lock_guard<OrderedMutex> lock(stream.marker_mutex);
     if (stream.ticket && submissions == stream.submissions_at_ticket) {
       if (load_word(stream.ticket->word) < stream.ticket->issued) return CUDA_ERROR_NOT_READY;
-      stream.idle_at_submissions.store(submissions, std::memory_order_release);
+      stream.idle_at_submissions->store(submissions, std::memory_order_release);
       return CUDA_SUCCESS;
     }
   }
   make_current(stream.device);
   const CUresult r = check_quiet(drv().cuStreamQuery(stream.handle), stream.device);
-  if (r == CUDA_SUCCESS && shares) stream.idle_at_submissions.store(submissions, std::memory_order_release);
+  // Stored for any stream (read back above only while it shares tickets, which it never starts doing again).
+  if (r == CUDA_SUCCESS) stream.idle_at_submissions->store(submissions, std::memory_order_release);
   return r;
 }
 

@@ -100,15 +100,20 @@ size_t piece_count(size_t bytes) { return (bytes + kChunkBytes - 1) / kChunkByte
 size_t piece_bytes(size_t piece, size_t bytes) { return std::min(kChunkBytes, bytes - piece * kChunkBytes); }
 
 // A marker that several chunks share, with the stream it was queued on. The stream is not held (a destroyed stream's
-// handle must not outlive it for a chunk that may never be reused); it is asked whether it is idle when the marker is
-// late (StreamedCopy::first_wait_lost). The marker's event goes back to the pool with the last chunk (once done).
+// handle must not outlive it for a chunk that may never be reused); when the marker is late
+// (StreamedCopy::first_wait_lost), the stream's count when it was last found idle tells whether the chunk's copy is
+// done, else the stream is asked. The marker's event goes back to the pool with the last chunk (once done).
 struct ChunkMarker {
   Marker marker;
   std::weak_ptr<NativeStream> stream;
+  std::shared_ptr<const std::atomic<uint64_t>> idle_at_submissions;  // the stream's (NativeStream::idle_at_submissions)
+  uint64_t after_submissions = 0;  // a count the stream reaches only once the chunk's copy was queued
 };
 using SharedMarker = std::shared_ptr<const ChunkMarker>;
+// `stream` has the chunk's copy queued already (not counted yet: its use counts it when it leaves).
 SharedMarker share_marker(const Marker& marker, const std::shared_ptr<NativeStream>& stream) {
-  return SharedMarker(new ChunkMarker{marker, stream}, [](const ChunkMarker* done) {
+  const uint64_t after = stream->submissions.load(std::memory_order_acquire) + 1;
+  return SharedMarker(new ChunkMarker{marker, stream, stream->idle_at_submissions, after}, [](const ChunkMarker* done) {
     return_marker(done->marker);
     delete done;
   });
@@ -354,6 +359,14 @@ struct StreamedCopy {
   // default stream (asked from here it would be this thread's own) and a capturing one cannot be asked; on the copy's
   // own stream, held at the copy's first gate, the marker is an event that take_chunks queued, never lost.
   bool first_wait_lost(std::shared_ptr<NativeStream>& asked) {
+    // Found idle since the chunk's copy was queued (a synchronize, a query): the copy is done. Known without the
+    // stream, which may be gone.
+    const uint64_t idle_at = first_wait->idle_at_submissions->load(std::memory_order_acquire);
+    if (idle_at != ~0ull && idle_at >= first_wait->after_submissions &&
+        marker_status(first_wait->marker) == CUDA_ERROR_NOT_READY) {
+      count_lost_ticket();
+      return true;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (first_wait_since == std::chrono::steady_clock::time_point{}) first_wait_since = now;
     if (now - first_wait_since < kLateMarker) return false;

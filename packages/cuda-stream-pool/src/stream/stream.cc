@@ -244,11 +244,14 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   Use<NativeStream> use(*object, "Stream", "synchronizeSync", QueuesNoWork{});
   throw_stream_failure(*object);
   make_current(object->device);
+  const uint64_t submissions = object->submissions.load(std::memory_order_acquire);  // covered by the synchronize
   const DependencyFault fault = synchronize_with_dependencies(
       object->owner().dependencies, object->device, object->device,
       [&] { return make_current_quiet(object->device) ? drv().cuStreamQuery(object->handle) : CUDA_ERROR_INVALID_CONTEXT; },
       [&] { check(drv().cuStreamSynchronize(object->handle), "cuStreamSynchronize", object->device, [&] { return std::string(describe(*object)); }); });
-  note_stream_idle(info.Env(), *object);  // its own work is done, even where another device's fault fails the wait
+  // Its own work is done, even where another device's fault fails the wait.
+  object->idle_at_submissions->store(submissions, std::memory_order_release);
+  note_stream_idle(info.Env(), *object);
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 

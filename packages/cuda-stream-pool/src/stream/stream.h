@@ -44,7 +44,9 @@ struct NativeStream : NativeObject {
   // JS code never read (`handle_shared`), never borrowed ones. A recorded operation counts when a submission thread
   // has issued it, so the count itself, `submissions`, sits beside operations_issued below.
   uint64_t submissions_at_ticket = ~0ull;  // under marker_mutex
-  std::atomic<uint64_t> idle_at_submissions{~0ull};  // the count when a query last found the stream idle
+  // The count when a query or a synchronize last found the stream idle (~0: never). Shared with the staging chunks'
+  // markers, which ask it after the stream is gone (StreamedCopy::first_wait_lost in staging.cc).
+  std::shared_ptr<std::atomic<uint64_t>> idle_at_submissions = std::make_shared<std::atomic<uint64_t>>(~0ull);
   std::atomic<bool> handle_shared{false};
   // Note [borrowed library streams]: Stream.fromHandle() of a handle that a live stream of the library owns (made by
   // any thread) gives a native object that holds that owner, its lender. Every call through the borrowed object enters the lender
