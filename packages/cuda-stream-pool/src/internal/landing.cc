@@ -14,8 +14,25 @@ namespace csp {
 
 const napi_type_tag Landing::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007ULL};
 
+namespace {
+
+// Gives the landing's staging back (Landing::release).
 void release_staging(Landing& landing) {
   if (landing.release) landing.release();
+}
+
+// Whether a copy that ended with `result` leaves its staging free: done, or on a device that faulted (whose context
+// runs nothing more). Short of that the device may still be writing it.
+bool staging_free(const Landing& landing, CUresult result) {
+  return result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void drop_landing(Landing& landing, CUresult result) {
+  if (landing.finished.exchange(true)) return;
+  if (staging_free(landing, result)) release_staging(landing);
+  drop_marker(landing);
 }
 
 void drop_marker(Landing& landing) {
@@ -68,7 +85,7 @@ void finish_landing(Napi::Env env, Landing& landing, CUresult result) {
   if (result == CUDA_SUCCESS) land_up_to(env, landing, landing.bytes);
   if (landing.destination) napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
-  if (result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS) {
+  if (staging_free(landing, result)) {
     release_staging(landing);
   } else {
     // A sticky code is another device's fault, which the stream's waits report already.

@@ -66,8 +66,9 @@ inline bool overlaps(const Landing& a, const Landing& b) {
 // Finishes the landing now if its copy is done (JS thread of its environment); returns whether it is finished.
 bool settle_landing(Napi::Env env, Landing& landing);
 
-// Gives the landing's staging back (Landing::release). Any thread.
-void release_staging(Landing& landing);
+// Ends a landing that nobody will land (its environment closed) with its copy's `result`: its staging goes back when
+// the copy is done or its device faulted, and stays out of use otherwise (as finish_landing). Any thread.
+void drop_landing(Landing& landing, CUresult result);
 
 // One holder of the landing's marker is done with it (see Landing::marker_holders).
 void drop_marker(Landing& landing);

@@ -170,11 +170,8 @@ class Engine {
       return;
     }
     const bool delivered = post(*wait->channel, Ready{wait->token, result, wait->landing, nullptr, wait->dependency_fault, failure});
-    // A closed environment: its landing is dropped, and its staging goes back now that the GPU is done with it.
-    if (!delivered && wait->landing && !wait->landing->finished.exchange(true)) {
-      release_staging(*wait->landing);
-      drop_marker(*wait->landing);
-    }
+    // A closed environment: its landing is dropped, and its staging goes back if the GPU is done with it.
+    if (!delivered && wait->landing) drop_landing(*wait->landing, result);
     delete wait;
   }
 

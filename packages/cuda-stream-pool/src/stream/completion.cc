@@ -440,10 +440,7 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
       dropped.swap(channel->ready);
     }
     for (Ready& item : dropped)  // a part landing's copy is not done: its staging goes back when the poller sees it done
-      if (item.landing && !item.part && !item.landing->finished.exchange(true)) {
-        release_staging(*item.landing);
-        drop_marker(*item.landing);
-      }
+      if (item.landing && !item.part) drop_landing(*item.landing, item.result);
   }); });
   return env.Undefined();
 }
