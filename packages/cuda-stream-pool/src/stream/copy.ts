@@ -211,7 +211,7 @@ function checkCopy(stream: StreamFacts, request: CopyRequest, call: string, inde
   }
   // Before the ranges: a length-tracking view of a shrunk buffer would otherwise be refused for its length.
   if (d.kind === 'pageable' && isResizable(d.memory))
-    throw invalidValue(argumentName(index, 'dst'), 'is (a view of) a resizable or growable buffer, which could shrink under the pending copy; copy into a fixed-length ArrayBuffer or a PinnedBuffer.');
+    throw invalidValue(argumentName(index, 'dst'), 'is (a view of) a resizable or growable buffer (a resizable ArrayBuffer could shrink under the pending copy, and a view that tracks a growable SharedArrayBuffer\'s length could change length); copy into a fixed-length buffer or a PinnedBuffer.');
   const srcOffset = checkOffset(request.srcOffset, index, 'srcOffset', s.length, 'the source');
   const dstOffset = checkOffset(request.dstOffset, index, 'dstOffset', d.length, 'the destination');
   const available = s.length - srcOffset;
