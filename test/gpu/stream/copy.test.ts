@@ -195,6 +195,12 @@ test('a freed buffer, a freed pinned buffer and a destroyed stream are Destroyed
   buffer.free();
   pinned.free();
   assert.throws(() => stream.copy(buffer, new Uint8Array(64)), (e) => e instanceof DestroyedError && e.resource === 'DeviceBuffer' && e.method === 'copy');
+  // The message names the argument that was freed.
+  assert.throws(() => stream.copy(other, buffer), { name: 'DestroyedError', message: 'stream.copy(): the DeviceBuffer passed as "src" was freed' });
+  assert.throws(() => stream.copyBatch([{ dst: other, src: new Uint8Array(64) }, { dst: buffer, src: other }]), {
+    name: 'DestroyedError',
+    message: 'stream.copyBatch(): the DeviceBuffer passed as "copies[1].dst" was freed',
+  });
   assert.throws(() => stream.fill(buffer, 0), (e) => e instanceof DestroyedError && e.method === 'fill');
   assert.throws(() => stream.copy(other, pinned), (e) => e instanceof DestroyedError && e.resource === 'PinnedBuffer');
   assert.throws(() => stream.copy(view, other), (e) => e instanceof DestroyedError && e.resource === 'PinnedBuffer', 'a view into freed pinned memory');

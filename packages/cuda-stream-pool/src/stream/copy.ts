@@ -85,9 +85,21 @@ function pinnedOperand(record: PinnedRecord, base: number, length: number, call:
   return { kind: 'pinned', ref: record.ref, base, length, registered: record.registered === true };
 }
 
-/** `call` names the method the user called (`'stream.copy'`), for a DestroyedError. Host memory is read through the
- * intrinsic getters (memory/host-views.ts), so shadowed `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
+/** `call` names the method the user called (`'stream.copy'`), for a DestroyedError, which also names the argument.
+ * Host memory is read through the intrinsic getters (memory/host-views.ts), so shadowed
+ * `buffer`/`byteOffset`/`byteLength` properties are not consulted. */
 function operand(value: unknown, index: number, field: 'dst' | 'src', call: string): Operand {
+  try {
+    return operandOf(value, index, field, call);
+  } catch (error) {
+    if (!(error instanceof DestroyedError)) throw error;
+    const known = `(): the ${error.resource} `;
+    const at = error.message.indexOf(known);
+    throw new DestroyedError(error.resource, error.message.slice(0, at), `passed as "${argumentName(index, field)}" ${error.message.slice(at + known.length)}`);
+  }
+}
+
+function operandOf(value: unknown, index: number, field: 'dst' | 'src', call: string): Operand {
   if (deviceBuffers.is(value))
     return { kind: 'device', buffer: value, ref: deviceBuffers.ref(value, call), base: deviceBuffers.offset(value), length: value.byteLength };
   if (managedBuffers.is(value)) return { kind: 'managed', buffer: value, ref: managedBuffers.ref(value, call), length: value.byteLength };
