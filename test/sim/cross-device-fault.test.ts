@@ -124,3 +124,41 @@ test('a dependency ends with a clean wait: device 1 faulting later leaves device
   );
   assert.deepEqual(result, { first: [7, 7, 7, 7], later: '5', synchronized: 'resolved', healthy: [true, false] });
 });
+
+// A copy into a JS array queued before the stream waits on device 1's work does not depend on it, and lands once it is
+// done. A blocking synchronize that ends early on device 1's fault (its poll found the fault before the stream went
+// idle) did not see the stream idle: it must not land that copy then, from staging the device had not written yet.
+test('a blocking synchronize that ends on another device\'s fault does not land a copy still in flight', needsCompiler, async () => {
+  const result = await simulatedJson<{ result: string; atThrow: string; later: string }>(
+    `import { DeviceBuffer, Stream } from 'cuda-stream-pool';
+     const [s0, s1, other] = [Stream.create({ device: 0 }), Stream.create({ device: 1 }), Stream.create({ device: 0 })];
+     const a = DeviceBuffer.alloc(${BYTES}, { stream: s0 });
+     const b = DeviceBuffer.alloc(${BYTES}, { stream: s1 });
+     await Promise.all([s0.synchronize(), s1.synchronize()]);
+     s0.copy(new Uint8Array(${BYTES}), a); // staging made before the timed part
+     s0.synchronizeSync();
+     s1.fill(b, 7); // the fill that faults device 1
+     s0.fill(a, 3);
+     const out = new Uint8Array(${BYTES}).fill(0xaa);
+     s0.copy(out, a);
+     s0.waitStream(s1);
+     const state = () => (out.every((v) => v === 3) ? 'copied' : out.every((v) => v === 0xaa) ? 'untouched' : 'other bytes');
+     let result = 'returned';
+     try {
+       s0.synchronizeSync();
+     } catch (e) {
+       result = e.code;
+     }
+     other.synchronizeSync(); // lands what this thread has ready, at once
+     const atThrow = state();
+     await new Promise((resolve) => setTimeout(resolve, 300));
+     await other.synchronize();
+     console.log(JSON.stringify({ result, atThrow, later: state() }));
+     process.exit(0);`,
+    // The copy takes about 65 ms, long after device 1 faults.
+    { devices: 2, fail: FAULT, operationDelayUs: DELAY_US, env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1' } },
+  );
+  assert.equal(result.result, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.equal(result.atThrow, 'untouched');
+  assert.equal(result.later, 'copied');
+});

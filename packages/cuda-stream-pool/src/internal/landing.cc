@@ -3,9 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <mutex>
+#include <vector>
 
 #include "internal/context.h"
 #include "internal/device-faults.h"
+#include "internal/lock-order.h"
 #include "internal/memory.h"
 #include "internal/never-throws.h"
 #include "internal/submission.h"
@@ -27,11 +31,26 @@ bool staging_free(const Landing& landing, CUresult result) {
   return result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS;
 }
 
+// Staging that a failed copy may still be writing: its release never runs, and what the release holds (a pinned
+// block, which would go back to the cache when let go) is kept for good. The chunks of the staging arena stay out of
+// use by not being put back.
+void keep_out_of_use(Landing& landing) {
+  if (!landing.release) return;
+  static OrderedMutex* mutex = new OrderedMutex(LockLevel::kLeaf, "staging kept out of use");
+  static auto* kept = new std::vector<std::function<void()>>();
+  std::lock_guard<OrderedMutex> lock(*mutex);
+  kept->push_back(std::move(landing.release));
+  landing.release = nullptr;
+}
+
 }  // namespace
 
 void drop_landing(Landing& landing, CUresult result) {
   if (landing.finished.exchange(true)) return;
-  if (staging_free(landing, result)) release_staging(landing);
+  if (staging_free(landing, result))
+    release_staging(landing);
+  else
+    keep_out_of_use(landing);
   drop_marker(landing);
 }
 
@@ -88,6 +107,7 @@ void finish_landing(Napi::Env env, Landing& landing, CUresult result) {
   if (staging_free(landing, result)) {
     release_staging(landing);
   } else {
+    keep_out_of_use(landing);
     // A sticky code is another device's fault, which the stream's waits report already.
     never_throws("reporting a failed copy into a JS array", [&] {
       if (is_sticky(result)) return;

@@ -26,7 +26,8 @@
 //   6. leaves, taken with nothing further inside: the retain of a primary context, the library streams, the share
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures, the copy
-//      threads' queue (a landing queues its evictions there), a pinned block's list of fences.
+//      threads' queue (a landing queues its evictions there), a pinned block's list of fences, the staging kept out
+//      of use after failed copies into JS arrays (landing.cc).
 // Entering a native object is not a lock: it never waits. Nor are the cross-device dependency sets (atomics only); asking a
 // device about its fault for them is a driver call, made with no lock held (Note [cross-device dependencies] in
 // internal/device-faults.h). Each mutex is an OrderedMutex with its level (lock-order.h), and

@@ -245,13 +245,18 @@ Napi::Value stream_synchronize(const Napi::CallbackInfo& info) {
   throw_stream_failure(*object);
   make_current(object->device);
   const uint64_t submissions = object->submissions.load(std::memory_order_acquire);  // covered by the synchronize
+  bool waited = false;  // the driver's wait returned: not when another device's fault ended the poll before it
   const DependencyFault fault = synchronize_with_dependencies(
       object->owner().dependencies, object->device, object->device,
       [&] { return make_current_quiet(object->device) ? drv().cuStreamQuery(object->handle) : CUDA_ERROR_INVALID_CONTEXT; },
-      [&] { check(drv().cuStreamSynchronize(object->handle), "cuStreamSynchronize", object->device, [&] { return std::string(describe(*object)); }); });
-  // Its own work is done, even where another device's fault fails the wait.
-  object->idle_at_submissions->store(submissions, std::memory_order_release);
-  note_stream_idle(info.Env(), *object);
+      [&] {
+        check(drv().cuStreamSynchronize(object->handle), "cuStreamSynchronize", object->device, [&] { return std::string(describe(*object)); });
+        waited = true;
+      });
+  if (waited) {  // its own work is done, even where another device's fault, found afterwards, fails the wait
+    object->idle_at_submissions->store(submissions, std::memory_order_release);
+    note_stream_idle(info.Env(), *object);
+  }
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 
