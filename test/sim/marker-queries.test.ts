@@ -103,3 +103,31 @@ test('a copy into a JS array whose markers cannot be asked reports its failure a
   assert.equal(result.untouched, true);
   assert.match(result.wait, /^CUDA_ERROR_UNKNOWN: .*a copy of 5242880 bytes from device memory into a JS array/);
 });
+
+// A copy into a JS array through a temporary pinned block (staging too small, and no stream memory operations to
+// stream it) whose marker cannot be asked ends without landing; the device may still be writing the block, so it
+// never goes back to the pinned cache (it was let go with the landing, and the cache took it back unfenced).
+test('the pinned block of a failed copy into a JS array is not reused', needsCompiler, async () => {
+  const result = await simulatedJson<{ wait: string; idleBytes: number; totalBytes: number; untouched: boolean }>(
+    `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const bytes = 1 << 20;
+     const buffer = DeviceBuffer.alloc(bytes, { stream });
+     stream.fill(buffer, 3);
+     stream.synchronizeSync();
+     const destination = new Uint8Array(bytes).fill(0xaa);
+     stream.copy(destination, buffer);
+     const wait = await stream.synchronize().then(() => 'resolved', (e) => e.code);
+     await new Promise((resolve) => setTimeout(resolve, 300));
+     const { idleBytes, totalBytes } = PinnedBuffer.cacheInfo();
+     console.log(JSON.stringify({ wait, idleBytes, totalBytes, untouched: destination.every((v) => v === 0xaa) }));
+     process.exit(0);`,
+    {
+      fail: 'cuEventQuery@csp-poller:1+=CUDA_ERROR_UNKNOWN',
+      // Long enough that the stream is still busy when the wait begins, so that only the failing queries can end it.
+      operationDelayUs: 20000,
+      env: { CUDA_STREAM_POOL_STAGING_BYTES: String(256 << 10), SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS: '1' },
+    },
+  );
+  assert.deepEqual(result, { wait: 'CUDA_ERROR_UNKNOWN', idleBytes: 0, totalBytes: 1 << 20, untouched: true });
+});
