@@ -135,10 +135,10 @@ test('a blocking synchronize that ends on another device\'s fault does not land 
      const a = DeviceBuffer.alloc(${BYTES}, { stream: s0 });
      const b = DeviceBuffer.alloc(${BYTES}, { stream: s1 });
      await Promise.all([s0.synchronize(), s1.synchronize()]);
+     s0.fill(a, 3); // issued before device 1's fill in either submission mode: the rule below counts the fills
      s0.copy(new Uint8Array(${BYTES}), a); // staging made before the timed part
      s0.synchronizeSync();
      s1.fill(b, 7); // the fill that faults device 1
-     s0.fill(a, 3);
      const out = new Uint8Array(${BYTES}).fill(0xaa);
      s0.copy(out, a);
      s0.waitStream(s1);
@@ -156,7 +156,7 @@ test('a blocking synchronize that ends on another device\'s fault does not land 
      console.log(JSON.stringify({ result, atThrow, later: state() }));
      process.exit(0);`,
     // The copy takes about 65 ms, long after device 1 faults.
-    { devices: 2, fail: FAULT, operationDelayUs: DELAY_US, env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1' } },
+    { devices: 2, fail: `cuMemsetD8Async@${issuer}:2=fault:CUDA_ERROR_ILLEGAL_ADDRESS`, operationDelayUs: DELAY_US, env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '1' } },
   );
   assert.equal(result.result, 'CUDA_ERROR_ILLEGAL_ADDRESS');
   assert.equal(result.atThrow, 'untouched');
