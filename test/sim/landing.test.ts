@@ -182,12 +182,16 @@ test('a staged copy on a stream that waited on another device has landed when a 
 });
 
 // With every completion ticket lost (a driver that drops the writes), the markers of the copies never report done;
-// a wait that finds the stream or the device idle by itself (a blocking synchronize, a query) knows the copies queued
-// before it are in staging, and lands them before it returns.
+// a wait that finds the stream, the device or an event recorded after the copies done by itself (a blocking
+// synchronize, a query, the poller's query of the event) knows the copies queued before it are in staging, and lands
+// them before it reports the work done.
 for (const [name, wait] of [
   ['stream.synchronizeSync()', 'stream.synchronizeSync()'],
   ['device.synchronizeSync()', 'device.synchronizeSync()'],
   ['stream.query() polled until true', 'while (!stream.query());'],
+  ['event.synchronizeSync()', 'event.synchronizeSync()'],
+  ['event.query() polled until true', 'while (!event.query());'],
+  ['await event.synchronize()', 'await event.synchronize()'],
 ]) {
   for (const bytes of [4096, 5 << 20]) {
     test(`with its completion tickets lost, a staged device-to-host copy of ${bytes} bytes has landed when ${name} returns`, needsCompiler, async () => {
@@ -196,6 +200,43 @@ for (const [name, wait] of [
         env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '2000' },
       });
       assert.deepEqual(landed, Array(10).fill(true));
+    });
+  }
+}
+
+// An event found done tells only the copies ahead of its last record on that record's stream: not a copy queued after
+// the record, nor one on a stream the event was recorded on before a later record elsewhere. With the tickets lost,
+// such a copy lands only once its own stream is found idle; landed early, it would carry staging the device had not
+// written yet (another trial's bytes).
+for (const [name, order] of [
+  ['a copy queued after the record', 'event.record(slow); slow.copy(destination, buffer);'],
+  ['a copy on a stream the event was recorded on before a record on an idle stream', 'slow.copy(destination, buffer); event.record(slow); event.record(idle);'],
+]) {
+  for (const wait of ['event.synchronizeSync()', 'while (!event.query());', 'await event.synchronize()']) {
+    test(`with its completion tickets lost, ${name} does not land when ${wait} finds the event done`, needsCompiler, async () => {
+      const result = await simulatedJson<{ early: number; late: number }>(
+        `import { DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+         const slow = Stream.create(), idle = Stream.create();
+         const buffer = DeviceBuffer.alloc(4096, { stream: slow });
+         const other = DeviceBuffer.alloc(4096, { stream: idle });
+         for (let i = 0; i < 8; i++) idle.copy(new Uint8Array(4096), other); // counts more copies than the slow stream's
+         idle.synchronizeSync();
+         const event = Event.create();
+         let early = 0, late = 0;
+         for (let trial = 1; trial <= 6; trial++) {
+           slow.fill(buffer, trial);
+           const destination = new Uint8Array(4096).fill(0xaa);
+           ${order}
+           ${wait};
+           // Right after the wait: untouched, or copied (on a slow machine the poller may have found the copy done).
+           if (!destination.every((v) => v === 0xaa) && !destination.every((v) => v === trial)) early++;
+           slow.synchronizeSync();
+           if (!destination.every((v) => v === trial)) late++;
+         }
+         console.log(JSON.stringify({ early, late }));`,
+        { fail: 'cuStreamWriteValue64@any:1+=lost', operationDelayUs: 20000 },
+      );
+      assert.deepEqual(result, { early: 0, late: 0 });
     });
   }
 }

@@ -32,6 +32,10 @@ struct Landing {
   // The stream was found idle after the copy was queued (note_stream_idle): its bytes are in staging, whatever its
   // markers say. Not for a streamed copy, whose pieces the poller moves out of staging (`streamed`).
   std::atomic<bool> stream_idle{false};
+  // Its stream's NativeStream::serial (of the owner) and the copy's count in its landings_queued: an event recorded
+  // after it on that stream tells it too (Note [landings behind an event] in stream/event.h).
+  uint64_t stream_serial = 0;
+  uint64_t position = 0;
   bool streamed = false;
   size_t bytes = 0;
   napi_ref destination = nullptr;  // the Uint8Array; deleted on its thread

@@ -162,6 +162,10 @@ class Engine {
     } else if (wait->marker.event && marker_done) {
       put_event_marker(wait->device, wait->marker.event);
     }
+    if (result == CUDA_SUCCESS && !wait->covered.empty() && wait->event->cover_current(wait->cover_number)) {
+      for (const auto& covered : wait->covered)  // delivered with the wait: landed before it settles
+        if (auto landing = covered.lock()) landing->stream_idle.store(true, std::memory_order_release);
+    }
     // After a fault an event is never reused (its context is lost).
     if (wait->event) wait->event->leave();  // entered by eventNotify; the event may be released now
     pending_.fetch_sub(1, std::memory_order_relaxed);

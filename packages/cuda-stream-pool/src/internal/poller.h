@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "internal/device-faults.h"
 #include "internal/markers.h"
@@ -40,6 +41,11 @@ struct Wait {
   DependencySnapshot dependencies;
   int dependency_fault = -1;
   bool marker_done = false;
+  // An event's wait: the copies into JS arrays ahead of the event's record that was last when the wait began, and
+  // that record's cover number, told once the event is found done if it is still the last (Note [landings behind an
+  // event] in stream/event.h).
+  std::vector<std::weak_ptr<Landing>> covered;
+  uint64_t cover_number = 0;
 
   void let_go_of_stream();  // leaves the stream's object if the wait holds it; the last one out releases the handle
   ~Wait() { let_go_of_stream(); }

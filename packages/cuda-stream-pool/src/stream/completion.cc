@@ -566,6 +566,22 @@ Napi::Value stream_last_ticket(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// Calls `each` with the environment's landings not finished that `done(landing)` says are in staging.
+template <class Done, class Each>
+void landings_done(Napi::Env env, Done done, Each each) {
+  AddonData& addon = AddonData::of(env);
+  if (!addon.channel) return;
+  for (const auto& landing : addon.channel->landings)
+    if (!landing->finished.load(std::memory_order_acquire) && done(*landing)) each(landing);
+}
+
+void mark_idle(const std::shared_ptr<Landing>& landing) { landing->stream_idle.store(true, std::memory_order_release); }
+
+// Whether the landing's copy is ahead of the record that `cover` stands for, on its stream.
+bool behind_record(const Landing& landing, const RecordCover& cover) {
+  return landing.stream_serial == cover.stream && landing.position <= cover.landings;
+}
+
 // eventNotify(eventRef, token): dispatch reports `token` once the event's recorded work is done.
 Napi::Value event_notify(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -574,6 +590,15 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   const double token = info[1].As<Napi::Number>().DoubleValue();
   if (!event->enter()) throw Destroyed{"Event", "synchronize"};  // left by the poller when the wait ends
   Wait* wait = new_wait(AddonData::of(env).channel, token, event->device);
+  // The poller tells these copies once it finds the event done, if this record is still the last; in deferred mode only
+  // once the record is issued (eventStatus, just before, waited for the records made until then) and not dropped.
+  const RecordCover cover = event->read_cover();
+  if (cover.landings && (!deferred_mode() || (event->records_issued.load(std::memory_order_acquire) >= cover.recorded &&
+                                              !event->failure.set()))) {
+    wait->cover_number = cover.number;
+    landings_done(env, [&](const Landing& landing) { return behind_record(landing, cover); },
+                  [&](const std::shared_ptr<Landing>& landing) { wait->covered.push_back(landing); });
+  }
   wait->dependencies = event->dependencies.snapshot();
   wait->event = std::move(event);
   submit_wait(wait);
@@ -640,6 +665,8 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   for (const auto& earlier : channel.landings)
     if (!earlier->finished.load(std::memory_order_acquire) && overlaps(*earlier, *landing)) landing->before.push_back(earlier);
   landing->stream = stream;
+  landing->stream_serial = stream->owner().serial;
+  landing->position = stream->owner().landings_queued.fetch_add(1, std::memory_order_acq_rel) + 1;  // queued now
   hold_stream(*wait, std::move(stream));
   wait->poll = landing->poll;
   wait->landing = landing;
@@ -649,29 +676,24 @@ void track_landing(Napi::Env env, std::shared_ptr<Landing> landing, std::shared_
   channel.landings.push_back(std::move(landing));
 }
 
-namespace {
-
-// Marks the environment's landings not finished whose stream `idle(stream)` says is idle.
-template <class Idle>
-void note_idle(Napi::Env env, Idle idle) {
-  AddonData& addon = AddonData::of(env);
-  if (!addon.channel) return;
-  for (const auto& landing : addon.channel->landings) {
-    if (landing->finished.load(std::memory_order_acquire)) continue;
-    std::shared_ptr<NativeStream> on = landing->stream.lock();
-    if (on && idle(*on)) landing->stream_idle.store(true, std::memory_order_release);
-  }
-}
-
-}  // namespace
-
 void note_stream_idle(Napi::Env env, NativeStream& stream) {
-  NativeStream& owner = stream.owner();
-  note_idle(env, [&](NativeStream& on) { return &on.owner() == &owner; });
+  const uint64_t serial = stream.owner().serial;
+  landings_done(env, [&](const Landing& landing) { return landing.stream_serial == serial; }, mark_idle);
 }
 
 void note_device_idle(Napi::Env env, int device) {
-  note_idle(env, [&](NativeStream& on) { return on.device == device; });
+  landings_done(
+      env,
+      [&](const Landing& landing) {
+        std::shared_ptr<NativeStream> on = landing.stream.lock();
+        return on && on->device == device;
+      },
+      mark_idle);
+}
+
+void note_event_done(Napi::Env env, const NativeEvent& event, const RecordCover& cover) {
+  if (cover.landings == 0 || !event.cover_current(cover.number)) return;
+  landings_done(env, [&](const Landing& landing) { return behind_record(landing, cover); }, mark_idle);
 }
 
 // The exports of this file; test/cpu/contract.test.ts checks them against NativeBinding.

@@ -56,7 +56,9 @@
 namespace csp {
 
 struct Landing;
+struct NativeEvent;
 struct NativeStream;
+struct RecordCover;
 
 // The question whether a thread's per-thread default stream is idle, which only that thread can ask the driver
 // (CU_STREAM_PER_THREAD names the calling thread's own stream): the poller posts it for a late ticket on such a stream,
@@ -109,5 +111,10 @@ void note_stream_idle(Napi::Env env, NativeStream& stream);
 
 // Every stream of `device` was found idle (a device-wide synchronize): as note_stream_idle for each. JS thread.
 void note_device_idle(Napi::Env env, int device);
+
+// `event` was found done, and `cover` was its last record's cover before the wait (Note [landings behind an event] in
+// stream/event.h): if it still is, the copies into JS arrays that this environment queued on that record's stream
+// before it are in staging. JS thread.
+void note_event_done(Napi::Env env, const NativeEvent& event, const RecordCover& cover);
 
 }  // namespace csp

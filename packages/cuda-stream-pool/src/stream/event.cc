@@ -5,6 +5,7 @@
 #include "internal/context.h"
 #include "internal/live-counters.h"
 #include "internal/loader.h"
+#include "stream/completion.h"
 #include "stream/stream.h"
 
 namespace csp {
@@ -26,7 +27,10 @@ std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool count
   // The object exists only once the driver made the event: a native object without one would count, and destroy, nothing.
   CUevent handle = nullptr;
   check(drv().cuEventCreate(&handle, flags), "cuEventCreate", device, [&] { return std::string("device " + std::to_string(device)); });
-  return adopt_event(device, handle, counted);
+  auto object = adopt_event(device, handle, counted);
+  // Only this process records it, unless it is interprocess.
+  object->uncovered.store((flags & CU_EVENT_INTERPROCESS) != 0, std::memory_order_relaxed);
+  return object;
 }
 
 std::shared_ptr<NativeEvent> adopt_event(int device, CUevent handle, bool counted) {
@@ -34,6 +38,7 @@ std::shared_ptr<NativeEvent> adopt_event(int device, CUevent handle, bool counte
   object->device = device;
   object->handle = handle;
   object->counted = counted;
+  object->uncovered.store(true, std::memory_order_relaxed);  // made elsewhere: others may record it
   if (counted) live().events++;
   return object;
 }
@@ -73,7 +78,14 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   Submitter* submitter = recording_for(info.Env(), *stream);
   if (submitter) {
     make_current(event->device);  // as a direct call leaves it
-    const uint64_t earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
+    // Read before the record is queued: every copy counted is ahead of it (Note [landings behind an event]).
+    const uint64_t landings = stream->owner().landings_queued.load(std::memory_order_acquire);
+    uint64_t earlier;
+    {
+      std::lock_guard<OrderedMutex> lock(event->cover_mutex);  // covers numbered in the order the records are issued
+      earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
+      event->write_cover(stream->owner().serial, landings, earlier + 1);
+    }
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
     record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
                      [e = Held<NativeEvent>(event.shared(), use), earlier,
@@ -93,7 +105,16 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
                      });
   } else {
     if (deferred_mode()) await_count(event->waits_issued, event->waits_recorded.load(std::memory_order_acquire));
-    issue_event_record(*event, *stream);
+    NativeStream& owner = stream->owner();
+    // A record made during a capture stands for no work now; in deferred mode a direct record (a stream that is not
+    // recorded) may pass records recorded before it. Either covers nothing (Note [landings behind an event]).
+    const bool covers = !deferred_mode() && !owner.capturing.load(std::memory_order_acquire);
+    const uint64_t landings = covers ? owner.landings_queued.load(std::memory_order_acquire) : 0;
+    {
+      std::lock_guard<OrderedMutex> lock(event->cover_mutex);
+      issue_event_record(*event, *stream);
+      event->write_cover(owner.serial, landings, 0);
+    }
     if (deferred_mode()) event->failure.clear();
   }
   // The event stands for its stream's work so far, and so for what that work waited on.
@@ -101,7 +122,9 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   if (dependencies || event->dependencies.devices()) event->dependencies.replace(dependencies);
   // The stream's capture state, which the caller needs next: one call instead of two on the hot path. A recorded
   // record's stream was not capturing, and the entries of this call went to the operation.
-  return Napi::Number::New(info.Env(), submitter ? 0 : capture_status(*stream));
+  const int status = submitter ? 0 : capture_status(*stream);
+  if (status != 0) event->uncovered.store(true, std::memory_order_release);  // graph launches record it from now on
+  return Napi::Number::New(info.Env(), status);
 }
 
 // eventStatus(ref) -> 0 complete, 600 pending, another CUresult on failure, a wait_result for a fault of a device
@@ -109,11 +132,13 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
 Napi::Value event_status(const Napi::CallbackInfo& info) {
   auto event = unwrap_native<NativeEvent>(info[0]);
   Use<NativeEvent> use(*event, "Event", "query");
+  const RecordCover cover = event->read_cover();  // before the records made so far are issued
   throw_event_failure(*event);
   make_current(event->device);
   const DependencySnapshot seen = event->dependencies.snapshot();
   CUresult r = drv().cuEventQuery(event->handle);
   check_quiet(r, event->device);
+  if (r == CUDA_SUCCESS) note_event_done(info.Env(), *event, cover);
   if (r != CUDA_SUCCESS || !seen.devices) return Napi::Number::New(info.Env(), r);
   const DependencyFault fault = settle_dependencies(event->dependencies, seen, -1);
   make_current_quiet(event->device);
@@ -125,15 +150,19 @@ Napi::Value event_status(const Napi::CallbackInfo& info) {
 Napi::Value event_synchronize(const Napi::CallbackInfo& info) {
   auto event = unwrap_native<NativeEvent>(info[0]);
   Use<NativeEvent> use(*event, "Event", "synchronizeSync");
+  const RecordCover cover = event->read_cover();  // before the records made so far are issued
   throw_event_failure(*event);
   make_current(event->device);
+  bool waited = false;  // the driver's wait returned: not when another device's fault ended the poll before it
   const DependencyFault fault = synchronize_with_dependencies(
       event->dependencies, event->device, -1,
       [&] { return make_current_quiet(event->device) ? drv().cuEventQuery(event->handle) : CUDA_ERROR_INVALID_CONTEXT; },
       [&] {
         check(drv().cuEventSynchronize(event->handle), "cuEventSynchronize", event->device,
               [&] { return std::string("device " + std::to_string(event->device)); });
+        waited = true;
       });
+  if (waited) note_event_done(info.Env(), *event, cover);
   return Napi::Number::New(info.Env(), wait_result(fault));
 }
 

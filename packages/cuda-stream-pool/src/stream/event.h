@@ -2,9 +2,28 @@
 #pragma once
 #include "internal/native-object.h"
 #include "internal/device-faults.h"
+#include "internal/lock-order.h"
 #include "internal/submission.h"
 
 namespace csp {
+
+// Note [landings behind an event]: a copy into a JS array lands once its marker reports done, and a wait of its
+// thread reports the copy's work done only after it landed. When the marker never reports (a lost completion ticket,
+// a query that keeps failing), a wait that finds the work done by itself tells the landing instead: a stream or
+// device found idle (note_stream_idle), or an event found done whose last record came after the copy on the copy's
+// stream. Each record keeps a RecordCover: its stream (NativeStream::serial of the driver stream's owner) and how
+// many copies into JS arrays had been queued on that stream when the record was made (read before the record is
+// queued, so every copy counted is ahead of it in stream order). A wait uses a cover only if the driver's answer is
+// about that record: it reads the cover before its wait (in deferred mode, before waiting for the records made so
+// far to be issued, which are issued in the order of their covers' numbers), and after the wait finds that no record
+// was made since (`covers_made` unchanged). A direct record issues its driver call under `cover_mutex` and writes
+// its cover there, so that two threads recording one event leave the cover of the record the driver holds.
+struct RecordCover {
+  uint64_t number = 0;    // 0: never recorded
+  uint64_t stream = 0;    // NativeStream::serial
+  uint64_t landings = 0;  // the copies into JS arrays with Landing::position up to this one are ahead of the record
+  uint64_t recorded = 0;  // deferred mode: records_recorded once this record was counted
+};
 
 struct NativeEvent : NativeObject {
   static const napi_type_tag kTag;
@@ -24,6 +43,28 @@ struct NativeEvent : NativeObject {
   std::atomic<uint64_t> waits_recorded{0};
   alignas(kCacheLineBytes) IssuedCount records_issued;
   IssuedCount waits_issued;
+  // Note [landings behind an event]. A leaf lock, with at most one cuEventRecord inside.
+  OrderedMutex cover_mutex{LockLevel::kLeaf, "event record cover"};
+  RecordCover cover;                      // under cover_mutex
+  std::atomic<uint64_t> covers_made{0};  // cover.number, read anywhere
+  // Set once a record was made during a capture (a graph's launches record the event from then on, unseen) or for an
+  // event another process may record (interprocess, or opened from another process): no cover holds for it.
+  std::atomic<bool> uncovered{false};
+  // A record was issued (direct) or counted in records_recorded (deferred): its cover becomes the last one. Under
+  // cover_mutex.
+  void write_cover(uint64_t stream, uint64_t landings, uint64_t recorded) {
+    cover = RecordCover{cover.number + 1, stream, landings, recorded};
+    covers_made.store(cover.number, std::memory_order_release);
+  }
+  RecordCover read_cover() {
+    std::lock_guard<OrderedMutex> lock(cover_mutex);
+    return cover;
+  }
+  // Whether the cover numbered `seen` is still the last record's (no record was made since it was read).
+  bool cover_current(uint64_t seen) const {
+    return seen != 0 && covers_made.load(std::memory_order_acquire) == seen &&
+           !uncovered.load(std::memory_order_acquire);
+  }
   ~NativeEvent() override;
   // Retires the object at once; the driver event is destroyed when no call is in flight, the completion engine's
   // waits included (each holds an entry while it watches the event). Never waits; idempotent.

@@ -48,6 +48,11 @@ struct NativeStream : NativeObject {
   // markers, which ask it after the stream is gone (StreamedCopy::first_wait_lost in staging.cc).
   std::shared_ptr<std::atomic<uint64_t>> idle_at_submissions = std::make_shared<std::atomic<uint64_t>>(~0ull);
   std::atomic<bool> handle_shared{false};
+  // Names this object for good, unlike its address, which a later stream may reuse; and the copies into JS arrays
+  // queued on it so far, counted after each is queued. An event record keeps both, so that a wait that finds the
+  // event done knows which of those copies are in staging (Note [landings behind an event] in stream/event.h).
+  const uint64_t serial = next_serial();
+  std::atomic<uint64_t> landings_queued{0};
   // Note [borrowed library streams]: Stream.fromHandle() of a handle that a live stream of the library owns (made by
   // any thread) gives a native object that holds that owner, its lender. Every call through the borrowed object enters the lender
   // too, so once the lender is destroyed the borrowed object refuses calls (DestroyedError) instead of passing a dead
@@ -133,6 +138,10 @@ struct NativeStream : NativeObject {
 
  private:
   std::atomic<bool> record_on_release_{false};
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 // The stream's capture state: 0 none, 1 active, 2 invalidated (CUstreamCaptureStatus). No driver call unless the
