@@ -27,7 +27,8 @@
 //      registry, a device synchronizer's queue, a completion channel (it posts with a non-blocking call), the
 //      poller's park mutex, the owned stream registry (Stream.fromHandle), the calls deferred by captures, the copy
 //      threads' queue (a landing queues its evictions there), a pinned block's list of fences, the staging kept out
-//      of use after failed copies into JS arrays (landing.cc).
+//      of use after failed copies into JS arrays (landing.cc), an event's record cover (one cuEventRecord inside:
+//      Note [landings behind an event] in stream/event.h).
 // Entering a native object is not a lock: it never waits. Nor are the cross-device dependency sets (atomics only); asking a
 // device about its fault for them is a driver call, made with no lock held (Note [cross-device dependencies] in
 // internal/device-faults.h). Each mutex is an OrderedMutex with its level (lock-order.h), and
