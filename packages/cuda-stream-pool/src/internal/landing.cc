@@ -20,37 +20,29 @@ const napi_type_tag Landing::kTag = {0x6373702d6c616e64ULL, 0x6564000000000007UL
 
 namespace {
 
-// Gives the landing's staging back (Landing::release).
-void release_staging(Landing& landing) {
-  if (landing.release) landing.release();
-}
-
-// Whether a copy that ended with `result` leaves its staging free: done, or on a device that faulted (whose context
-// runs nothing more). Short of that the device may still be writing it.
-bool staging_free(const Landing& landing, CUresult result) {
-  return result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS;
-}
-
-// Staging that a failed copy may still be writing: its release never runs, and what the release holds (a pinned
-// block, which would go back to the cache when let go) is kept for good. The chunks of the staging arena stay out of
-// use by not being put back.
-void keep_out_of_use(Landing& landing) {
-  if (!landing.release) return;
+// Ends the staging of a copy that ended with `result`: given back (Landing::release) when the copy left it free, done
+// or on a device that faulted (whose context runs nothing more); otherwise the device may still be writing it, so its
+// release never runs, and what the release holds (a pinned block, which would go back to the cache when let go) is
+// kept for good; the chunks of the staging arena stay out of use by not being put back. Returns whether it went back.
+bool end_staging(Landing& landing, CUresult result) {
+  if (result == CUDA_SUCCESS || device_fault(landing.marker.device) != CUDA_SUCCESS) {
+    if (landing.release) landing.release();
+    return true;
+  }
+  if (!landing.release) return false;
   static OrderedMutex* mutex = new OrderedMutex(LockLevel::kLeaf, "staging kept out of use");
   static auto* kept = new std::vector<std::function<void()>>();
   std::lock_guard<OrderedMutex> lock(*mutex);
   kept->push_back(std::move(landing.release));
   landing.release = nullptr;
+  return false;
 }
 
 }  // namespace
 
 void drop_landing(Landing& landing, CUresult result) {
   if (landing.finished.exchange(true)) return;
-  if (staging_free(landing, result))
-    release_staging(landing);
-  else
-    keep_out_of_use(landing);
+  end_staging(landing, result);
   drop_marker(landing);
 }
 
@@ -104,10 +96,7 @@ void finish_landing(Napi::Env env, Landing& landing, CUresult result) {
   if (result == CUDA_SUCCESS) land_up_to(env, landing, landing.bytes);
   if (landing.destination) napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
-  if (staging_free(landing, result)) {
-    release_staging(landing);
-  } else {
-    keep_out_of_use(landing);
+  if (!end_staging(landing, result)) {
     // A sticky code is another device's fault, which the stream's waits report already.
     never_throws("reporting a failed copy into a JS array", [&] {
       if (is_sticky(result)) return;

@@ -182,13 +182,17 @@ const std::shared_ptr<void>& find_native(Napi::Env env, HandleTable& table, doub
                                                                              : " handle made in this thread"));
 }
 
+// The handle number that `value` holds; NaN for a value that is no number, which the table refuses like any other
+// non-handle, and the error names the kind.
+inline double handle_number(const Napi::Value& value) {
+  return value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : std::nan("");
+}
+
 // The slot of the handle `value`, of kind B. A value that is no handle of this kind is a TypeError (nothing of the
 // library's passes one); a handle whose slot was released is a DestroyedError naming the kind.
 template <class B>
 const std::shared_ptr<void>& find_native(const Napi::Value& value) {
-  // NaN is no handle: the table refuses it, and the error names the kind as for any other non-handle.
-  const double handle = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : std::nan("");
-  return find_native<B>(value.Env(), handle_table(value.Env()), handle);
+  return find_native<B>(value.Env(), handle_table(value.Env()), handle_number(value));
 }
 
 // The object a handle from wrap_native names (errors as find_native).
@@ -221,7 +225,7 @@ class Borrowed {
 template <class B>
 Borrowed<B> borrow_native(const Napi::Value& value) {
   HandleTable& table = handle_table(value.Env());
-  const double handle = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : std::nan("");
+  const double handle = handle_number(value);
   return Borrowed<B>(*static_cast<B*>(find_native<B>(value.Env(), table, handle).get()), value.Env(), table, handle);
 }
 
