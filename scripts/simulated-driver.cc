@@ -63,7 +63,9 @@
 //                  lost: the call succeeds, but its operation has no effect (a ticket that never lands);
 //                  stall:<ms>: the call blocks its thread for <ms> milliseconds (1 to 60000) before it does
 //                  anything, then goes on as usual (a slow driver call, for what waits on that thread); not for
-//                  `operation`.
+//                  `operation`;
+//                  late:<ms>: the call does its work, then blocks its thread for <ms> milliseconds before it returns
+//                  (what other threads see of the work while the caller has not heard back); not for `operation`.
 //                  `fault:` and `lost` only for calls that queue work, and only they for `operation`.
 //   SIMULATED_DRIVER_NO_64_BIT_MEMORY_OPERATIONS=1: devices lack 64-bit stream memory operations.
 //   SIMULATED_DRIVER_VERSION=<n>: the CUDA version the driver reports, 12000 to 13010 (default 13000). Below 12080 it
@@ -250,7 +252,7 @@ bool no_64_bit_memory_operations() {
   return on;
 }
 
-enum class Action { kFail, kFault, kLost, kStall };
+enum class Action { kFail, kFault, kLost, kStall, kLate };
 
 struct Rule {
   int entry;
@@ -260,7 +262,7 @@ struct Rule {
   bool and_later;
   Action action;
   CUresult result;
-  unsigned long long stall_ms;
+  unsigned long long stall_ms;  // stall: and late:
 };
 
 CUresult parse_result(const std::string& text) {
@@ -331,11 +333,13 @@ std::vector<Rule> parse_rules() {
     const std::string action = text.substr(equals + 1);
     if (action == "lost") {
       rule.action = Action::kLost;
-    } else if (action.rfind("stall:", 0) == 0) {
-      rule.action = Action::kStall;
-      rule.stall_ms = whole_number(action.substr(6), 60000);
+    } else if (action.rfind("stall:", 0) == 0 || action.rfind("late:", 0) == 0) {
+      const bool stall = action[0] == 's';
+      rule.action = stall ? Action::kStall : Action::kLate;
+      rule.stall_ms = whole_number(action.substr(stall ? 6 : 5), 60000);
       if (rule.stall_ms == 0)
-        bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': a stall takes a whole number of milliseconds from 1 to 60000");
+        bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': " + (stall ? "a stall" : "a late return") +
+                          " takes a whole number of milliseconds from 1 to 60000");
     } else if (action.rfind("fault:", 0) == 0) {
       rule.action = Action::kFault;
       rule.result = parse_result(action.substr(6));
@@ -343,8 +347,8 @@ std::vector<Rule> parse_rules() {
       rule.action = Action::kFail;
       rule.result = parse_result(action);
     }
-    if (rule.action == Action::kStall && rule.entry == e_operation)
-      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': `operation` cannot stall (name the entry point that should)");
+    if ((rule.action == Action::kStall || rule.action == Action::kLate) && rule.entry == e_operation)
+      bad_configuration("SIMULATED_DRIVER_FAIL: '" + text + "': `operation` cannot stall or return late (name the entry point that should)");
     if (rule.action == Action::kFail && rule.entry == e_operation)
       bad_configuration("SIMULATED_DRIVER_FAIL: '" + text +
                         "': `operation` takes fault:<CUresult> or lost (to fail a call, name its entry point)");
@@ -464,9 +468,18 @@ Injection inject(Entry entry) {
 // context's device, as a driver that returned it would be.
 CUresult injected_failure(CUresult result);
 
+// Blocks the calling thread as it leaves the entry point, after its work, when a rule says the call returns late.
+struct LateReturn {
+  const Injection& injected;
+  ~LateReturn() {
+    if (injected.any && injected.action == Action::kLate) std::this_thread::sleep_for(std::chrono::milliseconds(injected.stall_ms));
+  }
+};
+
 // Fails the calling entry point at once when a rule says so. Declares `injected` for the queueing calls.
 #define SIM_ENTER(name)                                                                \
   const Injection injected = inject(e_##name);                                         \
+  const LateReturn late_return{injected};                                              \
   if (injected.any && injected.action == Action::kFail) return injected_failure(injected.result); \
   if (injected.any && injected.action == Action::kStall) std::this_thread::sleep_for(std::chrono::milliseconds(injected.stall_ms));
 
@@ -1169,8 +1182,10 @@ bool conflicts_with_capture(Device* d, bool all_modes) {
 
 unsigned long long enqueue(Stream* s, Operation op, const Injection& injected) {
   const Injection counted = inject(e_operation);
-  // A stall has already run, in SIM_ENTER: it leaves the `operation` rules their say on this call.
-  const Injection& chosen = injected.any && injected.action != Action::kStall ? injected : counted;
+  // A stall has already run, in SIM_ENTER, and a late return runs there: they leave the `operation` rules their say
+  // on this call.
+  const Injection& chosen =
+      injected.any && injected.action != Action::kStall && injected.action != Action::kLate ? injected : counted;
   if (chosen.any) {
     op.has_injection = true;
     op.injected = chosen.action;

@@ -2,6 +2,9 @@
 // of their own: the bytes must be in the array when any wait made afterwards on the owning thread reports the work
 // done, and a copy that failed must leave the array as it was.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
@@ -240,6 +243,76 @@ for (const [name, order] of [
     });
   }
 }
+
+// The poller finds an event done by itself and reads its cover's number without a lock: when a direct record of the
+// event on an idle stream is done before its call returns, the cover of the record before it (after a copy on a busy
+// stream) must no longer hold, or an awaited wait pending on that record lands the copy before the device wrote it.
+// The record returns late (`late:`, the call's work done first); which cuEventRecord call of the main thread it is
+// comes from a first run that stops right after it. In deferred mode a borrowed wrapper's record takes the direct path.
+test('a record of an event on an idle stream that returns late does not land a copy ahead of the record before it', needsCompiler, async () => {
+  const program = (stopAfterRecord: boolean) => `
+    import { DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+    const slow = Stream.create(), created = Stream.create();
+    const idle = process.env.CUDA_STREAM_POOL_SUBMISSION === 'deferred' ? Stream.fromHandle(created.handle) : created;
+    const buffer = DeviceBuffer.alloc(4096, { stream: slow });
+    const event = Event.create();
+    await Promise.all([slow.synchronize(), created.synchronize()]);
+    for (let i = 0; i < 10; i++) slow.fill(buffer, 9); // the slow stream is busy for 10 operations
+    const destination = new Uint8Array(4096).fill(0xaa);
+    slow.copy(destination, buffer);
+    event.record(slow);
+    const waited = event.synchronize();
+    event.record(idle); // done on the idle stream long before it returns
+    ${stopAfterRecord ? 'console.log("{}"); process.exit(0);' : ''}
+    await waited;
+    const state = () => (destination.every((v) => v === 9) ? 'copied' : destination.every((v) => v === 0xaa) ? 'untouched' : 'other bytes');
+    const early = state();
+    slow.synchronizeSync();
+    console.log(JSON.stringify({ early, late: state() }));
+    process.exit(0);`;
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'csp-counts-'));
+  try {
+    const file = path.join(folder, 'counts.json');
+    await simulatedJson(program(true), { operationDelayUs: 20000, env: { SIMULATED_DRIVER_COUNTS: file } });
+    const records = (JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>)['main/1']!.cuEventRecord!;
+    const result = await simulatedJson<{ early: string; late: string }>(program(false), {
+      operationDelayUs: 20000,
+      fail: `cuEventRecord@main:${records}=late:100`,
+    });
+    assert.notEqual(result.early, 'other bytes');
+    assert.equal(result.late, 'copied');
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+});
+
+// A capture begun through another wrapper of the same driver stream (the per-thread default stream, here) goes unseen
+// by a record through the first: such a stream's records cover no copy, or a query after the capture, answering about
+// the record before it, would land a copy still queued.
+test('a record during a capture begun through another wrapper of the stream does not land a copy queued before it', needsCompiler, async () => {
+  const result = await simulatedJson<{ early: number; late: number }>(
+    `import { DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
+     const a = Stream.perThread(), b = Stream.fromHandle(2n);
+     const buffer = DeviceBuffer.alloc(4096, { stream: a });
+     const event = Event.create();
+     let early = 0, late = 0;
+     for (let trial = 1; trial <= 4; trial++) {
+       for (let i = 0; i < 5; i++) a.fill(buffer, trial);
+       const destination = new Uint8Array(4096).fill(0xaa);
+       a.copy(destination, buffer);
+       b.beginCapture({ mode: 'relaxed' });
+       event.record(a);
+       b.endCapture().destroy();
+       event.query();
+       if (!destination.every((v) => v === 0xaa) && !destination.every((v) => v === trial)) early++;
+       a.synchronizeSync();
+       if (!destination.every((v) => v === trial)) late++;
+     }
+     console.log(JSON.stringify({ early, late }));`,
+    { operationDelayUs: 20000 },
+  );
+  assert.deepEqual(result, { early: 0, late: 0 });
+});
 
 // A streamed device-to-host copy that takes a staging chunk still in use by another stream's copy must not write it
 // before that copy is done, even when queueing the streamed copy fails part way (its second gate wait is refused):

@@ -78,13 +78,15 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   Submitter* submitter = recording_for(info.Env(), *stream);
   if (submitter) {
     make_current(event->device);  // as a direct call leaves it
-    // Read before the record is queued: every copy counted is ahead of it (Note [landings behind an event]).
-    const uint64_t landings = stream->owner().landings_queued.load(std::memory_order_acquire);
+    // Read before the record is queued: every copy counted is ahead of it (Note [landings behind an event]). A stream
+    // whose handle left the library may capture through another library: its records cover nothing.
+    NativeStream& owner = stream->owner();
+    const uint64_t landings = owner.handle_shared.load(std::memory_order_acquire) ? 0 : owner.landings_queued.load(std::memory_order_acquire);
     uint64_t earlier;
     {
       std::lock_guard<OrderedMutex> lock(event->cover_mutex);  // covers numbered in the order the records are issued
       earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
-      event->write_cover(stream->owner().serial, landings, earlier + 1);
+      event->write_cover(owner.serial, landings, earlier + 1);
     }
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
     record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
@@ -106,12 +108,17 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   } else {
     if (deferred_mode()) await_count(event->waits_issued, event->waits_recorded.load(std::memory_order_acquire));
     NativeStream& owner = stream->owner();
-    // A record made during a capture stands for no work now; in deferred mode a direct record (a stream that is not
-    // recorded) may pass records recorded before it. Either covers nothing (Note [landings behind an event]).
-    const bool covers = !deferred_mode() && !owner.capturing.load(std::memory_order_acquire);
+    // Covers nothing (Note [landings behind an event]): in deferred mode (a direct record, of a stream that is not
+    // recorded, may pass records recorded before it), or during a capture, or where the library cannot tell a capture
+    // (a stream it does not own, or whose handle left it, may capture through another wrapper or library).
+    const bool covers = !deferred_mode() && owner.owned && !owner.handle_shared.load(std::memory_order_acquire) &&
+                        !owner.capturing.load(std::memory_order_acquire);
     const uint64_t landings = covers ? owner.landings_queued.load(std::memory_order_acquire) : 0;
     {
       std::lock_guard<OrderedMutex> lock(event->cover_mutex);
+      // The last cover stops holding before the driver holds the new record: the poller, which reads the cover
+      // number without this lock, may find the new record done before the call returns.
+      event->write_cover(0, 0, 0);
       issue_event_record(*event, *stream);
       event->write_cover(owner.serial, landings, 0);
     }

@@ -16,8 +16,13 @@ namespace csp {
 // queued, so every copy counted is ahead of it in stream order). A wait uses a cover only if the driver's answer is
 // about that record: it reads the cover before its wait (in deferred mode, before waiting for the records made so
 // far to be issued, which are issued in the order of their covers' numbers), and after the wait finds that no record
-// was made since (`covers_made` unchanged). A direct record issues its driver call under `cover_mutex` and writes
-// its cover there, so that two threads recording one event leave the cover of the record the driver holds.
+// was made since (`covers_made` unchanged). A direct record issues its driver call under `cover_mutex`, between an
+// empty cover (so that no earlier cover holds once the driver may answer about the new record; the poller reads the
+// number without the lock) and its own, so that two threads recording one event leave the cover of the record the
+// driver holds. Covers nothing: a record during a capture (and every record of an event once one was captured: graph
+// launches record it unseen), a record on a stream the library does not own or whose handle left it (a capture begun
+// through another wrapper or library goes unseen), a direct record in deferred mode (it may pass records recorded
+// before it), and any record of an interprocess event.
 struct RecordCover {
   uint64_t number = 0;    // 0: never recorded
   uint64_t stream = 0;    // NativeStream::serial
