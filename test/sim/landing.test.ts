@@ -214,12 +214,13 @@ for (const [name, wait] of [
 for (const [name, order] of [
   ['a copy queued after the record', 'event.record(slow); slow.copy(destination, buffer);'],
   ['a copy on a stream the event was recorded on before a record on an idle stream', 'slow.copy(destination, buffer); event.record(slow); event.record(idle);'],
+  ['a copy on a stream the event was recorded on before a record on a stream that never copied into an array', 'slow.copy(destination, buffer); event.record(slow); event.record(fresh);'],
 ]) {
   for (const wait of ['event.synchronizeSync()', 'while (!event.query());', 'await event.synchronize()']) {
     test(`with its completion tickets lost, ${name} does not land when ${wait} finds the event done`, needsCompiler, async () => {
       const result = await simulatedJson<{ early: number; late: number }>(
         `import { DeviceBuffer, Event, Stream } from 'cuda-stream-pool';
-         const slow = Stream.create(), idle = Stream.create();
+         const slow = Stream.create(), idle = Stream.create(), fresh = Stream.create();
          const buffer = DeviceBuffer.alloc(4096, { stream: slow });
          const other = DeviceBuffer.alloc(4096, { stream: idle });
          for (let i = 0; i < 8; i++) idle.copy(new Uint8Array(4096), other); // counts more copies than the slow stream's

@@ -162,7 +162,7 @@ class Engine {
     } else if (wait->marker.event && marker_done) {
       put_event_marker(wait->device, wait->marker.event);
     }
-    if (result == CUDA_SUCCESS && !wait->covered.empty() && wait->event->cover_current(wait->cover_number)) {
+    if (result == CUDA_SUCCESS && !wait->covered.empty() && wait->event->cover_current(wait->cover_recorded, wait->cover_direct)) {
       for (const auto& covered : wait->covered)  // delivered with the wait: landed before it settles
         if (auto landing = covered.lock()) landing->stream_idle.store(true, std::memory_order_release);
     }

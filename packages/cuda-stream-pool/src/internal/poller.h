@@ -42,10 +42,10 @@ struct Wait {
   int dependency_fault = -1;
   bool marker_done = false;
   // An event's wait: the copies into JS arrays ahead of the event's record that was last when the wait began, and
-  // that record's cover number, told once the event is found done if it is still the last (Note [landings behind an
-  // event] in stream/event.h).
+  // the event's record counts then, told once the event is found done if no record was made since (Note [landings
+  // behind an event] in stream/event.h).
   std::vector<std::weak_ptr<Landing>> covered;
-  uint64_t cover_number = 0;
+  uint64_t cover_recorded = 0, cover_direct = 0;
 
   void let_go_of_stream();  // leaves the stream's object if the wait holds it; the last one out releases the handle
   ~Wait() { let_go_of_stream(); }

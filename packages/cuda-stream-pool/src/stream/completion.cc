@@ -595,7 +595,8 @@ Napi::Value event_notify(const Napi::CallbackInfo& info) {
   const RecordCover cover = event->read_cover();
   if (cover.landings && (!deferred_mode() || (event->records_issued.load(std::memory_order_acquire) >= cover.recorded &&
                                               !event->failure.set()))) {
-    wait->cover_number = cover.number;
+    wait->cover_recorded = cover.recorded;
+    wait->cover_direct = cover.direct;
     landings_done(env, [&](const Landing& landing) { return behind_record(landing, cover); },
                   [&](const std::shared_ptr<Landing>& landing) { wait->covered.push_back(landing); });
   }
@@ -692,7 +693,7 @@ void note_device_idle(Napi::Env env, int device) {
 }
 
 void note_event_done(Napi::Env env, const NativeEvent& event, const RecordCover& cover) {
-  if (cover.landings == 0 || !event.cover_current(cover.number)) return;
+  if (cover.landings == 0 || !event.cover_current(cover.recorded, cover.direct)) return;
   landings_done(env, [&](const Landing& landing) { return behind_record(landing, cover); }, mark_idle);
 }
 

@@ -83,10 +83,12 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
     NativeStream& owner = stream->owner();
     const uint64_t landings = owner.handle_shared.load(std::memory_order_acquire) ? 0 : owner.landings_queued.load(std::memory_order_acquire);
     uint64_t earlier;
-    {
-      std::lock_guard<OrderedMutex> lock(event->cover_mutex);  // covers numbered in the order the records are issued
+    if (landings == 0) {
+      earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);  // the last cover ends with the count
+    } else {
+      std::lock_guard<OrderedMutex> lock(event->cover_mutex);  // the cover goes with the count
       earlier = event->records_recorded.fetch_add(1, std::memory_order_acq_rel);
-      event->write_cover(owner.serial, landings, earlier + 1);
+      event->cover = RecordCover{earlier + 1, event->direct_records.load(std::memory_order_acquire), owner.serial, landings};
     }
     const uint64_t waits = event->waits_recorded.load(std::memory_order_acquire);
     record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
@@ -116,11 +118,11 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
     const uint64_t landings = covers ? owner.landings_queued.load(std::memory_order_acquire) : 0;
     {
       std::lock_guard<OrderedMutex> lock(event->cover_mutex);
-      // The last cover stops holding before the driver holds the new record: the poller, which reads the cover
-      // number without this lock, may find the new record done before the call returns.
-      event->write_cover(0, 0, 0);
+      // Counted before the driver holds the new record: the poller, which reads the counts without this lock, may find
+      // it done before the call returns.
+      const uint64_t direct = event->direct_records.fetch_add(1, std::memory_order_acq_rel) + 1;
       issue_event_record(*event, *stream);
-      event->write_cover(owner.serial, landings, 0);
+      event->cover = RecordCover{event->records_recorded.load(std::memory_order_acquire), direct, owner.serial, landings};
     }
     if (deferred_mode()) event->failure.clear();
   }

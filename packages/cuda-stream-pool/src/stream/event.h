@@ -11,23 +11,25 @@ namespace csp {
 // thread reports the copy's work done only after it landed. When the marker never reports (a lost completion ticket,
 // a query that keeps failing), a wait that finds the work done by itself tells the landing instead: a stream or
 // device found idle (note_stream_idle), or an event found done whose last record came after the copy on the copy's
-// stream. Each record keeps a RecordCover: its stream (NativeStream::serial of the driver stream's owner) and how
-// many copies into JS arrays had been queued on that stream when the record was made (read before the record is
-// queued, so every copy counted is ahead of it in stream order). A wait uses a cover only if the driver's answer is
-// about that record: it reads the cover before its wait (in deferred mode, before waiting for the records made so
-// far to be issued, which are issued in the order of their covers' numbers), and after the wait finds that no record
-// was made since (`covers_made` unchanged). A direct record issues its driver call under `cover_mutex`, between an
-// empty cover (so that no earlier cover holds once the driver may answer about the new record; the poller reads the
-// number without the lock) and its own, so that two threads recording one event leave the cover of the record the
-// driver holds. Covers nothing: a record during a capture (and every record of an event once one was captured: graph
-// launches record it unseen), a record on a stream the library does not own or whose handle left it (a capture begun
-// through another wrapper or library goes unseen), a direct record in deferred mode (it may pass records recorded
-// before it), and any record of an interprocess event.
+// stream. A record keeps a RecordCover: its stream (NativeStream::serial of the driver stream's owner) and how many
+// copies into JS arrays had been queued on that stream when the record was made (read before the record is queued,
+// so every copy counted is ahead of it in stream order), beside the event's two record counts after it. A wait uses
+// a cover only if the driver's answer is about that record: it reads the cover before its wait (in deferred mode,
+// before waiting for the records made so far to be issued, which are issued in the order of records_recorded), and
+// after the wait finds both counts unchanged (no record was made since). Every record moves a count, so a record
+// whose stream never had such a copy (most) covers nothing by counting itself, with no lock; one that covers copies
+// writes its cover under `cover_mutex` with its count. A direct record counts itself in `direct_records`, issues its
+// driver call and writes its cover, all under the lock: the count moves before the driver can answer about the new
+// record (the poller reads the counts without the lock), and two threads recording one event leave the cover of the
+// record the driver holds. Covers nothing: a record during a capture (and every record of an event once one was
+// captured: graph launches record it unseen), a record on a stream the library does not own or whose handle left it
+// (a capture begun through another wrapper or library goes unseen), a direct record in deferred mode (it may pass
+// records recorded before it), and any record of an interprocess event.
 struct RecordCover {
-  uint64_t number = 0;    // 0: never recorded
+  uint64_t recorded = 0;  // NativeEvent::records_recorded after the record
+  uint64_t direct = 0;    // NativeEvent::direct_records after it
   uint64_t stream = 0;    // NativeStream::serial
   uint64_t landings = 0;  // the copies into JS arrays with Landing::position up to this one are ahead of the record
-  uint64_t recorded = 0;  // deferred mode: records_recorded once this record was counted
 };
 
 struct NativeEvent : NativeObject {
@@ -46,29 +48,23 @@ struct NativeEvent : NativeObject {
   FailureSlot failure;
   alignas(kCacheLineBytes) std::atomic<uint64_t> records_recorded{0};
   std::atomic<uint64_t> waits_recorded{0};
+  std::atomic<uint64_t> direct_records{0};  // records issued by the calling thread (Note [landings behind an event])
   alignas(kCacheLineBytes) IssuedCount records_issued;
   IssuedCount waits_issued;
   // Note [landings behind an event]. A leaf lock, with at most one cuEventRecord inside.
   OrderedMutex cover_mutex{LockLevel::kLeaf, "event record cover"};
-  RecordCover cover;                      // under cover_mutex
-  std::atomic<uint64_t> covers_made{0};  // cover.number, read anywhere
+  RecordCover cover;  // the last cover written, under cover_mutex; current while both counts match it
   // Set once a record was made during a capture (a graph's launches record the event from then on, unseen) or for an
   // event another process may record (interprocess, or opened from another process): no cover holds for it.
   std::atomic<bool> uncovered{false};
-  // A record was issued (direct) or counted in records_recorded (deferred): its cover becomes the last one. Under
-  // cover_mutex.
-  void write_cover(uint64_t stream, uint64_t landings, uint64_t recorded) {
-    cover = RecordCover{cover.number + 1, stream, landings, recorded};
-    covers_made.store(cover.number, std::memory_order_release);
-  }
   RecordCover read_cover() {
     std::lock_guard<OrderedMutex> lock(cover_mutex);
     return cover;
   }
-  // Whether the cover numbered `seen` is still the last record's (no record was made since it was read).
-  bool cover_current(uint64_t seen) const {
-    return seen != 0 && covers_made.load(std::memory_order_acquire) == seen &&
-           !uncovered.load(std::memory_order_acquire);
+  // Whether the cover that counted `recorded` and `direct` is still the last record's. Any thread, no lock.
+  bool cover_current(uint64_t recorded, uint64_t direct) const {
+    return records_recorded.load(std::memory_order_acquire) == recorded &&
+           direct_records.load(std::memory_order_acquire) == direct && !uncovered.load(std::memory_order_acquire);
   }
   ~NativeEvent() override;
   // Retires the object at once; the driver event is destroyed when no call is in flight, the completion engine's
