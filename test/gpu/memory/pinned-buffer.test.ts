@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
+import fc from 'fast-check';
+
 import { cuda, DestroyedError, Device, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
 import { gpu, MS, testKernels } from '../../support/gpu.js';
 import { runChild } from '../../support/child.js';
@@ -44,6 +46,62 @@ test('without a driver the pinned cache is empty: cacheInfo() reports 0 bytes an
   assert.equal(result.code, 0, result.stderr);
   const empty = { idleBytes: 0, totalBytes: 0, staging: { capBytes: 64 << 20, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 } };
   assert.deepEqual(JSON.parse(result.stdout), { info: empty, released: 0, again: empty });
+});
+
+// Copies between pinned memory and a DeviceBuffer (or a view of one) with any offsets and lengths, valid or not: each
+// lands exactly the bytes a JS model moves, or is refused with the error the model names, and a refused copy moves
+// nothing.
+test('copies between a PinnedBuffer and device memory move the bytes their options name, or are refused for the option that is wrong', gpu, async () => {
+  const stream = Stream.create();
+  const whole = DeviceBuffer.alloc(256, { stream });
+  const pinned = PinnedBuffer.alloc(192);
+  const option = fc.oneof(fc.constant(undefined), fc.integer({ min: -2, max: 260 }), fc.constantFrom(1.5, Number.NaN, '8'));
+  await fc.assert(
+    fc.asyncProperty(
+      fc.boolean(), fc.boolean(), option, option, option,
+      async (toDevice, viewOfDevice, byteLength, dstOffset, srcOffset) => {
+        const device = viewOfDevice ? whole.subarray(40, 200) : whole;
+        const [dst, src] = toDevice ? [device, pinned] : [pinned, device];
+        // The model: both sides' bytes before, and what the copy must do.
+        const deviceBefore = new Uint8Array(256).map((_, i) => (i * 7 + 1) & 255);
+        const pinnedBefore = new Uint8Array(192).map((_, i) => (i * 13 + 5) & 255);
+        stream.copy(whole, deviceBefore);
+        pinned.bytes.set(pinnedBefore);
+        await stream.synchronize();
+        const bad = (value: unknown, most: number) => value !== undefined && (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > most);
+        const options = { byteLength, dstOffset, srcOffset };
+        let refused: string | undefined;
+        if (bad(srcOffset, src.byteLength)) refused = 'srcOffset';
+        else if (bad(dstOffset, dst.byteLength)) refused = 'dstOffset';
+        const from = (srcOffset as number | undefined) ?? 0, to = (dstOffset as number | undefined) ?? 0;
+        if (!refused && (bad(byteLength, src.byteLength - from) || ((byteLength as number | undefined) ?? src.byteLength - from) > dst.byteLength - to)) refused = 'byteLength';
+        let error: unknown;
+        try {
+          stream.copy(dst, src, options as never);
+        } catch (e) {
+          error = e;
+        }
+        if (refused) assert.match(String((error as Error | undefined)?.message), new RegExp(`^"options\\.${refused}" `), `${JSON.stringify(options)} ${toDevice} ${viewOfDevice}`);
+        else assert.equal(error, undefined);
+        const deviceAfter = new Uint8Array(256);
+        stream.copy(deviceAfter, whole);
+        await stream.synchronize();
+        const deviceExpected = deviceBefore.slice(), pinnedExpected = pinnedBefore.slice();
+        if (!refused) {
+          const bytes = (byteLength as number | undefined) ?? src.byteLength - from;
+          const base = viewOfDevice ? 40 : 0;
+          if (toDevice) deviceExpected.set(pinnedBefore.subarray(from, from + bytes), base + to);
+          else pinnedExpected.set(deviceBefore.subarray(base + from, base + from + bytes), to);
+        }
+        assert.deepEqual(deviceAfter, deviceExpected);
+        assert.deepEqual(pinned.bytes, pinnedExpected);
+      },
+    ),
+    { numRuns: 150 },
+  );
+  pinned.free();
+  whole.free();
+  stream.destroy();
 });
 
 test('a freed PinnedBuffer stays in the cache as idle bytes until trimCache() releases them', gpu, async () => {

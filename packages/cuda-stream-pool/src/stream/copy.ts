@@ -263,10 +263,58 @@ function isPeer(d: Operand, s: Operand): boolean {
 /** Queues a copy on `stream`; see `Stream.copy`. `call` is the method the user called, for the messages of
  * DestroyedError (`'buffer.toArray'` when toArray copies). @internal */
 export function copyOnStream(stream: StreamFacts, dst: unknown, src: unknown, options: unknown, call = 'stream.copy'): void {
-  const copy = checkCopy(stream, copyRequest(dst, src, validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS)), call);
+  const request = copyRequest(dst, src, validateOptions<CopyOptions>(options, 'options', 'copy', COPY_OPTIONS));
+  if (pinnedCopy(stream, request, call)) return;
+  const copy = checkCopy(stream, request, call);
   const sb = streams.ref(stream, call);
   if (copy.byteLength === 0) return;
   queueChecked(stream, sb, copy, call);
+}
+
+/** Whether `value`, an offset or length option, is undefined or an integer from 0 to `most`. */
+const within = (value: unknown, most: number): boolean =>
+  value === undefined || (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= most);
+
+/** The common small copy, between a DeviceBuffer and a PinnedBuffer, queued after the checks that {@link checkCopy}
+ * makes of it (the device's, the offsets' and the length's; pinned memory needs no other) without building its
+ * records, which cost more than queueing the copy where deferred submission only records it. False, with nothing
+ * done, for every other copy and for any copy that a check refuses: the general path then queues it or throws its
+ * error. */
+function pinnedCopy(stream: StreamFacts, request: CopyRequest, call: string): boolean {
+  const { dst, src } = request;
+  const toDevice = src instanceof PinnedBuffer;
+  const pinned = toDevice ? src : dst;
+  const device = toDevice ? dst : src;
+  if (!(pinned instanceof PinnedBuffer) || !deviceBuffers.is(device) || device.device !== stream.device) return false;
+  const record = pinnedBuffers.record(pinned);
+  if (record.freed || record.registered) return false;
+  const sourceLength = (src as PinnedBuffer | DeviceMemory).byteLength, destinationLength = (dst as PinnedBuffer | DeviceMemory).byteLength;
+  if (!within(request.srcOffset, sourceLength) || !within(request.dstOffset, destinationLength)) return false;
+  const srcOffset = (request.srcOffset as number | undefined) ?? 0, dstOffset = (request.dstOffset as number | undefined) ?? 0;
+  if (!within(request.byteLength, Math.min(sourceLength - srcOffset, destinationLength - dstOffset))) return false;
+  const bytes = (request.byteLength as number | undefined) ?? sourceLength - srcOffset;
+  if (bytes === 0 || bytes > destinationLength - dstOffset) return false;
+  let deviceRef: NativeRef;
+  try {
+    deviceRef = deviceBuffers.ref(device, call);
+  } catch {
+    return false; // freed: the general path names the argument
+  }
+  const sb = streams.ref(stream, call);
+  noteCaptured(sb, dst, src);
+  const deviceBase = deviceBuffers.offset(device);
+  try {
+    if (toDevice) {
+      copyOperands(sb, deviceRef, deviceBase + dstOffset, record.ref, srcOffset, bytes);
+      native.copyPinnedToDevice();
+    } else {
+      copyOperands(sb, record.ref, dstOffset, deviceRef, deviceBase + srcOffset, bytes);
+      native.copyDeviceToPinned();
+    }
+  } catch (error) {
+    throw renameDestroyed(error, call);
+  }
+  return true;
 }
 
 function queueChecked(stream: StreamFacts, sb: NativeRef, c: CheckedCopy, call: string): void {
