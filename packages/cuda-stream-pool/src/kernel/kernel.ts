@@ -167,8 +167,10 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     register(kernels, { ref: (kernel) => kernel.#ref });
   }
 
-  #use(method: string): NativeRef {
-    modules.ref(this.#module, `kernel.${method}`); // the user called a kernel's method, not the module's
+  /** `call` names the kernel's method the user called (`'kernel.launch'`), not the module's; a whole literal, so that
+   * a launch builds no string. */
+  #use(call: string): NativeRef {
+    modules.ref(this.#module, call);
     return this.#ref;
   }
 
@@ -180,7 +182,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
   /** What the compiled kernel uses and allows, read from the driver on each access.
    * @throws {@link DestroyedError} after the module was unloaded. Wraps: cuFuncGetAttribute. */
   get attributes(): KernelAttributes {
-    return native.kernelAttributes(this.#use('attributes'));
+    return native.kernelAttributes(this.#use('kernel.attributes'));
   }
 
   /** The block size (threads) that gives this kernel the highest occupancy on its device, and the smallest grid
@@ -198,7 +200,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
     const o = validateOptions<MaxPotentialBlockSizeOptions>(options, 'options', 'maxPotentialBlockSize', ['dynamicSharedMemBytes', 'blockSizeLimit']);
     const shared = o.dynamicSharedMemBytes === undefined ? 0 : validateInteger(o.dynamicSharedMemBytes, 'options.dynamicSharedMemBytes', 0, 2 ** 31 - 1);
     const limit = o.blockSizeLimit === undefined ? 0 : validateInteger(o.blockSizeLimit, 'options.blockSizeLimit', 0, 2 ** 31 - 1);
-    return native.kernelMaxPotentialBlockSize(this.#use('maxPotentialBlockSize'), shared, limit);
+    return native.kernelMaxPotentialBlockSize(this.#use('kernel.maxPotentialBlockSize'), shared, limit);
   }
 
   /** Allows launches of this kernel with up to `bytes` of dynamic shared memory per block. Needed above 48 KiB
@@ -210,7 +212,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
    * in every thread of the process (the attribute belongs to the driver's function). */
   setMaxDynamicSharedMemBytes(bytes: number): void {
     validateInteger(bytes, 'bytes', 0, 2 ** 31 - 1);
-    native.kernelSetMaxDynamicSharedMemBytes(this.#use('setMaxDynamicSharedMemBytes'), bytes);
+    native.kernelSetMaxDynamicSharedMemBytes(this.#use('kernel.setMaxDynamicSharedMemBytes'), bytes);
   }
 
   /** Queues the kernel on `options.stream` (default {@link currentStream} of the kernel's device) and returns at
@@ -247,7 +249,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
       readDims(options.block, 'options.block', shape, 3);
       const sharedOption = options.dynamicSharedMemBytes;
       const shared = sharedOption === undefined ? 0 : validateInteger(sharedOption, 'options.dynamicSharedMemBytes', 0, 2 ** 32 - 1);
-      const ref = this.#use('launch');
+      const ref = this.#use('kernel.launch');
       const device = this.#module.device;
       const streamOption = options.stream;
       const stream = streamOption === undefined ? currentStream(device) : streamOption;
