@@ -204,6 +204,12 @@ test('a freed buffer, a freed pinned buffer and a destroyed stream are Destroyed
   assert.throws(() => stream.fill(buffer, 0), (e) => e instanceof DestroyedError && e.method === 'fill');
   assert.throws(() => stream.copy(other, pinned), (e) => e instanceof DestroyedError && e.resource === 'PinnedBuffer');
   assert.throws(() => stream.copy(view, other), (e) => e instanceof DestroyedError && e.resource === 'PinnedBuffer', 'a view into freed pinned memory');
+  // The freed destination is named first, whatever the source, and a look at the source runs no Proxy trap before.
+  assert.throws(() => stream.copy(buffer, Object.create(PinnedBuffer.prototype) as never), { name: 'DestroyedError', message: 'stream.copy(): the DeviceBuffer passed as "dst" was freed' });
+  const revoked = Proxy.revocable({}, {});
+  revoked.revoke();
+  assert.throws(() => stream.copy(buffer, revoked.proxy as never), { name: 'DestroyedError', message: 'stream.copy(): the DeviceBuffer passed as "dst" was freed' });
+  assert.throws(() => stream.copy(42 as never, revoked.proxy as never), { code: 'ERR_INVALID_ARG_TYPE', message: /^"dst" must be a DeviceBuffer/ });
   stream.destroy();
   assert.throws(() => stream.copy(other, new Uint8Array(64)), (e) => e instanceof DestroyedError && e.resource === 'Stream' && e.method === 'copy');
 });

@@ -77,8 +77,11 @@ interface PinnedRecord {
 const records = new WeakMap<ArrayBufferLike, PinnedRecord>();
 const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new (...args: never[]) => ArrayBufferView;
 
-/** The pinned record behind a PinnedBuffer, for stream/copy.ts. @internal */
-export const pinnedBuffers = privateState<{ record(pinned: PinnedBuffer): PinnedRecord }>('PinnedBuffer', ['record']);
+/** The pinned record behind a PinnedBuffer, and the brand check (true only for an object the class made; it runs no
+ * Proxy trap), for stream/copy.ts. @internal */
+export const pinnedBuffers = privateState<{ is(value: unknown): value is PinnedBuffer; record(pinned: PinnedBuffer): PinnedRecord }>('PinnedBuffer', ['is', 'record'], {
+  is: (_value: unknown): _value is PinnedBuffer => false,
+});
 
 /** Pinned (page-locked) host memory: copies between it and the device run asynchronously at full speed, and any
  * view into it (`bytes`, `view()`, or a typed array over `bytes.buffer`) is copied directly, without staging.
@@ -123,7 +126,10 @@ export class PinnedBuffer {
 
   static {
     guardReceivers(PinnedBuffer, (value) => #record in value);
-    register(pinnedBuffers, { record: (pinned) => pinned.#record });
+    register(pinnedBuffers, {
+      is: (value: unknown): value is PinnedBuffer => typeof value === 'object' && value !== null && #record in value,
+      record: (pinned) => pinned.#record,
+    });
   }
 
   /** Takes `byteLength` bytes of pinned host memory from the library's cache; allocates new pinned memory

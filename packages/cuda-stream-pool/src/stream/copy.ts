@@ -279,21 +279,23 @@ const within = (value: unknown, most: number): boolean =>
  * makes of it (the device's, the offsets' and the length's; pinned memory needs no other) without building its
  * records, which cost more than queueing the copy where deferred submission only records it. False, with nothing
  * done, for every other copy and for any copy that a check refuses: the general path then queues it or throws its
- * error. */
+ * error. The operands are told by brand checks first, which run no Proxy trap, and found live last, after every
+ * accessor they have was read, as the general path reads them. */
 function pinnedCopy(stream: StreamFacts, request: CopyRequest, call: string): boolean {
   const { dst, src } = request;
-  const toDevice = src instanceof PinnedBuffer;
-  const pinned = toDevice ? src : dst;
-  const device = toDevice ? dst : src;
-  if (!(pinned instanceof PinnedBuffer) || !deviceBuffers.is(device) || device.device !== stream.device) return false;
-  const record = pinnedBuffers.record(pinned);
-  if (record.freed || record.registered) return false;
+  const toDevice = pinnedBuffers.is(src) && deviceBuffers.is(dst);
+  if (!toDevice && !(pinnedBuffers.is(dst) && deviceBuffers.is(src))) return false;
+  const pinned = (toDevice ? src : dst) as PinnedBuffer;
+  const device = (toDevice ? dst : src) as DeviceMemory;
+  if (!(pinned instanceof PinnedBuffer) || device.device !== stream.device) return false;
   const sourceLength = (src as PinnedBuffer | DeviceMemory).byteLength, destinationLength = (dst as PinnedBuffer | DeviceMemory).byteLength;
   if (!within(request.srcOffset, sourceLength) || !within(request.dstOffset, destinationLength)) return false;
   const srcOffset = (request.srcOffset as number | undefined) ?? 0, dstOffset = (request.dstOffset as number | undefined) ?? 0;
   if (!within(request.byteLength, Math.min(sourceLength - srcOffset, destinationLength - dstOffset))) return false;
   const bytes = (request.byteLength as number | undefined) ?? sourceLength - srcOffset;
   if (bytes === 0 || bytes > destinationLength - dstOffset) return false;
+  const record = pinnedBuffers.record(pinned);
+  if (record.freed || record.registered) return false;
   let deviceRef: NativeRef;
   try {
     deviceRef = deviceBuffers.ref(device, call);
