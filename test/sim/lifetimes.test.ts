@@ -31,7 +31,7 @@ test('streams dropped after using a long-lived buffer are destroyed while the bu
   // destroyed all the same, and the buffer must not keep its object (and an event) for the rest of its life.
   const { result, calls } = await simulatedJsonWithCalls<{ before: number; during: number; after: number; last: number[] }>(
     `${collectGarbage}
-     import { cuda, DeviceBuffer, Stream } from 'cuda-stream-pool';
+     import { cuda, Device, DeviceBuffer, Stream } from 'cuda-stream-pool';
      const before = cuda.liveObjects().streams;
      const buffer = DeviceBuffer.alloc(64);
      let during = 0;
@@ -46,7 +46,10 @@ test('streams dropped after using a long-lived buffer are destroyed while the bu
      })();
      await collectUntil(() => cuda.liveObjects().streams === before);
      const after = cuda.liveObjects().streams;
-     // The buffer forgets a destroyed stream whose work is done when it next meets a new stream.
+     // The buffer forgets a destroyed stream whose work is done when it next meets a new stream: the device's
+     // synchronize makes sure the dropped streams' last work (their retirement records) is done by then, which a
+     // loaded machine running the simulator's stream threads could otherwise leave for later.
+     await Device.get(0).synchronize();
      const next = Stream.create();
      next.fill(buffer, 201, { type: 'u32' });
      const last = Array.from(await buffer.toArray(Uint32Array, { stream: next })).slice(0, 4);
