@@ -96,25 +96,29 @@ void finish_landing(Napi::Env env, Landing& landing, CUresult result) {
   if (result == CUDA_SUCCESS) land_up_to(env, landing, landing.bytes);
   if (landing.destination) napi_delete_reference(env, landing.destination);
   landing.destination = nullptr;
-  if (!end_staging(landing, result)) {
-    // A sticky code is another device's fault, which the stream's waits report already.
-    never_throws("reporting a failed copy into a JS array", [&] {
-      if (is_sticky(result)) return;
-      if (std::shared_ptr<NativeStream> owner = landing.stream.lock())
-        carry_failure(*owner, std::make_shared<const RecordedFailure>(
-                                  CudaFailure{result, "cuEventQuery",
-                                              device_text(landing.marker.device) + ", a copy of " +
-                                                  std::to_string(landing.bytes) +
-                                                  " bytes from device memory into a JS array through pinned staging"},
-                                  true));
-    });
-  }
+  end_staging(landing, result);
+  report_failed_copy(landing, result);
   // Once finished, nothing calls these: what they hold (a streamed copy's gathered bytes, the size of the copy) goes
   // now, not when JS lets the landing go.
   landing.copy_out = nullptr;
   landing.poll = nullptr;
   landing.release = nullptr;
   drop_marker(landing);
+}
+
+void report_failed_copy(Landing& landing, CUresult result) {
+  // A sticky code is a device's fault, which the stream's waits report already; after a fault of the copy's own
+  // device its staging is free and nothing more runs there.
+  if (result == CUDA_SUCCESS || is_sticky(result) || device_fault(landing.marker.device) != CUDA_SUCCESS) return;
+  if (landing.failure_reported.exchange(true, std::memory_order_acq_rel)) return;
+  never_throws("reporting a failed copy into a JS array", [&] {
+    if (std::shared_ptr<NativeStream> owner = landing.stream.lock())
+      carry_failure(*owner, std::make_shared<const RecordedFailure>(
+                                CudaFailure{result, "cuEventQuery",
+                                            device_text(landing.marker.device) + ", a copy of " + std::to_string(landing.bytes) +
+                                                " bytes from device memory into a JS array through pinned staging"},
+                                true));
+  });
 }
 
 double longest_landing_ns() { return longest_ns; }

@@ -42,6 +42,7 @@ struct Landing {
   std::atomic<bool> marker_done{false};  // set by the poller once it saw the marker done or failed
   std::atomic<CUresult> marker_result{CUDA_SUCCESS};  // what the poller saw; stored before marker_done
   std::atomic<bool> finished{false};     // copied or dropped
+  std::atomic<bool> failure_reported{false};  // report_failed_copy ran its report
   // A copy in parts (Note [staging]) lands each part once its bytes are in staging: `poll` advances ready_bytes, the
   // poller posts a part landing to the JS thread (one at a time: part_posted), which lands up to ready_bytes.
   std::atomic<size_t> ready_bytes{0};
@@ -82,6 +83,12 @@ void drop_marker(Landing& landing);
 // copy's device (whose context runs nothing more) the staging stays out of use, since the device may still be
 // writing it, and the failure errors the copy's stream. JS thread.
 void finish_landing(Napi::Env env, Landing& landing, CUresult result);
+
+// A copy that ended with `result`, a failure short of a sticky fault, errors its stream once, so that the stream's
+// next wait reports it. Called where the failure is first known: by the poller before any later wait on the stream
+// completes (a wait completed before the report would resolve as if the copy had landed), and by finish_landing for
+// a failure its JS thread found. Any thread; never throws.
+void report_failed_copy(Landing& landing, CUresult result);
 
 // Whether the landing has bytes in staging that its JS thread has not landed yet, and no part landing is posted
 // for them; if so, marks one posted. The poller, before posting a part landing (Ready::part).

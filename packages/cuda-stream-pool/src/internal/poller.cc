@@ -156,6 +156,7 @@ class Engine {
     // gone) by the time the awaiting code runs.
     wait->let_go_of_stream();
     if (wait->landing) {
+      report_failed_copy(*wait->landing, result);  // before this thread completes a later wait on the stream
       wait->landing->marker_result.store(result, std::memory_order_relaxed);
       wait->landing->marker_done.store(true, std::memory_order_release);
       if (marker_done) drop_marker(*wait->landing);
