@@ -306,17 +306,20 @@ function pinnedCopy(stream: StreamFacts, request: CopyRequest, call: string): bo
   noteCaptured(sb, dst, src);
   const deviceBase = deviceBuffers.offset(device);
   try {
-    if (toDevice) {
-      copyOperands(sb, deviceRef, deviceBase + dstOffset, record.ref, srcOffset, bytes);
-      native.copyPinnedToDevice();
-    } else {
-      copyOperands(sb, record.ref, dstOffset, deviceRef, deviceBase + srcOffset, bytes);
-      native.copyDeviceToPinned();
-    }
+    if (toDevice) queuePinned(sb, true, deviceRef, deviceBase + dstOffset, record.ref, srcOffset, bytes);
+    else queuePinned(sb, false, record.ref, dstOffset, deviceRef, deviceBase + srcOffset, bytes);
   } catch (error) {
     throw renameDestroyed(error, call);
   }
   return true;
+}
+
+/** Queues a copy between device memory and pinned memory (`toDevice`: pinned to device) from the refs and byte
+ * positions of its destination and source, through the operand scratch. */
+function queuePinned(sb: NativeRef, toDevice: boolean, dst: NativeRef, dstAt: number, src: NativeRef, srcAt: number, bytes: number): void {
+  copyOperands(sb, dst, dstAt, src, srcAt, bytes);
+  if (toDevice) native.copyPinnedToDevice();
+  else native.copyDeviceToPinned();
 }
 
 function queueChecked(stream: StreamFacts, sb: NativeRef, c: CheckedCopy, call: string): void {
@@ -564,17 +567,13 @@ function queueCopy(stream: StreamFacts, sb: NativeRef, d: Operand, s: Operand, d
     if (s.kind === 'device') {
       copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
       native.copyDeviceToDevice();
-    } else if (s.kind === 'pinned') {
-      copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
-      native.copyPinnedToDevice();
-    }
+    } else if (s.kind === 'pinned') queuePinned(sb, true, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
     else native.copyPageableToDevice(sb, d.ref, d.base + dstOffset, new Uint8Array(s.memory, s.base + srcOffset, byteLength));
     return;
   }
   if (s.kind !== 'device') return; // unreachable: checked above
   if (d.kind === 'pinned') {
-    copyOperands(sb, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
-    native.copyDeviceToPinned();
+    queuePinned(sb, false, d.ref, d.base + dstOffset, s.ref, s.base + srcOffset, byteLength);
     return;
   }
   const start = d.base + dstOffset;
