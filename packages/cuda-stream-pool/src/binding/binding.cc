@@ -1,5 +1,6 @@
 // The addon's entry: per-environment data and the exports of every concept file. Context-aware: each worker
 // thread loads the addon again and gets its own AddonData.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -31,11 +32,17 @@ Napi::Value handle_release(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.release(handle, collected));
 }
 
-// handleTrack(ref) -> false when the object was released already, else true: its owner is now registered with the
-// FinalizationRegistry (Note [handle table]).
-Napi::Value handle_track(const Napi::CallbackInfo& info) {
-  const double handle = info[0].As<Napi::Number>().DoubleValue();
-  return Napi::Boolean::New(info.Env(), AddonData::of(info.Env()).handles.track(handle));
+// handleTrackAll(handles: Float64Array, count): for each of the first `count` handles, marks its slot as registered
+// with the FinalizationRegistry (Note [handle table]), or overwrites it with 0 when its object was released already.
+// One call for a whole nursery flush: a call per handle cost more than the registration it saves.
+Napi::Value handle_track_all(const Napi::CallbackInfo& info) {
+  auto handles = info[0].As<Napi::TypedArray>().As<Napi::Float64Array>();
+  const size_t count = std::min<size_t>(info[1].As<Napi::Number>().Uint32Value(), handles.ElementLength());
+  HandleTable& table = AddonData::of(info.Env()).handles;
+  double* data = handles.Data();
+  for (size_t i = 0; i < count; i++)
+    if (!table.track(data[i])) data[i] = 0;
+  return info.Env().Undefined();
 }
 
 // handleCount() -> this thread's live handles, for cuda.liveObjects().
@@ -84,7 +91,7 @@ Element* scratch_bytes(Element* bytes, const char* name) {
 
 const Export kHandleExports[] = {
     {"handleRelease", "number, boolean", unordered<handle_release>},
-    {"handleTrack", "number", unordered<handle_track>},
+    {"handleTrackAll", "object, number", unordered<handle_track_all>},
     {"handleCount", "", unordered<handle_count>},
     {"factScratch", "", unordered<fact_scratch>},
     {"launchScratch", "", unordered<launch_scratch_get>},

@@ -252,7 +252,7 @@ export interface NativeBinding {
   // cache, copies, fills, staged pageable copies, the default memory pool.
   // binding.cc: the handle table (Note [handle table]) and the fact scratch (Note [fact scratch]).
   handleRelease(ref: number, collected: boolean): boolean;
-  handleTrack(ref: number): boolean;
+  handleTrackAll(handles: Float64Array, count: number): void;
   handleCount(): number;
   // The thread's scratch arrays, made by the addon on the first call and the same ones after.
   factScratch(): BigUint64Array;

@@ -16,7 +16,8 @@ const registry = new FinalizationRegistry<NativeRef>((ref) => {
   native.handleRelease(ref, true);
 });
 const owners: object[] = [];
-const refs: NativeRef[] = [];
+// The owners' refs, by index; a flush overwrites those released already with 0 (no ref is 0).
+const refs = new Float64Array(NURSERY_LIMIT);
 let timer: ReturnType<typeof setTimeout> | undefined;
 
 /** Registers every owner waiting in the nursery now, instead of at the next flush: for tests that collect garbage
@@ -28,16 +29,16 @@ export function flushNursery(): void {
 function flush(): void {
   if (timer !== undefined) clearTimeout(timer);
   timer = undefined;
-  for (let i = 0; i < owners.length; i++) if (native.handleTrack(refs[i]!)) registry.register(owners[i]!, refs[i]!);
+  native.handleTrackAll(refs, owners.length);
+  for (let i = 0; i < owners.length; i++) if (refs[i] !== 0) registry.register(owners[i]!, refs[i] as NativeRef);
   owners.length = 0;
-  refs.length = 0;
 }
 
 /** Releases `ref`'s slot once `owner` is collected, unless something releases it first (the object's destroy, which
  * the native call does). Call once per ref, with the object whose lifetime is the ref's. @internal */
 export function adopt(owner: object, ref: NativeRef): void {
+  refs[owners.length] = ref;
   owners.push(owner);
-  refs.push(ref);
   if (owners.length >= NURSERY_LIMIT) flush();
   else if (timer === undefined) timer = setTimeout(flush, NURSERY_MS).unref();
 }
