@@ -8,6 +8,8 @@ import { gpu, MS, overlaps, testKernels } from '../../support/gpu.js';
 import { Stamps } from '../../support/stamps.js';
 import { runChild } from '../../support/child.js';
 import { flushNursery } from '#library/binding/native-ref-lifetime.js';
+import { native } from '#library/binding/binding.js';
+import { streamRef } from '#library/stream/stream.js';
 
 const workerUrl = new URL('../../workers/stream-worker.js', import.meta.url);
 
@@ -40,6 +42,25 @@ test('a created stream\'s id, handle, priority and flags read for the first time
   assert.notEqual(unread.handle, 0n);
   assert.equal(unread.priority, read.priority);
   assert.equal(unread.nonBlocking, false);
+});
+
+test('facts first read after destroy() keep a negative priority, nonBlocking and the partition', gpu, () => {
+  const device = Device.get(0);
+  const greatest = device.streamPriorityRange.greatest;
+  assert.ok(greatest < 0, `the device's greatest priority is negative (${greatest})`);
+  const [part] = device.partition([8]);
+  const whole = Stream.create({ priority: greatest, nonBlocking: true });
+  const onPartition = Stream.create({ partition: part! });
+  // Asked of the native layer, so that the wrappers themselves read their facts only after destroy().
+  const expected = [whole, onPartition].map((s) => native.streamInfo(streamRef(s, 'test')));
+  whole.destroy();
+  onPartition.destroy();
+  for (const [i, s] of [whole, onPartition].entries())
+    assert.deepEqual([s.handle, s.id, s.priority, s.nonBlocking], expected[i]!.slice(0, 4));
+  assert.equal(whole.priority, greatest);
+  assert.equal(whole.nonBlocking, true);
+  assert.equal(whole.partition, undefined);
+  assert.equal(onPartition.partition, part);
 });
 
 test('Stream.fromHandle() rejects numbers and 0n', () => {

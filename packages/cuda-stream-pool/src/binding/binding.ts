@@ -416,6 +416,8 @@ native.setErrorFactory(makeNativeError);
  * where unknown) and [2] 1 when it is not the free's own stream but one that used the buffer; after `streamDestroy`,
  * [handle, id, priority as int64, flags]. */
 export const facts = native.factScratch();
+/** The same scratch as 32-bit words (low word first): a fact copied as two numbers allocates no BigInt. */
+export const factWords = new Uint32Array(facts.buffer, facts.byteOffset, facts.length * 2);
 
 /** A launch's shape for kernelLaunch and kernelLaunchWithAttributes (Note [launch scratch] in src/binding/binding.h):
  * grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z (0 for none), flags (1 cooperative, 2

@@ -1,6 +1,6 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
 // See Note [handle guard] in internal/native-object.h for why destroy is safe across threads.
-import { CU_STREAM_PER_THREAD, facts, native, NOT_READY, type NativeRef } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, factWords, native, NOT_READY, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
@@ -129,6 +129,8 @@ export class Stream {
   // [handle, id, priority, nonBlocking, partition], read from the ref on first use: a created stream that is only used and
   // destroyed never needs them as JS values.
   #info: StreamInfo | undefined;
+  // The facts streamDestroy left, as 32-bit words, when #info was never read: decoded on first read after destroy.
+  #left: number[] | undefined;
   /** The device whose primary context the stream belongs to. */
   get device(): Device {
     return this.#device;
@@ -169,7 +171,7 @@ export class Stream {
   }
 
   #facts(): StreamInfo {
-    return (this.#info ??= native.streamInfo(this.#ref));
+    return (this.#info ??= this.#left === undefined ? native.streamInfo(this.#ref) : infoFromWords(this.#left));
   }
 
   /** `known`: the stream's facts when the caller has them; else they are read on first use, which for a stream whose
@@ -548,7 +550,10 @@ export class Stream {
     abandonCapture(this.#ref);
     native.streamDestroy(this.#ref);
     // The native layer released the ref: the facts a later read needs come from what the destroy left.
-    if (this.#info === undefined && facts[1] !== 0n) this.#info = [facts[0]!, facts[1]!, Number(BigInt.asIntN(64, facts[2]!)), (facts[3]! & 1n) !== 0n, Number(facts[3]! >> 32n) - 1];
+    if (this.#info === undefined && (factWords[2]! | factWords[3]!) !== 0) {
+      const w = factWords;
+      this.#left = [w[0]!, w[1]!, w[2]!, w[3]!, w[4]!, w[5]!, w[6]!, w[7]!];
+    }
   }
 
   /** Same as {@link Stream.destroy}. */
@@ -583,6 +588,13 @@ function borrowedOnce(cache: Map<number, Stream>, handle: bigint, device: Device
 export function streamRef(stream: Stream, method: string): NativeRef {
   if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);  // e.g. currentStream() set to an imitation
   return streams.ref(stream, method);
+}
+
+/** The facts that streamDestroy leaves (handle, id, priority as int64, flags with the partition + 1 in the high word),
+ * from their 32-bit words, low word first. */
+function infoFromWords(w: number[]): StreamInfo {
+  const u64 = (low: number, high: number): bigint => (BigInt(high) << 32n) | BigInt(low);
+  return [u64(w[0]!, w[1]!), u64(w[2]!, w[3]!), w[4]! | 0, (w[6]! & 1) !== 0, w[7]! - 1];
 }
 
 /** Wraps a native stream ref (pool streams, lease views); `owner` is kept alive as long as the wrapper. @internal */
