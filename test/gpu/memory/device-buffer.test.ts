@@ -465,6 +465,20 @@ test('toArray() refuses a type whose element size does not divide the buffer, an
   assert.throws(() => buffer.toArray(Uint8Array, { stream }), DestroyedError);
 });
 
+test('toArray() with a signal that had already aborted queues no copy: its stream is gone once destroyed', gpu, async () => {
+  const before = cuda.liveObjects().streams;
+  const stream = Stream.create();
+  const buffer = DeviceBuffer.alloc(1 << 20, { stream });
+  stream.fill(buffer, 7);
+  const reason = new Error('not wanted');
+  const result = buffer.toArray(Uint8Array, { stream, signal: AbortSignal.abort(reason) });
+  buffer.free();
+  stream.destroy();
+  // A queued copy into a JS array would hold the stream until it landed, which needs this thread to yield first.
+  assert.equal(cuda.liveObjects().streams, before);
+  await assert.rejects(result, (error) => error === reason);
+});
+
 test('subarray() has JavaScript\'s meaning: negative offsets from the end, clamping, empty when end is before begin', gpu, () => {
   using stream = Stream.create();
   using buffer = DeviceBuffer.alloc(100, { stream });

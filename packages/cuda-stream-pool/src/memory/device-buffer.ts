@@ -67,7 +67,8 @@ export interface ToArrayOptions {
    * other streams must be ordered before it (`stream.waitStream(other)`).
    * @defaultValue {@link currentStream}(the buffer's device) */
   stream?: Stream;
-  /** Aborts the wait (not the copy); the promise rejects with `signal.reason`. */
+  /** Aborts the wait (not a copy already queued); the promise rejects with `signal.reason`. A signal that has
+   * already aborted when `toArray()` is called rejects at once, and nothing is queued. */
   signal?: AbortSignal;
 }
 
@@ -407,7 +408,7 @@ export class DeviceBuffer {
    * for a stream of another device or when the byte length is not a multiple of the element size;
    * {@link DestroyedError} after free. Rejects with {@link CudaError} when the copy or the stream's work failed, with
    * an `Error` whose `code` is `EAGAIN` when the library's completion thread cannot start, or with `signal.reason`
-   * when `options.signal` aborts the wait.
+   * when `options.signal` aborts the wait (at once, queuing no copy, when it had aborted before the call).
    * Wraps: cuMemcpyDtoHAsync (through pinned staging), then waits for the stream as `stream.synchronize()`.
    * Follows: RMM `copy_to_host`, CuPy `get()`.
    * @example
@@ -427,6 +428,8 @@ export class DeviceBuffer {
       throw invalidValue('Ctor', `is ${Ctor.name}, whose ${size}-byte elements do not divide the buffer's ${this.byteLength} bytes; pick an element size that does, or read a subarray.`);
     const stream = o.stream ?? currentStream(this.device);
     this.#sameDevice(stream, 'options.stream');
+    // Nobody will read what an already-aborted call would copy: queue nothing (the copy would keep its stream alive).
+    if (signal?.aborted) return Promise.reject(signal.reason);
     const out = new Ctor(this.byteLength / size) as InstanceType<C>;
     try {
       copyOnStream(stream, out, this, undefined, 'buffer.toArray');
