@@ -164,3 +164,39 @@ test('a thread whose waits take long soon stops spinning before it blocks', { sk
   assert.ok(counts.spins >= 1 && counts.spins <= 8, JSON.stringify(counts));
   assert.ok(counts.wakeups >= 35, JSON.stringify(counts));
 });
+
+// Each round fills device memory, copies it into pinned memory and awaits, after keeping the thread busy until the
+// stream's work is done: at its next loop turn the thread finds the stream's ticket written, most often before the
+// poller thread has reported it.
+const ticketRounds = (rounds: number): string => `
+  import { completionStats, cuda, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+  const pinned = PinnedBuffer.alloc(4096);
+  const before = cuda.liveObjects().streams;
+  const statsBefore = completionStats();
+  let wrong = 0, held = 0;
+  for (let round = 0; round < ${rounds}; round++) {
+    const stream = Stream.create();
+    const buffer = DeviceBuffer.alloc(4096, { stream });
+    stream.fill(buffer, round & 255);
+    stream.copy(pinned, buffer);
+    const done = stream.synchronize();
+    const until = performance.now() + 2000;
+    while (performance.now() < until && !stream.query());
+    await done;
+    if (pinned.bytes[0] !== (round & 255) || pinned.bytes[4095] !== (round & 255)) wrong++;
+    buffer.free();
+    stream.destroy();
+    // Whoever reported the wait let go of the stream first: destroy() released its handle at once.
+    if (cuda.liveObjects().streams !== before) held++;
+  }
+  const stats = completionStats();
+  pinned.free();
+  console.log(JSON.stringify({ wrong, held, ticketsRead: stats.ticketsRead - statsBefore.ticketsRead, delivered: stats.delivered - statsBefore.delivered }));`;
+
+test("a thread reads its streams' tickets at its loop turns: its waits settle without the poller, with the bytes in place and the stream let go", needsCompiler, async () => {
+  const result = await simulatedJson<{ wrong: number; held: number; ticketsRead: number; delivered: number }>(ticketRounds(300), { operationDelayUs: 20 });
+  assert.equal(result.wrong, 0, JSON.stringify(result));
+  assert.equal(result.held, 0, JSON.stringify(result));
+  // Which thread sees a ticket first is a race; over 300 rounds this one takes some.
+  assert.ok(result.ticketsRead >= 1 && result.ticketsRead <= result.delivered, JSON.stringify(result));
+});

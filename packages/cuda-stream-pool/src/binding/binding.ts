@@ -25,6 +25,9 @@ export interface CompletionStats {
   spins: number;
   /** Of those spins, how many saw a completion arrive, which was then delivered without a wake-up. */
   spinsCompleted: number;
+  /** Waits on a stream that this thread settled by reading the stream's completion ticket itself (at a turn of its
+   * event loop, during a spin, or at a wake-up), before the poller thread reported them. Counted in `delivered`. */
+  ticketsRead: number;
   /** Waits settled by the engine's batches, both kinds (waits that settled at once are not counted). */
   delivered: number;
   /** The most waits one wake-up settled. */
@@ -396,7 +399,7 @@ function unavailableBinding(reason: string): NativeBinding {
     stagingInfo: () => ({ capBytes: 0, allocatedBytes: 0, highWaterBytes: 0, copyThreads: 0, evictedBytes: 0 }),
     submissionFlush: () => {},
     submissionStats: () => ({ mode: 'direct', threads: 0, recorded: 0, issued: 0, dropped: 0, failed: 0, parks: 0, gathers: 0, waitsForRoom: 0, flushWaits: 0, orderWaits: 0, orderWaitMs: 0 }),
-    completionStats: () => ({ wakeups: 0, turnBatches: 0, spins: 0, spinsCompleted: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
+    completionStats: () => ({ wakeups: 0, turnBatches: 0, spins: 0, spinsCompleted: 0, ticketsRead: 0, delivered: 0, largestBatch: 0, landingsPending: 0, partLandings: 0, longestLandingNs: 0, processPending: 0, pollerParks: 0, pollerParked: true, lostTickets: 0, markersEnqueued: 0 }),
   };
   return new Proxy(known as NativeBinding, {
     get(target, name: string) {

@@ -134,6 +134,13 @@ class Engine {
 
   // The wait's marker is done (or failed): give back what it held and hand the result to its environment.
   void complete(Wait* wait, CUresult result) {
+    if (wait->claimed && wait->claimed->exchange(kClaimedByPoller, std::memory_order_acq_rel) == kClaimedByThread) {
+      // Its JS thread read the ticket and settled it, and left the stream's entry (TicketWatch in completion.h).
+      wait->holds_stream = false;
+      pending_.fetch_sub(1, std::memory_order_relaxed);
+      delete wait;
+      return;
+    }
     // A marker seen done goes back even when another device's fault fails the wait: its own device is healthy.
     const bool marker_done = result == CUDA_SUCCESS || wait->marker_done;
     // A streamed copy to the device that failed after its call returned (Note [staging]) errored the stream: the wait
@@ -212,8 +219,13 @@ class Engine {
     if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
     if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
-    if (!make_current_quiet(wait.device)) return;
-    const CUresult query = check_quiet(drv().cuStreamQuery(stream.handle), wait.device);
+    // A JS thread that settled the wait from its ticket left the wait's entry; while the driver is asked, none can.
+    int unclaimed = kUnclaimed;
+    if (wait.claimed && !wait.claimed->compare_exchange_strong(unclaimed, kPollerAsking, std::memory_order_acq_rel)) return;
+    const bool current = make_current_quiet(wait.device);
+    const CUresult query = current ? check_quiet(drv().cuStreamQuery(stream.handle), wait.device) : CUDA_SUCCESS;
+    if (wait.claimed) wait.claimed->store(kUnclaimed, std::memory_order_release);
+    if (!current) return;
     if (query == CUDA_SUCCESS && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
       count_lost_ticket();

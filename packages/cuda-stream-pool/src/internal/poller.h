@@ -3,6 +3,7 @@
 #pragma once
 #include "internal/cuda-driver.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -19,6 +20,11 @@ struct Landing;
 struct LateProbe;
 struct NativeStream;
 
+// Who reports a wait that its JS thread may settle from its ticket word (Wait::claimed): nobody yet; the JS thread,
+// which then leaves the stream's entry that the wait holds; the poller; or nobody yet, the poller asking the driver
+// about the stream through that entry meanwhile (so the JS thread cannot take it and leave the entry until it asked).
+enum TicketClaim : int { kUnclaimed = 0, kClaimedByThread = 1, kClaimedByPoller = 2, kPollerAsking = 3 };
+
 // One thing the poller watches, and whom to tell when it is done (no channel: a job, nobody).
 struct Wait {
   Wait* next = nullptr;
@@ -29,6 +35,9 @@ struct Wait {
   std::shared_ptr<NativeEvent> event;    // a user event watched directly (event.synchronize())
   std::shared_ptr<NativeStream> stream;  // the ticket's stream: keeps its slot alive, and is asked if the ticket is late
   bool holds_stream = false;          // an entry of `stream`'s object is held until the wait ends (hold_stream)
+  // Where its environment's JS thread may settle it from the ticket word (TicketWatch in stream/completion.h): who
+  // reports it (a TicketClaim).
+  std::shared_ptr<std::atomic<int>> claimed;
   std::shared_ptr<Landing> landing;   // a staged copy to land; its marker is `marker` unless it has a poll
   std::function<CUresult()> poll;     // a job's own progress (watch_job), or the landing's poll
   unsigned probes = 0;                // fault probes it has been pending through

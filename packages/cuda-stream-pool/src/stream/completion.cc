@@ -63,6 +63,21 @@ namespace csp {
 // completionStats() counts spins and those that saw a completion. On by default (CUDA_STREAM_POOL_WAIT_SPIN=off turns it
 // off): on an H100 host one await at a time took 10 us instead of 16.5, and in direct submission less of the JS
 // thread's CPU (9 us, not 12).
+//
+// Note [tickets read at loop turns]: a wait on a stream's ticket (no other device's work behind it) is also offered to
+// its environment's JS thread (a TicketWatch in the channel), which reads the ticket word itself wherever it looks for
+// completions: at each round of the prepare handle, at each step of its spin, and when a wake-up drains the channel.
+// So a thread that turns while its work finishes settles its waits without the poller's hand-off, and the poller,
+// finding such a wait done later, posts nothing (no wake-up for a wait already settled). The two agree through the
+// watch's `claimed` word, claimed once by whoever reports the wait; the JS thread that claims it also leaves the
+// stream's entry that the wait held (a destroy() right after the await releases the handle at once, as after the
+// poller's report), and the poller marks the word while it asks the driver about a late ticket through that entry, so
+// that the entry is not left meanwhile (the JS thread tries again at its next look). The JS thread reports
+// a wait only when nothing else could change its result: the word reached the marker's value, the stream is neither
+// destroyed nor errored (a failure of a streamed copy found after its call returned is the poller's to report), and
+// this environment has no copy into a JS array pending (those land first, through the poller's deliveries, as
+// before). Whatever it does not take stays the poller's, exactly as before; completionStats().ticketsRead counts
+// what it took.
 constexpr std::chrono::microseconds kLongestSpin{40};
 // With no budget left, one wait in this many spins all the same (kLongestSpin): does spinning pay again?
 constexpr int kProbeEvery = 64;
@@ -157,16 +172,75 @@ void deliver(Napi::Env env, Channel& channel, std::vector<Ready>& batch, bool wo
   }
 }
 
+// Streams whose watches left the channel (TicketWatch): `leave`, the entry of a wait the JS thread settled.
+struct LeftWatch {
+  std::shared_ptr<NativeStream> stream;
+  bool leave;
+};
+
+// Whether the watch's wait is done and this thread may report it (Note [tickets read at loop turns]).
+bool ticket_reached(const TicketWatch& watch) {
+  return load_word(watch.word) >= watch.value && watch.claimed->load(std::memory_order_acquire) == kUnclaimed &&
+         !watch.stream->NativeObject::retired() && !watch.stream->owner().failure.set();
+}
+
+// Claims the watch's wait for this thread; false when the poller reports it, or is asking about its stream.
+bool claim(const TicketWatch& watch) {
+  int unclaimed = kUnclaimed;
+  return watch.claimed->compare_exchange_strong(unclaimed, kClaimedByThread, std::memory_order_acq_rel);
+}
+
+// Moves the waits whose tickets this thread reads as done into `batch`, and drops the watches the poller reported.
+// JS thread, under the channel's mutex; the caller then lets go of `left` (after the mutex: a leave may release a
+// handle, a driver call).
+void take_tickets_locked(Channel& channel, std::vector<Ready>& batch, std::vector<LeftWatch>& left) {
+  if (channel.tickets.empty() || !channel.landings.empty()) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < channel.tickets.size(); i++) {
+    TicketWatch& watch = channel.tickets[i];
+    const bool mine = ticket_reached(watch) && claim(watch);
+    if (mine || watch.claimed->load(std::memory_order_relaxed) == kClaimedByPoller) {
+      if (mine) {
+        batch.push_back(Ready{watch.token, CUDA_SUCCESS});
+        channel.tickets_read++;
+      }
+      left.push_back(LeftWatch{std::move(watch.stream), mine});
+      continue;
+    }
+    if (kept != i) channel.tickets[kept] = std::move(watch);
+    kept++;
+  }
+  channel.tickets.resize(kept);
+}
+
+// Whether a watch's ticket reads as done, for a spin to stop at. JS thread.
+bool tickets_reached(Channel& channel) {
+  std::lock_guard<OrderedMutex> lock(channel.mutex);
+  if (!channel.landings.empty()) return false;
+  for (const TicketWatch& watch : channel.tickets)
+    if (ticket_reached(watch)) return true;
+  return false;
+}
+
+void let_go(std::vector<LeftWatch>& left) {
+  for (LeftWatch& watch : left)
+    if (watch.leave) watch.stream->leave();
+  left.clear();
+}
+
 // Runs on: the JS thread of the channel's environment, once per batch posted by the poller.
 void drain(Napi::Env env, Napi::Function dispatch, Channel& channel) {
   std::vector<Ready> batch;
+  std::vector<LeftWatch> left;
   {
     std::lock_guard<OrderedMutex> lock(channel.mutex);
     batch.swap(channel.ready);
     channel.posted = false;
     // This thread is awake now and reaches its loop's prepare phase before it blocks again.
     channel.turning = channel.turns && channel.turns->watching;
+    if (env != nullptr) take_tickets_locked(channel, batch, left);
   }
+  let_go(left);
   if (env == nullptr) return;
   deliver(env, channel, batch, true, [&](Napi::Array tokens, Napi::Array results) { dispatch.Call({tokens, results}); });
 }
@@ -259,12 +333,14 @@ void spin_for_completion(LoopTurns& turns) {
   const auto until = turns.waiting_since + budget;
   for (int step = 1;; step++) {
     std::this_thread::yield();
-    if (channel.posts.load(std::memory_order_acquire) != posts) {
+    // Past the budget nothing counts as seen by the spin (a thread held off its CPU finds the work done late).
+    const bool late = std::chrono::steady_clock::now() >= until;
+    if (!late && (channel.posts.load(std::memory_order_acquire) != posts || tickets_reached(channel))) {
       channel.spins_completed++;
       turns.spin_budget = kLongestSpin;
       return;
     }
-    if (loop_has_work(loop, step % 8 == 0) || std::chrono::steady_clock::now() >= until) {
+    if (late || loop_has_work(loop, step % 8 == 0)) {
       turns.spin_budget = budget / 2;
       return;
     }
@@ -294,6 +370,7 @@ void on_prepare(uv_prepare_t* handle) {
   const bool spinning = spinning_allowed();
   for (int round = 0;; round++) {
     std::vector<Ready> batch;
+    std::vector<LeftWatch> left;
     if (spinning) {
       turns->waiting_since = std::chrono::steady_clock::now();
       // Also after a delivery: its continuations usually made the next wait.
@@ -301,22 +378,27 @@ void on_prepare(uv_prepare_t* handle) {
     }
     {
       std::lock_guard<OrderedMutex> lock(channel.mutex);
-      if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
-        uv_idle_start(&turns->idle, on_idle);  // the loop polls without blocking; the next turn takes the rest
-        return;
-      }
-      if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
-        // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
-        channel.turning = false;
-        if (spinning && channel.ready.empty() && turns->watching) {
-          turns->blocked_at = turns->waiting_since;
-          turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
+      if (round < kTurnRounds && turns->watching) take_tickets_locked(channel, batch, left);
+      if (batch.empty()) {
+        if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
+          uv_idle_start(&turns->idle, on_idle);  // the loop polls without blocking; the next turn takes the rest
+          return;
         }
-        if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
-        return;
+        if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
+          // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
+          channel.turning = false;
+          if (spinning && channel.ready.empty() && turns->watching) {
+            turns->blocked_at = turns->waiting_since;
+            turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
+          }
+          if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
+          return;
+        }
       }
-      batch.swap(channel.ready);
+      for (Ready& item : channel.ready) batch.push_back(std::move(item));
+      channel.ready.clear();
     }
+    let_go(left);
     Napi::Env env(turns->env);
     deliver(env, channel, batch, false, [&](Napi::Array tokens, Napi::Array results) {
       turns->dispatch.MakeCallback(env.Global(), {tokens, results}, *turns->context);
@@ -433,11 +515,13 @@ Napi::Value completion_init(const Napi::CallbackInfo& info) {
   // nothing is pending; never throws.
   env.AddCleanupHook([channel]() { never_throws("completion channel cleanup hook", [&] {
     std::vector<Ready> dropped;
+    std::vector<TicketWatch> watches;  // the poller reports (drops) their waits
     {
       std::lock_guard<OrderedMutex> lock(channel->mutex);
       if (!channel->open.exchange(false)) return;
       channel->tsfn.Release();
       dropped.swap(channel->ready);
+      watches.swap(channel->tickets);
     }
     for (Ready& item : dropped)  // a part landing's copy is not done: its staging goes back when the poller sees it done
       if (item.landing && !item.part) drop_landing(*item.landing, item.result);
@@ -456,6 +540,12 @@ Napi::Value completion_unref(const Napi::CallbackInfo& info) {
   Channel& channel = channel_of(info.Env());
   channel.tsfn.Unref(info.Env());
   watch_turns(channel, false);
+  // No wait of this thread is pending: what the watches name is the poller's (an aborted wait's) or reported.
+  std::vector<TicketWatch> watches;
+  {
+    std::lock_guard<OrderedMutex> lock(channel.mutex);
+    watches.swap(channel.tickets);
+  }
   return info.Env().Undefined();
 }
 
@@ -473,11 +563,20 @@ void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<NativeStr
   // Taken before the marker: what was recorded by then is queued before it (Note [cross-device dependencies]).
   const DependencySnapshot dependencies = stream->owner().dependencies.snapshot();
   Marker marker = enqueue_marker(*stream, MarkerUse::kWait);
-  Wait* wait = new_wait(std::move(channel), token, stream->device);
+  Wait* wait = new_wait(channel, token, stream->device);
   wait->marker = marker;
   wait->dependencies = dependencies;
-  hold_stream(*wait, std::move(stream));
+  hold_stream(*wait, stream);
+  // The environment's JS thread may read this ticket itself (Note [tickets read at loop turns]); offered once the
+  // poller has the wait (a wait it could not take was given back, entry included).
+  std::shared_ptr<std::atomic<int>> claimed;
+  if (marker.word && !dependencies.devices && wait->holds_stream)
+    wait->claimed = claimed = std::make_shared<std::atomic<int>>(kUnclaimed);
   submit_wait(wait);
+  if (!claimed) return;
+  std::lock_guard<OrderedMutex> lock(channel->mutex);
+  if (channel->open.load(std::memory_order_relaxed))
+    channel->tickets.push_back(TicketWatch{token, marker.word, marker.value, std::move(stream), std::move(claimed)});
 }
 
 // streamNotify(streamRef, token): dispatch reports `token` once the work queued on the stream so far is done.
@@ -621,6 +720,7 @@ Napi::Value completion_stats(const Napi::CallbackInfo& info) {
   out.Set("turnBatches", channel.turn_batches);
   out.Set("spins", channel.spins);
   out.Set("spinsCompleted", channel.spins_completed);
+  out.Set("ticketsRead", channel.tickets_read);
   out.Set("delivered", channel.delivered);
   out.Set("largestBatch", channel.largest_batch);
   out.Set("landingsPending", static_cast<double>(channel.landings.size()));

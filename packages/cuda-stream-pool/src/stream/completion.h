@@ -33,7 +33,8 @@
 //    first one of a batch posts once to that environment's thread-safe function, whose callback drains everything
 //    ready and settles it in one call into JS. The JS side refs the thread-safe function exactly while it has
 //    waits pending. A thread that is busy is not woken: it takes its batch at its next loop turn (Note [deliveries
-//    at loop turns] in completion.cc).
+//    at loop turns] in completion.cc), and reads the tickets of its own waits there too, settling those it finds
+//    written before the poller does (Note [tickets read at loop turns] in completion.cc).
 //  - Staged device-to-host copies (Note [staging] in staging.cc) are landings: the bytes are copied from staging
 //    into the JS array on the thread that owns it, after checking that its buffer was not detached or transferred
 //    (then the data is dropped). Every delivery, and every wait that settles at once, first lands what is ready,
@@ -83,19 +84,33 @@ struct Ready {
 
 struct LoopTurns;  // completion.cc: Note [deliveries at loop turns]
 
+// A wait on a stream's ticket that its environment's JS thread may settle itself, from the ticket word, when it
+// finds the word there before the poller does (Note [tickets read at loop turns] in completion.cc). `claimed` (a
+// TicketClaim, internal/poller.h) is shared with the poller's Wait: whoever claims it first reports the wait; the
+// other lets the wait go without a word.
+struct TicketWatch {
+  double token = 0;
+  const uint64_t* word = nullptr;
+  uint64_t value = 0;
+  std::shared_ptr<NativeStream> stream;
+  std::shared_ptr<std::atomic<int>> claimed;
+};
+
 struct Channel {
   OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted, turning and the thread-safe function's use by the poller
   std::atomic<bool> open{true};     // false once the environment is torn down
   bool posted = false;              // a drain is queued on the JS thread
   bool turning = false;             // the JS thread takes what is ready at its next loop turn, unwoken
   std::vector<Ready> ready;
+  std::vector<TicketWatch> tickets;  // waits the JS thread may settle from their ticket word
   std::atomic<uint64_t> posts{0};   // items posted so far: a JS thread spinning before it blocks watches it
   std::atomic<int64_t> first_post_since_block{0};  // steady_clock ticks of the first post while the thread blocked
   Napi::ThreadSafeFunction tsfn;
   // JS thread only:
   LoopTurns* turns = nullptr;  // null where the environment's loop could not be watched: every batch wakes the thread
   std::vector<std::shared_ptr<Landing>> landings;
-  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, turn_batches = 0, spins = 0, spins_completed = 0;
+  double wakeups = 0, delivered = 0, largest_batch = 0, part_landings = 0, turn_batches = 0, spins = 0, spins_completed = 0,
+         tickets_read = 0;
 };
 
 // Hands `item` to the channel's JS thread; false when its environment is closed. Any thread.
