@@ -221,7 +221,7 @@ class Engine {
     if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
     // A JS thread that settled the wait from its ticket left the wait's entry; while the driver is asked, none can.
     int unclaimed = kUnclaimed;
-    if (wait.claimed && !wait.claimed->compare_exchange_strong(unclaimed, kPollerAsking, std::memory_order_acq_rel)) return;
+    if (wait.claimed && !wait.claimed->compare_exchange_strong(unclaimed, kNotClaimable, std::memory_order_acq_rel)) return;
     const bool current = make_current_quiet(wait.device);
     const CUresult query = current ? check_quiet(drv().cuStreamQuery(stream.handle), wait.device) : CUDA_SUCCESS;
     if (wait.claimed) wait.claimed->store(kUnclaimed, std::memory_order_release);

@@ -21,9 +21,10 @@ struct LateProbe;
 struct NativeStream;
 
 // Who reports a wait that its JS thread may settle from its ticket word (Wait::claimed): nobody yet; the JS thread,
-// which then leaves the stream's entry that the wait holds; the poller; or nobody yet, the poller asking the driver
-// about the stream through that entry meanwhile (so the JS thread cannot take it and leave the entry until it asked).
-enum TicketClaim : int { kUnclaimed = 0, kClaimedByThread = 1, kClaimedByPoller = 2, kPollerAsking = 3 };
+// which then leaves the stream's entry that the wait holds; the poller; or nobody yet, and the JS thread may not take
+// it now: the poller does not have the wait yet (one it could not take gives the entry back itself), or is asking the
+// driver about the stream through that entry.
+enum TicketClaim : int { kUnclaimed = 0, kClaimedByThread = 1, kClaimedByPoller = 2, kNotClaimable = 3 };
 
 // One thing the poller watches, and whom to tell when it is done (no channel: a job, nobody).
 struct Wait {

@@ -77,10 +77,16 @@ namespace csp {
 // destroyed nor errored (a failure of a streamed copy found after its call returned is the poller's to report), and
 // this environment has no copy into a JS array pending (those land first, through the poller's deliveries, as
 // before). Whatever it does not take stays the poller's, exactly as before; completionStats().ticketsRead counts
-// what it took.
+// what it took. Each look reads every watch, so a thread watches at most kMostTicketWatches waits at a time (with
+// 40,000 pending on one stream, reading them all at each look made each await elsewhere 19 times slower); waits
+// beyond that are the poller's alone. What the poller had found done before a look is settled before what the look
+// reads, so the look does not make a later wait on a stream overtake an earlier one that the poller reported.
 constexpr std::chrono::microseconds kLongestSpin{40};
 // With no budget left, one wait in this many spins all the same (kLongestSpin): does spinning pay again?
 constexpr int kProbeEvery = 64;
+// The most waits a thread reads the tickets of (Note [tickets read at loop turns]): each look reads them all, and the
+// poller takes the rest as before.
+constexpr size_t kMostTicketWatches = 256;
 
 struct LoopTurns {
   uv_prepare_t prepare;
@@ -378,25 +384,26 @@ void on_prepare(uv_prepare_t* handle) {
     }
     {
       std::lock_guard<OrderedMutex> lock(channel.mutex);
-      if (round < kTurnRounds && turns->watching) take_tickets_locked(channel, batch, left);
+      const bool look = round < kTurnRounds && turns->watching;
+      if (look) {
+        // What the poller found done first, then what this look reads (a later wait on a stream does not overtake).
+        batch.swap(channel.ready);
+        take_tickets_locked(channel, batch, left);
+      }
       if (batch.empty()) {
         if (round == kTurnRounds && turns->watching && !channel.ready.empty()) {
           uv_idle_start(&turns->idle, on_idle);  // the loop polls without blocking; the next turn takes the rest
           return;
         }
-        if (channel.ready.empty() || round == kTurnRounds || !turns->watching) {
-          // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
-          channel.turning = false;
-          if (spinning && channel.ready.empty() && turns->watching) {
-            turns->blocked_at = turns->waiting_since;
-            turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
-          }
-          if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
-          return;
+        // Blocking next: from here on the poller wakes the thread. What is still ready gets a wake-up now.
+        channel.turning = false;
+        if (spinning && channel.ready.empty() && turns->watching) {
+          turns->blocked_at = turns->waiting_since;
+          turns->posts_at_block = channel.posts.load(std::memory_order_relaxed);
         }
+        if (!channel.ready.empty() && channel.open.load(std::memory_order_relaxed)) wake_locked(channel);
+        return;
       }
-      for (Ready& item : channel.ready) batch.push_back(std::move(item));
-      channel.ready.clear();
     }
     let_go(left);
     Napi::Env env(turns->env);
@@ -567,16 +574,25 @@ void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<NativeStr
   wait->marker = marker;
   wait->dependencies = dependencies;
   hold_stream(*wait, stream);
-  // The environment's JS thread may read this ticket itself (Note [tickets read at loop turns]); offered once the
-  // poller has the wait (a wait it could not take was given back, entry included).
+  // The environment's JS thread may read this ticket itself (Note [tickets read at loop turns]), once the poller has
+  // the wait: a wait it could not take gave its entry back already.
   std::shared_ptr<std::atomic<int>> claimed;
-  if (marker.word && !dependencies.devices && wait->holds_stream)
-    wait->claimed = claimed = std::make_shared<std::atomic<int>>(kUnclaimed);
-  submit_wait(wait);
-  if (!claimed) return;
-  std::lock_guard<OrderedMutex> lock(channel->mutex);
-  if (channel->open.load(std::memory_order_relaxed))
-    channel->tickets.push_back(TicketWatch{token, marker.word, marker.value, std::move(stream), std::move(claimed)});
+  if (marker.word && !dependencies.devices && wait->holds_stream) {
+    std::lock_guard<OrderedMutex> lock(channel->mutex);
+    if (channel->open.load(std::memory_order_relaxed) && channel->tickets.size() < kMostTicketWatches) {
+      claimed = std::make_shared<std::atomic<int>>(kNotClaimable);
+      wait->claimed = claimed;
+      channel->tickets.push_back(TicketWatch{token, marker.word, marker.value, std::move(stream), claimed});
+    }
+  }
+  try {
+    submit_wait(wait);
+  } catch (...) {
+    if (claimed) claimed->store(kClaimedByPoller, std::memory_order_release);  // the watch goes at the next look
+    throw;
+  }
+  int not_yet = kNotClaimable;
+  if (claimed) claimed->compare_exchange_strong(not_yet, kUnclaimed, std::memory_order_acq_rel);
 }
 
 // streamNotify(streamRef, token): dispatch reports `token` once the work queued on the stream so far is done.
