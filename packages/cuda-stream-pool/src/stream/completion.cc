@@ -186,7 +186,7 @@ struct LeftWatch {
 
 // Whether the watch's wait is done and this thread may report it (Note [tickets read at loop turns]).
 bool ticket_reached(const TicketWatch& watch) {
-  return load_word(watch.word) >= watch.value && watch.claimed->load(std::memory_order_acquire) == kUnclaimed &&
+  return marker_status(watch.marker) == CUDA_SUCCESS && watch.claimed->load(std::memory_order_acquire) == kUnclaimed &&
          !watch.stream->NativeObject::retired() && !watch.stream->owner().failure.set();
 }
 
@@ -582,7 +582,7 @@ void watch_stream_on(std::shared_ptr<Channel> channel, std::shared_ptr<NativeStr
     if (channel->open.load(std::memory_order_relaxed) && channel->tickets.size() < kMostTicketWatches) {
       claimed = std::make_shared<std::atomic<int>>(kNotClaimable);
       wait->claimed = claimed;
-      channel->tickets.push_back(TicketWatch{token, marker.word, marker.value, std::move(stream), claimed});
+      channel->tickets.push_back(TicketWatch{token, marker, std::move(stream), claimed});
     }
   }
   try {

@@ -53,6 +53,7 @@
 
 #include "binding/errors.h"
 #include "internal/lock-order.h"
+#include "internal/markers.h"
 
 namespace csp {
 
@@ -90,14 +91,13 @@ struct LoopTurns;  // completion.cc: Note [deliveries at loop turns]
 // other lets the wait go without a word.
 struct TicketWatch {
   double token = 0;
-  const uint64_t* word = nullptr;
-  uint64_t value = 0;
+  Marker marker;  // a ticket: its word and value
   std::shared_ptr<NativeStream> stream;
   std::shared_ptr<std::atomic<int>> claimed;
 };
 
 struct Channel {
-  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, posted, turning and the thread-safe function's use by the poller
+  OrderedMutex mutex{LockLevel::kLeaf, "completion channel"};  // guards ready, tickets, posted, turning and the thread-safe function's use by the poller
   std::atomic<bool> open{true};     // false once the environment is torn down
   bool posted = false;              // a drain is queued on the JS thread
   bool turning = false;             // the JS thread takes what is ready at its next loop turn, unwoken
