@@ -6,6 +6,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "binding/binding.h"
@@ -212,20 +213,29 @@ class Engine {
   // stream whose queries keep failing for kUnsureLimit with a code that is not sticky (one the library does not know
   // as a fault: CUDA_ERROR_UNKNOWN, a code of a newer driver) will never write the ticket: that failure ends the wait,
   // which would otherwise stay pending for good.
-  void check_late_ticket(Wait& wait) {
+  // `asked`: the streams this probe round has queried, with the answers; a stream is asked once per round, however
+  // many waits are pending on it (tens of thousands behind one long kernel would otherwise each cost a query, about
+  // 0.3 us on an H200, every round, and keep the poller from every other wait).
+  void check_late_ticket(Wait& wait, std::unordered_map<const NativeStream*, CUresult>& asked) {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
     NativeStream& stream = *wait.stream;
     // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
     if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
-    if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
-    // A JS thread that settled the wait from its ticket left the wait's entry; while the driver is asked, none can.
-    int unclaimed = kUnclaimed;
-    if (wait.claimed && !wait.claimed->compare_exchange_strong(unclaimed, kNotClaimable, std::memory_order_acq_rel)) return;
-    const bool current = make_current_quiet(wait.device);
-    const CUresult query = current ? check_quiet(drv().cuStreamQuery(stream.handle), wait.device) : CUDA_SUCCESS;
-    if (wait.claimed) wait.claimed->store(kUnclaimed, std::memory_order_release);
-    if (!current) return;
+    CUresult query;
+    if (auto known = asked.find(&stream.owner()); known != asked.end()) {
+      query = known->second;  // asked this round, after this wait's ticket was queued
+    } else {
+      if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
+      // A JS thread that settled the wait from its ticket left the wait's entry; while the driver is asked, none can.
+      int unclaimed = kUnclaimed;
+      if (wait.claimed && !wait.claimed->compare_exchange_strong(unclaimed, kNotClaimable, std::memory_order_acq_rel)) return;
+      const bool current = make_current_quiet(wait.device);
+      query = current ? check_quiet(drv().cuStreamQuery(stream.handle), wait.device) : CUDA_SUCCESS;
+      if (wait.claimed) wait.claimed->store(kUnclaimed, std::memory_order_release);
+      if (!current) return;
+      asked.emplace(&stream.owner(), query);
+    }
     if (query == CUDA_SUCCESS && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
       count_lost_ticket();
@@ -251,8 +261,9 @@ class Engine {
     uint64_t devices = 0;
     for (Wait* wait : pending) devices |= device_bit(wait->device) | wait->dependencies.devices;
     for (; devices; devices &= devices - 1) ask_fault(__builtin_ctzll(devices));
+    std::unordered_map<const NativeStream*, CUresult> asked;
     for (Wait* wait : pending)
-      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait);
+      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait, asked);
   }
 
   void run() {
