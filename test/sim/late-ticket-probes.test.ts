@@ -1,6 +1,7 @@
-// The poller asks a stream whether it is idle when a wait's ticket is late (a lost ticket is found that way). With
-// thousands of waits pending behind one long operation it asked once per wait every round, so each round cost
-// thousands of driver queries and every other wait of the process waited behind them. A stream is asked once a round.
+// The poller asks a stream whether it is idle when a wait's ticket is late (a lost ticket is found that way), and a
+// thread whether its per-thread default stream is, which only that thread can ask. With thousands of waits pending
+// behind one long operation it asked once per wait every round, so each round cost thousands of driver queries (or
+// questions to the thread) and every other wait of the process waited behind them. Now once a round.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -11,39 +12,47 @@ import { needsCompiler, runSimulated } from '../support/simulated-driver.js';
 
 const WAITS = 2000;
 
-test(`${WAITS} waits pending behind a 350 ms copy: the poller asks their stream once a round, not once per wait`, needsCompiler, async () => {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'csp-late-probes-')), 'counts.json');
-  const run = await runSimulated(
-    `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
-     const stream = Stream.create();
-     const big = 1 << 20;
-     const source = PinnedBuffer.alloc(big), target = DeviceBuffer.alloc(big, { stream });
-     const small = DeviceBuffer.alloc(4 * ${WAITS}, { stream });
-     await stream.synchronize();
-     const start = performance.now();
-     stream.copy(target, source);
-     const waits = [];
-     for (let i = 0; i < ${WAITS}; i++) {
-       stream.fill(small, i & 0xff, { offset: 4 * i, byteLength: 4 });
-       waits.push(stream.synchronize());
-     }
-     await Promise.all(waits);
-     const ms = performance.now() - start;
-     const bytes = await small.toArray(Uint8Array, { stream });
-     const wrong = bytes.reduce((count, value, index) => count + (value !== ((index >> 2) & 0xff)), 0);
-     for (const buffer of [source, target, small]) buffer.free();
-     stream.destroy();
-     console.log(JSON.stringify({ ms, wrong }));`,
-    // 1 MiB from pinned memory at 3 bytes per microsecond: the copy takes about 350 ms, some 35 rounds of probes.
-    { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '3', SIMULATED_DRIVER_COUNTS: file } },
-  );
-  assert.equal(run.code, 0, run.stderr);
-  const { ms, wrong } = JSON.parse(run.stdout.trim()) as { ms: number; wrong: number };
-  assert.equal(wrong, 0, 'every fill landed');
-  assert.ok(ms >= 300, `the waits were pending for the copy's ${ms.toFixed(0)} ms, long enough for the probes to ask`);
-  const counts = JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>;
-  const queries = counts['csp-poller/1']?.cuStreamQuery ?? 0;
-  // About two a round (10 ms): 60-70 here. Once per wait per round, from the second round on, was 62,000.
-  assert.ok(queries >= 1, `the late tickets were asked about (${queries} queries)`);
-  assert.ok(queries < WAITS / 4, `${queries} stream queries by the poller for ${WAITS} waits over ${ms.toFixed(0)} ms`);
-});
+for (const [kind, make, asker, most] of [
+  // The library's own stream: the poller queries it.
+  ['a created stream', 'Stream.create()', 'csp-poller/1', WAITS / 4],
+  // The per-thread default stream: its thread queries it, once when each synchronize() is called and once per question.
+  ['the per-thread default stream', 'Stream.perThread()', 'main/1', 2 * WAITS],
+] as const) {
+  test(`${WAITS} waits pending on ${kind} behind a 350 ms copy: it is asked whether it is idle once a round, not once per wait`, needsCompiler, async () => {
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'csp-late-probes-')), 'counts.json');
+    const run = await runSimulated(
+      `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+       const stream = ${make};
+       const big = 1 << 20;
+       const source = PinnedBuffer.alloc(big), target = DeviceBuffer.alloc(big, { stream });
+       const small = DeviceBuffer.alloc(4 * ${WAITS}, { stream });
+       await stream.synchronize();
+       const start = performance.now();
+       stream.copy(target, source);
+       const waits = [];
+       for (let i = 0; i < ${WAITS}; i++) {
+         stream.fill(small, i & 0xff, { offset: 4 * i, byteLength: 4 });
+         waits.push(stream.synchronize());
+       }
+       await Promise.all(waits);
+       const ms = performance.now() - start;
+       const bytes = await small.toArray(Uint8Array, { stream });
+       const wrong = bytes.reduce((count, value, index) => count + (value !== ((index >> 2) & 0xff)), 0);
+       for (const buffer of [source, target, small]) buffer.free();
+       stream.destroy();
+       console.log(JSON.stringify({ ms, wrong }));`,
+      // 1 MiB from pinned memory at 3 bytes per microsecond: the copy takes about 350 ms, some 35 rounds of probes.
+      { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '3', SIMULATED_DRIVER_COUNTS: file } },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    const { ms, wrong } = JSON.parse(run.stdout.trim()) as { ms: number; wrong: number };
+    assert.equal(wrong, 0, 'every fill landed');
+    assert.ok(ms >= 300, `the waits were pending for the copy's ${ms.toFixed(0)} ms, long enough for the probes to ask`);
+    const counts = JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>;
+    const queries = counts[asker]?.cuStreamQuery ?? 0;
+    // Here 68 by the poller, and 2,034 by the thread; once per wait per round from the second on, they were 62,438
+    // and 65,489.
+    assert.ok(queries >= 1, `the late tickets were asked about (${queries} queries)`);
+    assert.ok(queries < most, `${queries} stream queries by ${asker} for ${WAITS} waits over ${ms.toFixed(0)} ms`);
+  });
+}

@@ -188,9 +188,18 @@ class Engine {
     delete wait;
   }
 
+  // What one probe round asked, so that a stream, or a thread about its per-thread stream, is asked once a round
+  // however many waits are pending on it (tens of thousands behind one long kernel would otherwise each cost a query,
+  // about 0.3 us on an H200, or a question posted to the thread, every round, and keep the poller from every other
+  // wait). Every pending wait's ticket was queued before the round began, so one answer serves them all.
+  struct ProbeRound {
+    std::unordered_map<const NativeStream*, CUresult> streams;  // the driver's answers, by the stream's owner
+    std::vector<std::pair<std::pair<const Channel*, int>, std::shared_ptr<LateProbe>>> threads;  // (thread, device)
+  };
+
   // A late ticket on a per-thread default stream: its thread is asked whether that stream is idle (LateProbe), and
   // an idle answer, given after the ticket was queued, makes the ticket lost as below.
-  void ask_owner(Wait& wait) {
+  void ask_owner(Wait& wait, ProbeRound& round) {
     if (!wait.channel) return;
     if (wait.late_probe) {
       const int state = wait.late_probe->state.load(std::memory_order_acquire);
@@ -202,8 +211,15 @@ class Engine {
       }
     }
     // Asked first, or again after a busy answer.
+    const std::pair<const Channel*, int> key{wait.channel.get(), wait.device};
+    for (const auto& [asked, probe] : round.threads)
+      if (asked == key) {
+        wait.late_probe = probe;
+        return;
+      }
     wait.late_probe = std::make_shared<LateProbe>();
     wait.late_probe->device = wait.device;
+    round.threads.emplace_back(key, wait.late_probe);
     post(*wait.channel, Ready{0, CUDA_SUCCESS, nullptr, wait.late_probe, -1, nullptr});
   }
 
@@ -213,18 +229,15 @@ class Engine {
   // stream whose queries keep failing for kUnsureLimit with a code that is not sticky (one the library does not know
   // as a fault: CUDA_ERROR_UNKNOWN, a code of a newer driver) will never write the ticket: that failure ends the wait,
   // which would otherwise stay pending for good.
-  // `asked`: the streams this probe round has queried, with the answers; a stream is asked once per round, however
-  // many waits are pending on it (tens of thousands behind one long kernel would otherwise each cost a query, about
-  // 0.3 us on an H200, every round, and keep the poller from every other wait).
-  void check_late_ticket(Wait& wait, std::unordered_map<const NativeStream*, CUresult>& asked) {
+  void check_late_ticket(Wait& wait, ProbeRound& round) {
     if (!wait.stream || !wait.marker.word || wait.poll || wait.event || ++wait.probes < 2) return;
     NativeStream& stream = *wait.stream;
     // CU_STREAM_PER_THREAD names the calling thread's own stream: asked from here, it would be the poller's, idle.
-    if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait);
+    if (stream.handle == CU_STREAM_PER_THREAD) return ask_owner(wait, round);
     if (stream.owner().capturing.load(std::memory_order_acquire)) return;  // a query would invalidate the capture
     CUresult query;
-    if (auto known = asked.find(&stream.owner()); known != asked.end()) {
-      query = known->second;  // asked this round, after this wait's ticket was queued
+    if (auto known = round.streams.find(&stream.owner()); known != round.streams.end()) {
+      query = known->second;
     } else {
       if (!wait.holds_stream) return;  // its handle may be released: it cannot be asked
       // A JS thread that settled the wait from its ticket left the wait's entry; while the driver is asked, none can.
@@ -234,7 +247,7 @@ class Engine {
       query = current ? check_quiet(drv().cuStreamQuery(stream.handle), wait.device) : CUDA_SUCCESS;
       if (wait.claimed) wait.claimed->store(kUnclaimed, std::memory_order_release);
       if (!current) return;
-      asked.emplace(&stream.owner(), query);
+      round.streams.emplace(&stream.owner(), query);
     }
     if (query == CUDA_SUCCESS && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
@@ -261,9 +274,9 @@ class Engine {
     uint64_t devices = 0;
     for (Wait* wait : pending) devices |= device_bit(wait->device) | wait->dependencies.devices;
     for (; devices; devices &= devices - 1) ask_fault(__builtin_ctzll(devices));
-    std::unordered_map<const NativeStream*, CUresult> asked;
+    ProbeRound round;
     for (Wait* wait : pending)
-      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait, asked);
+      if (device_fault(wait->device) == CUDA_SUCCESS) check_late_ticket(*wait, round);
   }
 
   void run() {
