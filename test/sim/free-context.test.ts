@@ -3,7 +3,7 @@
 // buffer's device current again failed, the device's library stream was made in the other device's context, and
 // every later free through it failed with CUDA_ERROR_INVALID_CONTEXT from cuStreamWaitEvent.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -44,11 +44,16 @@ const options = { devices: 2, operationDelayUs: 100 };
 
 /** This thread's cuCtxSetCurrent calls once the script stopped where `upTo` says. */
 async function contextCalls(upTo: 'before' | 'after'): Promise<number> {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'csp-free-context-')), 'counts.json');
-  const result = await runSimulated(script(upTo), { ...options, env: { SIMULATED_DRIVER_COUNTS: file } });
-  assert.equal(result.code, 0, result.stderr);
-  const counts = JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>;
-  return counts['main/1']?.cuCtxSetCurrent ?? 0;
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'csp-free-context-'));
+  try {
+    const file = path.join(directory, 'counts.json');
+    const result = await runSimulated(script(upTo), { ...options, env: { SIMULATED_DRIVER_COUNTS: file } });
+    assert.equal(result.code, 0, result.stderr);
+    const counts = JSON.parse(readFileSync(file, 'utf8')) as Record<string, Record<string, number>>;
+    return counts['main/1']?.cuCtxSetCurrent ?? 0;
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 }
 
 test('a free whose cuCtxSetCurrent calls fail, each in turn: the next free of such a buffer works, and a failure the free cannot do without is thrown', needsCompiler, async () => {

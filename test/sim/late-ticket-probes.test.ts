@@ -3,7 +3,7 @@
 // behind one long operation it asked once per wait every round, so each round cost thousands of driver queries (or
 // questions to the thread) and every other wait of the process waited behind them. Now once a round.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -18,8 +18,10 @@ for (const [kind, make, asker, most] of [
   // The per-thread default stream: its thread queries it, once when each synchronize() is called and once per question.
   ['the per-thread default stream', 'Stream.perThread()', 'main/1', 2 * WAITS],
 ] as const) {
-  test(`${WAITS} waits pending on ${kind} behind a 350 ms copy: it is asked whether it is idle once a round, not once per wait`, needsCompiler, async () => {
-    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'csp-late-probes-')), 'counts.json');
+  test(`${WAITS} waits pending on ${kind} behind a 350 ms copy: it is asked whether it is idle once a round, not once per wait`, needsCompiler, async (t) => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'csp-late-probes-'));
+    t.after(() => rmSync(directory, { recursive: true, force: true }));
+    const file = path.join(directory, 'counts.json');
     const run = await runSimulated(
       `import { DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
        const stream = ${make};
