@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { needsCompiler, runSimulated } from '../support/simulated-driver.js';
+import { needsCompiler, runSimulated, simulatedJson } from '../support/simulated-driver.js';
 
 const WAITS = 2000;
 
@@ -58,3 +58,46 @@ for (const [kind, make, asker, most] of [
     assert.ok(queries < most, `${queries} stream queries by ${asker} for ${WAITS} waits over ${ms.toFixed(0)} ms`);
   });
 }
+
+test('1,000 waits that share one lost ticket count one lost ticket', needsCompiler, async () => {
+  const result = await simulatedJson<{ settled: number; lostTickets: number; markersEnqueued: number }>(
+    `import { completionStats, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.create();
+     const source = PinnedBuffer.alloc(1 << 20), target = DeviceBuffer.alloc(1 << 20, { stream });
+     const before = completionStats();
+     stream.copy(target, source);
+     const waits = [];
+     for (let i = 0; i < 1000; i++) waits.push(stream.synchronize());
+     const settled = (await Promise.allSettled(waits)).filter((outcome) => outcome.status === 'fulfilled').length;
+     const after = completionStats();
+     target.free();
+     stream.destroy();
+     console.log(JSON.stringify({ settled, lostTickets: after.lostTickets - before.lostTickets, markersEnqueued: after.markersEnqueued - before.markersEnqueued }));`,
+    { fail: 'cuStreamWriteValue64@any:1+=lost', env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '3' } },
+  );
+  assert.deepEqual(result, { settled: 1000, lostTickets: 1, markersEnqueued: 1 });
+});
+
+// Only a thread can ask whether its per-thread default stream is idle, so each question about a late ticket wakes
+// it; for long work the questions come at growing intervals instead of every round.
+test('a wait on the per-thread default stream behind a 1 s copy wakes its thread a few times, not every 10 ms', needsCompiler, async () => {
+  const result = await simulatedJson<{ ms: number; wakeups: number }>(
+    `import { completionStats, DeviceBuffer, PinnedBuffer, Stream } from 'cuda-stream-pool';
+     const stream = Stream.perThread();
+     const bytes = 3 << 20;
+     const source = PinnedBuffer.alloc(bytes), target = DeviceBuffer.alloc(bytes, { stream });
+     await stream.synchronize();
+     const before = completionStats().wakeups;
+     const start = performance.now();
+     stream.copy(target, source);
+     await stream.synchronize();
+     const ms = performance.now() - start;
+     const wakeups = completionStats().wakeups - before;
+     target.free();
+     console.log(JSON.stringify({ ms, wakeups }));`,
+    { env: { SIMULATED_DRIVER_COPY_BYTES_PER_US: '3' } },
+  );
+  assert.ok(result.ms >= 900, `the copy took ${result.ms.toFixed(0)} ms`);
+  // Questions at about 20, 40, 80, 160, 320 and 640 ms, and the completion: 7. Every round was about 100.
+  assert.ok(result.wakeups <= 12, `${result.wakeups} wake-ups of the thread over ${result.ms.toFixed(0)} ms`);
+});

@@ -13,7 +13,9 @@ import type { PoolLayout } from '../pool/pool-words.js';
  */
 export interface CompletionStats {
   /** Wake-ups of this thread's event loop by the engine (each delivers one batch): the thread was blocked, or about
-   * to block, waiting for its event loop's next event. */
+   * to block, waiting for its event loop's next event. A wait on this thread's per-thread default stream whose
+   * ticket is late adds some: only this thread can ask the driver whether that stream is idle, so the poller wakes
+   * it to ask, after 20 ms, 40 ms, 80 ms and so on, then about every 0.64 s while the wait is pending. */
   wakeups: number;
   /** Batches this thread took at a turn of its event loop while it was busy, or after a spin, without a wake-up. */
   turnBatches: number;
@@ -46,8 +48,10 @@ export interface CompletionStats {
   pollerParks: number;
   /** Whether the poller thread is parked now. */
   pollerParked: boolean;
-  /** Tickets that the driver never wrote although their stream finished its work, since the process started: their
-   * waits settled when the poller found the stream idle (within about 20 ms). Non-zero only with a faulty driver. */
+  /** Tickets that the driver never wrote although their stream finished its work, since the process started, each
+   * counted once however many waits shared it: their waits settled when the poller found the stream idle (within
+   * about 20 ms; on a per-thread default stream, when its thread was next asked). Non-zero only with a faulty
+   * driver. */
   lostTickets: number;
   /** Completion markers enqueued in streams since the process started, by every thread: tickets written
    * (cuStreamWriteValue64) and events recorded (cuEventRecord). A wait that shares the stream's last ticket, or that

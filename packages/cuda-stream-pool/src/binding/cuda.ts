@@ -19,8 +19,9 @@ export function requireCuda(): void {
 /** Live-object counts, process-wide (all threads), counted at the native wrappers. */
 export interface LiveObjects {
   /** Streams created by this library and not yet destroyed (owned streams and pool streams). A destroyed stream
-   * counts until its driver handle is destroyed: at once, unless a copy into a JS array queued on it has not landed
-   * yet (then when it lands, which needs its thread's event loop to turn). */
+   * counts until its driver handle is destroyed: at once, unless a wait on it is still pending (then when the last
+   * such wait settles) or a copy into a JS array queued on it has not landed yet (then when it lands, which needs its
+   * thread's event loop to turn). */
   streams: number;
   /** Events created by this library and not yet destroyed. */
   events: number;

@@ -53,7 +53,19 @@ class Engine {
 
   double parks() const { return static_cast<double>(parks_.load(std::memory_order_relaxed)); }
   double lost_tickets() const { return static_cast<double>(lost_tickets_.load(std::memory_order_relaxed)); }
-  void count_lost_ticket() { lost_tickets_.fetch_add(1, std::memory_order_relaxed); }
+  // Counts a lost ticket once, however many waits shared it. A ticket word's values only grow, also across the streams
+  // that use its slot in turn, so a ticket no higher than the last one counted for its word was counted already.
+  void count_lost_ticket(const Marker& marker) {
+    if (!marker.word) {
+      lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    std::lock_guard<OrderedMutex> lock(lost_mutex_);
+    uint64_t& last = lost_counted_[marker.word];
+    if (marker.value <= last) return;
+    last = marker.value;
+    lost_tickets_.fetch_add(1, std::memory_order_relaxed);
+  }
   double pending() const { return static_cast<double>(pending_.load(std::memory_order_relaxed)); }
   bool parked() const { return state_.load(std::memory_order_relaxed) == kParked; }
 
@@ -198,7 +210,9 @@ class Engine {
   };
 
   // A late ticket on a per-thread default stream: its thread is asked whether that stream is idle (LateProbe), and
-  // an idle answer, given after the ticket was queued, makes the ticket lost as below.
+  // an idle answer, given after the ticket was queued, makes the ticket lost as below. Each question wakes the thread,
+  // so after a busy answer (long work, most likely) the next comes later and later: at the 2nd, 4th, 8th, ... 64th
+  // round, then every 64th (about 0.64 s).
   void ask_owner(Wait& wait, ProbeRound& round) {
     if (!wait.channel) return;
     if (wait.late_probe) {
@@ -206,9 +220,11 @@ class Engine {
       if (state == LateProbe::kAsked) return;  // not answered yet
       if (state == LateProbe::kIdle && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
         wait.ticket_lost = true;
-        count_lost_ticket();
+        count_lost_ticket(wait.marker);
         return;
       }
+      const unsigned probes = wait.probes;
+      if (probes % 64 != 0 && (probes & (probes - 1)) != 0) return;
     }
     // Asked first, or again after a busy answer.
     const std::pair<const Channel*, int> key{wait.channel.get(), wait.device};
@@ -251,7 +267,7 @@ class Engine {
     }
     if (query == CUDA_SUCCESS && marker_status(wait.marker) == CUDA_ERROR_NOT_READY) {
       wait.ticket_lost = true;
-      count_lost_ticket();
+      count_lost_ticket(wait.marker);
     }
     if (query == CUDA_SUCCESS || query == CUDA_ERROR_NOT_READY) {
       wait.unsure_since = {};
@@ -342,6 +358,8 @@ class Engine {
   std::atomic<int> state_{kRunning};
   std::atomic<uint64_t> parks_{0};
   std::atomic<uint64_t> lost_tickets_{0};
+  OrderedMutex lost_mutex_{LockLevel::kLeaf, "lost tickets counted"};
+  std::unordered_map<const uint64_t*, uint64_t> lost_counted_;  // under lost_mutex_: the highest counted, by word
   std::atomic<int64_t> pending_{0};
   OrderedMutex mutex_{LockLevel::kLeaf, "completion poller park"};
   Condition wake_;
@@ -370,7 +388,7 @@ void hold_stream(Wait& wait, std::shared_ptr<NativeStream> stream) {
 double poller_pending() { return engine().pending(); }
 double poller_parks() { return engine().parks(); }
 double poller_lost_tickets() { return engine().lost_tickets(); }
-void count_lost_ticket() { engine().count_lost_ticket(); }
+void count_lost_ticket(const Marker& marker) { engine().count_lost_ticket(marker); }
 bool poller_parked() { return engine().parked(); }
 
 void watch_job(int device, std::function<CUresult()> poll) {

@@ -81,7 +81,8 @@ double poller_pending();
 double poller_parks();
 double poller_lost_tickets();
 bool poller_parked();
-// Counts a lost ticket found outside the poller's waits (a staging chunk's marker), in poller_lost_tickets().
-void count_lost_ticket();
+// Counts a lost ticket found outside the poller's waits (a staging chunk's marker), in poller_lost_tickets(), unless
+// a wait that shared it was counted.
+void count_lost_ticket(const Marker& marker);
 
 }  // namespace csp

@@ -364,7 +364,7 @@ struct StreamedCopy {
     const uint64_t idle_at = first_wait->idle_at_submissions->load(std::memory_order_acquire);
     if (idle_at != ~0ull && idle_at >= first_wait->after_submissions &&
         marker_status(first_wait->marker) == CUDA_ERROR_NOT_READY) {
-      count_lost_ticket();
+      count_lost_ticket(first_wait->marker);
       return true;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -378,7 +378,7 @@ struct StreamedCopy {
     asked = stream;
     const bool idle = drv().cuStreamQuery(stream->handle) == CUDA_SUCCESS;
     if (!idle || marker_status(first_wait->marker) != CUDA_ERROR_NOT_READY) return false;
-    count_lost_ticket();
+    count_lost_ticket(first_wait->marker);
     return true;
   }
 
