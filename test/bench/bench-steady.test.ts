@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { steadyAsync, steadySync, timeSync } from '#bench/harness.js';
+import { steadyAsync, steadySync, steadySyncBeside } from '#bench/harness.js';
 import { formatMicroReport } from '#bench/micro.js';
 import { MICRO_SCHEMA, type MicroReport } from '#bench/schema.js';
 
@@ -51,13 +51,34 @@ test('steadySync does not settle a loop capped at few calls per run before it ha
   assert.ok(sample.median < 10_000, `${sample.median} ns per call after ${made} calls: measured before the loop got fast`);
 });
 
-test('steadyAsync measures an awaiting loop the same way; timeSync keeps its minimum calls per run', async () => {
+test('steadyAsync measures an awaiting loop the same way', async () => {
   const sample = await steadyAsync(async (calls) => {
     for (let i = 0; i < calls; i++) await null;
   }, { minCalls: 1000, runs: 3 });
   assert.ok(sample.callsPerRun! >= 1000 && sample.median > 0);
-  const sync = timeSync(() => undefined, 50_000, 3);
-  assert.ok(sync.callsPerRun! >= 50_000);
+});
+
+test('steadySyncBeside runs the baseline after each measured run, with its calls, so that the two take turns', () => {
+  const order: string[] = [];
+  let sink = 0;
+  const { library, native } = steadySyncBeside(
+    (calls) => {
+      order.push(`loop ${calls}`);
+      for (let i = 0; i < calls; i++) sink += Math.sqrt(i);
+    },
+    (calls) => {
+      order.push(`baseline ${calls}`);
+      return 1000 + calls; // ns per call, as the addon's loops report
+    },
+    { minCalls: 10, runs: 4, between: () => order.push('between') },
+  );
+  assert.ok(sink > 0);
+  const calls = library.callsPerRun!;
+  // The warm-up runs the loop alone; the four measured runs each have the baseline right after, at the same size.
+  const measured = order.slice(order.length - 16);
+  assert.deepEqual(measured, Array.from({ length: 4 }, () => ['between', `loop ${calls}`, 'between', `baseline ${calls}`]).flat());
+  assert.ok(!order.slice(0, order.length - 16).some((entry) => entry.startsWith('baseline')), 'no baseline run during the warm-up');
+  assert.deepEqual({ median: native.median, runs: native.runs, callsPerRun: native.callsPerRun }, { median: 1000 + calls, runs: 4, callsPerRun: calls });
 });
 
 test('the micro report is schema 2 and shows each row\'s calls per run, a dash where there is none', () => {

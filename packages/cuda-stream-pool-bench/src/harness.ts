@@ -34,7 +34,7 @@ export function summarize(values: number[]): Sample {
  * A loop that queues GPU work (launches, copies) has a ceiling on its calls per run (`maxCalls`: the stream's queue
  * must not fill, or the call blocks and the figure is the GPU's) and waits for its stream between runs, untimed.
  * A loop is one function given the number of calls, so the loop itself is what V8 optimizes, not a wrapper that
- * calls a closure per call (a loop whose body is a closure, as timeSync's, pays that call: a few ns). */
+ * calls a closure per call (a loop whose body is a closure pays that call: a few ns). */
 const MIN_RUN_MS = 5;
 const WARMUP_RUNS = 3;
 const WARMUP_ROUNDS = 20;
@@ -55,6 +55,9 @@ export interface SteadyOptions {
   maxCalls?: number;
   /** Called before every run, untimed: for a loop that queues work, a wait until the stream is idle again. */
   between?: () => void;
+  /** Called after every measured run (not the warm-up's) with its calls, untimed: {@link steadySyncBeside} runs its
+   * baseline there. */
+  afterRun?: (calls: number) => void;
 }
 
 function elapsedNs(start: bigint): number {
@@ -115,8 +118,29 @@ export function steadySync(loop: (calls: number) => unknown, options: SteadyOpti
     step = plan.next(median(Array.from({ length: WARMUP_RUNS }, () => run(calls))));
   }
   const calls = step.value;
-  const perCall = Array.from({ length: options.runs ?? 9 }, () => run(calls) / calls);
+  const perCall = Array.from({ length: options.runs ?? 9 }, () => {
+    const ns = run(calls);
+    options.afterRun?.(calls);
+    return ns / calls;
+  });
   return { ...summarize(perCall), callsPerRun: calls };
+}
+
+/** {@link steadySync} of `loop` with its native baseline measured in turn with it: after the warm-up, every measured
+ * run of `loop` is followed by a run of `baseline(calls)` (a C++ loop of the benchmark's addon making the same number
+ * of calls, returning ns per call), `between` before each. Where a driver's calls get cheaper or dearer as a process
+ * goes on (creating streams: the C++ loop took 3.3 µs per pair after the library's loop and 4.5 µs before it, on one
+ * H100), measuring one after the other would charge the difference to the ratio; in turn, both see the same driver. */
+export function steadySyncBeside(loop: (calls: number) => unknown, baseline: (calls: number) => number, options: SteadyOptions = {}): { library: Sample; native: Sample } {
+  const native: number[] = [];
+  const library = steadySync(loop, {
+    ...options,
+    afterRun: (calls) => {
+      options.between?.();
+      native.push(baseline(calls));
+    },
+  });
+  return { library, native: { ...summarize(native), callsPerRun: library.callsPerRun } };
 }
 
 /** {@link steadySync} for a loop that awaits: `loop(calls)` resolves once it has made `calls` calls. */
@@ -138,14 +162,6 @@ export async function steadyAsync(loop: (calls: number) => Promise<unknown>, opt
   const perCall: number[] = [];
   for (let r = 0; r < (options.runs ?? 9); r++) perCall.push((await run(calls)) / calls);
   return { ...summarize(perCall), callsPerRun: calls };
-}
-
-/** Nanoseconds per call of a synchronous `fn` in steady state (Note [steady state]): at least `iterations` calls per
- * run, `runs` measured runs. */
-export function timeSync(fn: (i: number) => unknown, iterations: number, runs = 9): Sample {
-  return steadySync((calls) => {
-    for (let i = 0; i < calls; i++) fn(i);
-  }, { minCalls: iterations, runs });
 }
 
 /** `result` (a cost beside its baseline) with the target "at most `factor` × the baseline" and whether it was met;
@@ -196,7 +212,7 @@ export function nativeSample(measure: () => number, runs = 9, calls?: number): S
   return calls === undefined ? sample : { ...sample, callsPerRun: calls };
 }
 
-/** Nanoseconds per call of an async `fn` awaited in sequence, in steady state as {@link timeSync}. */
+/** Nanoseconds per call of an async `fn` awaited in sequence, in steady state as {@link steadyAsync}. */
 export async function timeAsync(fn: (i: number) => Promise<unknown>, iterations: number, runs = 9): Promise<Sample> {
   return steadyAsync(async (calls) => {
     for (let i = 0; i < calls; i++) await fn(i);

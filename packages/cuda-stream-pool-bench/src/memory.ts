@@ -5,7 +5,7 @@
 // enqueue cost of a small pinned copy, 64 small copies in one batch against 64 single copies, and an alloc+free pair.
 import { Device, DeviceBuffer, HostRegistration, PinnedBuffer, Stream, completionStats } from 'cuda-stream-pool';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, steadySync, summarize, targetAddedNs, targetRatio, targetUnlessRecorded } from './harness.js';
+import { nativeSample, steadySync, steadySyncBeside, summarize, targetAddedNs, targetRatio, targetUnlessRecorded } from './harness.js';
 import type { MicroResult, Sample } from './schema.js';
 
 /** Options of {@link memoryMicroBenchmarks}. */
@@ -143,12 +143,11 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
     const pairBytes = 1 << 20;
     const iterations = 2000;
     // Each pair queues its allocation and free on the stream: at most `iterations` a run, the stream idle between runs.
-    const pairs = steadySync((calls) => {
+    const { library: pairs, native: nativePairs } = steadySyncBeside((calls) => {
       for (let i = 0; i < calls; i++) DeviceBuffer.alloc(pairBytes, { stream }).free();
-    }, { minCalls: iterations, maxCalls: iterations, runs, between: () => stream.synchronizeSync() });
+    }, (calls) => addon.allocFreeLoop(ordinal, calls, pairBytes), { minCalls: iterations, maxCalls: iterations, runs, between: () => stream.synchronizeSync() });
     await stream.synchronize();
     const toMicroseconds = (s: Sample): Sample => ({ ...s, median: s.median / 1000, p10: s.p10 / 1000, p90: s.p90 / 1000 });
-    const nativePairs = nativeSample(() => addon.allocFreeLoop(ordinal, iterations, pairBytes), runs, iterations);
     results.push(
       targetRatio(
         {

@@ -4,7 +4,7 @@
 import { cuda, Device, Event, Stream, StreamPool } from 'cuda-stream-pool';
 import { native, streamRef } from 'cuda-stream-pool/internal';
 import { benchAddon } from './bench-addon.js';
-import { nativeSample, RECORDED_CALLS_PER_RUN, steadySync, summarize, targetAddedNs, targetRatio, targetUnlessRecorded, timeAsync, timeSync } from './harness.js';
+import { nativeSample, RECORDED_CALLS_PER_RUN, steadySync, steadySyncBeside, summarize, targetAddedNs, targetRatio, targetUnlessRecorded, timeAsync } from './harness.js';
 import type { MicroResult, Sample } from './schema.js';
 import { benchKernels, benchPtx } from './kernels.js';
 
@@ -117,15 +117,12 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
   const addon = benchAddon();
   const results: MicroResult[] = [];
 
+  const created = steadySyncBeside((calls) => {
+    for (let i = 0; i < calls; i++) Stream.create({ device }).destroy();
+  }, (calls) => addon.streamCreateDestroyLoop(ordinal, calls), { minCalls: 1000 });
   results.push(
     targetRatio(
-      row(
-        'Stream.create() + destroy()',
-        'µs',
-        inMicroseconds(timeSync(() => Stream.create({ device }).destroy(), 1000)),
-        'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)',
-        inMicroseconds(nativeSample(() => addon.streamCreateDestroyLoop(ordinal, 1000))),
-      ),
+      row('Stream.create() + destroy()', 'µs', inMicroseconds(created.library), 'cuStreamCreateWithPriority + cuStreamDestroy (C++ loop)', inMicroseconds(created.native)),
       1.2,
     ),
   );
