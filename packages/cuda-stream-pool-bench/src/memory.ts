@@ -159,7 +159,7 @@ export async function memoryMicroBenchmarks(options: MemoryMicroOptions = {}): P
           ratio: pairs.median / nativePairs.median,
           better: 'lower',
         },
-        1.5,
+        1.3,
       ),
     );
   } finally {

@@ -161,7 +161,7 @@ export async function streamMicroBenchmarks(options: StreamMicroOptions = {}): P
         inMicroseconds(nativeSample(() => addon.kernelSynchronizeLoop(ordinal, 2000, ptx))),
       );
     const defaultMarker = native.completionMarker(ordinal);
-    results.push(targetRatio(await launchAndWait(`${defaultMarker} (default)`), 2));
+    results.push(targetRatio(await launchAndWait(`${defaultMarker} (default)`), 1.5));
     const otherMarker = defaultMarker === 'ticket' ? 'event' : 'ticket';
     if (native.completionSetMarker(ordinal, otherMarker) === otherMarker) results.push(await launchAndWait(otherMarker));
     native.completionSetMarker(ordinal, defaultMarker);
