@@ -2,6 +2,7 @@
 import { landPending, waitError } from '../stream/completion.js';
 import { native } from '../binding/binding.js';
 import { driverState, requireCuda } from '../binding/cuda.js';
+import { whenAborted } from '../internal/abort.js';
 import { checkConstruction, guardReceivers, internalConstruction, invalidType, invalidValue, lockFields, outOfRange, validateOptions, validateSignal } from '../internal/validate.js';
 import { memoryPoolOf, type MemoryPool } from '../memory/memory-pool.js';
 import { partitionDevice, partitionsOf, type DevicePartition } from './partition.js';
@@ -169,9 +170,8 @@ export class Device {
     }
     if (!signal) return done;
     return new Promise<void>((resolve, reject) => {
-      const abort = () => reject(signal.reason);
-      signal.addEventListener('abort', abort, { once: true });
-      done.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+      const stopAbort = whenAborted(signal, () => reject(signal.reason));
+      done.then(resolve, reject).finally(stopAbort);
     });
   }
 

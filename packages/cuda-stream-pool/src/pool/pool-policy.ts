@@ -3,6 +3,7 @@
 // the native shared words (pool/pool.cc) and, in the CPU tests, over a JS SharedArrayBuffer with fake streams.
 // See Note [pool hand-out] in pool/pool.ts; the shared words are Note [pool shared words] in pool/pool-words.ts.
 import { DestroyedError } from '../binding/errors.js';
+import { whenAborted } from '../internal/abort.js';
 import { invalidState, invalidType, outOfRange, validateFunction, validateInteger, validateOptions, validateSignal } from '../internal/validate.js';
 import {
   ATTACHED_ENVS,
@@ -121,7 +122,7 @@ interface Waiter<S> {
   resolve: (lease: StreamLease<S>) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  stopAbort: (() => void) | undefined;
   settled: boolean;
 }
 
@@ -338,9 +339,9 @@ export class PoolCore<S> implements LeaseOwner<S> {
       if (taken >= 0 && (bytes === 0 || this.#admit(taken, bytes, true))) return Promise.resolve(this.#grant(taken, bytes));
     }
     return new Promise<StreamLease<S>>((resolve, reject) => {
-      const waiter: Waiter<S> = { bytes, resolve, reject, signal, onAbort: undefined, settled: false };
+      const waiter: Waiter<S> = { bytes, resolve, reject, signal, stopAbort: undefined, settled: false };
       if (signal) {
-        waiter.onAbort = () => {
+        waiter.stopAbort = whenAborted(signal, () => {
           if (waiter.settled) return;
           waiter.settled = true;
           this.#live--;
@@ -349,8 +350,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
           if (waiter === this.#parkedFor) this.#unpark();
           this.#publishWaiters();
           if (this.#live === 0) this.#stopWaiting();
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
+        });
       }
       this.#queue.push(waiter);
       this.#live++;
@@ -531,6 +531,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#rejectAll(new DestroyedError('StreamPool', 'acquire', 'is closing'));
     this.#stopWaiting();
     const closing = new Promise<void>((resolve, reject) => {
+      let stopAbort: (() => void) | undefined;
       const onAbort = () => {
         if (this.#leasesBack !== done) return;
         this.#leasesBack = undefined;
@@ -540,13 +541,13 @@ export class PoolCore<S> implements LeaseOwner<S> {
       };
       const done = () => {
         this.#leasesBack = undefined;
-        signal?.removeEventListener('abort', onAbort);
+        stopAbort?.();
         this.#detach(why);
         resolve();
       };
       if (this.#heldCount === 0 || this.destroyed) return done();
       this.#leasesBack = done;
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal) stopAbort = whenAborted(signal, onAbort);
     });
     this.#closing = closing;
     return closing;
@@ -865,7 +866,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   #serve(waiter: Waiter<S>, streamIndex: number): void {
     waiter.settled = true;
     this.#live--;
-    if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+    waiter.stopAbort?.();
     this.#publishWaiters();
     waiter.resolve(this.#grant(streamIndex, waiter.bytes));
     if (this.#live === 0) this.#stopWaiting();
@@ -1074,7 +1075,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
     for (const waiter of waiters) {
       if (waiter.settled) continue;
       waiter.settled = true;
-      if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+      waiter.stopAbort?.();
       waiter.reject(error);
     }
     this.#unpark();
@@ -1146,11 +1147,10 @@ export class PoolCore<S> implements LeaseOwner<S> {
 /** A promise that rejects with `signal.reason` when it aborts (never without a signal); `dispose()` stops listening. */
 function abortPromise(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
   if (signal === undefined) return { promise: new Promise<never>(() => {}), dispose: () => {} };
-  let onAbort!: () => void;
+  let dispose!: () => void;
   const promise = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
+    dispose = whenAborted(signal, () => reject(signal.reason));
   });
   promise.catch(() => {}); // raced, and only its rejection matters there
-  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+  return { promise, dispose };
 }

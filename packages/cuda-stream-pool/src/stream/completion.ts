@@ -2,6 +2,7 @@
 // stream/completion.h: the library enqueues a marker that does not block the stream, one native poller thread
 // per process watches the markers, and finished waits reach this thread in batches, settled by one callback.
 import { native, NOT_READY, type NativeRef, type CompletionStats } from '../binding/binding.js';
+import { whenAborted } from '../internal/abort.js';
 import { validateOptions, validateSignal } from '../internal/validate.js';
 
 interface Waiter {
@@ -9,11 +10,11 @@ interface Waiter {
   detail: () => string;
   resolve: () => void;
   reject: (error: unknown) => void;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  stopAbort: (() => void) | undefined;
 }
 
 const waiters = new Map<number, Waiter>();
+
 let nextToken = 1;
 // Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
 let landingsPending = 0;
@@ -31,7 +32,7 @@ function settle(token: number, result: number | unknown): void {
   const waiter = waiters.get(token);
   if (!waiter) return; // already settled by an abort
   waiters.delete(token);
-  if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+  waiter.stopAbort?.();
   if (waiters.size === 0) native.completionUnref();
   if (result === 0) waiter.resolve();
   else if (typeof result === 'number') waiter.reject(waitError(result, waiter.call, waiter.detail()));
@@ -87,11 +88,8 @@ export function waitFor(
     } else if (status !== NOT_READY) return Promise.reject(waitError(status, call, describe()));
     else if (kind === 'event') native.eventNotify(ref, token);
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { call, detail: describe, resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        waiter.onAbort = () => settle(token, signal.reason);
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
+      const waiter: Waiter = { call, detail: describe, resolve, reject, stopAbort: undefined };
+      if (signal) waiter.stopAbort = whenAborted(signal, () => settle(token, signal.reason));
       if (waiters.size === 0) native.completionRef(); // keeps the process alive exactly while something is pending
       waiters.set(token, waiter);
     });
