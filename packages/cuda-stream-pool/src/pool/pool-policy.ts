@@ -121,7 +121,6 @@ interface Waiter<S> {
   bytes: number;
   resolve: (lease: StreamLease<S>) => void;
   reject: (error: unknown) => void;
-  signal: AbortSignal | undefined;
   stopAbort: (() => void) | undefined;
   settled: boolean;
 }
@@ -339,7 +338,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
       if (taken >= 0 && (bytes === 0 || this.#admit(taken, bytes, true))) return Promise.resolve(this.#grant(taken, bytes));
     }
     return new Promise<StreamLease<S>>((resolve, reject) => {
-      const waiter: Waiter<S> = { bytes, resolve, reject, signal, stopAbort: undefined, settled: false };
+      const waiter: Waiter<S> = { bytes, resolve, reject, stopAbort: undefined, settled: false };
       if (signal) {
         waiter.stopAbort = whenAborted(signal, () => {
           if (waiter.settled) return;

@@ -14,7 +14,6 @@ interface Waiter {
 }
 
 const waiters = new Map<number, Waiter>();
-
 let nextToken = 1;
 // Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
 let landingsPending = 0;
