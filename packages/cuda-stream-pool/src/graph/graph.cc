@@ -161,7 +161,7 @@ Napi::Value stream_end_capture(const Napi::CallbackInfo& info) {
   CUgraph graph = nullptr;
   CUresult r = end_capture(*stream, graph);
   check(r, "cuStreamEndCapture", stream->device, where(*stream));
-  auto object = std::make_shared<NativeGraph>();
+  auto object = make_native<NativeGraph>();
   object->device = stream->device;
   object->graph = std::make_shared<DriverGraph>(graph, stream->device);
   return wrap_native(info.Env(), object);
@@ -237,7 +237,7 @@ Napi::Value graph_instantiate(const Napi::CallbackInfo& info) {
   auto graph = unwrap_native<NativeGraph>(info[0]);
   Use<NativeGraph> use(*graph, "Graph", "instantiate");
   make_current(graph->device);
-  auto exec = std::make_shared<NativeGraphExec>();
+  auto exec = make_native<NativeGraphExec>();
   exec->device = graph->device;
   check(drv().cuGraphInstantiateWithFlags(&exec->handle, graph->graph->handle, 0), "cuGraphInstantiateWithFlags",
         graph->device, "device " + std::to_string(graph->device));

@@ -92,7 +92,7 @@ class LoadWorker : public Napi::AsyncWorker {
         if (log[0]) detail += "; JIT log: " + std::string(log);
         check(r, "cuModuleLoadDataEx", device_, detail);
       }
-      object_ = std::make_shared<NativeModule>();
+      object_ = make_native<NativeModule>();
       object_->device = device_;
       object_->handle = module;
       object_->loaded = std::make_shared<LoadedModule>(module, device_);
@@ -179,7 +179,7 @@ Napi::Value module_get_function(const Napi::CallbackInfo& info) {
   std::string name = info[1].As<Napi::String>().Utf8Value();
   Use<NativeModule> use(*module, "Module", "getFunction");
   make_current(module->device);
-  auto kernel = std::make_shared<NativeKernel>();
+  auto kernel = make_native<NativeKernel>();
   kernel->module = module;
   kernel->name = name;
   check(drv().cuModuleGetFunction(&kernel->handle, module->handle, name.c_str()), "cuModuleGetFunction",

@@ -164,9 +164,15 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
     return r != CUDA_SUCCESS;
   };
   // Makes a device's context current; a failure is the outcome's (with the driver's own result) unless one came first.
-  auto enter = [&fail](int on) {
+  // The device whose context this free made current last (-1: none yet, or unknown after a failure): nothing else
+  // changes it meanwhile, so entering it again needs no driver call (a free on one device asks once, not three times).
+  int current_on = -1;
+  auto enter = [&fail, &current_on](int on) {
+    if (on == current_on) return true;
+    current_on = -1;
     try {
       make_current(on);
+      current_on = on;
       return true;
     } catch (const CudaFailure& f) {
       fail(f.code, "cuCtxSetCurrent");
@@ -174,6 +180,10 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
       fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent");
     }
     return false;
+  };
+  auto enter_quiet = [&current_on](int on) {
+    if (on != current_on) current_on = make_current_quiet(on) ? on : -1;
+    return on == current_on;
   };
   if (!enter(device)) {
     live().leaked_device_bytes += static_cast<int64_t>(buffer.bytes);
@@ -255,14 +265,16 @@ FreeOutcome free_memory(NativeDeviceBuffer& buffer, const std::shared_ptr<Native
   if (marker && free_stream) fail(drv().cuEventRecord(marker, free_stream), "cuEventRecord");
   if (own) check_quiet(drv().cuEventDestroy(own), device);  // released by the driver once its record completed
   for (BufferUse& use : buffer.uses)
-    if (use.event && make_current_quiet(use.stream->device))
-      check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
+    if (use.event && enter_quiet(use.stream->device)) check_quiet(drv().cuEventDestroy(use.event), use.stream->device);
+  // Dropping the last reference to a stream of another device below releases it in that device's context.
+  for (BufferUse& use : buffer.uses)
+    if (use.stream->device != device) current_on = -1;
   // Leaves the free's stream before the uses go: they may hold its last reference.
   free_use.reset();
   buffer.last_noted.store(nullptr, std::memory_order_relaxed);
   buffer.uses.clear();  // drops the stream objects: nothing can use the buffer any more
   // A free is a call on the buffer's device: that context stays current, whatever other devices' streams it visited.
-  make_current_quiet(device);
+  if (current_on != device) make_current_quiet(device);
   return out;
 }
 
@@ -296,7 +308,7 @@ namespace {
 
 std::shared_ptr<NativeDeviceBuffer> new_device_buffer(Napi::Env env, const std::shared_ptr<NativeStream>& stream, size_t bytes, MemoryOrigin origin) {
   watch_retirement(*NativeStream::owner_of(stream));
-  auto object = std::make_shared<NativeDeviceBuffer>();
+  auto object = make_native<NativeDeviceBuffer>();
   object->origin = origin;
   object->device = stream->device;
   object->bytes = bytes;

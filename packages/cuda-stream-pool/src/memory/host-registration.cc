@@ -97,7 +97,7 @@ Napi::Value host_register(const Napi::CallbackInfo& info) {
           return device_text(device) + ", " + std::to_string(end - begin) + " bytes of host memory (the pages under a buffer of " +
                  std::to_string(memory.bytes) + " bytes)";
         });
-  auto object = std::make_shared<NativePinnedBuffer>();
+  auto object = make_native<NativePinnedBuffer>();
   object->data = memory.data;
   object->bytes = memory.bytes;
   object->counted = false;  // counted as registered bytes, not as pinned memory the library allocated

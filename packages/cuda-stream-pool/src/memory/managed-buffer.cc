@@ -61,7 +61,7 @@ Napi::Value managed_alloc(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   size_t bytes = static_cast<size_t>(info[1].As<Napi::Number>().Int64Value());
   make_current(device);
-  auto object = std::make_shared<NativeManagedBuffer>();
+  auto object = make_native<NativeManagedBuffer>();
   object->device = device;
   object->bytes = bytes;
   object->synchronizers = synchronizers_of(env);

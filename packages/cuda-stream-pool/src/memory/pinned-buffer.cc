@@ -329,7 +329,7 @@ Napi::Value pinned_alloc(const Napi::CallbackInfo& info) {
   // cuMemHostAlloc needs a context; a PORTABLE block serves every device, so the thread's own or any retained one.
   const int device = context_device();
   make_current(device);
-  auto object = std::make_shared<NativePinnedBuffer>();
+  auto object = make_native<NativePinnedBuffer>();
   object->bytes = bytes;
   object->block = pinned_cache().acquire(bytes, device);
   object->data = object->block->ptr;

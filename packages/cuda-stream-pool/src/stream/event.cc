@@ -34,7 +34,7 @@ std::shared_ptr<NativeEvent> create_event(int device, unsigned flags, bool count
 }
 
 std::shared_ptr<NativeEvent> adopt_event(int device, CUevent handle, bool counted) {
-  auto object = std::make_shared<NativeEvent>();
+  auto object = make_native<NativeEvent>();
   object->device = device;
   object->handle = handle;
   object->counted = counted;

@@ -90,7 +90,7 @@ void NativeStream::release() {
 std::shared_ptr<NativeStream> create_stream(int device, unsigned flags, int priority, int partition) {
   make_current(device);
   const auto [least, greatest] = priority_range(device);
-  auto object = std::make_shared<NativeStream>();
+  auto object = make_native<NativeStream>();
   object->device = device;
   if (partition >= 0) {
     CUgreenCtx context = partition_context(device, partition);
@@ -159,7 +159,7 @@ Napi::Value stream_owner_device(const Napi::CallbackInfo& info) {
 Napi::Value stream_borrow(const Napi::CallbackInfo& info) {
   int device = info[0].As<Napi::Number>().Int32Value();
   make_current(device);
-  auto object = std::make_shared<NativeStream>();
+  auto object = make_native<NativeStream>();
   object->device = device;
   object->handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(to_uint64(info[1])));
   {
