@@ -103,6 +103,9 @@ export interface DeviceBufferAttachOptions {
 
 const SHARED_KIND = 'cuda-stream-pool.DeviceBuffer';
 
+/** How many streams a buffer remembers as noted by its kernel launches (a launch on another one asks the native layer). */
+const USED_ON_KEPT = 4;
+
 /** A structured-cloneable handle to a {@link DeviceBuffer}, from `buffer.share()`, for
  * {@link DeviceBuffer.attach} in another thread. Holds no memory: it names the buffer while its owner keeps it. */
 export interface SharedDeviceBuffer {
@@ -173,6 +176,8 @@ export class DeviceBuffer {
   #ptr: bigint | undefined; // read from the ref on first use: most buffers never need it as a bigint
   readonly #device: Device;
   #pitch: number | undefined;
+  #usedOn: Stream[] | undefined; // streams whose use of the buffer its kernel launches noted ([asKernelPointer])
+  #usedOnNext = 0;
   /** Bytes from the start of one row to the next, for a buffer from {@link DeviceBuffer.allocPitched} (a multiple of
    * `device.pitchAlignmentBytes`); `undefined` for others. `stream.copy2D()` takes it as the buffer's default pitch. */
   get pitch(): number | undefined {
@@ -535,8 +540,17 @@ export class DeviceBuffer {
   [asKernelPointer](stream: Stream): bigint {
     this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
-    this.#noteUse(stream, 'kernel.launch');
-    noteCaptured(streamRef(stream, 'kernel.launch'), this);
+    const ref = streamRef(stream, 'kernel.launch');
+    // A launch on a stream that an earlier launch of this buffer noted needs no native call: the native use entry
+    // stays until the free, or until the stream is destroyed, and then the launch's own call refuses the stream. Kept
+    // by Stream object (one ref for life), not by ref, whose number a slot reused 2**29 times would repeat. Only for a
+    // buffer of this thread: a borrowed one may be freed by its owner elsewhere, which only the native call sees.
+    const usedOn = this.#usedOn;
+    if (usedOn === undefined || !usedOn.includes(stream)) {
+      this.#noteUse(stream, 'kernel.launch');
+      if (!this.#borrowed) (this.#usedOn ??= [])[this.#usedOnNext++ % USED_ON_KEPT] = stream;
+    }
+    noteCaptured(ref, this);
     return this.ptr;
   }
 
@@ -567,6 +581,7 @@ export class DeviceBuffer {
     }
     const target = stream === undefined ? undefined : streamRef(stream, 'DeviceBuffer.free');
     this.#freed = 'was freed';
+    this.#usedOn = undefined;
     let refused = 0;
     try {
       refused = DeviceBuffer.#refusal(native.deviceBufferFree(this.#ref, target, false));
