@@ -40,22 +40,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "binding/errors.h"
+#include "internal/native-allocation.h"
 #include "internal/handle-table.h"
 #include "internal/never-throws.h"
 
 namespace csp {
-
-// Counters that one thread writes and another reads or writes start a cache line of their own (x86-64 and arm64
-// lines are 64 bytes), so that the JS thread recording work and a native thread issuing it do not take the line from
-// each other on every operation.
-constexpr std::size_t kCacheLineBytes = 64;
 
 struct NativeObject {
   int device = 0;
@@ -119,38 +113,6 @@ struct NativeObject {
     std::atomic<bool> released{false};
   } entries_;
 };
-
-// Allocates native objects, which are over-aligned (the cache line of Entries): std::make_shared of such a type takes
-// glibc's aligned allocation (memalign), which costs more than the driver's stream-ordered allocation itself and
-// fragments the heap. This takes one plain malloc, a cache line larger, and aligns inside it; the block's start is kept
-// in the word before the object.
-template <class T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(std::size_t count) {
-    static_assert(alignof(T) <= kCacheLineBytes, "no native object is aligned beyond a cache line");
-    void* block = std::malloc(count * sizeof(T) + kCacheLineBytes + sizeof(void*));
-    if (!block) throw std::bad_alloc();
-    const auto start = reinterpret_cast<std::uintptr_t>(block) + sizeof(void*);
-    const std::uintptr_t aligned = (start + kCacheLineBytes - 1) & ~(kCacheLineBytes - 1);
-    reinterpret_cast<void**>(aligned)[-1] = block;
-    return reinterpret_cast<T*>(aligned);
-  }
-  void deallocate(T* object, std::size_t) { std::free(reinterpret_cast<void**>(object)[-1]); }
-  template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
-  template <class U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
-};
-
-// A new native object of kind T, shared (std::make_shared, without its aligned allocation).
-template <class T>
-std::shared_ptr<T> make_native() {
-  return std::allocate_shared<T>(CacheLineAllocator<T>());
-}
 
 // Tags a Use for a call that queues no work on the object's stream (a query, a wait): such a call does not count as a
 // submission, so a later wait can share the stream's last completion ticket (NativeStream::submissions).
