@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { needsCompiler, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
 const load = `
   import { readFileSync } from 'node:fs';
@@ -67,4 +67,42 @@ test('launches through lease views of two pool streams both delay the free; a de
     { operationDelayUs: 5000 },
   );
   assert.deepEqual(result, { sameStream: false, faulted: false, destroyed: 'DestroyedError' });
+});
+
+test('launches with a long-lived buffer keep neither dropped streams nor forgotten leases alive', needsCompiler, async () => {
+  const result = await simulatedJson<{ streamsLeft: number; reclaimed: string }>(
+    `${collectGarbage}
+     ${load}
+     import { cuda } from 'cuda-stream-pool';
+     const weights = DeviceBuffer.alloc(64 * 4);
+     const before = cuda.liveObjects().streams;
+     await (async () => {
+       for (let i = 0; i < 20; i++) {
+         const dropped = Stream.create();
+         fill.launch({ grid: 1, block: 16, stream: dropped }, weights, i, 16);
+         fill.launch({ grid: 1, block: 16, stream: dropped }, weights, i, 16);
+         await dropped.synchronize();
+       }
+     })();
+     await collectUntil(() => cuda.liveObjects().streams === before);
+     const streamsLeft = cuda.liveObjects().streams - before;
+     const pool = new StreamPool({ size: 1 });
+     await (async () => {
+       const lease = await pool.acquire(); // never released
+       fill.launch({ grid: 1, block: 16, stream: lease.stream }, weights, 1, 16);
+       await lease.stream.synchronize();
+     })();
+     let reclaimed = 'no';
+     const collecting = setInterval(gc, 20);
+     try {
+       const lease = await pool.acquire({ signal: AbortSignal.timeout(5000) });
+       reclaimed = 'yes';
+       lease.release();
+     } catch (e) { reclaimed = e.name; }
+     clearInterval(collecting);
+     weights.free();
+     pool.destroy();
+     console.log(JSON.stringify({ streamsLeft, reclaimed }));`,
+  );
+  assert.deepEqual(result, { streamsLeft: 0, reclaimed: 'yes' });
 });

@@ -43,6 +43,14 @@ export function adopt(owner: object, ref: NativeRef): void {
   else if (timer === undefined) timer = setTimeout(flush, NURSERY_MS).unref();
 }
 
+/** Says that `owner`'s ref was released by its destroy (free(), destroy()). The nursery's newest owner leaves it at
+ * once: an object made and destroyed in turn (alloc then free) is then held by nothing, and dies young, where being
+ * held until the next flush made it survive a scavenge and be copied. Others wait for the flush, which drops them.
+ * @internal */
+export function released(owner: object): void {
+  if (owners.length !== 0 && owners[owners.length - 1] === owner) owners.pop();
+}
+
 /** Releases the slot of a ref this thread held only for a moment (a free's completion marker) once it is done with
  * it; the ref lives on while native code still uses it. @internal */
 export function releaseRef(ref: NativeRef): void {

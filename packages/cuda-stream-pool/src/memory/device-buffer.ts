@@ -1,7 +1,7 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
 // streams delay the free (Note [buffer uses] in memory/device-buffer.cc).
 import { CU_STREAM_PER_THREAD, facts, native, type NativeRef } from '../binding/binding.js';
-import { adopt, releaseRef } from '../binding/native-ref-lifetime.js';
+import { adopt, released, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed, type CaptureError } from '../binding/errors.js';
 import { waitFor } from '../stream/completion.js';
@@ -103,9 +103,6 @@ export interface DeviceBufferAttachOptions {
 
 const SHARED_KIND = 'cuda-stream-pool.DeviceBuffer';
 
-/** How many streams a buffer remembers as noted by its kernel launches (a launch on another one asks the native layer). */
-const USED_ON_KEPT = 4;
-
 /** A structured-cloneable handle to a {@link DeviceBuffer}, from `buffer.share()`, for
  * {@link DeviceBuffer.attach} in another thread. Holds no memory: it names the buffer while its owner keeps it. */
 export interface SharedDeviceBuffer {
@@ -176,8 +173,7 @@ export class DeviceBuffer {
   #ptr: bigint | undefined; // read from the ref on first use: most buffers never need it as a bigint
   readonly #device: Device;
   #pitch: number | undefined;
-  #usedOn: Stream[] | undefined; // streams whose use of the buffer its kernel launches noted ([asKernelPointer])
-  #usedOnNext = 0;
+  #usedOn: WeakSet<Stream> | undefined; // streams whose use of the buffer its kernel launches noted ([asKernelPointer])
   /** Bytes from the start of one row to the next, for a buffer from {@link DeviceBuffer.allocPitched} (a multiple of
    * `device.pitchAlignmentBytes`); `undefined` for others. `stream.copy2D()` takes it as the buffer's default pitch. */
   get pitch(): number | undefined {
@@ -543,12 +539,13 @@ export class DeviceBuffer {
     const ref = streamRef(stream, 'kernel.launch');
     // A launch on a stream that an earlier launch of this buffer noted needs no native call: the native use entry
     // stays until the free, or until the stream is destroyed, and then the launch's own call refuses the stream. Kept
-    // by Stream object (one ref for life), not by ref, whose number a slot reused 2**29 times would repeat. Only for a
-    // buffer of this thread: a borrowed one may be freed by its owner elsewhere, which only the native call sees.
+    // by Stream object (one ref for life), not by ref, whose number a slot reused 2**29 times would repeat; weakly, so
+    // that a forgotten stream or lease is still collected while the buffer lives. Only for a buffer of this thread: a
+    // borrowed one may be freed by its owner elsewhere, which only the native call sees.
     const usedOn = this.#usedOn;
-    if (usedOn === undefined || !usedOn.includes(stream)) {
+    if (usedOn === undefined || !usedOn.has(stream)) {
       this.#noteUse(stream, 'kernel.launch');
-      if (!this.#borrowed) (this.#usedOn ??= [])[this.#usedOnNext++ % USED_ON_KEPT] = stream;
+      if (!this.#borrowed) (this.#usedOn ??= new WeakSet()).add(stream);
     }
     noteCaptured(ref, this);
     return this.ptr;
@@ -581,7 +578,6 @@ export class DeviceBuffer {
     }
     const target = stream === undefined ? undefined : streamRef(stream, 'DeviceBuffer.free');
     this.#freed = 'was freed';
-    this.#usedOn = undefined;
     let refused = 0;
     try {
       refused = DeviceBuffer.#refusal(native.deviceBufferFree(this.#ref, target, false));
@@ -589,6 +585,7 @@ export class DeviceBuffer {
       if (refused !== 0) this.#freed = undefined;
       else this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
     }
+    if (refused === 0) released(this);
     if (refused !== 0) throw DeviceBuffer.#freeRefusal(refused);
   }
 

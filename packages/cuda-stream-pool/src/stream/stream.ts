@@ -1,7 +1,7 @@
 // CUDA streams: owned (created here), borrowed (legacy, per-thread, foreign handles) and pool streams.
 // See Note [handle guard] in internal/native-object.h for why destroy is safe across threads.
 import { CU_STREAM_PER_THREAD, factWords, native, NOT_READY, type NativeRef } from '../binding/binding.js';
-import { adopt } from '../binding/native-ref-lifetime.js';
+import { adopt, released } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
@@ -549,6 +549,7 @@ export class Stream {
     this.#retired = 'was destroyed';
     abandonCapture(this.#ref);
     native.streamDestroy(this.#ref);
+    released(this);
     // The native layer released the ref: the facts a later read needs come from what the destroy left.
     if (this.#info === undefined && (factWords[2]! | factWords[3]!) !== 0) {
       const w = factWords;
