@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { collectGarbage, simulatedJson } from '../support/simulated-driver.js';
+import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
-test('a freed DeviceBuffer and a destroyed Stream are collected at the next gc, before any nursery flush', async () => {
+test('a freed DeviceBuffer and a destroyed Stream are collected at the next gc, before any nursery flush', needsCompiler, async () => {
   const result = await simulatedJson<{ buffer: boolean; stream: boolean; kept: boolean; older: boolean }>(
     `${collectGarbage}
      import { DeviceBuffer, Stream, cuda } from 'cuda-stream-pool';
