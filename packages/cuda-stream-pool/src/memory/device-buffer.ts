@@ -585,8 +585,8 @@ export class DeviceBuffer {
       if (refused !== 0) this.#freed = undefined;
       else this.#ptr ??= facts[0]!; // the handle is released: the address, if ever read, comes from what the free left
     }
-    if (refused === 0) released(this);
     if (refused !== 0) throw DeviceBuffer.#freeRefusal(refused);
+    released(this);
   }
 
   /** The capture status (1 or 2) of the stream, or of a stream that used the buffer, when the native alloc or free
