@@ -6,6 +6,27 @@ import { test } from 'node:test';
 
 import { collectGarbage, needsCompiler, simulatedJson } from '../support/simulated-driver.js';
 
+test('an Event, a ManagedBuffer and a DeviceBuffer freed by await using are collected at the next gc too', needsCompiler, async () => {
+  const result = await simulatedJson<{ event: boolean; managed: boolean; disposed: boolean }>(
+    `${collectGarbage}
+     import { DeviceBuffer, Event, ManagedBuffer, Stream } from 'cuda-stream-pool';
+     const home = Stream.create();
+     const eventRef = (() => { const e = Event.create(); e.destroy(); return new WeakRef(e); })();
+     const managedRef = (() => { const m = ManagedBuffer.alloc(4096); m.free(); return new WeakRef(m); })();
+     const disposedRef = await (async () => {
+       const b = DeviceBuffer.alloc(4096, { stream: home });
+       await b[Symbol.asyncDispose]();
+       return new WeakRef(b);
+     })();
+     await new Promise((resolve) => setImmediate(resolve));
+     gc();
+     console.log(JSON.stringify({ event: eventRef.deref() === undefined, managed: managedRef.deref() === undefined,
+                                  disposed: disposedRef.deref() === undefined }));
+     home.destroy();`,
+  );
+  assert.deepEqual(result, { event: true, managed: true, disposed: true });
+});
+
 test('a freed DeviceBuffer and a destroyed Stream are collected at the next gc, before any nursery flush', needsCompiler, async () => {
   const result = await simulatedJson<{ buffer: boolean; stream: boolean; kept: boolean; older: boolean }>(
     `${collectGarbage}

@@ -235,8 +235,7 @@ export class DeviceBuffer {
       throw invalidValue(name, `is on device ${stream.device.ordinal}, but the buffer is on device ${this.device.ordinal}.`);
   }
 
-  #noteUse(stream: Stream, method: string): void {
-    const ref = streamRef(stream, method);
+  #noteUse(stream: Stream, method: string, ref = streamRef(stream, method)): void {
     native.deviceBufferUse(this.#ref, ref, false, method);
     if (this.#borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) {
       if (settling.length === 0) queueMicrotask(settle);
@@ -544,7 +543,7 @@ export class DeviceBuffer {
     // borrowed one may be freed by its owner elsewhere, which only the native call sees.
     const usedOn = this.#usedOn;
     if (usedOn === undefined || !usedOn.has(stream)) {
-      this.#noteUse(stream, 'kernel.launch');
+      this.#noteUse(stream, 'kernel.launch', ref);
       if (!this.#borrowed) (this.#usedOn ??= new WeakSet()).add(stream);
     }
     noteCaptured(ref, this);
@@ -621,6 +620,7 @@ export class DeviceBuffer {
       throw DeviceBuffer.#freeRefusal(refused);
     }
     this.#ptr ??= facts[0]!;
+    released(this);
     if (result === undefined) return;
     const marker = result as NativeRef;
     try {

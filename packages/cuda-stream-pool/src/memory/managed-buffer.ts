@@ -1,7 +1,7 @@
 // Managed (unified) memory: one allocation that both the host (as an ArrayBuffer) and the device (by its address)
 // use, migrated by the driver on demand or by prefetch. See Note [managed lifetime] in memory/managed-buffer.cc.
 import { native, type NativeRef } from '../binding/binding.js';
-import { adopt } from '../binding/native-ref-lifetime.js';
+import { adopt, released } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { requireCuda } from '../binding/cuda.js';
 import { DestroyedError } from '../binding/errors.js';
@@ -210,6 +210,7 @@ export class ManagedBuffer {
     if (this.#freed) return;
     this.#freed = true;
     native.managedFree(this.#ref, this.#buffer);
+    released(this);
   }
 
   /** Same as `free()`. */

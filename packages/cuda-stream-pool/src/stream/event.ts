@@ -1,6 +1,6 @@
 // CUDA events: markers recorded on a stream, for ordering between streams and for timing.
 import { native, NOT_READY, operands, type NativeRef } from '../binding/binding.js';
-import { adopt } from '../binding/native-ref-lifetime.js';
+import { adopt, released } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { CaptureError, DestroyedError } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
@@ -240,6 +240,7 @@ export class Event {
     if (this.#destroyed) return;
     this.#destroyed = true;
     native.eventDestroy(this.#ref);
+    released(this);
   }
 
   /** Same as {@link Event.destroy}. */
