@@ -1368,6 +1368,16 @@ Operation kernel_work(const std::string& name, unsigned long long threads, void*
               *reinterpret_cast<volatile int*>(address) = 42;
             }};
   }
+  if (name.rfind("store_u32_arguments_", 0) == 0) {
+    // store_u32_arguments_<n>(out, n u32 values): writes the values to out[0..n) (a test's kernel of many arguments).
+    const unsigned count = static_cast<unsigned>(std::strtoul(name.c_str() + 20, nullptr, 10));
+    const auto out = argument<unsigned long long>(params, 0);
+    std::vector<unsigned> values(count);
+    for (unsigned i = 0; i < count; i++) values[i] = argument<unsigned>(params, static_cast<int>(i) + 1);
+    return {"kernel store_u32_arguments", {{out, count * 4ull, Access::kDevice}}, [out, values] {
+              if (!values.empty()) std::memcpy(reinterpret_cast<void*>(out), values.data(), values.size() * 4);
+            }};
+  }
   if (name == "fill_u32") {
     const auto out = argument<unsigned long long>(params, 0);
     const auto value = argument<unsigned>(params, 1);

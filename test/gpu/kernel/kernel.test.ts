@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 
 import fc from 'fast-check';
 
-import { CudaError, cuda, DestroyedError, DeviceBuffer, Program, Stream, UnsupportedError, withStream, type Device, type Kernel, type Module } from 'cuda-stream-pool';
+import { CudaError, cuda, DestroyedError, DeviceBuffer, Module, Program, Stream, UnsupportedError, withStream, type Device, type Kernel } from 'cuda-stream-pool';
 import { ArgumentPacker } from '#library/kernel/argument-packer.js';
 import { readDims, readLaunchAttributes } from '#library/kernel/kernel.js';
 import { checkParamSizes, validateSignature, type ParamType } from '#library/kernel/signature.js';
@@ -404,6 +404,50 @@ test('a signature that does not match the kernel\'s parameters is refused by get
     message: /"signature" does not match kernel "saxpy": .* takes 4 parameter\(s\) of 4, 4, 8, 8 bytes/,
   });
   assert.throws(() => module.getFunction('saxpy', ['u32', 'f64', 'ptr', 'ptr']), { code: 'ERR_INVALID_ARG_VALUE', message: /parameter 1 is 4 bytes/ });
+});
+
+/** PTX of `store_u32_arguments_<count>(out, count u32 values)`, which writes its values to out[0..count): a kernel of
+ * more arguments than most, written out so that it needs no compiler (the simulated driver knows it by its name). */
+function storeArgumentsPtx(count: number): string {
+  const parameters = ['.param .u64 out', ...Array.from({ length: count }, (_, i) => `.param .u32 a${i}`)];
+  const stores = Array.from({ length: count }, (_, i) => `ld.param.u32 %r1, [a${i}];\nst.global.u32 [%rd2+${4 * i}], %r1;`);
+  return [
+    '.version 7.0', '.target sm_50', '.address_size 64',
+    `.visible .entry store_u32_arguments_${count}(${parameters.join(', ')})`,
+    '{', '.reg .b32 %r<2>;', '.reg .b64 %rd<3>;', 'ld.param.u64 %rd1, [out];', 'cvta.to.global.u64 %rd2, %rd1;',
+    ...stores, 'ret;', '}', '',
+  ].join('\n');
+}
+
+test('kernels of 3, 40 and 100 arguments launched in turn each get their own values, also several queued at once', gpu, async () => {
+  const { fillU32 } = await testKernels();
+  using stream = Stream.create();
+  const modules = [40, 100].map((count) => Module.load(storeArgumentsPtx(count)));
+  try {
+    const [wide, wider] = await Promise.all(modules);
+    const kernel40 = wide!.getFunction('store_u32_arguments_40', ['ptr', ...Array<'u32'>(40).fill('u32')]);
+    const kernel100 = wider!.getFunction('store_u32_arguments_100', ['ptr', ...Array<'u32'>(100).fill('u32')]);
+    const values = (count: number, seed: number) => Array.from({ length: count }, (_, i) => (seed * 1000 + i * 7 + 1) >>> 0);
+    // Queued before any wait: each launch must keep the arguments it was given, not the next launch's.
+    const outputs: Array<{ buffer: DeviceBuffer; expected: number[] }> = [];
+    for (let round = 0; round < 3; round++) {
+      const small = DeviceBuffer.alloc(64 * 4, { stream });
+      fillU32.launch({ grid: 1, block: 64, stream }, small, 11 + round, 64);
+      outputs.push({ buffer: small, expected: Array<number>(64).fill(11 + round) });
+      for (const [kernel, count] of [[kernel40, 40], [kernel100, 100]] as const) {
+        const buffer = DeviceBuffer.alloc(count * 4, { stream });
+        const expected = values(count, round * 2 + (count === 40 ? 0 : 1));
+        (kernel as Kernel).launch({ grid: 1, block: 1, stream }, buffer, ...expected);
+        outputs.push({ buffer, expected });
+      }
+    }
+    for (const { buffer, expected } of outputs) {
+      assert.deepEqual([...(await buffer.toArray(Uint32Array, { stream }))], expected);
+      buffer.free();
+    }
+  } finally {
+    for (const module of await Promise.allSettled(modules)) if (module.status === 'fulfilled') module.value.unload();
+  }
 });
 
 test('launch without options.stream queues on currentStream()', gpu, async () => {

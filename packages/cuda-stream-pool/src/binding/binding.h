@@ -28,9 +28,12 @@ struct AddonData {
   Napi::Reference<Napi::TypedArrayOf<uint64_t>> fact_array;
   Napi::Reference<Napi::Uint32Array> launch_array;
   Napi::Reference<Napi::Float64Array> operand_array;  // Note [operand scratch]
+  Napi::Reference<Napi::Uint8Array> argument_array;   // Note [launch scratch]; replaced by a larger one when needed
   uint64_t* facts = nullptr;
   uint32_t* launch_shape = nullptr;
   double* operands = nullptr;
+  uint8_t* arguments = nullptr;
+  size_t argument_bytes = 0;
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
@@ -52,9 +55,14 @@ uint64_t* fact_scratch(Napi::Env env);
 // Note [launch scratch]: a launch's shape (grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z
 // and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the addon
 // made for the thread, right before the native call, instead of passed as eleven numbers: reading them through
-// Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns).
-constexpr size_t kLaunchSlots = 11;
+// Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns). Word 11 is the byte count
+// of the argument slots, which JS copies into the thread's argument scratch, a Uint8Array the addon also made
+// (argumentScratch(bytes) replaces it by a larger one when a kernel's slots do not fit): a typed array passed as an
+// argument cost two napi_get_typedarray_info calls, about 400 instructions, a third of the native launch call.
+constexpr size_t kLaunchSlots = 12;
 const uint32_t* launch_scratch(Napi::Env env);
+// The argument scratch's first `bytes` bytes; a logic_error when it is smaller (JS grows it before it writes).
+const uint8_t* launch_arguments(Napi::Env env, size_t bytes);
 
 // Note [operand scratch]: the hottest calls that name several objects (a copy between device and pinned memory: the
 // stream, two buffers, two offsets and a byte count) take no arguments; JS writes their operands, handles and sizes

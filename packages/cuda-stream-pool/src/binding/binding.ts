@@ -240,12 +240,13 @@ export interface NativeBinding {
   };
   kernelMaxPotentialBlockSize(kernel: NativeRef, dynamicSharedMemBytes: number, blockSizeLimit: number): { minGridSize: number; blockSize: number };
   kernelSetMaxDynamicSharedMemBytes(kernel: NativeRef, bytes: number): void;
-  // The launch's shape is in launchShape (Note [launch scratch] in src/binding/binding.h), written right before the call.
-  // Operands (Note [operand scratch] in src/binding/binding.h): kernel, stream.
-  kernelLaunch(params: Uint8Array): void;
+  // The launch's shape is in launchShape (Note [launch scratch] in src/binding/binding.h), and its argument slots in the
+  // argument scratch (launchArguments), written right before the call. Operands (Note [operand scratch] in
+  // src/binding/binding.h): kernel, stream.
+  kernelLaunch(): void;
   // cuLaunchKernelEx: launchShape also holds the cluster dimensions (0 for none) and the flags (1 cooperative, 2
   // programmatic dependent launch).
-  kernelLaunchWithAttributes(params: Uint8Array): void;
+  kernelLaunchWithAttributes(): void;
 
   nvrtcLoad(): Promise<
     | { available: false; reason: string }
@@ -264,6 +265,7 @@ export interface NativeBinding {
   // The thread's scratch arrays, made by the addon on the first call and the same ones after.
   factScratch(): BigUint64Array;
   launchScratch(): Uint32Array;
+  argumentScratch(bytes: number): Uint8Array;
   operandScratch(): Float64Array;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
@@ -275,7 +277,8 @@ export interface NativeBinding {
   /** The completion marker (wantMarker), else undefined; or, refused because a stream that used the buffer is
    * capturing, that stream's capture status negated (-1, -2), with its id in `facts[1]`. */
   deviceBufferFree(buffer: NativeRef, stream: NativeRef | undefined, wantMarker: boolean): NativeRef | -1 | -2 | undefined;
-  deviceBufferUse(buffer: NativeRef, stream: NativeRef, afterWork: boolean, method: string): void;
+  // use: 0 a kernel launch's argument, 1 recordStream(), 2 the note after a launch on the per-thread stream.
+  deviceBufferUse(buffer: NativeRef, stream: NativeRef, use: number): void;
   deviceBufferShare(buffer: NativeRef): bigint;
   /** Undefined for an id that share() never gave. */
   deviceBufferAttach(id: bigint): { ref: NativeRef; ptr: bigint; bytes: number; device: number } | undefined;
@@ -389,7 +392,8 @@ function unavailableBinding(reason: string): NativeBinding {
     environmentId: 0,
     setErrorFactory: () => {},
     factScratch: () => new BigUint64Array(4),
-    launchScratch: () => new Uint32Array(11),
+    launchScratch: () => new Uint32Array(12),
+    argumentScratch: (bytes) => new Uint8Array(bytes),
     operandScratch: () => new Float64Array(6),
     handleCount: () => 0,
     completionInit: () => {},
@@ -430,8 +434,18 @@ export const factWords = new Uint32Array(facts.buffer, facts.byteOffset, facts.l
 
 /** A launch's shape for kernelLaunch and kernelLaunchWithAttributes (Note [launch scratch] in src/binding/binding.h):
  * grid x, y, z, block x, y, z, dynamic shared memory bytes, cluster x, y, z (0 for none), flags (1 cooperative, 2
- * programmatic dependent launch). Written right before the call, with no JS code of the user's in between. */
+ * programmatic dependent launch), and the byte count of the argument slots in {@link launchArguments}. Written right
+ * before the call, with no JS code of the user's in between. */
 export const launchShape = native.launchScratch();
+
+let argumentSlots = native.argumentScratch(256);
+
+/** The thread's argument scratch, where a launch's argument slots go right before kernelLaunch (Note [launch scratch]
+ * in src/binding/binding.h): at least `bytes` long, replaced by a larger one the first time a kernel needs it. */
+export function launchArguments(bytes: number): Uint8Array {
+  if (bytes > argumentSlots.length) argumentSlots = native.argumentScratch(bytes);
+  return argumentSlots;
+}
 
 /** Operands of the calls that take no arguments (Note [operand scratch] in src/binding/binding.h): written right
  * before the call, with no JS code of the user's in between. */

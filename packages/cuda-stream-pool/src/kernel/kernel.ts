@@ -1,6 +1,6 @@
 // Kernels of a loaded module: launch options and dimensions, attributes, occupancy, and the launch itself, with
 // every argument checked against the kernel's signature first. Mechanism in kernel/module.cc.
-import { launchShape, native, operands, type NativeRef } from '../binding/binding.js';
+import { launchArguments, launchShape, native, operands, type NativeRef } from '../binding/binding.js';
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import { UnsupportedError } from '../binding/errors.js';
@@ -268,16 +268,19 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
       const launch = launchShape;
       for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
       launch[6] = shared;
+      const slots = this.#packer.bytes;
+      launchArguments(slots.length).set(slots);
+      launch[11] = slots.length;
       operands[0] = ref;
       operands[1] = streamHandle;
       if (plain) {
-        native.kernelLaunch(this.#packer.bytes);
+        native.kernelLaunch();
       } else {
         launch[7] = cluster[0]!;
         launch[8] = cluster[1]!;
         launch[9] = cluster[2]!;
         launch[10] = flags;
-        native.kernelLaunchWithAttributes(this.#packer.bytes);
+        native.kernelLaunchWithAttributes();
       }
       noteCapturedLaunch(streamHandle, this);
     } finally {

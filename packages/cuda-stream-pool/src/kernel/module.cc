@@ -403,7 +403,7 @@ void check_launch_shape(NativeKernel& kernel, const NativeStream& stream, const 
 // The driver call of kernelLaunch and kernelLaunchWithAttributes, by the calling thread or the submission thread:
 // `slots` holds one slot per argument.
 void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const unsigned* grid, const unsigned* block,
-                  unsigned shared, uint8_t* slots, size_t slot_bytes, const LaunchAttributes* attributes) {
+                  unsigned shared, const uint8_t* slots, size_t slot_bytes, const LaunchAttributes* attributes) {
   const size_t count = slot_bytes / kKernelArgSlotBytes;
   void* inline_pointers[kInlineParams];
   std::vector<void*> heap_pointers;
@@ -412,7 +412,8 @@ void issue_launch(const NativeKernel& kernel, const NativeStream& stream, const 
     heap_pointers.resize(count);
     pointers = heap_pointers.data();
   }
-  for (size_t i = 0; i < count; i++) pointers[i] = slots + kKernelArgSlotBytes * i;
+  // The driver only reads the parameters; its signature takes them as void*.
+  for (size_t i = 0; i < count; i++) pointers[i] = const_cast<uint8_t*>(slots) + kKernelArgSlotBytes * i;
   const int device = kernel.module->device;
   make_current(device);
   if (!attributes) {
@@ -463,8 +464,8 @@ class ArgumentCopy {
 // The body of kernelLaunch and kernelLaunchWithAttributes (`attributes` null for the former), after each read its
 // arguments. Every value is already validated by kernel/kernel.ts; params holds one slot per argument.
 Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Borrowed<NativeStream>& stream,
-                   const unsigned (&grid)[3], const unsigned (&block)[3], unsigned shared, Napi::Uint8Array params,
-                   const LaunchAttributes* attributes) {
+                   const unsigned (&grid)[3], const unsigned (&block)[3], unsigned shared, const uint8_t* params,
+                   size_t param_bytes, const LaunchAttributes* attributes) {
   Use<NativeModule> use(*kernel->module, "Module", "kernel.launch");
   Use<NativeStream> use_stream(*stream, "Stream", "kernel.launch");
   if (Submitter* submitter = recording_for(env, *stream)) {
@@ -474,7 +475,7 @@ Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Bo
     // packing buffer for the next launch.
     Held<NativeModule> module(kernel->module, use);
     record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
-                     [k = kernel.shared(), m = std::move(module), slots = ArgumentCopy(params.Data(), params.ByteLength()),
+                     [k = kernel.shared(), m = std::move(module), slots = ArgumentCopy(params, param_bytes),
                       grid = std::array<unsigned, 3>{grid[0], grid[1], grid[2]},
                       block = std::array<unsigned, 3>{block[0], block[1], block[2]}, shared,
                       with = attributes != nullptr, copied = attributes ? *attributes : LaunchAttributes{}](
@@ -490,22 +491,23 @@ Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Bo
     make_current(kernel->module->device);
     check_cooperative_grid(*kernel, *stream, grid, block, shared, attributes);
   }
-  issue_launch(*kernel, *stream, grid, block, shared, params.Data(), params.ByteLength(), attributes);
+  issue_launch(*kernel, *stream, grid, block, shared, params, param_bytes, attributes);
   return env.Undefined();
 }
 
-// kernelLaunch(params: Uint8Array), operands (Note [operand scratch] in binding/binding.h) kernel, stream: the launch's
-// shape is in the launch scratch (Note [launch scratch]): grid x, y, z, block x, y, z, dynamic shared memory bytes.
+// kernelLaunch(), operands (Note [operand scratch] in binding/binding.h) kernel, stream: the launch's shape is in the
+// launch scratch (Note [launch scratch]): grid x, y, z, block x, y, z, dynamic shared memory bytes, and in word 11 the
+// byte count of the argument slots at the start of the argument scratch.
 Napi::Value kernel_launch(const Napi::CallbackInfo& info) {
   const Operands operands(info.Env());
   const uint32_t* shape = launch_scratch(info.Env());
   const unsigned grid[3] = {shape[0], shape[1], shape[2]};
   const unsigned block[3] = {shape[3], shape[4], shape[5]};
   return launch(info.Env(), operands.borrow<NativeKernel>(0), operands.borrow<NativeStream>(1), grid, block, shape[6],
-                info[0].As<Napi::Uint8Array>(), nullptr);
+                launch_arguments(info.Env(), shape[11]), shape[11], nullptr);
 }
 
-// kernelLaunchWithAttributes(params: Uint8Array): as kernelLaunch, and the launch scratch's words 7 to 10 hold the
+// kernelLaunchWithAttributes(): as kernelLaunch, and the launch scratch's words 7 to 10 hold the
 // cluster dimensions (0 for none) and the flags (1 cooperative, 2 programmatic dependent launch).
 Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
   const Operands operands(info.Env());
@@ -519,7 +521,7 @@ Napi::Value kernel_launch_with_attributes(const Napi::CallbackInfo& info) {
   attributes.cooperative = (shape[10] & 1) != 0;
   attributes.programmatic = (shape[10] & 2) != 0;
   return launch(info.Env(), operands.borrow<NativeKernel>(0), operands.borrow<NativeStream>(1), grid, block, shape[6],
-                info[0].As<Napi::Uint8Array>(), &attributes);
+                launch_arguments(info.Env(), shape[11]), shape[11], &attributes);
 }
 
 }  // namespace
@@ -554,8 +556,8 @@ const Export kModuleExports[] = {
     {"kernelAttributes", "ref", entry<kernel_attributes>},
     {"kernelMaxPotentialBlockSize", "ref, number, number", entry<kernel_max_potential_block_size>},
     {"kernelSetMaxDynamicSharedMemBytes", "ref, number", entry<kernel_set_max_dynamic_shared>},
-    {"kernelLaunch", "Uint8Array", unordered<kernel_launch>},
-    {"kernelLaunchWithAttributes", "Uint8Array", unordered<kernel_launch_with_attributes>},
+    {"kernelLaunch", "", unordered<kernel_launch>},
+    {"kernelLaunchWithAttributes", "", unordered<kernel_launch_with_attributes>},
 };
 
 void register_module(Napi::Env env, Napi::Object exports) {

@@ -420,17 +420,20 @@ Napi::Value device_buffer_free(const Napi::CallbackInfo& info) {
   return wrap_native(env, marker);
 }
 
-// deviceBufferUse(ref, stream, afterWork, method): the buffer is (or is about to be) used on the stream; Note [buffer
-// uses]. `method` names the caller in a DestroyedError. Unordered (Note [deferred submission]): it only notes the use,
-// which a free reads after issuing what was recorded, and a per-thread stream it records on is never recorded on.
+// deviceBufferUse(ref, stream, use): the buffer is (or is about to be) used on the stream; Note [buffer uses]. `use`
+// (the USE_ constants of device-buffer.ts) is a kernel launch's argument (0), recordStream() (1), or the note after a launch
+// on the per-thread stream (2, after its work); a number rather than the method's name, whose conversion from a JS
+// string cost more than the rest of the call. Unordered (Note [deferred submission]): it only notes the use, which
+// a free reads after issuing what was recorded, and a per-thread stream it records on is never recorded on.
 Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto buffer = unwrap_native<NativeDeviceBuffer>(info[0]);
   auto stream = unwrap_native<NativeStream>(info[1]);
-  const bool after_work = info[2].As<Napi::Boolean>().Value();
-  const std::string method = info[3].As<Napi::String>().Utf8Value();
-  Use<NativeDeviceBuffer> use_buffer(*buffer, "DeviceBuffer", method.c_str());
-  Use<NativeStream> use_stream(*stream, "Stream", method.c_str());
+  const uint32_t use = info[2].As<Napi::Number>().Uint32Value();
+  const bool after_work = use == 2;
+  const char* method = use == 1 ? "buffer.recordStream" : "kernel.launch";  // the call a DestroyedError names
+  Use<NativeDeviceBuffer> use_buffer(*buffer, "DeviceBuffer", method);
+  Use<NativeStream> use_stream(*stream, "Stream", method);
   make_current(stream->device);
   note_use(*buffer, stream, environment_of(env), after_work);
   return env.Undefined();
@@ -481,7 +484,7 @@ const Export kDeviceBufferExports[] = {
     {"deviceBufferAlloc", "ref, number, boolean", entry<device_buffer_alloc>},
     {"deviceBufferPointer", "ref", entry<device_buffer_pointer>},
     {"deviceBufferFree", "ref, ref?, boolean", entry<device_buffer_free>},
-    {"deviceBufferUse", "ref, ref, boolean, string", unordered<device_buffer_use>},
+    {"deviceBufferUse", "ref, ref, number", unordered<device_buffer_use>},
     {"deviceBufferShare", "ref", entry<device_buffer_share>},
     {"deviceBufferAttach", "bigint", entry<device_buffer_attach>},
 };

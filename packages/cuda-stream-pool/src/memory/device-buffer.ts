@@ -125,10 +125,16 @@ export interface SharedDeviceBuffer {
 // by this thread after the launch that follows (Note [buffer uses]), batched into one microtask.
 const settling: Array<[NativeRef, NativeRef]> = [];
 
+// What deviceBufferUse notes, which also names the call in its DestroyedError: a kernel launch's argument, a
+// recordStream(), or the note after a launch on the per-thread stream, once its work was queued.
+const USE_BY_LAUNCH = 0;
+const USE_BY_RECORD_STREAM = 1;
+const USE_AFTER_LAUNCH = 2;
+
 function settle(): void {
   for (const [buffer, stream] of settling.splice(0)) {
     try {
-      native.deviceBufferUse(buffer, stream, true, 'launch');
+      native.deviceBufferUse(buffer, stream, USE_AFTER_LAUNCH);
     } catch {
       // Freed or destroyed meanwhile: there is nothing left to order.
     }
@@ -235,8 +241,8 @@ export class DeviceBuffer {
       throw invalidValue(name, `is on device ${stream.device.ordinal}, but the buffer is on device ${this.device.ordinal}.`);
   }
 
-  #noteUse(stream: Stream, method: string, ref = streamRef(stream, method)): void {
-    native.deviceBufferUse(this.#ref, ref, false, method);
+  #noteUse(stream: Stream, method: 'kernel.launch' | 'buffer.recordStream', ref = streamRef(stream, method)): void {
+    native.deviceBufferUse(this.#ref, ref, method === 'kernel.launch' ? USE_BY_LAUNCH : USE_BY_RECORD_STREAM);
     if (this.#borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) {
       if (settling.length === 0) queueMicrotask(settle);
       settling.push([this.#ref, ref]);
