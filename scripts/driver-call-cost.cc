@@ -2,7 +2,9 @@
 // nine runs): cuCtxGetCurrent (each entry point's check of the current context), cuStreamGetId (read once per
 // Stream.create), cuStreamIsCapturing, cuStreamQuery on an idle stream; and the C loops of `bench micro`'s
 // alloc + free and create + destroy rows, bare and with the library's extra calls added. With scripts/call-gap.mjs
-// it tells whether a ratio's miss on a GPU is the driver's cost of those calls or the library's own work. Needs no
+// it tells whether a ratio's miss on a GPU is the driver's cost of those calls or the library's own work. The last
+// rows tell whether cuStreamGetId on a new stream costs work that the stream's first operation would pay anyway (then
+// asking later would only move the cost). Needs no
 // CUDA toolkit (the library's own declarations); on the GPU machine, from the repository root:
 //   g++ -std=c++17 -O2 -I packages/cuda-stream-pool/src scripts/driver-call-cost.cc -ldl -o /tmp/driver-call-cost
 //   /tmp/driver-call-cost               (CUDA_STREAM_POOL_LIBCUDA=/tmp/null-driver/libcuda.so.1 for the null driver)
@@ -81,6 +83,7 @@ int main() {
   auto default_pool = entry<PFN_cuDeviceGetDefaultMemPool>("cuDeviceGetDefaultMemPool");
   auto alloc_async = entry<PFN_cuMemAllocFromPoolAsync>("cuMemAllocFromPoolAsync");
   auto free_async = entry<PFN_cuMemFreeAsync>("cuMemFreeAsync");
+  auto memset_async = entry<PFN_cuMemsetD8Async>("cuMemsetD8Async");
 
   check(init(0), "cuInit");
   CUdevice device = 0;
@@ -123,6 +126,31 @@ int main() {
   };
   std::printf("create + destroy                      %8.1f ns\n", ns_per_call(pairs, [&] { stream_pair(false); }));
   std::printf("create + destroy, the library's calls %8.1f ns\n", ns_per_call(pairs, [&] { stream_pair(true); }));
+  // Whether cuStreamGetId on a new stream costs the driver work that the stream's first operation would do anyway:
+  // the same pair with a 1-byte memset queued on the new stream, with and without the id read before it.
+  CUdeviceptr byte = 0;
+  check(alloc_async(&byte, 1, pool, stream), "cuMemAllocFromPoolAsync");
+  check(synchronize(stream), "cuStreamSynchronize");
+  auto used_pair = [&](bool read_id) {
+    CUstream made = nullptr;
+    check(create(&made, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority");
+    if (read_id) get_id(made, &id);
+    check(memset_async(byte, 0, 1, made), "cuMemsetD8Async");
+    check(destroy(made), "cuStreamDestroy");
+  };
+  auto id_pair = [&] {
+    CUstream made = nullptr;
+    check(create(&made, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreateWithPriority");
+    get_id(made, &id);
+    check(destroy(made), "cuStreamDestroy");
+  };
+  for (int round = 0; round < 2; round++) {
+    std::printf("create + destroy, round %d             %8.1f ns\n", round, ns_per_call(pairs, [&] { stream_pair(false); }));
+    std::printf("create + cuStreamGetId + destroy       %8.1f ns\n", ns_per_call(pairs, id_pair));
+    std::printf("create + 1-byte memset + destroy       %8.1f ns\n", ns_per_call(pairs, [&] { used_pair(false); }));
+    std::printf("create + id + 1-byte memset + destroy  %8.1f ns\n", ns_per_call(pairs, [&] { used_pair(true); }));
+    check(synchronize(nullptr), "cuStreamSynchronize");
+  }
   check(destroy(stream), "cuStreamDestroy");
   return 0;
 }
