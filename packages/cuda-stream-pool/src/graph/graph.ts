@@ -240,6 +240,7 @@ export class GraphExec {
   #recordedOn = new Set<bigint>(); // ids of streams recorded as uses of the buffers in #checks
   #borrowed: DeviceBuffer[] = []; // borrowed views in #checks, recorded on every launch on a per-thread stream
   #launchedOn = new Map<bigint, Stream>(); // streams launched on since what #checks holds was last let go
+  #lastStream: Stream | undefined; // the last launch's stream, while #launchedOn holds it and its id is in #recordedOn
   /** The device the graph's work runs on. */
   readonly device: Device;
 
@@ -269,6 +270,7 @@ export class GraphExec {
     this.#checks = [...this.#held];
     for (const buffers of this.#arguments.values()) this.#checks.push(...buffers);
     this.#recordedOn.clear();
+    this.#lastStream = undefined;
     this.#borrowed = this.#checks.filter((object): object is DeviceBuffer => object instanceof DeviceBuffer && object.borrowed);
   }
 
@@ -279,6 +281,7 @@ export class GraphExec {
     const held = this.#checks;
     const streams = [...this.#launchedOn.values()];
     this.#launchedOn.clear();
+    this.#lastStream = undefined;
     if (streams.length === 0 || !held.some((object) => object instanceof PinnedBuffer || isArrayBufferView(object) || types.isArrayBuffer(object))) return;
     // A stream that cannot be awaited any more (destroyed, a lease's wrapper after release) rejects at once: launches
     // on it get no such delay (see Note [graph ownership]).
@@ -308,17 +311,28 @@ export class GraphExec {
   launch(stream: Stream): void {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const ref = this.#use('launch');
-    if (stream.device !== this.device)
+    if (streams.device(stream) !== this.device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the graph runs on device ${this.device.ordinal}.`);
     const target = streamRef(stream, 'graphExec.launch');
     this.#checkAlive();
-    if (!this.#recordedOn.has(stream.id)) {
-      for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
-      this.#recordedOn.add(stream.id);
+    // The stream of the last launch needs no look-up by id: its id is in #recordedOn and #launchedOn until they are
+    // cleared, which forgets it too.
+    if (stream !== this.#lastStream) {
+      const id = stream.id;
+      if (!this.#recordedOn.has(id)) {
+        for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
+        this.#recordedOn.add(id);
+      } else if (streamHandle(stream) === CU_STREAM_PER_THREAD) {
+        for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
+      }
+      const launched = this.#launchedOn.get(id);
+      if (launched === undefined) this.#launchedOn.set(id, stream);
+      // Only the object #launchedOn holds (another view of the same stream, a lease's, may be there), so that
+      // remembering it keeps nothing alive longer.
+      this.#lastStream = launched === undefined || launched === stream ? stream : undefined;
     } else if (streamHandle(stream) === CU_STREAM_PER_THREAD) {
       for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
-    if (!this.#launchedOn.has(stream.id)) this.#launchedOn.set(stream.id, stream);
     native.graphExecLaunch(ref, target);
   }
 

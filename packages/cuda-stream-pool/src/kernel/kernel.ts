@@ -254,7 +254,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
       const streamOption = options.stream;
       const stream = streamOption === undefined ? currentStream(device) : streamOption;
       if (!streams.is(stream)) throw invalidType('options.stream', 'a Stream', stream);
-      if (stream.device !== device)
+      if (streams.device(stream) !== device)
         throw invalidValue('options.stream', `is on device ${stream.device.ordinal}, but kernel "${this.name}" is loaded on device ${device.ordinal}.`);
       const clusterOption = options.cluster;
       const cooperative = options.cooperative;

@@ -237,7 +237,7 @@ export class DeviceBuffer {
   }
 
   #sameDevice(stream: Stream, name: string): void {
-    if (stream.device !== this.device)
+    if (streams.device(stream) !== this.#device)
       throw invalidValue(name, `is on device ${stream.device.ordinal}, but the buffer is on device ${this.device.ordinal}.`);
   }
 

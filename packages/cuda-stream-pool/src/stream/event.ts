@@ -161,7 +161,7 @@ export class Event {
   record(stream: Stream): this {
     if (!streams.is(stream)) throw invalidType('stream', 'a Stream', stream);
     const ref = this.#use('record');
-    if (stream.device !== this.#device)
+    if (streams.device(stream) !== this.#device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.#device.ordinal}.`);
     const target = streams.ref(stream, 'recordEvent');
     operands[0] = ref;

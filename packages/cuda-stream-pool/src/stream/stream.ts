@@ -191,6 +191,7 @@ export class Stream {
       is: (value: unknown): value is Stream => typeof value === 'object' && value !== null && #ref in value,
       ref: (stream, method) => (stream as Stream).#use(method),
       handle: (stream) => (stream as Stream).#facts()[0],
+      device: (stream) => (stream as Stream).#device,
     });
     register(lifetimes, {
       wrap: (ref, device, kind, info, owner) => {
