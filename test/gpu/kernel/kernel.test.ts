@@ -116,6 +116,15 @@ test('a DeviceBuffer argument is asked for its pointer only after every argument
   assert.equal(view.getUint32(8, true), 9);
 });
 
+test('a signature lists at most 8,192 parameter types, as many slots as a launch passes', () => {
+  assert.equal(validateSignature(Array<ParamType>(8192).fill('u32')).length, 8192);
+  assert.throws(() => validateSignature(Array<ParamType>(8193).fill('u32')), {
+    name: 'TypeError',
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: '"signature" lists 8193 parameter types; a kernel takes at most 8192 (the driver passes at most 32,764 bytes of parameters).',
+  });
+});
+
 test('a signature accepts only the seven parameter types', () => {
   assert.deepEqual(validateSignature(['ptr', 'u32']), ['ptr', 'u32']);
   assert.throws(() => validateSignature('ptr'), { code: 'ERR_INVALID_ARG_TYPE', message: /^"signature" must be an array of parameter types/ });

@@ -76,17 +76,10 @@ Napi::Value launch_scratch_get(const Napi::CallbackInfo& info) {
   return scratch(info.Env(), data.launch_array, data.launch_shape, kLaunchSlots, napi_uint32_array);
 }
 
-// argumentScratch(bytes) -> Uint8Array of at least `bytes` bytes (Note [launch scratch]): the environment's, or,
-// when that one is smaller, a new one of the size asked for that replaces it.
+// argumentScratch() -> Uint8Array of kArgumentScratchBytes (Note [launch scratch])
 Napi::Value argument_scratch_get(const Napi::CallbackInfo& info) {
   AddonData& data = AddonData::of(info.Env());
-  const size_t bytes = info[0].As<Napi::Number>().Uint32Value();
-  if (!data.argument_array.IsEmpty() && bytes <= data.argument_bytes) return data.argument_array.Value();
-  auto array = Napi::Uint8Array::New(info.Env(), bytes);
-  data.arguments = array.Data();
-  data.argument_bytes = bytes;
-  data.argument_array = Napi::Persistent(array);
-  return array;
+  return scratch(info.Env(), data.argument_array, data.arguments, kArgumentScratchBytes, napi_uint8_array);
 }
 
 // operandScratch() -> Float64Array
@@ -108,7 +101,7 @@ const Export kHandleExports[] = {
     {"handleCount", "", unordered<handle_count>},
     {"factScratch", "", unordered<fact_scratch>},
     {"launchScratch", "", unordered<launch_scratch_get>},
-    {"argumentScratch", "number", unordered<argument_scratch_get>},
+    {"argumentScratch", "", unordered<argument_scratch_get>},
     {"operandScratch", "", unordered<operand_scratch_get>},
 };
 
@@ -117,11 +110,9 @@ const Export kHandleExports[] = {
 const uint32_t* launch_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).launch_shape, "launch"); }
 
 const uint8_t* launch_arguments(Napi::Env env, size_t bytes) {
-  const AddonData& data = AddonData::of(env);
-  if (bytes == 0) return nullptr;
-  if (data.arguments == nullptr || bytes > data.argument_bytes)
-    throw std::logic_error("the argument scratch holds fewer bytes than the launch names");
-  return data.arguments;
+  const uint8_t* arguments = scratch_bytes(AddonData::of(env).arguments, "argument");
+  if (bytes > kArgumentScratchBytes) throw std::logic_error("a launch named more argument bytes than the scratch holds");
+  return arguments;
 }
 
 uint64_t* fact_scratch(Napi::Env env) { return scratch_bytes(AddonData::of(env).facts, "fact"); }

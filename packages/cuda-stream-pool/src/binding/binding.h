@@ -28,12 +28,11 @@ struct AddonData {
   Napi::Reference<Napi::TypedArrayOf<uint64_t>> fact_array;
   Napi::Reference<Napi::Uint32Array> launch_array;
   Napi::Reference<Napi::Float64Array> operand_array;  // Note [operand scratch]
-  Napi::Reference<Napi::Uint8Array> argument_array;   // Note [launch scratch]; replaced by a larger one when needed
+  Napi::Reference<Napi::TypedArrayOf<uint8_t>> argument_array;  // Note [launch scratch]
   uint64_t* facts = nullptr;
   uint32_t* launch_shape = nullptr;
   double* operands = nullptr;
   uint8_t* arguments = nullptr;
-  size_t argument_bytes = 0;
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it
@@ -56,12 +55,15 @@ uint64_t* fact_scratch(Napi::Env env);
 // and attribute flags; kLaunchSlots 32-bit words) is written by kernel.launch() into a Uint32Array that the addon
 // made for the thread, right before the native call, instead of passed as eleven numbers: reading them through
 // Node-API was about a quarter of a recorded launch (null driver, one CPU: 312 -> 236 ns). Word 11 is the byte count
-// of the argument slots, which JS copies into the thread's argument scratch, a Uint8Array the addon also made
-// (argumentScratch(bytes) replaces it by a larger one when a kernel's slots do not fit): a typed array passed as an
-// argument cost two napi_get_typedarray_info calls, about 400 instructions, a third of the native launch call.
+// of the argument slots, which JS copies into the thread's argument scratch, a Uint8Array of kArgumentScratchBytes
+// that the addon also made: a typed array passed as an argument cost two napi_get_typedarray_info calls, about 400
+// instructions, a third of the native launch call. It holds the slots of any kernel the driver can launch (at most
+// 32,764 bytes of parameters of at least 4 bytes each: 8,191 slots of 8 bytes), and it is never replaced, so that
+// every evaluation of the binding module in the thread writes where the launch reads.
 constexpr size_t kLaunchSlots = 12;
+constexpr size_t kArgumentScratchBytes = 65536;
 const uint32_t* launch_scratch(Napi::Env env);
-// The argument scratch's first `bytes` bytes; a logic_error when it is smaller (JS grows it before it writes).
+// The argument scratch's first `bytes` bytes; a logic_error beyond it (JS refuses such a launch first).
 const uint8_t* launch_arguments(Napi::Env env, size_t bytes);
 
 // Note [operand scratch]: the hottest calls that name several objects (a copy between device and pinned memory: the

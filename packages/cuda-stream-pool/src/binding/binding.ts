@@ -265,7 +265,7 @@ export interface NativeBinding {
   // The thread's scratch arrays, made by the addon on the first call and the same ones after.
   factScratch(): BigUint64Array;
   launchScratch(): Uint32Array;
-  argumentScratch(bytes: number): Uint8Array;
+  argumentScratch(): Uint8Array;
   operandScratch(): Float64Array;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
@@ -393,7 +393,7 @@ function unavailableBinding(reason: string): NativeBinding {
     setErrorFactory: () => {},
     factScratch: () => new BigUint64Array(4),
     launchScratch: () => new Uint32Array(12),
-    argumentScratch: (bytes) => new Uint8Array(bytes),
+    argumentScratch: () => new Uint8Array(65536),
     operandScratch: () => new Float64Array(6),
     handleCount: () => 0,
     completionInit: () => {},
@@ -438,14 +438,9 @@ export const factWords = new Uint32Array(facts.buffer, facts.byteOffset, facts.l
  * before the call, with no JS code of the user's in between. */
 export const launchShape = native.launchScratch();
 
-let argumentSlots = native.argumentScratch(256);
-
-/** The thread's argument scratch, where a launch's argument slots go right before kernelLaunch (Note [launch scratch]
- * in src/binding/binding.h): at least `bytes` long, replaced by a larger one the first time a kernel needs it. */
-export function launchArguments(bytes: number): Uint8Array {
-  if (bytes > argumentSlots.length) argumentSlots = native.argumentScratch(bytes);
-  return argumentSlots;
-}
+/** Where a launch's argument slots go right before kernelLaunch (Note [launch scratch] in src/binding/binding.h): 64 KiB,
+ * the slots of any kernel the driver can launch; the same array for every copy of this module in the thread. */
+export const launchArguments = native.argumentScratch();
 
 /** Operands of the calls that take no arguments (Note [operand scratch] in src/binding/binding.h): written right
  * before the call, with no JS code of the user's in between. */

@@ -269,7 +269,7 @@ export class Kernel<Args extends readonly unknown[] = unknown[]> {
       for (let i = 0; i < 6; i++) launch[i] = shape[i]!;
       launch[6] = shared;
       const slots = this.#packer.bytes;
-      launchArguments(slots.length).set(slots);
+      launchArguments.set(slots);
       launch[11] = slots.length;
       operands[0] = ref;
       operands[1] = streamHandle;

@@ -2,7 +2,12 @@
 // checks of a signature given to Module.getFunction.
 import type { DeviceBuffer } from '../memory/device-buffer.js';
 import type { ManagedBuffer } from '../memory/managed-buffer.js';
+import { KERNEL_ARG_SLOT_BYTES, launchArguments } from '../binding/binding.js';
 import { invalidType, invalidValue } from '../internal/validate.js';
+
+/** The most parameters a signature lists: as many 8-byte slots as the launch's argument scratch holds (8,192), more
+ * than any kernel the driver launches has (at most 32,764 bytes of parameters). */
+const MAX_PARAMETERS = launchArguments.length / KERNEL_ARG_SLOT_BYTES;
 
 /** A kernel parameter type, as the kernel's `extern "C"` signature declares it: `'ptr'` for any pointer
  * (a `DeviceBuffer`, a `ManagedBuffer` or a bigint device address), `'i32'`/`'u32'` for 32-bit integers (`int`, `unsigned int`, and
@@ -28,6 +33,8 @@ export type KernelArguments<S extends readonly ParamType[]> = { -readonly [K in 
 export function validateSignature(signature: unknown): readonly ParamType[] {
   const allowed = PARAM_TYPES.map((t) => `'${t}'`).join(', ');
   if (!Array.isArray(signature)) throw invalidType('signature', `an array of parameter types (${allowed})`, signature);
+  if (signature.length > MAX_PARAMETERS)
+    throw invalidValue('signature', `lists ${signature.length} parameter types; a kernel takes at most ${MAX_PARAMETERS} (the driver passes at most 32,764 bytes of parameters).`);
   signature.forEach((type, i) => {
     if (!PARAM_TYPES.includes(type as ParamType))
       throw invalidValue(`signature[${i}]`, `must be one of ${allowed}; received ${typeof type === 'string' ? JSON.stringify(type) : String(type)}.`);
