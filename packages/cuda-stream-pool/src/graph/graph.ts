@@ -317,22 +317,21 @@ export class GraphExec {
     this.#checkAlive();
     // The stream of the last launch needs no look-up by id: its id is in #recordedOn and #launchedOn until they are
     // cleared, which forgets it too.
+    let recordedAll = false;
     if (stream !== this.#lastStream) {
       const id = stream.id;
       if (!this.#recordedOn.has(id)) {
         for (const object of this.#checks) if (object instanceof DeviceBuffer) recordLaunchUse(object, stream);
         this.#recordedOn.add(id);
-      } else if (streamHandle(stream) === CU_STREAM_PER_THREAD) {
-        for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
+        recordedAll = true;
       }
       const launched = this.#launchedOn.get(id);
       if (launched === undefined) this.#launchedOn.set(id, stream);
       // Only the object #launchedOn holds (another view of the same stream, a lease's, may be there), so that
       // remembering it keeps nothing alive longer.
       this.#lastStream = launched === undefined || launched === stream ? stream : undefined;
-    } else if (streamHandle(stream) === CU_STREAM_PER_THREAD) {
-      for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     }
+    if (!recordedAll && streamHandle(stream) === CU_STREAM_PER_THREAD) for (const buffer of this.#borrowed) recordLaunchUse(buffer, stream);
     native.graphExecLaunch(ref, target);
   }
 

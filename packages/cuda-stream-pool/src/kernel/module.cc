@@ -471,8 +471,8 @@ Napi::Value launch(Napi::Env env, const Borrowed<NativeKernel>& kernel, const Bo
   if (Submitter* submitter = recording_for(env, *stream)) {
     make_current(kernel->module->device);
     check_launch_shape(*kernel, *stream, grid, block, shared, attributes);
-    // The operation takes this call's entries and references. The argument slots are copied: JS reuses its
-    // packing buffer for the next launch.
+    // The operation takes this call's entries and references. The argument slots are copied: the next launch
+    // writes the thread's argument scratch again.
     Held<NativeModule> module(kernel->module, use);
     record_operation(*submitter, Held<NativeStream>(stream.shared(), use_stream),
                      [k = kernel.shared(), m = std::move(module), slots = ArgumentCopy(params, param_bytes),
