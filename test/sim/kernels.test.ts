@@ -72,25 +72,6 @@ test('a launch reads each option once, so a getter runs once and the value check
   });
 });
 
-test('a second evaluation of the binding module in one thread shares its scratch arrays, so launches keep their shape', needsCompiler, async () => {
-  const result = await simulatedJson<{ sameLaunch: boolean; sameArguments: boolean; sameFacts: boolean; filled: number }>(
-    `${load}
-     const url = new URL(import.meta.resolve('cuda-stream-pool'));
-     url.pathname = url.pathname.replace(/index\\.js$/, 'binding/binding.js');
-     const first = await import(url.href);
-     url.search = '?copy=2'; // a bundler's or a test runner's second copy of the module
-     const second = await import(url.href);
-     const stream = Stream.create();
-     const words = DeviceBuffer.alloc(1024 * 4, { stream });
-     stream.fill(words, 0, { elementSize: 4 });
-     tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']).launch({ grid: 4, block: 64, stream }, words, 1, 1024);
-     const filled = (await words.toArray(Uint32Array, { stream })).filter((w) => w === 1).length;
-     console.log(JSON.stringify({ sameLaunch: first.launchShape === second.launchShape, sameArguments: first.launchArguments === second.launchArguments,
-                                  sameFacts: first.facts === second.facts, filled }));`,
-  );
-  assert.deepEqual(result, { sameLaunch: true, sameArguments: true, sameFacts: true, filled: 256 });
-});
-
 test('launch shapes past the device limits are refused at the call, and a shared-memory limit raised through one Kernel holds for another Kernel of the same function', needsCompiler, async () => {
   const result = await simulatedJson<{ refused: string[]; raised: number }>(
     `${load}

@@ -88,6 +88,14 @@ Napi::Value operand_scratch_get(const Napi::CallbackInfo& info) {
   return scratch(info.Env(), data.operand_array, data.operands, kOperandSlots, napi_float64_array);
 }
 
+// threadShared() -> the environment's one plain object for the JS state that every evaluation of the library's
+// modules in this thread must share (the completion engine's waits: the channel is one per environment).
+Napi::Value thread_shared(const Napi::CallbackInfo& info) {
+  AddonData& data = AddonData::of(info.Env());
+  if (data.shared.IsEmpty()) data.shared = Napi::Persistent(Napi::Object::New(info.Env()));
+  return data.shared.Value();
+}
+
 // The bytes of a scratch array that JS made at load (binding.ts asks for both), or a logic_error naming it.
 template <class Element>
 Element* scratch_bytes(Element* bytes, const char* name) {
@@ -103,6 +111,7 @@ const Export kHandleExports[] = {
     {"launchScratch", "", unordered<launch_scratch_get>},
     {"argumentScratch", "", unordered<argument_scratch_get>},
     {"operandScratch", "", unordered<operand_scratch_get>},
+    {"threadShared", "", unordered<thread_shared>},
 };
 
 }  // namespace

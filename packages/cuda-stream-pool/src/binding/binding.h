@@ -33,6 +33,7 @@ struct AddonData {
   uint32_t* launch_shape = nullptr;
   double* operands = nullptr;
   uint8_t* arguments = nullptr;
+  Napi::ObjectReference shared;  // threadShared(): JS state of every copy of the library's modules in this thread
   HandleTable handles;
   // Last, so that it goes first at teardown: what is still recorded is issued while everything else is still here.
   // Deferred mode only: the submission threads, made on first record, each issuing the streams assigned to it

@@ -267,6 +267,9 @@ export interface NativeBinding {
   launchScratch(): Uint32Array;
   argumentScratch(): Uint8Array;
   operandScratch(): Float64Array;
+  // One plain object per thread, the same for every evaluation of the library's modules in it (a bundler's or a test
+  // runner's second copy): JS state that pairs with the addon's per-thread state lives there.
+  threadShared(): Record<string, unknown>;
 
   deviceBufferAlloc(stream: NativeRef, bytes: number, exportable: boolean): NativeRef | -1 | -2;
   deviceBufferExportIpc(buffer: NativeRef): Uint8Array;
@@ -395,6 +398,7 @@ function unavailableBinding(reason: string): NativeBinding {
     launchScratch: () => new Uint32Array(12),
     argumentScratch: () => new Uint8Array(65536),
     operandScratch: () => new Float64Array(6),
+    threadShared: () => ({}),
     handleCount: () => 0,
     completionInit: () => {},
     completionRef: () => {},

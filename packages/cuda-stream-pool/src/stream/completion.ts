@@ -13,10 +13,29 @@ interface Waiter {
   stopAbort: (() => void) | undefined;
 }
 
-const waiters = new Map<number, Waiter>();
-let nextToken = 1;
-// Staged device-to-host copies of this thread that may not have landed yet (see landPending()).
-let landingsPending = 0;
+/** This thread's waits, shared by every evaluation of this module in the thread (a bundler's or a test runner's second
+ * copy of the library): the addon has one completion channel per thread, so one dispatch must settle every copy's
+ * waits, and their tokens must come from one counter. */
+interface CompletionState {
+  waiters: Map<number, Waiter>;
+  nextToken: number;
+  /** Staged device-to-host copies of this thread that may not have landed yet (see landPending()). */
+  landingsPending: number;
+}
+
+const shared = native.threadShared() as { completion?: CompletionState };
+const state: CompletionState = (shared.completion ??= startCompletion());
+const waiters = state.waiters;
+
+function startCompletion(): CompletionState {
+  const fresh: CompletionState = { waiters: new Map(), nextToken: 1, landingsPending: 0 };
+  // Runs on this thread once per batch of finished waits (results: 0, or what failed them, as waitError reads it).
+  native.completionInit((tokens: number[], results: (number | Error)[]) => {
+    fresh.landingsPending = native.completionFlush();
+    for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
+  });
+  return fresh;
+}
 
 /** The CudaError for a failed wait's result, as the native side reports it: a CUresult, or, for a sticky fault of
  * another device whose work the waited work waited on, that CUresult plus (device + 1) * 65536 (`wait_result` in
@@ -38,21 +57,15 @@ function settle(token: number, result: number | unknown): void {
   else waiter.reject(result);
 }
 
-// Runs on this thread once per batch of finished waits (results: 0, or what failed them, as waitError reads it).
-native.completionInit((tokens: number[], results: (number | Error)[]) => {
-  landingsPending = native.completionFlush();
-  for (let i = 0; i < tokens.length; i++) settle(tokens[i]!, results[i]!);
-});
-
 /** Lands every staged device-to-host copy of this thread whose copy is done, so that its bytes are in place before
  * a completion that follows it is reported (a settled wait, or a query that found the work done). @internal */
 export function landPending(): void {
-  if (landingsPending > 0) landingsPending = native.completionFlush();
+  if (state.landingsPending > 0) state.landingsPending = native.completionFlush();
 }
 
 /** Notes a staged device-to-host copy queued by this thread. @internal */
 export function landingQueued(): void {
-  landingsPending++;
+  state.landingsPending++;
 }
 
 /** What a wait is on: the work queued on a stream so far, or an event's recorded work. */
@@ -73,13 +86,13 @@ export function waitFor(
 ): Promise<void> {
   try {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const token = nextToken++;
+    const token = state.nextToken++;
     // After a sticky fault every query returns the sticky error itself.
     const status = kind === 'stream' ? native.streamWait(ref, token) : native.eventStatus(ref);
     if (status < 0) return Promise.reject(capturing ? capturing(-status) : new Error(`cuda-stream-pool internal: capture status ${-status}`));
     if (status === 0) {
       landPending();
-      if (landingsPending === 0) return Promise.resolve();
+      if (state.landingsPending === 0) return Promise.resolve();
       // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
       if (kind === 'stream') native.streamNotify(ref, token);
