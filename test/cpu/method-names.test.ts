@@ -87,6 +87,10 @@ test('messages of calls on destroyed objects name the method called, through the
      owner.free();
      out.copy = caught(() => stream.copy(new Uint8Array(64), view));
      out.toArray = await rejected(Promise.resolve().then(() => view.toArray(Uint8Array, { stream })));
+     out.recordStreamOwner = caught(() => view.recordStream(stream));
+     out.recordStreamStream = caught(() => DeviceBuffer.alloc(64, { stream }).recordStream(dead));
+     out.recordEvent = caught(() => stream.recordEvent(event));
+     out.record = caught(() => Event.create().record(dead));
      const module = await Module.load('.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }');
      const kernel = module.getFunction('k', []);
      out.launch = caught(() => kernel.launch({ grid: 1, block: 1, stream: dead }));
@@ -102,6 +106,10 @@ test('messages of calls on destroyed objects name the method called, through the
   assert.deepEqual(out.waitEvent, ['DestroyedError', 'waitEvent', 'stream.waitEvent(): the Event was destroyed']);
   assert.deepEqual(out.copy, ['DestroyedError', 'copy', 'stream.copy(): the DeviceBuffer was destroyed']);
   assert.deepEqual(out.toArray, ['DestroyedError', 'toArray', 'buffer.toArray(): the DeviceBuffer was destroyed']);
+  assert.deepEqual(out.recordStreamOwner, ['DestroyedError', 'recordStream', 'DeviceBuffer.recordStream(): the DeviceBuffer was destroyed']);
+  assert.deepEqual(out.recordStreamStream, ['DestroyedError', 'recordStream', 'buffer.recordStream(): the Stream was destroyed']);
+  assert.deepEqual(out.recordEvent, ['DestroyedError', 'recordEvent', 'stream.recordEvent(): the Event was destroyed']);
+  assert.deepEqual(out.record, ['DestroyedError', 'record', 'event.record(): the Stream was destroyed']);
   assert.deepEqual(out.launch, ['DestroyedError', 'launch', 'kernel.launch(): the Stream was destroyed']);
   assert.deepEqual(out.proxy, ['TypeError', null, '"options.stream" must be a Stream; received a Proxy (of an object; pass the object itself, not a Proxy of it).']);
   assert.equal(out.available, true);

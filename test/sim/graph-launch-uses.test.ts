@@ -18,8 +18,8 @@ const load = `
   const delay = (stream) => { const b = DeviceBuffer.alloc(64, { stream }); for (let i = 0; i < 10; i++) stream.fill(b, i); b.free(); };
   const faults = async (stream) => { try { await stream.synchronize(); return false; } catch { return true; } };`;
 
-test('a free waits for repeated launches of a graph on one stream, and after update() or setKernelArguments() gave it other buffers', needsCompiler, async () => {
-  const result = await simulatedJson<{ first: boolean; updated: boolean; inPlace: boolean; reargued: boolean }>(
+test('a free waits for repeated launches of a graph on one stream, and after update() or setKernelArguments() gave it other buffers; a freed buffer is refused', needsCompiler, async () => {
+  const result = await simulatedJson<{ first: boolean; updated: boolean; inPlace: boolean; reargued: boolean; refused: string[] }>(
     `${load}
      const [home, busy] = [Stream.create(), Stream.create()];
      const first = DeviceBuffer.alloc(1024 * 4, { stream: home });
@@ -47,11 +47,20 @@ test('a free waits for repeated launches of a graph on one stream, and after upd
      delay(busy);
      other.launch(busy);
      third.free();
-     console.log(JSON.stringify({ first: firstFaulted, updated, inPlace, reargued: await faults(busy) }));
+     const reargued = await faults(busy);
+     let refused;
+     try { other.setKernelArguments(keptGraph.kernelNodes()[0], third, 5, 1024); } catch (error) { refused = [error.name, error.message]; }
+     console.log(JSON.stringify({ first: firstFaulted, updated, inPlace, reargued, refused }));
      other.destroy();`,
     { operationDelayUs: 3000 },
   );
-  assert.deepEqual(result, { first: false, updated: false, inPlace: true, reargued: false });
+  assert.deepEqual(result, {
+    first: false,
+    updated: false,
+    inPlace: true,
+    reargued: false,
+    refused: ['DestroyedError', 'graphExec.setKernelArguments(): the DeviceBuffer was freed'],
+  });
 });
 
 test('a free waits for graph launches made through two lease views of one pool stream', needsCompiler, async () => {

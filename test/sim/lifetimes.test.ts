@@ -99,3 +99,22 @@ test('a Stream.fromHandle() wrapper says it is destroyed once the library stream
   );
   assert.deepEqual(result, { before: [false, false], after: [true, true], own: [true] });
 });
+
+test('a free on a Stream.fromHandle() wrapper whose library stream was destroyed is refused, and the buffer stays usable', needsCompiler, async () => {
+  // The native free would fall back to the allocation stream without a word; the wrapper's other calls throw.
+  const result = await simulatedJson<{ refused: string[]; freedAfter: boolean; deviceBytes: number }>(
+    `import { DeviceBuffer, Stream, cuda } from 'cuda-stream-pool';
+     const home = Stream.create();
+     const lender = Stream.create();
+     const wrapper = Stream.fromHandle(lender.handle);
+     const buffer = DeviceBuffer.alloc(64, { stream: home });
+     lender.destroy();
+     let refused;
+     try { buffer.free({ stream: wrapper }); } catch (error) { refused = [error.name, error.message, String(buffer.freed)]; }
+     home.fill(buffer, 1);
+     buffer.free();
+     await home.synchronize();
+     console.log(JSON.stringify({ refused, freedAfter: buffer.freed, deviceBytes: cuda.liveObjects().deviceBytes }));`,
+  );
+  assert.deepEqual(result, { refused: ['DestroyedError', 'DeviceBuffer.free(): the Stream was destroyed', 'false'], freedAfter: true, deviceBytes: 0 });
+});

@@ -53,6 +53,11 @@ test('a wrong argument count is ERR_INVALID_ARG_VALUE naming the expected count 
     message: '"args" must be 2 argument(s) for kernel "scale" (ptr, f32); received 1.',
   });
   assert.throws(() => packer.pack([0n, 1, 2]), { code: 'ERR_INVALID_ARG_VALUE', message: /received 3\.$/ });
+  const wide = new ArgumentPacker(Array.from({ length: 500 }, (): ParamType => 'u32'), 'wide');
+  assert.throws(() => wide.pack([1]), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: `"args" must be 500 argument(s) for kernel "wide" (${Array(16).fill('u32').join(', ')}, ... 484 more); received 1.`,
+  });
 });
 
 test('a wrong argument type is ERR_INVALID_ARG_TYPE naming its position, type and what was received', () => {
@@ -61,6 +66,9 @@ test('a wrong argument type is ERR_INVALID_ARG_TYPE naming its position, type an
   assert.throws(() => packer.pack([0n, 1n, 1n, 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[1\]" must be an i32 .*received 1n \(bigint\)/ });
   assert.throws(() => packer.pack([0n, 1, '1', 1]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[2\]" must be an i64 \(a bigint or a safe integer\); received "1" \(string\)/ });
   assert.throws(() => packer.pack([0n, 1, 1n, null]), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[3\]" must be an f64 \(a number\); received null/ });
+  const unsigned = new ArgumentPacker(['u64'], 'k');
+  assert.throws(() => unsigned.pack(['1']), { code: 'ERR_INVALID_ARG_TYPE', message: /^"args\[0\]" must be a u64 \(a bigint or a safe integer\); received "1"/ });
+  assert.throws(() => unsigned.pack([-1n]), { code: 'ERR_OUT_OF_RANGE', message: /^"args\[0\]" must be a u64: an integer from 0 to 18446744073709551615; received -1n/ });
 });
 
 test('integer arguments outside their type are ERR_OUT_OF_RANGE, non-integers too', () => {

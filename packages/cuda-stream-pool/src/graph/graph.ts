@@ -393,7 +393,7 @@ export class GraphExec {
     const buffers: DeviceBuffer[] = [];
     const values = args.map((value, i) => {
       if (!(value instanceof DeviceBuffer) || kernel.signature[i] !== 'ptr') return value;
-      if (value.freed) throw new DestroyedError('DeviceBuffer', 'setKernelArguments', 'was freed');
+      if (value.freed) throw new DestroyedError('DeviceBuffer', 'graphExec.setKernelArguments', 'was freed');
       if (value.device !== this.device)
         throw invalidValue(`args[${i}]`, `is a DeviceBuffer on device ${value.device.ordinal}, but the graph runs on device ${this.device.ordinal}.`);
       buffers.push(value);

@@ -13,6 +13,13 @@ const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
 const U64_MAX = 2n ** 64n - 1n;
 
+/** A signature for a message: its first 16 types, then how many more, so that a message about a kernel of hundreds
+ * of parameters stays readable. */
+function listed(signature: readonly ParamType[]): string {
+  if (signature.length <= 16) return signature.join(', ');
+  return `${signature.slice(0, 16).join(', ')}, ... ${signature.length - 16} more`;
+}
+
 /** Packs kernel arguments into one 8-byte slot each, checking each against its parameter type; the slots are
  * reused by every launch of the kernel (cuLaunchKernel copies them before it returns). Two phases, so that nothing
  * is marked used on a stream unless every argument is valid: {@link ArgumentPacker.pack} checks and writes every
@@ -37,7 +44,7 @@ export class ArgumentPacker {
     this.#view = new DataView(this.bytes.buffer);
     this.#pending = new Int32Array(signature.length);
     this.#names = signature.map((_, i) => `args[${i}]`);
-    this.#hint = `Kernel "${kernel}" takes (${signature.join(', ')}).`;
+    this.#hint = `Kernel "${kernel}" takes (${listed(signature)}).`;
   }
 
   /** Checks count, type and range of every argument and writes all but the `DeviceBuffer` pointers.
@@ -46,7 +53,7 @@ export class ArgumentPacker {
   pack(args: readonly unknown[]): void {
     const signature = this.#signature;
     if (args.length !== signature.length)
-      throw invalidValue('args', `must be ${signature.length} argument(s) for kernel "${this.#kernel}" (${signature.join(', ')}); received ${args.length}.`);
+      throw invalidValue('args', `must be ${signature.length} argument(s) for kernel "${this.#kernel}" (${listed(signature)}); received ${args.length}.`);
     const view = this.#view;
     this.#pendingCount = 0;
     for (let i = 0; i < signature.length; i++) {
@@ -79,13 +86,14 @@ export class ArgumentPacker {
         case 'i64':
         case 'u64': {
           const [min, max] = type === 'i64' ? [I64_MIN, I64_MAX] : [0n, U64_MAX];
+          const named = type === 'i64' ? 'an i64' : 'a u64';
           let big: bigint;
           if (typeof value === 'bigint') big = value;
           else if (typeof value === 'number' && Number.isSafeInteger(value)) big = BigInt(value);
           else if (typeof value === 'number')
-            throw outOfRange(`args[${i}]`, `an ${type}: a bigint or a safe integer from ${min} to ${max}`, value, `Pass a bigint for values beyond 2 ** 53. ${this.#hint}`);
-          else throw invalidType(`args[${i}]`, `an ${type} (a bigint or a safe integer)`, value, this.#hint);
-          if (big < min || big > max) throw outOfRange(`args[${i}]`, `an ${type}: an integer from ${min} to ${max}`, value, this.#hint);
+            throw outOfRange(`args[${i}]`, `${named}: a bigint or a safe integer from ${min} to ${max}`, value, `Pass a bigint for values beyond 2 ** 53. ${this.#hint}`);
+          else throw invalidType(`args[${i}]`, `${named} (a bigint or a safe integer)`, value, this.#hint);
+          if (big < min || big > max) throw outOfRange(`args[${i}]`, `${named}: an integer from ${min} to ${max}`, value, this.#hint);
           if (type === 'i64') view.setBigInt64(at, big, true);
           else view.setBigUint64(at, big, true);
           break;

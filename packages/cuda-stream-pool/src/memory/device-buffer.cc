@@ -431,9 +431,9 @@ Napi::Value device_buffer_use(const Napi::CallbackInfo& info) {
   auto stream = unwrap_native<NativeStream>(info[1]);
   const uint32_t use = info[2].As<Napi::Number>().Uint32Value();
   const bool after_work = use == 2;
-  const char* method = use == 1 ? "buffer.recordStream" : "kernel.launch";  // the call a DestroyedError names
-  Use<NativeDeviceBuffer> use_buffer(*buffer, "DeviceBuffer", method);
-  Use<NativeStream> use_stream(*stream, "Stream", method);
+  // The call a DestroyedError names: the buffer's own method, or the call of another object that used it.
+  Use<NativeDeviceBuffer> use_buffer(*buffer, "DeviceBuffer", use == 1 ? "recordStream" : "kernel.launch");
+  Use<NativeStream> use_stream(*stream, "Stream", use == 1 ? "buffer.recordStream" : "kernel.launch");
   make_current(stream->device);
   note_use(*buffer, stream, environment_of(env), after_work);
   return env.Undefined();

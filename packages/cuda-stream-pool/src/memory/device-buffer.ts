@@ -582,6 +582,8 @@ export class DeviceBuffer {
       return;
     }
     const target = stream === undefined ? undefined : streamRef(stream, 'DeviceBuffer.free');
+    // A Stream.fromHandle() wrapper whose lender was destroyed: the native free would quietly take another stream.
+    if (stream?.destroyed) throw new DestroyedError('Stream', 'DeviceBuffer.free');
     this.#freed = 'was freed';
     let refused = 0;
     try {

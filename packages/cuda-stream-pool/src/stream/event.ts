@@ -163,7 +163,7 @@ export class Event {
     const ref = this.#use('record');
     if (streams.device(stream) !== this.#device)
       throw invalidValue('stream', `is on device ${stream.device.ordinal}, but the event is on device ${this.#device.ordinal}.`);
-    const target = streams.ref(stream, 'recordEvent');
+    const target = streams.ref(stream, 'event.record');
     operands[0] = ref;
     operands[1] = target;
     const capturing = native.eventRecord();

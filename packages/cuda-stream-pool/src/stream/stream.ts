@@ -4,7 +4,7 @@ import { CU_STREAM_PER_THREAD, factWords, native, NOT_READY, type NativeRef } fr
 import { adopt, released } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { partitionDeviceOf, partitionIndex, partitionsOf, type DevicePartition } from '../device/partition.js';
-import { CaptureError, DestroyedError } from '../binding/errors.js';
+import { CaptureError, DestroyedError, renameDestroyed } from '../binding/errors.js';
 import { landPending, waitError, waitFor, waitSignal } from './completion.js';
 import { Event, events } from './event.js';
 import { privateState, register, streams } from '../internal/handles.js';
@@ -467,7 +467,11 @@ export class Stream {
     if (event !== undefined && !(event instanceof Event)) throw invalidType('event', 'an Event', event);
     this.#use('recordEvent');
     if (event) {
-      event.record(this);
+      try {
+        event.record(this);
+      } catch (error) {
+        throw renameDestroyed(error, 'stream.recordEvent');
+      }
       return event;
     }
     const created = Event.create({ device: this.device });
