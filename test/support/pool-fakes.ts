@@ -4,6 +4,7 @@ import { native } from '#library/binding/binding.js';
 import assert from 'node:assert/strict';
 
 import { BACKSTOP_MS, PoolCore, type PoolStreams } from '#library/pool/pool-policy.js';
+import type { ViewUse } from '#library/stream/stream.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { poolLayout } from '#library/pool/pool-words.js';
 import { enterScope, inScope } from '#library/stream/scope.js';
@@ -14,7 +15,7 @@ export interface Fake {
   streamIndex: number;
   view: number;
   retired?: string;
-  used?: boolean;
+  used?: ViewUse;
   lease?: object;
 }
 let views = 0;
@@ -42,7 +43,7 @@ export function fakeStreamsFor(size: number, drainHook?: (streamIndex: number) =
       probes.push(streamIndex);
       return idle[streamIndex]!;
     },
-    used: (view) => view.used === true,
+    used: (view) => view.used ?? 'unused',
     scope: enterScope,
     drain: async (streamIndex) => {
       await drainHook?.(streamIndex);

@@ -88,10 +88,15 @@ export interface BatchCopy extends CopyOptions {
   src: CopyOperand;
 }
 
+/** What a lease's stream wrapper was used for (Note [known idle] in pool/pool-policy.ts): `'waited'` means every call
+ * through it came before a wait on it that succeeded, so that the stream was idle once the wait ended, apart from work
+ * queued another way. @internal */
+export type ViewUse = 'unused' | 'waited' | 'pending';
+
 // A stream's lifetime, for the pool files: wrapping a pool stream's ref, whether a wrapper was used, retiring it.
 const lifetimes = privateState<{
   wrap(ref: NativeRef, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream;
-  used(stream: Stream): boolean;
+  used(stream: Stream): ViewUse;
   retire(stream: Stream, why: string): void;
 }>('Stream', ['wrap', 'used', 'retire']);
 
@@ -121,7 +126,10 @@ export class Stream {
   /** Borrowed, from `Stream.fromHandle()` of a stream this library owns: its lender can be destroyed under it. */
   #lent = false;
   #retired: string | undefined;
-  #used = false; // anything called through this wrapper (Note [known idle] in pool/pool-policy.ts)
+  // Calls made through this wrapper, and how many of them came before the last wait on it that succeeded: a lease
+  // whose calls were all waited on leaves its pool stream known idle (Note [known idle] in pool/pool-policy.ts).
+  #uses = 0;
+  #waitedUses = 0;
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.
@@ -199,7 +207,7 @@ export class Stream {
         stream.#owner = owner;
         return stream;
       },
-      used: (stream) => stream.#used,
+      used: (stream) => (stream.#uses === 0 ? 'unused' : stream.#uses === stream.#waitedUses ? 'waited' : 'pending'),
       retire: (stream, why) => {
         if (stream.#retired === undefined) abandonCapture(stream.#ref);
         stream.#retired ??= why;
@@ -210,7 +218,7 @@ export class Stream {
 
   #use(method: string): NativeRef {
     if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
-    this.#used = true;
+    this.#uses++;
     return this.#ref;
   }
 
@@ -274,6 +282,7 @@ export class Stream {
     const status = native.streamStatus(ref);
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
+      this.#waitedUses = this.#uses;
       return true;
     }
     if (status === NOT_READY) return false;
@@ -300,6 +309,7 @@ export class Stream {
     } catch (error) {
       return Promise.reject(error);
     }
+    const uses = this.#uses;
     return waitFor(
       'stream',
       ref,
@@ -307,6 +317,8 @@ export class Stream {
       () => `device ${this.device.ordinal}, stream ${this.id}`,
       signal,
       (status) => captureRefusal(status, this.id, 'stream.synchronize()'),
+      // Only a lease's wrapper tells its pool what its waits covered.
+      this.#kind === 'lease' ? () => void (this.#waitedUses = Math.max(this.#waitedUses, uses)) : undefined,
     );
   }
 
@@ -323,6 +335,7 @@ export class Stream {
     const status = native.streamSynchronize(ref);
     if (status !== 0) throw waitError(status, 'cuStreamSynchronize', `device ${this.device.ordinal}, stream ${this.id}`);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
+    this.#waitedUses = this.#uses;
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks
@@ -614,8 +627,9 @@ export function streamHandle(stream: Stream): bigint {
   return streams.handle(stream);
 }
 
-/** True once any method was called through this wrapper (it may have queued work). @internal */
-export function wasUsed(stream: Stream): boolean {
+/** What was called through this wrapper: nothing, only calls a later successful wait covered, or calls after the last
+ * such wait (it may have queued work still pending). @internal */
+export function wasUsed(stream: Stream): ViewUse {
   return lifetimes.used(stream);
 }
 
