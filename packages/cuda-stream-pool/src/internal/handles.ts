@@ -59,8 +59,16 @@ export const streams = privateState<Handles<StreamFacts> & { handle(stream: Stre
 });
 
 /** Device buffers' handles, registered by memory/device-buffer.ts; `offset` is where a buffer's bytes start in its
- * allocation's ref (0, or a subarray's offset). @internal */
-export const deviceBuffers = privateState<Handles<DeviceMemory> & { offset(buffer: DeviceMemory): number; pitch(buffer: DeviceMemory): number | undefined }>('DeviceBuffer', ['ref', 'offset', 'pitch'], { is: (_value: unknown): _value is DeviceMemory => false });
+ * allocation's ref (0, or a subarray's offset); `device` and `byteLength` read what the public getters do, without
+ * their receiver check, for a value `is` accepted (copies read them per call). @internal */
+export const deviceBuffers = privateState<
+  Handles<DeviceMemory> & {
+    offset(buffer: DeviceMemory): number;
+    pitch(buffer: DeviceMemory): number | undefined;
+    device(buffer: DeviceMemory): Device;
+    byteLength(buffer: DeviceMemory): number;
+  }
+>('DeviceBuffer', ['ref', 'offset', 'pitch', 'device', 'byteLength'], { is: (_value: unknown): _value is DeviceMemory => false });
 
 /** Managed buffers' handles, registered by memory/managed-buffer.ts. @internal */
 export const managedBuffers = privateState<Handles<DeviceMemory>>('ManagedBuffer', ['ref'], { is: (_value: unknown): _value is DeviceMemory => false });

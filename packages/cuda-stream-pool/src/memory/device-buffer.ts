@@ -215,6 +215,8 @@ export class DeviceBuffer {
       ref: (buffer, method) => (buffer as DeviceBuffer).#use(method),
       offset: (buffer) => (buffer as DeviceBuffer).#offset,
       pitch: (buffer) => (buffer as DeviceBuffer).#pitch,
+      device: (buffer) => (buffer as DeviceBuffer).#device,
+      byteLength: (buffer) => (buffer as DeviceBuffer).#byteLength,
     });
   }
 

@@ -77,9 +77,9 @@ interface PinnedRecord {
 const records = new WeakMap<ArrayBufferLike, PinnedRecord>();
 const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new (...args: never[]) => ArrayBufferView;
 
-/** The pinned record behind a PinnedBuffer, and the brand check (true only for an object the class made; it runs no
- * Proxy trap), for stream/copy.ts. @internal */
-export const pinnedBuffers = privateState<{ is(value: unknown): value is PinnedBuffer; record(pinned: PinnedBuffer): PinnedRecord }>('PinnedBuffer', ['is', 'record'], {
+/** The pinned record behind a PinnedBuffer, the brand check (true only for an object the class made; it runs no
+ * Proxy trap), and its size without the public getter's receiver check, for stream/copy.ts. @internal */
+export const pinnedBuffers = privateState<{ is(value: unknown): value is PinnedBuffer; record(pinned: PinnedBuffer): PinnedRecord; byteLength(pinned: PinnedBuffer): number }>('PinnedBuffer', ['is', 'record', 'byteLength'], {
   is: (_value: unknown): _value is PinnedBuffer => false,
 });
 
@@ -129,6 +129,7 @@ export class PinnedBuffer {
     register(pinnedBuffers, {
       is: (value: unknown): value is PinnedBuffer => typeof value === 'object' && value !== null && #record in value,
       record: (pinned) => pinned.#record,
+      byteLength: (pinned) => pinned.#byteLength,
     });
   }
 

@@ -287,8 +287,9 @@ function pinnedCopy(stream: StreamFacts, request: CopyRequest, call: string): bo
   if (!toDevice && !(pinnedBuffers.is(dst) && deviceBuffers.is(src))) return false;
   const pinned = (toDevice ? src : dst) as PinnedBuffer;
   const device = (toDevice ? dst : src) as DeviceMemory;
-  if (!(pinned instanceof PinnedBuffer) || device.device !== stream.device) return false;
-  const sourceLength = (src as PinnedBuffer | DeviceMemory).byteLength, destinationLength = (dst as PinnedBuffer | DeviceMemory).byteLength;
+  if (!(pinned instanceof PinnedBuffer) || deviceBuffers.device(device) !== streams.device(stream)) return false;
+  const pinnedLength = pinnedBuffers.byteLength(pinned), deviceLength = deviceBuffers.byteLength(device);
+  const sourceLength = toDevice ? pinnedLength : deviceLength, destinationLength = toDevice ? deviceLength : pinnedLength;
   if (!within(request.srcOffset, sourceLength) || !within(request.dstOffset, destinationLength)) return false;
   const srcOffset = (request.srcOffset as number | undefined) ?? 0, dstOffset = (request.dstOffset as number | undefined) ?? 0;
   if (!within(request.byteLength, Math.min(sourceLength - srcOffset, destinationLength - dstOffset))) return false;
@@ -616,16 +617,17 @@ export function fillOnStream(stream: StreamFacts, dst: unknown, value: unknown, 
     bits = value;
   }
   const ref = deviceBuffers.ref(dst, 'stream.fill');
-  if (dst.device !== stream.device)
+  if (deviceBuffers.device(dst) !== streams.device(stream))
     throw invalidValue('dst', `is a DeviceBuffer on device ${dst.device.ordinal}, but the stream is on device ${stream.device.ordinal}.`);
-  const offset = checkOffset(o.offset, -1, 'offset', dst.byteLength, 'the buffer');
+  const length = deviceBuffers.byteLength(dst);
+  const offset = checkOffset(o.offset, -1, 'offset', length, 'the buffer');
   if (offset % elementSize !== 0)
-    throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${dst.byteLength}`, offset);
+    throw outOfRange('options.offset', `a multiple of ${elementSize} ("options.elementSize") from 0 to ${length}`, offset);
   const viewOffset = deviceBuffers.offset(dst);
   if (viewOffset % elementSize !== 0)
     throw invalidValue('dst', `is a subarray starting ${viewOffset} bytes into its buffer, which is not a multiple of the ${elementSize}-byte elements.`);
-  const room = dst.byteLength - offset;
-  const byteLength = checkByteLength(o.byteLength, room, -1, 'buffer', dst.byteLength, 'offset', offset);
+  const room = length - offset;
+  const byteLength = checkByteLength(o.byteLength, room, -1, 'buffer', length, 'offset', offset);
   if (byteLength % elementSize !== 0)
     throw outOfRange('options.byteLength', `a multiple of ${elementSize} ("options.elementSize")`, byteLength, o.byteLength === undefined ? `It defaulted to the rest of the buffer from "options.offset" ${offset}.` : '');
   const sb = streams.ref(stream, 'stream.fill');
