@@ -31,6 +31,22 @@ test('fill_u32 fills n words of a grid that covers them, and fma_steps applies f
   assert.deepEqual(result, { filled: [7, 0], fma: [1] });
 });
 
+test('a buffer whose address is above 4 GiB, and a subarray of it, reach the kernel at their own addresses', needsCompiler, async () => {
+  // The simulator maps large allocations high, as a GPU's addresses are: both 32-bit halves of the argument count.
+  const result = await simulatedJson<{ high: boolean; words: number[] }>(
+    `${load}
+     const stream = Stream.create();
+     const buffer = DeviceBuffer.alloc(8 << 20, { stream });
+     stream.fill(buffer, 0);
+     const fill = tests.getFunction('fill_u32', ['ptr', 'u32', 'u32']);
+     fill.launch({ grid: 1, block: 32, stream }, buffer.subarray(16), 9, 2);
+     fill.launch({ grid: 1, block: 32, stream }, buffer, 5, 1);
+     const words = [...(await buffer.toArray(Uint32Array, { stream })).subarray(0, 8)];
+     console.log(JSON.stringify({ high: buffer.ptr >= 2n ** 32n, words }));`,
+  );
+  assert.deepEqual(result, { high: true, words: [5, 0, 0, 0, 9, 9, 0, 0] });
+});
+
 test('a launch made from a getter of another launch of the same kernel leaves the outer launch its own shape', needsCompiler, async () => {
   const result = await simulatedJson<{ outer: number; inner: number; outerArray: number; innerArray: number }>(
     `${load}

@@ -19,11 +19,12 @@ import { gpu, gpuNotSimulated, testKernels } from '../../support/gpu.js';
 
 const fakeStream = {} as Stream;
 
-/** A stand-in for a DeviceBuffer: hands out `ptr` and counts how often it was asked (a use on a stream). */
-function fakeBuffer(ptr: bigint) {
+/** A stand-in for a DeviceBuffer: hands out `ptr` (a bigint, or a number as a buffer that knows its address as one
+ * does) and counts how often it was asked (a use on a stream). */
+function fakeBuffer(ptr: bigint | number) {
   const buffer = {
     asked: 0,
-    [asKernelPointer](_stream: Stream): bigint {
+    [asKernelPointer](_stream: Stream): bigint | number {
       buffer.asked++;
       return ptr;
     },
@@ -108,6 +109,17 @@ test('every in-range value is packed little-endian into its 8-byte slot exactly'
       },
     ),
   );
+});
+
+test('a pointer handed out as a number fills its slot with the same 8 bytes as the bigint', () => {
+  const packer = new ArgumentPacker(['ptr', 'u32', 'ptr', 'ptr'], 'k');
+  const addresses = [0x7f12_3456_789an, 2n ** 53n - 1n, 0xffff_ffffn];
+  const args = [fakeBuffer(Number(addresses[0])), 3, fakeBuffer(Number(addresses[1])), fakeBuffer(addresses[2]!)];
+  packer.pack(args);
+  packer.bindPointers(args, fakeStream);
+  const view = new DataView(packer.bytes.buffer);
+  assert.deepEqual([view.getBigUint64(0, true), view.getBigUint64(16, true), view.getBigUint64(24, true)], addresses);
+  assert.equal(view.getUint32(8, true), 3);
 });
 
 test('a DeviceBuffer argument is asked for its pointer only after every argument passed its check', () => {

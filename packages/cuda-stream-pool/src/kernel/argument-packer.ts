@@ -115,7 +115,14 @@ export class ArgumentPacker {
   bindPointers(args: readonly unknown[], stream: Stream): void {
     for (let k = 0; k < this.#pendingCount; k++) {
       const i = this.#pending[k]!;
-      this.#view.setBigUint64(KERNEL_ARG_SLOT_BYTES * i, (args[i] as KernelPointer)[asKernelPointer](stream), true);
+      const pointer = (args[i] as KernelPointer)[asKernelPointer](stream);
+      const at = KERNEL_ARG_SLOT_BYTES * i;
+      if (typeof pointer === 'bigint') this.#view.setBigUint64(at, pointer, true);
+      else {
+        const low = pointer >>> 0; // exact: the pointer is an integer below 2 ** 53
+        this.#view.setUint32(at, low, true);
+        this.#view.setUint32(at + 4, (pointer - low) / 4294967296, true);
+      }
     }
     this.#pendingCount = 0;
   }

@@ -368,6 +368,7 @@ Napi::Value device_buffer_alloc(const Napi::CallbackInfo& info) {
     discard_device_buffer(*object);
     check(r, call, device, [&] { return std::string(where(*stream) + ", " + std::to_string(bytes) + " bytes requested"); });
   }
+  fact_scratch(env)[0] = static_cast<uint64_t>(object->ptr);  // for kernel arguments, without a BigInt
   return wrap_device_buffer(env, std::move(object));
 }
 

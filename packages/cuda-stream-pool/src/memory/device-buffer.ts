@@ -1,6 +1,6 @@
 // Device memory allocated in stream order from the device's default memory pool, safe across streams: uses on other
 // streams delay the free (Note [buffer uses] in memory/device-buffer.cc).
-import { CU_STREAM_PER_THREAD, facts, native, type NativeRef } from '../binding/binding.js';
+import { CU_STREAM_PER_THREAD, facts, factWords, native, type NativeRef } from '../binding/binding.js';
 import { adopt, released, releaseRef } from '../binding/native-ref-lifetime.js';
 import { Device, resolveDevice } from '../device/device.js';
 import { DestroyedError, renameDestroyed, type CaptureError } from '../binding/errors.js';
@@ -177,6 +177,10 @@ export class DeviceBuffer {
   // non-writable properties on each one cost more than the allocation's native call.
   readonly #byteLength: number;
   #ptr: bigint | undefined; // read from the ref on first use: most buffers never need it as a bigint
+  // The address as a number, for kernel arguments, where the allocation reported it (NaN elsewhere): a launch writes
+  // it into its argument slot as two 32-bit words, without the BigInt that reading `ptr` makes. Device addresses
+  // are below 2 ** 49; a larger one stays NaN and takes the bigint path.
+  #address = NaN;
   readonly #device: Device;
   #pitch: number | undefined;
   #usedOn: WeakSet<Stream> | undefined; // streams whose use of the buffer its kernel launches noted ([asKernelPointer])
@@ -191,7 +195,9 @@ export class DeviceBuffer {
   }
   /** The device address (`CUdeviceptr`) as a bigint; valid until the memory is freed (still readable after). */
   get ptr(): bigint {
-    return (this.#ptr ??= this.#parent ? this.#parent.ptr + BigInt(this.#offset) : native.deviceBufferPointer(this.#ref));
+    if (this.#ptr !== undefined) return this.#ptr;
+    const address = this.#address;
+    return (this.#ptr = address >= 0 ? BigInt(address) : this.#parent ? this.#parent.ptr + BigInt(this.#offset) : native.deviceBufferPointer(this.#ref));
   }
   /** The device that holds the memory. */
   get device(): Device {
@@ -281,7 +287,9 @@ export class DeviceBuffer {
     const refused = DeviceBuffer.#refusal(result);
     if (refused !== 0) throw captureRefusal(refused, stream.id, 'DeviceBuffer.alloc()');
     const ref = result as NativeRef;
-    const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, stream.device, stream, false);
+    const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, streams.device(stream), stream, false);
+    const high = factWords[1]!; // the address the allocation left in the fact scratch
+    if (high < 0x200000) buffer.#address = high * 4294967296 + factWords[0]!;
     if (exportable) buffer.#origin = 'exportable';
     adopt(buffer, ref);
     return buffer;
@@ -468,6 +476,7 @@ export class DeviceBuffer {
     const view = new DeviceBuffer(internalConstruction, this.#ref, length, undefined, this.#device, this.#stream, this.#borrowed);
     view.#parent = parent;
     view.#offset = this.#offset + first;
+    view.#address = this.#address + first;
     return view;
   }
 
@@ -540,7 +549,7 @@ export class DeviceBuffer {
   }
 
   /** The pointer for a 'ptr' kernel argument; records the use on `stream`. @internal */
-  [asKernelPointer](stream: Stream): bigint {
+  [asKernelPointer](stream: Stream): number | bigint {
     this.#use('kernel.launch');
     this.#sameDevice(stream, 'options.stream');
     const ref = streamRef(stream, 'kernel.launch');
@@ -555,7 +564,8 @@ export class DeviceBuffer {
       if (!this.#borrowed) (this.#usedOn ??= new WeakSet()).add(stream);
     }
     noteCaptured(ref, this);
-    return this.ptr;
+    const address = this.#address;
+    return address >= 0 ? address : this.ptr;
   }
 
   /** Frees the memory in stream order on `options.stream` (default: `buffer.stream`) and returns at once: the memory
