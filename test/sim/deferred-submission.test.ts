@@ -524,7 +524,9 @@ test('deferred: device.synchronize() rejects with a failure of recorded work onl
        rounds.push(settled + ' ' + oa.view(Uint32Array)[0] + ' ' + oc.view(Uint32Array)[0]);
      }
      console.log(JSON.stringify({ rounds }));`,
-    deferred({ fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 2000 }),
+    // One submission thread, so that stream a's launch is the first issued: with two, the threads of a and c race
+    // for the first cuLaunchKernel, which the rule fails.
+    deferred({ fail: 'cuLaunchKernel@any:1=CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES', operationDelayUs: 2000, env: { CUDA_STREAM_POOL_SUBMISSION_THREADS: '1' } }),
   );
   assert.deepEqual(result.rounds, ['cuLaunchKernel 170 1', 'resolved 2 2', 'resolved 3 3']);
 });
