@@ -32,7 +32,7 @@ function member(device: number, size: number): Member & { core: PoolCore<Fake> }
     leaseView: (streamIndex) => fake(device, streamIndex),
     retire: () => {},
     isIdle: () => true,
-    used: () => 'unused',
+    used: () => false,
     scope: enterScope,
     drain: async () => {},
   };

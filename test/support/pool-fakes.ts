@@ -4,7 +4,6 @@ import { native } from '#library/binding/binding.js';
 import assert from 'node:assert/strict';
 
 import { BACKSTOP_MS, PoolCore, type PoolStreams } from '#library/pool/pool-policy.js';
-import type { ViewUse } from '#library/stream/stream.js';
 import type { StreamLease } from '#library/pool/stream-lease.js';
 import { poolLayout } from '#library/pool/pool-words.js';
 import { enterScope, inScope } from '#library/stream/scope.js';
@@ -15,7 +14,7 @@ export interface Fake {
   streamIndex: number;
   view: number;
   retired?: string;
-  used?: ViewUse;
+  used?: boolean;
   lease?: object;
 }
 let views = 0;
@@ -43,7 +42,7 @@ export function fakeStreamsFor(size: number, drainHook?: (streamIndex: number) =
       probes.push(streamIndex);
       return idle[streamIndex]!;
     },
-    used: (view) => view.used ?? 'unused',
+    used: (view) => view.used === true,
     scope: enterScope,
     drain: async (streamIndex) => {
       await drainHook?.(streamIndex);

@@ -41,7 +41,7 @@ const poolStreams: PoolStreams<Fake> = {
     view.retired ??= why;
   },
   isIdle: () => true,
-  used: () => 'pending',
+  used: () => true,
   scope: (view, fn) => fn(view),
   drain: async () => {},
 };

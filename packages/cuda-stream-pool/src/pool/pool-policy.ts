@@ -30,7 +30,6 @@ import {
   type PoolLayout,
 } from './pool-words.js';
 import { leases, type LeaseOwner, type StreamLease } from './stream-lease.js';
-import type { ViewUse } from '../stream/stream.js';
 
 /** Free streams whose idleness is asked (cuStreamQuery) before one is taken: bounds what a lease costs. */
 const IDLE_PROBES = 4;
@@ -53,9 +52,8 @@ export interface PoolStreams<S> {
   retire(view: S, why: string): void;
   /** True when the stream at that index has no queued work (cuStreamQuery); a throw counts as busy. */
   isIdle(streamIndex: number): boolean;
-  /** What was done through `view` (a lease's wrapper): nothing; calls, all followed by a wait that found everything
-   * queued on the stream so far done (`'waited'`: the stream was idle then); or calls after the last such wait. */
-  used(view: S): ViewUse;
+  /** True when anything was done through `view` (a lease's wrapper): work may have been queued. */
+  used(view: S): boolean;
   /** Runs `fn(view)` with `view` as the current stream (enterScope: a fake view is no Stream). */
   scope<T>(view: S, fn: (stream: S) => T): T;
   /** Resolves when the queued work of the stream at that index is done (close()). */
@@ -229,9 +227,6 @@ export class PoolCore<S> implements LeaseOwner<S> {
   readonly #budgetIndex: number;
   /** The budget of this thread's lease on each stream (bytes), 0 for none. */
   readonly #budgets: number[];
-  /** NEXT and the stream's explicit count when this thread's lease on each stream was granted (Note [known idle]). */
-  readonly #grantedNext: Uint32Array;
-  readonly #grantedExplicit: Uint32Array;
   /** The stream this thread's first waiter holds while it waits for its memory budget; -1 when none. */
   #parked = -1;
   /** The waiter the parked stream is kept for. */
@@ -258,8 +253,6 @@ export class PoolCore<S> implements LeaseOwner<S> {
     this.#memory = new BigInt64Array(words.buffer, words.byteOffset, words.length >> 1);
     this.#budgetIndex = this.#layout.budgetBase >> 1;
     this.#budgets = new Array<number>(size).fill(0);
-    this.#grantedNext = new Uint32Array(size);
-    this.#grantedExplicit = new Uint32Array(size);
     if (memoryLimitBytes !== undefined) Atomics.compareExchange(this.#memory, MEMORY_LIMIT_INDEX, 0n, BigInt(memoryLimitBytes));
   }
 
@@ -583,13 +576,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
   /** Called by StreamLease.release(); `view` is undefined when the lease's stream was never read. @internal */
   end(lease: StreamLease<S>, streamIndex: number, view: S | undefined): void {
     if (view !== undefined) {
-      const use = this.#poolStreams.used(view);
-      if (use === 'pending') Atomics.store(this.#u32, this.#layout.idleAtBase + streamIndex, UNKNOWN_IDLE);
-      else if (use === 'waited') {
-        // Idle since the lease's wait, unless getStream() handed the stream out after the grant (Note [known idle]).
-        Atomics.store(this.#u32, this.#layout.idleExplicitBase + streamIndex, this.#grantedExplicit[streamIndex]!);
-        Atomics.store(this.#u32, this.#layout.idleAtBase + streamIndex, this.#grantedNext[streamIndex]!);
-      }
+      if (this.#poolStreams.used(view)) Atomics.store(this.#u32, this.#layout.idleAtBase + streamIndex, UNKNOWN_IDLE);
       // A lease ended by its pool's end says so: its holder released nothing.
       this.#poolStreams.retire(view, this.#detached === undefined ? 'belongs to a StreamLease that was released' : `belongs to a StreamPool that ${this.#detached}`);
     }
@@ -713,11 +700,7 @@ export class PoolCore<S> implements LeaseOwner<S> {
    * until something may have queued work on it: a lease whose wrapper was used (end() forgets it), getStream()
    * handing it out round-robin (NEXT passed a value n ≡ streamIndex mod size since idleAt), or getStream(index) (its
    * explicit count changed). Work queued through `stream.handle` by another library is not seen: preferring idle
-   * streams is a preference, never a guarantee.
-   * A lease that used its wrapper but ended with a wait on it that succeeded after its last call (the usual task:
-   * queue, `await stream.synchronize()`, release) leaves the stream known idle, as of its grant: the wait covered all
-   * work queued on the stream before it, by anyone, and what getStream() may have queued since the grant is told by
-   * NEXT and the explicit count as they were at the grant. So the next lease asks the driver nothing. */
+   * streams is a preference, never a guarantee. */
   #knownIdle(streamIndex: number): boolean {
     // Plain reads: a stale value only changes which free stream is preferred (Note [lean leases]).
     const l = this.#layout;
@@ -778,9 +761,6 @@ export class PoolCore<S> implements LeaseOwner<S> {
     counts[at] = counts[at]! + 1;
     const lease = leases.make(this, streamIndex, bytes);
     this.#budgets[streamIndex] = bytes;
-    // Plain reads: a stale value is an earlier one, which only widens what end() must assume was handed out.
-    this.#grantedNext[streamIndex] = counts[NEXT]!;
-    this.#grantedExplicit[streamIndex] = counts[this.#layout.explicitBase + streamIndex]!;
     this.#young[streamIndex] = lease;
     this.#heldCount++;
     if (this.#promotion === undefined) {

@@ -8,8 +8,6 @@ import { validateOptions, validateSignal } from '../internal/validate.js';
 interface Waiter {
   call: string;
   detail: () => string;
-  /** Runs when the wait succeeds, right before the promise resolves. */
-  succeeded: (() => void) | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
   stopAbort: (() => void) | undefined;
@@ -54,10 +52,7 @@ function settle(token: number, result: number | unknown): void {
   waiters.delete(token);
   waiter.stopAbort?.();
   if (waiters.size === 0) native.completionUnref();
-  if (result === 0) {
-    waiter.succeeded?.();
-    waiter.resolve();
-  }
+  if (result === 0) waiter.resolve();
   else if (typeof result === 'number') waiter.reject(waitError(result, waiter.call, waiter.detail()));
   else waiter.reject(result);
 }
@@ -79,8 +74,8 @@ type WaitKind = 'stream' | 'event';
 /** Resolves once the work of `ref` (a stream or event ref, per `kind`) is done; rejects with the CudaError naming
  * `call` and `describe()` if it failed, with `capturing(status)` when the stream is capturing a graph (1 active, 2
  * invalidated), or with `signal.reason` on abort. Settles at once when the work is already done (no marker, no
- * thread hop). A stream's wait starts with one native call (streamWait: capture check, query, marker). `succeeded`
- * runs when the wait succeeds, before the promise resolves. Never throws: every failure rejects. */
+ * thread hop). A stream's wait starts with one native call (streamWait: capture check, query, marker). Never throws:
+ * every failure rejects. */
 export function waitFor(
   kind: WaitKind,
   ref: NativeRef,
@@ -88,7 +83,6 @@ export function waitFor(
   describe: () => string,
   signal?: AbortSignal,
   capturing?: (status: number) => Error,
-  succeeded?: () => void,
 ): Promise<void> {
   try {
     if (signal?.aborted) return Promise.reject(signal.reason);
@@ -98,10 +92,7 @@ export function waitFor(
     if (status < 0) return Promise.reject(capturing ? capturing(-status) : new Error(`cuda-stream-pool internal: capture status ${-status}`));
     if (status === 0) {
       landPending();
-      if (state.landingsPending === 0) {
-        succeeded?.();
-        return Promise.resolve();
-      }
+      if (state.landingsPending === 0) return Promise.resolve();
       // A staged copy of this thread that could not be landed yet (its marker not seen done) may be on this stream:
       // then the wait goes through the engine, whose delivery lands copies before it settles waits.
       if (kind === 'stream') native.streamNotify(ref, token);
@@ -109,7 +100,7 @@ export function waitFor(
     } else if (status !== NOT_READY) return Promise.reject(waitError(status, call, describe()));
     else if (kind === 'event') native.eventNotify(ref, token);
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { call, detail: describe, succeeded, resolve, reject, stopAbort: undefined };
+      const waiter: Waiter = { call, detail: describe, resolve, reject, stopAbort: undefined };
       if (signal) waiter.stopAbort = whenAborted(signal, () => settle(token, signal.reason));
       if (waiters.size === 0) native.completionRef(); // keeps the process alive exactly while something is pending
       waiters.set(token, waiter);

@@ -88,15 +88,10 @@ export interface BatchCopy extends CopyOptions {
   src: CopyOperand;
 }
 
-/** What a lease's stream wrapper was used for (Note [known idle] in pool/pool-policy.ts): `'waited'` means every call
- * through it came before a wait on it that succeeded, so that the stream was idle once the wait ended, apart from work
- * queued another way. @internal */
-export type ViewUse = 'unused' | 'waited' | 'pending';
-
 // A stream's lifetime, for the pool files: wrapping a pool stream's ref, whether a wrapper was used, retiring it.
 const lifetimes = privateState<{
   wrap(ref: NativeRef, device: Device, kind: Kind, info?: StreamInfo, owner?: object): Stream;
-  used(stream: Stream): ViewUse;
+  used(stream: Stream): boolean;
   retire(stream: Stream, why: string): void;
 }>('Stream', ['wrap', 'used', 'retire']);
 
@@ -126,10 +121,7 @@ export class Stream {
   /** Borrowed, from `Stream.fromHandle()` of a stream this library owns: its lender can be destroyed under it. */
   #lent = false;
   #retired: string | undefined;
-  // Calls made through this wrapper, and how many of them came before the last wait on it that succeeded: a lease
-  // whose calls were all waited on leaves its pool stream known idle (Note [known idle] in pool/pool-policy.ts).
-  #uses = 0;
-  #waitedUses = 0;
+  #used = false; // anything called through this wrapper (Note [known idle] in pool/pool-policy.ts)
   #owner: object | undefined; // what must outlive this wrapper (a pool stream keeps its StreamPool alive)
   // Getters over private fields, not writable fields: leases make a Stream each, and defining four non-writable
   // properties per construction would cost more than the getters.
@@ -207,7 +199,7 @@ export class Stream {
         stream.#owner = owner;
         return stream;
       },
-      used: (stream) => (stream.#uses === 0 ? 'unused' : stream.#uses === stream.#waitedUses ? 'waited' : 'pending'),
+      used: (stream) => stream.#used,
       retire: (stream, why) => {
         if (stream.#retired === undefined) abandonCapture(stream.#ref);
         stream.#retired ??= why;
@@ -218,7 +210,7 @@ export class Stream {
 
   #use(method: string): NativeRef {
     if (this.#retired !== undefined) throw new DestroyedError('Stream', method, this.#retired);
-    this.#uses++;
+    this.#used = true;
     return this.#ref;
   }
 
@@ -282,7 +274,6 @@ export class Stream {
     const status = native.streamStatus(ref);
     if (status === 0) {
       landPending(); // a copy into a JS array queued before lands before the work is reported done
-      this.#waitedUses = this.#uses;
       return true;
     }
     if (status === NOT_READY) return false;
@@ -309,7 +300,6 @@ export class Stream {
     } catch (error) {
       return Promise.reject(error);
     }
-    const uses = this.#uses;
     return waitFor(
       'stream',
       ref,
@@ -317,8 +307,6 @@ export class Stream {
       () => `device ${this.device.ordinal}, stream ${this.id}`,
       signal,
       (status) => captureRefusal(status, this.id, 'stream.synchronize()'),
-      // Only a lease's wrapper tells its pool what its waits covered.
-      this.#kind === 'lease' ? () => void (this.#waitedUses = Math.max(this.#waitedUses, uses)) : undefined,
     );
   }
 
@@ -335,7 +323,6 @@ export class Stream {
     const status = native.streamSynchronize(ref);
     if (status !== 0) throw waitError(status, 'cuStreamSynchronize', `device ${this.device.ordinal}, stream ${this.id}`);
     landPending(); // a copy into a JS array queued before lands before the work is reported done
-    this.#waitedUses = this.#uses;
   }
 
   /** Makes work queued later on this stream wait until `event`'s recorded work is done; returns at once, and blocks
@@ -627,9 +614,8 @@ export function streamHandle(stream: Stream): bigint {
   return streams.handle(stream);
 }
 
-/** What was called through this wrapper: nothing, only calls a later successful wait covered, or calls after the last
- * such wait (it may have queued work still pending). @internal */
-export function wasUsed(stream: Stream): ViewUse {
+/** True once any method was called through this wrapper (it may have queued work). @internal */
+export function wasUsed(stream: Stream): boolean {
   return lifetimes.used(stream);
 }
 
