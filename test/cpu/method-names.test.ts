@@ -91,6 +91,11 @@ test('messages of calls on destroyed objects name the method called, through the
      out.recordStreamStream = caught(() => DeviceBuffer.alloc(64, { stream }).recordStream(dead));
      out.recordEvent = caught(() => stream.recordEvent(event));
      out.record = caught(() => Event.create().record(dead));
+     out.from = caught(() => DeviceBuffer.from(new Uint8Array(8), { stream: dead }));
+     const lender = Stream.create();
+     const borrowed = Stream.fromHandle(lender.handle);
+     lender.destroy();
+     out.recordBorrowed = caught(() => Event.create().record(borrowed));
      const module = await Module.load('.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }');
      const kernel = module.getFunction('k', []);
      out.launch = caught(() => kernel.launch({ grid: 1, block: 1, stream: dead }));
@@ -110,6 +115,8 @@ test('messages of calls on destroyed objects name the method called, through the
   assert.deepEqual(out.recordStreamStream, ['DestroyedError', 'recordStream', 'buffer.recordStream(): the Stream was destroyed']);
   assert.deepEqual(out.recordEvent, ['DestroyedError', 'recordEvent', 'stream.recordEvent(): the Event was destroyed']);
   assert.deepEqual(out.record, ['DestroyedError', 'record', 'event.record(): the Stream was destroyed']);
+  assert.deepEqual(out.from, ['DestroyedError', 'from', 'DeviceBuffer.from(): the Stream was destroyed']);
+  assert.deepEqual(out.recordBorrowed, ['DestroyedError', 'record', 'event.record(): the Stream was destroyed']);
   assert.deepEqual(out.launch, ['DestroyedError', 'launch', 'kernel.launch(): the Stream was destroyed']);
   assert.deepEqual(out.proxy, ['TypeError', null, '"options.stream" must be a Stream; received a Proxy (of an object; pass the object itself, not a Proxy of it).']);
   assert.equal(out.available, true);

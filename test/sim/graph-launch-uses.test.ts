@@ -50,6 +50,11 @@ test('a free waits for repeated launches of a graph on one stream, and after upd
      const reargued = await faults(busy);
      let refused;
      try { other.setKernelArguments(keptGraph.kernelNodes()[0], third, 5, 1024); } catch (error) { refused = [error.name, error.message]; }
+     const lender = Stream.create();
+     const borrowed = Stream.fromHandle(lender.handle);
+     lender.destroy();
+     const fresh = (await graphFilling(DeviceBuffer.alloc(1024 * 4, { stream: home }), 6)).instantiate();
+     try { fresh.launch(borrowed); } catch (error) { refused.push(error.message); }
      console.log(JSON.stringify({ first: firstFaulted, updated, inPlace, reargued, refused }));
      other.destroy();`,
     { operationDelayUs: 3000 },
@@ -59,7 +64,7 @@ test('a free waits for repeated launches of a graph on one stream, and after upd
     updated: false,
     inPlace: true,
     reargued: false,
-    refused: ['DestroyedError', 'graphExec.setKernelArguments(): the DeviceBuffer was freed'],
+    refused: ['DestroyedError', 'graphExec.setKernelArguments(): the DeviceBuffer was freed', 'graphExec.launch(): the Stream was destroyed'],
   });
 });
 

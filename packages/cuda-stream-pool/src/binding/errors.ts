@@ -76,7 +76,7 @@ export class DestroyedError extends Error {
 /** `error` again, naming `call` (the method the user called) instead of the inner call that found the destroyed
  * object. @internal */
 export function renameDestroyed(error: unknown, call: string): unknown {
-  if (!(error instanceof DestroyedError) || !error.message.startsWith(`${error.resource}.`)) return error;
+  if (!(error instanceof DestroyedError) || error.message.startsWith(`${call}(`)) return error;
   const why = error.message.slice(error.message.indexOf(`(): the ${error.resource} `) + `(): the ${error.resource} `.length);
   return new DestroyedError(error.resource, call, why);
 }

@@ -6,7 +6,7 @@ import { CU_STREAM_PER_THREAD, native, type NativeRef } from '../binding/binding
 import { adopt } from '../binding/native-ref-lifetime.js';
 import { privateState, register, streams } from '../internal/handles.js';
 import type { Device } from '../device/device.js';
-import { DestroyedError } from '../binding/errors.js';
+import { DestroyedError, renameDestroyed } from '../binding/errors.js';
 import type { CaptureRecord } from '../stream/capture.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { ManagedBuffer } from '../memory/managed-buffer.js';
@@ -67,12 +67,16 @@ const launchUses = new WeakMap<DeviceBuffer, Set<bigint>>();
 /** Records that a graph launch on `stream` uses `buffer` (as `buffer.recordStream(stream)`), once per stream. A
  * borrowed view's use on a per-thread stream is recorded right after the work, so every launch records it again. */
 function recordLaunchUse(buffer: DeviceBuffer, stream: Stream): void {
-  if (buffer.borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) return buffer.recordStream(stream);
-  let streams = launchUses.get(buffer);
-  if (streams === undefined) launchUses.set(buffer, (streams = new Set()));
-  if (streams.has(stream.id)) return;
-  buffer.recordStream(stream);
-  streams.add(stream.id);
+  try {
+    if (buffer.borrowed && streamHandle(stream) === CU_STREAM_PER_THREAD) return buffer.recordStream(stream);
+    let streams = launchUses.get(buffer);
+    if (streams === undefined) launchUses.set(buffer, (streams = new Set()));
+    if (streams.has(stream.id)) return;
+    buffer.recordStream(stream);
+    streams.add(stream.id);
+  } catch (error) {
+    throw renameDestroyed(error, 'graphExec.launch'); // a destroyed stream or a freed buffer, found by recordStream
+  }
 }
 // How a graph makes its executable.
 const executables = privateState<{ make(ref: NativeRef, graph: Graph, parts: GraphParts): GraphExec }>('GraphExec', ['make']);

@@ -405,7 +405,12 @@ export class DeviceBuffer {
     const stream = DeviceBuffer.#allocationStream(o);
     // Again, after the options: a getter among them may have detached or shrunk the source.
     const bytes = sourceBytes();
-    const buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
+    let buffer: DeviceBuffer;
+    try {
+      buffer = DeviceBuffer.alloc(bytes.byteLength, { stream });
+    } catch (error) {
+      throw renameDestroyed(error, 'DeviceBuffer.from');
+    }
     try {
       // The bytes found above, as a plain Uint8Array: nothing of the caller's object is read again.
       copyOnStream(stream, buffer, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 'DeviceBuffer.from');

@@ -74,7 +74,7 @@ Napi::Value event_record(const Napi::CallbackInfo& info) {
   auto event = operands.borrow<NativeEvent>(0);
   auto stream = operands.borrow<NativeStream>(1);
   Use<NativeEvent> use(*event, "Event", "record");
-  Use<NativeStream> use_stream(*stream, "Stream", "recordEvent");
+  Use<NativeStream> use_stream(*stream, "Stream", "event.record");
   Submitter* submitter = recording_for(info.Env(), *stream);
   if (submitter) {
     make_current(event->device);  // as a direct call leaves it
