@@ -96,6 +96,7 @@ test('messages of calls on destroyed objects name the method called, through the
      const borrowed = Stream.fromHandle(lender.handle);
      lender.destroy();
      out.recordBorrowed = caught(() => Event.create().record(borrowed));
+     out.recordEventBorrowed = caught(() => borrowed.recordEvent());
      const module = await Module.load('.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }');
      const kernel = module.getFunction('k', []);
      out.launch = caught(() => kernel.launch({ grid: 1, block: 1, stream: dead }));
@@ -117,6 +118,7 @@ test('messages of calls on destroyed objects name the method called, through the
   assert.deepEqual(out.record, ['DestroyedError', 'record', 'event.record(): the Stream was destroyed']);
   assert.deepEqual(out.from, ['DestroyedError', 'from', 'DeviceBuffer.from(): the Stream was destroyed']);
   assert.deepEqual(out.recordBorrowed, ['DestroyedError', 'record', 'event.record(): the Stream was destroyed']);
+  assert.deepEqual(out.recordEventBorrowed, ['DestroyedError', 'recordEvent', 'stream.recordEvent(): the Stream was destroyed']);
   assert.deepEqual(out.launch, ['DestroyedError', 'launch', 'kernel.launch(): the Stream was destroyed']);
   assert.deepEqual(out.proxy, ['TypeError', null, '"options.stream" must be a Stream; received a Proxy (of an object; pass the object itself, not a Proxy of it).']);
   assert.equal(out.available, true);

@@ -466,22 +466,14 @@ export class Stream {
   recordEvent(event?: Event): Event {
     if (event !== undefined && !(event instanceof Event)) throw invalidType('event', 'an Event', event);
     this.#use('recordEvent');
-    if (event) {
-      try {
-        event.record(this);
-      } catch (error) {
-        throw renameDestroyed(error, 'stream.recordEvent');
-      }
-      return event;
-    }
-    const created = Event.create({ device: this.device });
+    const recorded = event ?? Event.create({ device: this.device });
     try {
-      created.record(this);
+      recorded.record(this);
     } catch (error) {
-      created.destroy();
-      throw error;
+      if (event === undefined) recorded.destroy();
+      throw renameDestroyed(error, 'stream.recordEvent');
     }
-    return created;
+    return recorded;
   }
 
   /** Begins capturing a graph: until {@link Stream.endCapture}, work queued on this stream (copies, fills, kernel
