@@ -46,8 +46,8 @@ struct AddonData {
   static AddonData& of(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 };
 
-// Note [fact scratch]: facts a destroying call hands back to JS without making a JS object (a buffer's address, a
-// stream's handle and id) are written to a BigUint64Array of kFactSlots that the addon made for the thread, and read
+// Note [fact scratch]: facts a call hands back to JS without making a JS object (a new or freed buffer's address, a
+// destroyed stream's handle and id) are written to a BigUint64Array of kFactSlots that the addon made for the thread, and read
 // by the caller only when it still needs them. A result object or array per call cost more than the call.
 constexpr size_t kFactSlots = 4;
 uint64_t* fact_scratch(Napi::Env env);

@@ -428,8 +428,8 @@ function unavailableBinding(reason: string): NativeBinding {
 export const native: NativeBinding = loadLibrary() ?? unavailableBinding(addonFailure!);
 native.setErrorFactory(makeNativeError);
 
-/** Facts a destroying call leaves for this thread (Note [fact scratch] in src/binding/binding.h): after
- * `deviceBufferFree`, [0] is the address, and for a free refused during a capture [1] the capturing stream's id (0
+/** Facts a call leaves for this thread (Note [fact scratch] in src/binding/binding.h): after `deviceBufferAlloc`
+ * and `deviceBufferFree`, [0] is the address, and for a free refused during a capture [1] the capturing stream's id (0
  * where unknown) and [2] 1 when it is not the free's own stream but one that used the buffer; after `streamDestroy`,
  * [handle, id, priority as int64, flags]. */
 export const facts = native.factScratch();

@@ -289,7 +289,7 @@ export class DeviceBuffer {
     const ref = result as NativeRef;
     const buffer = new DeviceBuffer(internalConstruction, ref, byteLength, undefined, streams.device(stream), stream, false);
     const high = factWords[1]!; // the address the allocation left in the fact scratch
-    if (high < 0x200000) buffer.#address = high * 4294967296 + factWords[0]!;
+    if (high < 2 ** 21) buffer.#address = high * 2 ** 32 + factWords[0]!; // below 2 ** 53: exact as a number
     if (exportable) buffer.#origin = 'exportable';
     adopt(buffer, ref);
     return buffer;
